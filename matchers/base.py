@@ -1,0 +1,116 @@
+"""The matcher interface every filtering engine implements, and the filter it stores."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+from .errors import UnsupportedDialect
+
+__all__ = ["FilterSpec", "Matcher"]
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """One filter as a subscriber or route administrator gave it.
+
+    ``namespaces`` holds sorted ``(prefix, uri)`` pairs so the spec stays hashable and two
+    specs written with the same bindings compare equal.  ``content`` optionally carries the
+    original element for dialects that need structure, not just text; it takes no part in
+    equality.
+    """
+
+    dialect: str
+    expression: str
+    namespaces: tuple[tuple[str, str], ...] = ()
+    content: object = field(default=None, compare=False)
+
+    @property
+    def namespace_map(self) -> dict[str, str]:
+        return dict(self.namespaces)
+
+    @classmethod
+    def from_element(cls, element: Any, default_dialect: str) -> "FilterSpec":
+        """Build a spec from a ``wse:Filter`` element.
+
+        Prefixes come from every namespace in scope at the element (lxml's ``nsmap``
+        already includes inherited ones).  The default namespace is dropped: XPath 1.0
+        has no default namespace, so an unprefixed name never means it.
+        """
+        dialect = element.get("Dialect") or default_dialect
+        expression = (element.text or "").strip()
+        namespaces = tuple(
+            sorted((prefix, uri) for prefix, uri in element.nsmap.items() if prefix is not None)
+        )
+        return cls(dialect, expression, namespaces, content=element)
+
+
+class Matcher(abc.ABC):
+    """A store of filters that answers "which filters does this event match".
+
+    Contract:
+
+    * ``add_filter`` validates the dialect (``UnsupportedDialect``) and compiles the
+      expression (``InvalidFilter``) before storing anything; an existing id is replaced
+      in place (it keeps its position in the insertion order).
+    * ``remove_filter`` raises ``UnknownFilter`` for an id it does not hold.
+    * ``match`` returns matching filter ids in insertion order, without duplicates, and never
+      raises because one filter failed to evaluate on one event.
+
+    Thread safety: callers serialize mutations (add/remove) against everything else; ``match``
+    may run concurrently with other ``match`` calls only, so engines must not mutate shared
+    state while matching.
+
+    Engines register under ``uri`` through the ``wsframework.matchers`` entry-point group and
+    are created by ``matchers.create_matcher(uri, config)``.  Routing capabilities that later
+    engines add (summaries for summary-based routing) live in separate optional interfaces,
+    not here, so a plain filtering engine stays small.
+    """
+
+    uri: ClassVar[str]
+    dialects: ClassVar[frozenset[str]]
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+    @abc.abstractmethod
+    def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
+        """Store ``spec`` under ``filter_id``, replacing any filter with that id."""
+
+    @abc.abstractmethod
+    def remove_filter(self, filter_id: str) -> None:
+        """Forget ``filter_id``; ``UnknownFilter`` if it is not held."""
+
+    @abc.abstractmethod
+    def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
+        """Ids of the filters ``event`` (an lxml element) satisfies, in insertion order."""
+
+    @abc.abstractmethod
+    def filter_ids(self) -> list[str]:
+        """Ids of all stored filters, in insertion order."""
+
+    @classmethod
+    def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
+        """A few ``(filter, event element, should_match)`` cases for the conformance test.
+
+        Every shipped engine overrides this with at least one matching and one
+        non-matching case; the shared conformance test fails for an engine that does not.
+        """
+        raise NotImplementedError(f"{cls.__name__} provides no example filters")
+
+    def check_dialect(self, spec: FilterSpec) -> None:
+        if spec.dialect not in self.dialects:
+            raise UnsupportedDialect(spec.dialect, self.dialects)
+
+    def describe(self) -> dict[str, Any]:
+        return {"uri": self.uri, "filters": len(self)}
+
+    def __len__(self) -> int:
+        return len(self.filter_ids())
+
+    def __contains__(self, filter_id: object) -> bool:
+        return filter_id in self.filter_ids()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.uri} filters={len(self)}>"

@@ -1,0 +1,43 @@
+"""Every namespace and well-known URI the framework speaks, in one place.
+
+Keeping them here (rather than scattered as string literals) is what stops the classic
+eventing bugs: mixing WS-Addressing versions, or a typo in a fault name that no test sees.
+"""
+
+# SOAP envelopes
+SOAP11 = "http://schemas.xmlsoap.org/soap/envelope/"
+SOAP12 = "http://www.w3.org/2003/05/soap-envelope"
+XML = "http://www.w3.org/XML/1998/namespace"
+
+# WS-Addressing: the 2004/08 member submission (paired with WS-Eventing 2004/08) and the
+# W3C 1.0 recommendation (paired with WS-Eventing 2011).
+WSA2004 = "http://schemas.xmlsoap.org/ws/2004/08/addressing"
+WSA10 = "http://www.w3.org/2005/08/addressing"
+WSA2004_ANONYMOUS = WSA2004 + "/role/anonymous"
+WSA10_ANONYMOUS = WSA10 + "/anonymous"
+WSA10_NONE = WSA10 + "/none"
+WSA2004_FAULT_ACTION = WSA2004 + "/fault"
+WSA10_FAULT_ACTION = WSA10 + "/fault"
+WSA10_SOAP_FAULT_ACTION = WSA10 + "/soap/fault"
+WSAM = "http://www.w3.org/2007/05/addressing/metadata"
+
+# WS-Eventing
+WSE2004 = "http://schemas.xmlsoap.org/ws/2004/08/eventing"
+WSE2011 = "http://www.w3.org/2011/03/ws-evt"
+
+# Filter dialects
+XPATH10_DIALECT_2004 = "http://www.w3.org/TR/1999/REC-xpath-19991116"
+XPATH10_DIALECT_2011 = WSE2011 + "/Dialects/XPath10"
+XPATH20_DIALECT_2011 = WSE2011 + "/Dialects/XPath20"
+
+# This framework's own vocabulary.
+ADMIN = "urn:wsframework:admin"
+FRAMEWORK = "urn:wsframework"
+MATCHER_XPATH = "urn:wsframework:matchers:xpath"
+MATCHER_RTREE_ENGINE = "urn:wsframework:matchers:rtree-matching-engine"
+MATCHER_RTREE_ROUTE_SET = "urn:wsframework:matchers:rtree-route-set"
+
+
+def qname(namespace: str, local: str) -> str:
+    """Clark notation, the form lxml uses for tags: ``{namespace}local``."""
+    return "{%s}%s" % (namespace, local)

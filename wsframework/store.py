@@ -1,0 +1,86 @@
+"""The durable store: SQLite in WAL mode, one connection per thread.
+
+Every gunicorn worker is its own process with its own in-memory indexes (namespace trie,
+matchers). The store is the source of truth they all follow: each change bumps a named
+*generation* counter in the same transaction, and a worker that sees a generation it has not
+applied reloads what changed. Writes are committed before the caller answers its client, so
+a ``kill -9`` never loses an acknowledged change (WAL with synchronous=NORMAL survives a
+process crash; only a power failure can lose the last transactions).
+"""
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Iterator
+
+_BASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS generations (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+class Store:
+    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", busy_timeout_ms: int = 10_000):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._synchronous = synchronous
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self.executescript(_BASE_SCHEMA)
+
+    def connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            conn.row_factory = sqlite3.Row
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def executescript(self, script: str) -> None:
+        self.connection().executescript(script)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction, taken eagerly so concurrent writers queue instead of failing
+        on lock upgrade."""
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def query(self, sql: str, params=()) -> list[sqlite3.Row]:
+        return self.connection().execute(sql, params).fetchall()
+
+    # -- generations -----------------------------------------------------------------------
+    @staticmethod
+    def bump(conn: sqlite3.Connection, name: str) -> int:
+        conn.execute("INSERT INTO generations(name, value) VALUES (?, 1) "
+                     "ON CONFLICT(name) DO UPDATE SET value = value + 1", (name,))
+        return conn.execute("SELECT value FROM generations WHERE name = ?", (name,)).fetchone()[0]
+
+    def generation(self, name: str) -> int:
+        row = self.connection().execute("SELECT value FROM generations WHERE name = ?",
+                                        (name,)).fetchone()
+        return row[0] if row else 0
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._all.clear()
+        self._local = threading.local()

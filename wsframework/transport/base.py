@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..exceptions import WsFrameworkError
+
+
+class TransportError(WsFrameworkError):
+    """The peer could not be reached or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class TransportResponse:
+    status: int
+    content_type: str | None
+    body: bytes
+
+
+class Transport(Protocol):
+    def post(self, url: str, payload: bytes, content_type: str,
+             soap_action: str | None = None) -> TransportResponse: ...
+
+    def close(self) -> None: ...
+
+
+def soap_http_headers(content_type: str, soap_action: str | None) -> dict[str, str]:
+    """HTTP headers for a SOAP message: SOAP 1.1 carries the action in SOAPAction, SOAP 1.2
+    in the content type's action parameter."""
+    if content_type.startswith("text/xml"):
+        return {"Content-Type": "text/xml; charset=utf-8", "SOAPAction": f'"{soap_action or ""}"'}
+    ct = "application/soap+xml; charset=utf-8"
+    if soap_action:
+        ct += f'; action="{soap_action}"'
+    return {"Content-Type": ct}

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import threading
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from .base import TransportError, TransportResponse, soap_http_headers
+
+
+class HttpTransport:
+    """SOAP over HTTP with pooled keep-alive connections.
+
+    ``timeout`` is (connect, read) seconds. Each thread gets its own session, so a pool of
+    delivery threads never contends on one connection pool lock.
+    """
+
+    def __init__(self, *, timeout: tuple[float, float] = (3.0, 10.0), pool_size: int = 16,
+                 max_response_bytes: int = 16 * 1024 * 1024):
+        self.timeout = timeout
+        self.pool_size = pool_size
+        self.max_response_bytes = max_response_bytes
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._lock = threading.Lock()
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.trust_env = False  # never route SOAP traffic through a proxy from the env
+            adapter = HTTPAdapter(pool_connections=self.pool_size, pool_maxsize=self.pool_size,
+                                  max_retries=0)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            self._local.session = session
+            with self._lock:
+                self._sessions.append(session)
+        return session
+
+    def post(self, url: str, payload: bytes, content_type: str,
+             soap_action: str | None = None) -> TransportResponse:
+        try:
+            response = self._session().post(url, data=payload, timeout=self.timeout,
+                                            headers=soap_http_headers(content_type, soap_action),
+                                            allow_redirects=False, stream=True)
+            body = response.raw.read(self.max_response_bytes + 1, decode_content=True)
+            response.close()
+        except requests.RequestException as exc:
+            raise TransportError(f"POST {url} failed: {exc}") from exc
+        if len(body) > self.max_response_bytes:
+            raise TransportError(f"response from {url} exceeds {self.max_response_bytes} bytes")
+        return TransportResponse(response.status_code, response.headers.get("Content-Type"), body)
+
+    def get(self, url: str) -> TransportResponse:
+        try:
+            response = self._session().get(url, timeout=self.timeout, allow_redirects=False)
+        except requests.RequestException as exc:
+            raise TransportError(f"GET {url} failed: {exc}") from exc
+        return TransportResponse(response.status_code, response.headers.get("Content-Type"),
+                                 response.content)
+
+    def close(self) -> None:
+        with self._lock:
+            for session in self._sessions:
+                session.close()
+            self._sessions.clear()
+        self._local = threading.local()

@@ -1,0 +1,37 @@
+"""Client side of the admin messages (used by ``edn topic`` and by tests)."""
+from __future__ import annotations
+
+from lxml import etree
+
+from . import admin_contracts as contracts
+from .client import SoapClient
+
+
+class AdminClient:
+    def __init__(self, base_url: str, token: str, *, transport=None, soap_client: SoapClient | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.address = self.base_url + "/admin"
+        self.token = token
+        self.client = soap_client or SoapClient(transport)
+
+    def call(self, request):
+        """Send any admin contract instance; returns the parsed response contract."""
+        element = contracts.render(request)
+        token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": contracts.ADMIN_NS})
+        token.text = self.token
+        reply = self.client.call(self.address, contracts.action_for(etree.QName(element).localname),
+                                 element, headers=[token])
+        return contracts.parse_response(reply.body)
+
+    def create_topic(self, name: str, matcher: str | None = None,
+                     options: etree._Element | None = None) -> dict:
+        r = self.call(contracts.CreateTopic(Name=name, Matcher=matcher, Options=options))
+        return {"name": r.Name, "matcher": r.Matcher, "address": r.Address}
+
+    def delete_topic(self, name: str) -> str:
+        return self.call(contracts.DeleteTopic(Name=name)).Name
+
+    def list_topics(self, prefix: str | None = None) -> list[dict]:
+        r = self.call(contracts.ListTopics(Prefix=prefix))
+        return [{"name": t.Name, "matcher": t.Matcher, "address": t.Address,
+                 "filters": t.FilterCount} for t in (r.Topic or [])]

@@ -1,0 +1,189 @@
+"""The ``edn`` command: serve roles, administer topics, publish, demo, bench, profile."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from lxml import etree
+
+DEFAULT_PORT = 8080
+
+
+def _add_serve(sub):
+    p = sub.add_parser("serve", help="run a role (source, ...) under gunicorn")
+    p.add_argument("role", help="source | dispatcher | server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--base-url", help="the service's public base URL (default http://HOST:PORT)")
+    p.add_argument("--data", default=None, help="data directory (default ./edn-data/ROLE-PORT)")
+    p.add_argument("--admin-token", default=None,
+                   help="admin credential (default $EDN_ADMIN_TOKEN, else generated into DATA/admin-token)")
+    p.add_argument("--workers", type=int, default=1, help="gunicorn worker processes")
+    p.add_argument("--threads", type=int, default=8, help="threads per worker")
+    p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
+    p.add_argument("--allow-private", action="append", default=[], metavar="CIDR",
+                   help="allow notification targets in this private range (repeatable)")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    from .roles import build
+    from .server import GunicornServer
+    from .service import ServiceConfig, resolve_admin_token
+    from .xmlparse import ParserLimits
+
+    data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = resolve_admin_token(args.admin_token, data_dir)
+    base_url = args.base_url or f"http://{args.host}:{args.port}"
+    settings = {"allow_private": args.allow_private}
+    settings.update(getattr(args, "role_settings", {}) or {})
+    config = ServiceConfig(base_url=base_url, data_dir=data_dir, admin_token=token,
+                           limits=ParserLimits(max_bytes=args.max_body), role=args.role,
+                           settings=settings)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
+                   workers=args.workers, threads=args.threads, log_level=args.log_level).run()
+    return 0
+
+
+def _admin_client(args):
+    from .admin_client import AdminClient
+    token = args.admin_token or os.environ.get("EDN_ADMIN_TOKEN")
+    if not token:
+        raise SystemExit("an admin credential is needed: --admin-token or EDN_ADMIN_TOKEN")
+    return AdminClient(args.at, token)
+
+
+def _add_topic(sub):
+    p = sub.add_parser("topic", help="create, list or delete topics")
+    tsub = p.add_subparsers(dest="topic_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--at", required=True, help="the service's base URL")
+    common.add_argument("--admin-token", default=None)
+    common.add_argument("--json", action="store_true", help="print JSON")
+    c = tsub.add_parser("create", parents=[common])
+    c.add_argument("name")
+    c.add_argument("--matcher", default=None, help="matcher URI (default: XPath)")
+    c.add_argument("--schema", "--options", dest="options", default=None,
+                   help="XML file with matcher configuration (e.g. an event schema)")
+    c.set_defaults(func=cmd_topic_create)
+    ls = tsub.add_parser("list", parents=[common])
+    ls.add_argument("--prefix", default=None)
+    ls.set_defaults(func=cmd_topic_list)
+    d = tsub.add_parser("delete", parents=[common])
+    d.add_argument("name")
+    d.set_defaults(func=cmd_topic_delete)
+
+
+def cmd_topic_create(args) -> int:
+    from .xmlparse import parse_xml
+    options = parse_xml(Path(args.options).read_bytes()) if args.options else None
+    topic = _admin_client(args).create_topic(args.name, args.matcher, options)
+    _print(args, topic, f"created {topic['name']} ({topic['matcher']}) at {topic['address']}")
+    return 0
+
+
+def cmd_topic_list(args) -> int:
+    topics = _admin_client(args).list_topics(args.prefix)
+    if args.json:
+        print(json.dumps(topics, indent=2))
+    else:
+        for t in topics:
+            print(f"{t['name']}\t{t['matcher']}\t{t['filters']} filters\t{t['address']}")
+    return 0
+
+
+def cmd_topic_delete(args) -> int:
+    name = _admin_client(args).delete_topic(args.name)
+    _print(args, {"name": name}, f"deleted {name}")
+    return 0
+
+
+def _print(args, obj, text):
+    print(json.dumps(obj, indent=2) if getattr(args, "json", False) else text)
+
+
+def _add_publish(sub):
+    p = sub.add_parser("publish", help="send one event document to a topic")
+    p.add_argument("--at", required=True, help="the service's base URL")
+    p.add_argument("topic")
+    p.add_argument("file", help="XML event document ('-' for standard input)")
+    p.add_argument("--soap11", action="store_true", help="send SOAP 1.1 (default 1.2)")
+    p.set_defaults(func=cmd_publish)
+
+
+def cmd_publish(args) -> int:
+    from .publisher import publish
+    from .xmlparse import parse_xml
+    data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    status = publish(args.at, args.topic, parse_xml(data), soap11=args.soap11)
+    print(f"published to {args.topic}: HTTP {status}")
+    return 0
+
+
+def _add_demo(sub):
+    p = sub.add_parser("demo", help="run the demonstration on this machine")
+    p.add_argument("--port", type=int, default=0, help="first port to use (default: free ports)")
+    p.add_argument("--events", type=int, default=20)
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+    return run_demo(args)
+
+
+def _add_bench(sub):
+    p = sub.add_parser("bench", help="run a benchmark")
+    p.add_argument("name", nargs="?", help="benchmark name (omit to list them)")
+    p.add_argument("--json", action="store_true", help="print one JSON object of named figures")
+    p.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args) -> int:
+    from benchmarks import BENCHMARKS, run_benchmark
+    if not args.name:
+        for name, (_, doc) in sorted(BENCHMARKS.items()):
+            print(f"{name}\t{doc}")
+        return 0
+    figures = run_benchmark(args.name, quick=args.quick)
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        for key, value in figures.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="edn", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_serve, _add_topic, _add_publish, _add_demo, _add_bench):
+        add(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from .exceptions import SoapFault
+    from .transport import TransportError
+    try:
+        return args.func(args) or 0
+    except SoapFault as fault:
+        print(f"edn: fault {fault.subcode or fault.code}: {fault.reason}", file=sys.stderr)
+        return 2
+    except TransportError as exc:
+        print(f"edn: {exc}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""A service: the messaging layer, the durable store, the namespace of topics and the admin
+endpoint, composed; roles (event source, dispatcher, subscription server) add components.
+
+``Service.handle_request`` is the single transport-independent entry point: the WSGI
+application and the in-process transport both call it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from .admin import AdminEndpoint, NamespaceAdmin
+from .messaging import MessagingLayer, Outcome
+from .namespace import Namespace
+from .store import Store
+from .transport import HttpTransport
+from .xmlparse import DEFAULT_LIMITS, ParserLimits
+
+log = logging.getLogger(__name__)
+
+ADMIN_TOKEN_ENV = "EDN_ADMIN_TOKEN"
+
+
+@dataclass
+class ServiceConfig:
+    base_url: str
+    data_dir: Path
+    admin_token: str
+    limits: ParserLimits = DEFAULT_LIMITS
+    role: str = "source"
+    # Free-form role settings (dispatcher URL, delivery policy, ...), from the command line.
+    settings: dict = field(default_factory=dict)
+
+
+def resolve_admin_token(explicit: str | None, data_dir: Path) -> str:
+    """The admin credential: the explicit value, else $EDN_ADMIN_TOKEN, else a random token
+    kept in ``{data}/admin-token`` (mode 0600) so the service is never left open."""
+    token = explicit or os.environ.get(ADMIN_TOKEN_ENV)
+    if token:
+        return token
+    path = Path(data_dir) / "admin-token"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    log.warning("no admin token given: generated one in %s", path)
+    return token
+
+
+class Component(Protocol):
+    def close(self) -> None: ...
+
+
+WsdlProvider = Callable[[str, str], "bytes | None"]
+
+
+class Service:
+    def __init__(self, config: ServiceConfig, *, transport=None, store: Store | None = None):
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        self.store = store or Store(Path(config.data_dir) / "edn.db")
+        self.transport = transport or HttpTransport()
+        self.messaging = MessagingLayer(limits=config.limits, transport=self.transport)
+        self.topics = Namespace("topics", self.store, self.base_url)
+        self.admin = AdminEndpoint(self.messaging, config.admin_token)
+        NamespaceAdmin(self.admin, self.topics)
+        self.components: list[Component] = []
+        self._wsdl: list[tuple[str, WsdlProvider]] = []
+        self._closed = threading.Event()
+        from wsdl.admin import admin_wsdl  # spyne is imported only when a service starts
+        self.add_wsdl("/admin", lambda path, address: admin_wsdl(address) if path == "/admin" else None)
+
+    # -- composition -----------------------------------------------------------------------
+    def add_component(self, component: Component) -> Component:
+        self.components.append(component)
+        return component
+
+    def add_wsdl(self, path_prefix: str, provider: WsdlProvider) -> None:
+        """``provider(path, address)`` returns the WSDL for an address under the prefix."""
+        self._wsdl.append((path_prefix, provider))
+
+    # -- entry points ----------------------------------------------------------------------
+    def handle_request(self, data: bytes, *, path: str = "/", content_type: str | None = None,
+                       soap_action: str | None = None, remote_addr: str | None = None) -> Outcome:
+        self.topics.sync()
+        return self.messaging.handle(data, path=path, base_url=self.base_url,
+                                     content_type=content_type, soap_action=soap_action,
+                                     remote_addr=remote_addr)
+
+    def wsdl_for(self, path: str) -> bytes | None:
+        self.topics.sync()
+        for prefix, provider in sorted(self._wsdl, key=lambda p: len(p[0]), reverse=True):
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                document = provider(path, self.base_url + path)
+                if document is not None:
+                    return document
+        return None
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for component in reversed(self.components):
+            try:
+                component.close()
+            except Exception:
+                log.exception("closing %r failed", component)
+        self.messaging.close()
+        self.transport.close()
+        self.store.close()

@@ -1,0 +1,105 @@
+"""The WSGI edge: HTTP in, :meth:`Service.handle_request` out. Nothing else knows about HTTP.
+
+Every response to a POST is a SOAP envelope (or an empty 202), never an HTML error page:
+oversized bodies are refused with a Sender fault before they are read into memory (the
+excess is drained in small chunks so the client can read the fault), and any unexpected
+error becomes a Receiver fault.
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+from .exceptions import receiver_fault, sender_fault
+from .soap import SoapVersion, fault_envelope
+
+log = logging.getLogger(__name__)
+
+_DRAIN_CHUNK = 64 * 1024
+# Beyond this much excess the connection is simply closed: draining it would let a client
+# keep a worker busy for as long as it likes.
+_MAX_DRAIN = 256 * 1024 * 1024
+
+
+class WsgiApplication:
+    def __init__(self, service):
+        self.service = service
+
+    def __call__(self, environ, start_response):
+        try:
+            method = environ.get("REQUEST_METHOD", "GET")
+            path = environ.get("PATH_INFO") or "/"
+            if method == "POST":
+                status, headers, body = self._post(environ, path)
+            elif method in ("GET", "HEAD"):
+                status, headers, body = self._get(environ, path)
+            else:
+                status, headers, body = 405, [("Allow", "GET, POST")], b"method not allowed\n"
+                headers.append(("Content-Type", "text/plain"))
+        except Exception:
+            log.exception("unexpected error at the WSGI edge")
+            version = SoapVersion.from_content_type(environ.get("CONTENT_TYPE")) or SoapVersion.SOAP11
+            fault = receiver_fault("the service could not process the message")
+            status, headers, body = (version.fault_status(fault),
+                                     [("Content-Type", version.content_type)],
+                                     fault_envelope(version, fault))
+        headers.append(("Content-Length", str(len(body))))
+        start_response(_status_line(status), headers)
+        return [body if method != "HEAD" else b""]
+
+    def _post(self, environ, path):
+        content_type = environ.get("CONTENT_TYPE")
+        limit = self.service.config.limits.max_bytes
+        stream = environ["wsgi.input"]
+        length = environ.get("CONTENT_LENGTH")
+        try:
+            declared = int(length) if length else None
+        except ValueError:
+            declared = None
+        if declared is not None and declared > limit:
+            _drain(stream, declared)
+            return self._refuse(content_type, f"message of {declared} bytes exceeds the limit of {limit}")
+        data = stream.read(declared) if declared is not None else stream.read(limit + 1)
+        if len(data) > limit:
+            _drain(stream, _MAX_DRAIN)
+            return self._refuse(content_type, f"message exceeds the limit of {limit} bytes")
+        outcome = self.service.handle_request(
+            data, path=path, content_type=content_type,
+            soap_action=environ.get("HTTP_SOAPACTION"), remote_addr=environ.get("REMOTE_ADDR"))
+        headers = [("Content-Type", outcome.content_type)] if outcome.content_type else []
+        return outcome.status, headers, outcome.body
+
+    def _refuse(self, content_type, reason):
+        version = SoapVersion.from_content_type(content_type) or SoapVersion.SOAP11
+        log.info("refused: %s", reason)
+        fault = sender_fault(reason)
+        return (version.fault_status(fault), [("Content-Type", version.content_type),
+                                              ("Connection", "close")],
+                fault_envelope(version, fault))
+
+    def _get(self, environ, path):
+        query = environ.get("QUERY_STRING", "")
+        if query.lower() in ("wsdl", "wsdl="):
+            document = self.service.wsdl_for(path)
+            if document is not None:
+                return 200, [("Content-Type", "text/xml; charset=utf-8")], document
+            return 404, [("Content-Type", "text/plain")], b"no WSDL at this address\n"
+        if path == "/health":
+            body = json.dumps({"status": "ok", "role": self.service.config.role}).encode()
+            return 200, [("Content-Type", "application/json")], body
+        return 404, [("Content-Type", "text/plain")], b"POST SOAP messages here; GET ?wsdl for WSDL\n"
+
+
+def _drain(stream, declared: int) -> None:
+    remaining = min(declared, _MAX_DRAIN)
+    while remaining > 0:
+        chunk = stream.read(min(_DRAIN_CHUNK, remaining))
+        if not chunk:
+            break
+        remaining -= len(chunk)
+
+
+def _status_line(status: int) -> str:
+    reasons = {200: "OK", 202: "Accepted", 400: "Bad Request", 404: "Not Found",
+               405: "Method Not Allowed", 500: "Internal Server Error"}
+    return f"{status} {reasons.get(status, 'Unknown')}"

@@ -19,8 +19,9 @@ Parsing rules
     * A child is matched by its full QName: base fields live in ``ADMIN_NS``, fields added
       by an extension live in the extension's namespace. Children nobody declared are
       ignored, so a base server accepts requests carrying extensions it does not know
-      (spyne itself matches by local name only; we filter first so that, say,
-      ``{urn:vendor}Name`` can never overwrite the topic name).
+      (spyne itself matches by local name only; we filter the message's children first so
+      that, say, ``{urn:vendor}Name`` can never overwrite the topic name; inside a nested
+      ``Topic`` of a ListTopicsResponse spyne's local-name matching still applies).
     * Occurrence counts are enforced (a CreateTopic without ``Name`` or with two is
       rejected), and so are the simple types (``FilterCount`` must be an int).
     * ``Options`` (engine configuration) is any XML: it comes back as the single element
@@ -56,6 +57,7 @@ from __future__ import annotations
 import copy
 import functools
 import threading
+import warnings
 from types import MappingProxyType
 from typing import Mapping
 
@@ -63,9 +65,14 @@ from lxml import etree
 from spyne import AnyUri, AnyXml, Application, ComplexModel, Integer32, ServiceBase, Unicode, srpc
 from spyne.error import Fault
 from spyne.interface.wsdl import Wsdl11
-from spyne.protocol.soap import Soap11, Soap12
 from spyne.protocol.xml import XmlDocument
 from spyne.util.appreg import unregister_application
+
+with warnings.catch_warnings():
+    # spyne's SOAP protocol imports ``cgi`` (deprecated, gone in 3.13); we are pinned below
+    # 3.12 for spyne anyway, so the warning tells nobody anything.
+    warnings.filterwarnings("ignore", "'cgi' is deprecated", DeprecationWarning)
+    from spyne.protocol.soap import Soap11, Soap12
 
 __all__ = [
     "ADMIN_NS", "ADMIN_TOKEN_QNAME", "KNOWN_MATCHER_QNAME",

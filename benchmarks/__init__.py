@@ -1,0 +1,22 @@
+"""Benchmarks behind ``edn bench NAME [--json]``.
+
+Each benchmark is a function ``run(quick: bool) -> dict`` of named figures, registered in
+BENCHMARKS with a one-line description. Speeds are compared as ratios measured side by side
+in one run: these machines are shared and noisy.
+"""
+from __future__ import annotations
+
+import importlib
+
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "messaging": ("benchmarks.messaging:run", "parse + dispatch + reply of SOAP messages in process"),
+}
+
+
+def run_benchmark(name: str, *, quick: bool = False) -> dict:
+    try:
+        target, _ = BENCHMARKS[name]
+    except KeyError:
+        raise SystemExit(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    module, _, func = target.partition(":")
+    return getattr(importlib.import_module(module), func)(quick=quick)

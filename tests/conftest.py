@@ -1,0 +1,8 @@
+import os
+import sys
+from pathlib import Path
+
+# Make `tests.support` importable however pytest is invoked.
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))

@@ -1,0 +1,21 @@
+"""wsframework: the messaging layer and the namespace binding layer (paper Fig. 11).
+
+A service in three lines::
+
+    from wsframework.service import Service, ServiceConfig
+    service = Service(ServiceConfig(base_url="http://127.0.0.1:8080", data_dir=path, admin_token=t))
+    outcome = service.handle_request(envelope_bytes, path="/admin", content_type="application/soap+xml")
+
+Handlers register with the messaging layer by a filter over the message::
+
+    service.messaging.route("echo", MessageFilter(action="urn:x/Echo"),
+                            lambda message: Reply("urn:x/EchoResponse", message.body))
+
+Modules, bottom up: ``ns`` (every URI), ``exceptions`` (SoapFault renders itself per SOAP
+version), ``xmlparse`` (the hardened parser), ``soap`` (envelopes), ``addressing``
+(WS-Addressing 2004/08 and 1.0), ``messaging`` (dispatch and reply routing), ``store``
+(SQLite), ``namespace`` (the hierarchical namespace bound to matchers), ``admin`` and
+``admin_contracts`` (authenticated, typed, extensible admin messages; the only spyne user),
+``service`` (composition), ``transport`` (HTTP and in-process clients), ``client``,
+``wsgi`` and ``server`` (the HTTP edge under gunicorn), ``cli`` (the ``edn`` command).
+"""

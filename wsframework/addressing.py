@@ -52,7 +52,8 @@ class WsaVersion(enum.Enum):
 
 
 def _serialize(elements: Sequence[etree._Element]) -> tuple[bytes, ...]:
-    return tuple(etree.tostring(e, method="c14n") for e in elements)
+    # Exclusive c14n: namespaces merely in scope where a parameter was read do not count.
+    return tuple(etree.tostring(e, method="c14n", exclusive=True) for e in elements)
 
 
 def _copy(element: etree._Element) -> etree._Element:

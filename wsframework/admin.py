@@ -20,7 +20,7 @@ from matchers import UnknownMatcher
 from . import admin_contracts as contracts
 from .exceptions import SoapFault, sender_fault
 from .messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
-from .namespace import EntryExists, InvalidName, Namespace, UnknownEntry
+from .namespace import EntryExists, InvalidName, Namespace, UnknownEntry, validate_name
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +94,14 @@ class NamespaceAdmin:
 
     def delete(self, request, message: IncomingMessage):
         try:
-            entry = self.namespace.delete(request.Name)
+            self.namespace.delete(request.Name)
         except InvalidName as exc:
             raise sender_fault(str(exc), contracts.FAULT_INVALID_NAME) from None
         except UnknownEntry:
             raise sender_fault(f"no topic named {request.Name!r}", contracts.FAULT_UNKNOWN_TOPIC) from None
-        log.info("deleted topic %s", entry.name)
-        return contracts.DeleteTopicResponse(Name=entry.name)
+        name = validate_name(request.Name)
+        log.info("deleted topic %s", name)
+        return contracts.DeleteTopicResponse(Name=name)
 
     def list(self, request, message: IncomingMessage):
         topics = [contracts.TopicInfo(Name=e.name, Matcher=e.matcher_uri,

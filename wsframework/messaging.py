@@ -195,7 +195,7 @@ class MessagingLayer:
             if split.scheme in ("http", "https") and split.path:
                 base_path = urlsplit(base_url).path.rstrip("/")
                 target = split.path
-                if base_path and target.startswith(base_path):
+                if base_path and (target == base_path or target.startswith(base_path + "/")):
                     target = target[len(base_path):] or "/"
                 path = target
         return IncomingMessage(envelope, addressing, action, path or "/", base_url, remote_addr)

@@ -32,7 +32,7 @@ from .xmlparse import parse_xml
 
 log = logging.getLogger(__name__)
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._~-]{0,63}$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._~-]{0,63}")  # fullmatch: "$" would allow a trailing newline
 MAX_SEGMENTS = 16
 
 
@@ -58,7 +58,7 @@ def validate_name(name: str) -> str:
         raise InvalidName("a name must be a string")
     cleaned = name.strip().strip("/")
     segments = cleaned.split("/")
-    if not cleaned or len(segments) > MAX_SEGMENTS or not all(_SEGMENT.match(s) for s in segments):
+    if not cleaned or len(segments) > MAX_SEGMENTS or not all(_SEGMENT.fullmatch(s) for s in segments):
         raise InvalidName(f"invalid name {name!r}: use 1 to {MAX_SEGMENTS} slash-separated "
                           "segments of letters, digits and ._~- (not starting with . - ~)")
     return cleaned
@@ -145,7 +145,7 @@ class Namespace:
             self._advance(generation)
         return entry
 
-    def delete(self, name: str) -> NamespaceEntry:
+    def delete(self, name: str) -> NamespaceEntry | None:
         name = validate_name(name)
         with self._lock:
             self.sync()
@@ -154,7 +154,9 @@ class Namespace:
                 if not deleted:
                     raise UnknownEntry(name)
                 generation = Store.bump(conn, self._generation_name)
-            entry = self._remove(name)
+            # An entry whose matcher could not be bound in this process (plugin missing here)
+            # is in the store but not in the cache: deleting it is still a success.
+            entry = self._remove(name) if name in self._entries else None
             self._advance(generation)
         return entry
 

@@ -66,6 +66,11 @@ class Envelope:
     def to_element(self) -> etree._Element:
         env = self.version.namespace
         prefix = "s" if self.version is SoapVersion.SOAP11 else "env"
+        if self.body is not None and etree.QName(self.body).namespace == env and self.body.prefix:
+            # A Fault's code is QName *text* ("soap:Client"). lxml drops the Fault's own
+            # declaration of the envelope namespace when the Fault is appended here, so the
+            # envelope must bind the prefix that text uses.
+            prefix = self.body.prefix
         root = etree.Element(ns.qname(env, "Envelope"), nsmap={prefix: env})
         if self.headers:
             header = etree.SubElement(root, ns.qname(env, "Header"))
@@ -114,13 +119,14 @@ def parse_envelope(data: bytes, limits: ParserLimits = DEFAULT_LIMITS,
                         f"content type announces {expected.name} but the envelope is {version.name}")
     headers: list[etree._Element] = []
     body_payload = None
-    seen_body = False
+    seen_body = seen_header = False
     for child in root:
         if not isinstance(child.tag, str):
             continue
         if child.tag == ns.qname(namespace, "Header"):
-            if seen_body or headers:
+            if seen_body or seen_header:
                 raise sender_fault("misplaced or repeated SOAP Header")
+            seen_header = True
             headers = [h for h in child if isinstance(h.tag, str)]
         elif child.tag == ns.qname(namespace, "Body"):
             if seen_body:

@@ -56,6 +56,8 @@ class WsgiApplication:
             declared = int(length) if length else None
         except ValueError:
             declared = None
+        if declared is not None and declared < 0:
+            declared = None  # read(-1) would read everything, however large
         if declared is not None and declared > limit:
             _drain(stream, declared)
             return self._refuse(content_type, f"message of {declared} bytes exceeds the limit of {limit}")

@@ -46,6 +46,9 @@ DEFAULT_LIMITS = ParserLimits()
 # Any DOCTYPE, wherever it sits in the prolog. Checked on raw bytes so a hostile internal
 # subset never reaches libxml2.
 _DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+# The same marker in the other encodings libxml2 detects on its own (with or without a BOM).
+_WIDE_DOCTYPES = tuple("<!DOCTYPE".encode(codec) for codec in
+                       ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"))
 
 
 def _make_parser() -> etree.XMLParser:
@@ -65,7 +68,7 @@ def parse_xml(data: bytes, limits: ParserLimits = DEFAULT_LIMITS) -> etree._Elem
         raise XmlRejected(f"message of {len(data)} bytes exceeds the limit of {limits.max_bytes}")
     if not data.strip():
         raise XmlRejected("empty message")
-    if _DOCTYPE.search(data):
+    if _DOCTYPE.search(data) or any(marker in data for marker in _WIDE_DOCTYPES):
         raise XmlRejected("document type declarations are not allowed in SOAP messages")
     try:
         # lxml parsers are not thread-safe to share across threads while parsing, but
@@ -76,6 +79,10 @@ def parse_xml(data: bytes, limits: ParserLimits = DEFAULT_LIMITS) -> etree._Elem
         raise XmlRejected(f"malformed XML: {exc.msg or exc}") from None
     if root is None:
         raise XmlRejected("malformed XML: no root element")
+    docinfo = root.getroottree().docinfo
+    if docinfo.doctype or docinfo.internalDTD is not None:
+        # An encoding the byte checks above cannot see (UTF-7, ...) smuggled one in.
+        raise XmlRejected("document type declarations are not allowed in SOAP messages")
     _check_shape(root, limits)
     return root
 

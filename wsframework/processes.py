@@ -1,0 +1,101 @@
+"""Start and stop real ``edn serve`` processes (gunicorn) on loopback: used by ``edn demo``,
+the benchmarks and the integration tests. Readiness is a condition (``GET /health``), not a sleep."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+ADMIN_TOKEN = "integration-token"  # default for tests; the demo passes its own
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """One ``edn serve ROLE`` process. Waits on ``GET /health`` rather than sleeping."""
+
+    def __init__(self, role: str, *, data_dir: Path, admin_token: str = ADMIN_TOKEN,
+                 extra_args=(), port: int | None = None, workers: int = 1, env=None):
+        self.role = role
+        self.data_dir = Path(data_dir)
+        self.admin_token = admin_token
+        self.extra_args = list(extra_args)
+        self.port = port or free_port()
+        self.workers = workers
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self._log = tempfile.TemporaryFile()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "wsframework.cli", "serve", self.role, "--host", "127.0.0.1",
+                "--port", str(self.port), "--data", str(self.data_dir), "--admin-token",
+                self.admin_token, "--workers", str(self.workers), *self.extra_args]
+
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
+        env = dict(os.environ, **(self.env or {}))
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.role} exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if requests.get(self.base_url + "/health", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"{self.role} did not become healthy in {timeout}s:\n{self.log_text()}")
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """Graceful stop (SIGTERM to gunicorn's arbiter); returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """``kill -9`` of the whole process group (arbiter and workers)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> "ServerProcess":
+        self.stop()
+        return self.start(timeout)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        try:
+            self.stop()
+        finally:
+            self.kill()

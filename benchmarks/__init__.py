@@ -10,6 +10,8 @@ import importlib
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "messaging": ("benchmarks.messaging:run", "parse + dispatch + reply of SOAP messages in process"),
+    "eventing": ("benchmarks.eventing:run",
+                 "event source over HTTP: durable Subscribe/s and notifications/s to a local sink"),
 }
 
 

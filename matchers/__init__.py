@@ -41,7 +41,13 @@ from .registry import (
     register_matcher,
     unregister_matcher,
 )
-from .xpath import XPATH10_DIALECTS, XPATH_MATCHER_URI, XPathFilterMatcher
+from .xpath import (
+    ACTION_DIALECTS,
+    XPATH10_DIALECTS,
+    XPATH20_DIALECTS,
+    XPATH_MATCHER_URI,
+    XPathFilterMatcher,
+)
 
 __all__ = [
     "Matcher",
@@ -56,6 +62,8 @@ __all__ = [
     "XPathFilterMatcher",
     "XPATH_MATCHER_URI",
     "XPATH10_DIALECTS",
+    "XPATH20_DIALECTS",
+    "ACTION_DIALECTS",
     "MatcherError",
     "InvalidFilter",
     "UnsupportedDialect",

@@ -1,4 +1,5 @@
-"""The default engine: XPath 1.0 filters compiled once with lxml."""
+"""The default engine: XPath 1.0 filters compiled once with lxml, plus the other dialects
+WS-Eventing subscribers send (XPath 2.0 and action lists, see :mod:`matchers.xpath2`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from lxml import etree
 
 from .base import FilterSpec, Matcher
 from .errors import InvalidFilter, UnknownFilter
+from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
 
-__all__ = ["XPATH_MATCHER_URI", "XPATH10_DIALECTS", "XPathFilterMatcher"]
+__all__ = ["XPATH_MATCHER_URI", "XPATH10_DIALECTS", "XPATH20_DIALECTS", "ACTION_DIALECTS",
+           "XPathFilterMatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -35,18 +38,27 @@ class XPathFilterMatcher(Matcher):
     A filter matches when XPath ``boolean()`` of its result is true.  ``variables`` given to
     :meth:`match` are bound as ``$name``; a filter that fails to evaluate on an event (for
     example an unbound variable) simply does not match it.
+
+    The same table also holds XPath 2.0 filters (elementpath, compiled once) and action-list
+    filters, which read the ``action`` variable; every entry is called as
+    ``compiled(event, **variables)``, so XPath 1.0 keeps its direct lxml call on the hot path.
     """
 
     uri = XPATH_MATCHER_URI
-    dialects = XPATH10_DIALECTS
+    dialects = XPATH10_DIALECTS | XPATH20_DIALECTS | ACTION_DIALECTS
 
     def __init__(self, config: Any = None) -> None:
         super().__init__(config)
-        self._compiled: dict[str, etree.XPath] = {}
+        self._compiled: dict[str, Any] = {}
 
     def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
         self.check_dialect(spec)
-        compiled = _compile(spec)
+        if spec.dialect in XPATH10_DIALECTS:
+            compiled = _compile(spec)
+        elif spec.dialect in XPATH20_DIALECTS:
+            compiled = compile_xpath2(spec)
+        else:
+            compiled = compile_action(spec)
         self._compiled[filter_id] = compiled  # a replaced filter keeps its place
 
     def remove_filter(self, filter_id: str) -> None:

@@ -1,9 +1,35 @@
-"""The ``source`` role: a standalone WS-Eventing event source."""
+"""The ``source`` role: a standalone WS-Eventing event source.
+
+``build_source(config)`` composes a :class:`~wsframework.service.Service` with the base
+:class:`~subscription_manager.manager.SubscriptionManager` (reachable afterwards as
+``service.subscription_manager``). Keyword arguments:
+
+``transport``      client transport for notifications (default pooled HTTP)
+``store``          an existing :class:`~wsframework.store.Store` (default ``DATA/edn.db``)
+``resolver``       ``getaddrinfo``-like callable for notification target checks
+``settings``       eventing settings overriding ``config.settings`` (see
+                   :mod:`subscription_manager.settings`)
+``manager_class``  a :class:`SubscriptionManager` subclass (the EDN manager uses this)
+``start_sweeper``  run the expiry sweeper thread (default True)
+``clock``          epoch-seconds clock for expiry decisions (tests pin it)
+"""
 from __future__ import annotations
 
 from wsframework.service import Service, ServiceConfig
 
+from .manager import SubscriptionManager
 
-def build_source(config: ServiceConfig, **kwargs) -> Service:
+
+def build_source(config: ServiceConfig, *, resolver=None, settings=None,
+                 manager_class: type[SubscriptionManager] = SubscriptionManager,
+                 start_sweeper: bool = True, clock=None, **kwargs) -> Service:
     service = Service(config, **kwargs)
+    try:
+        extra = {"clock": clock} if clock is not None else {}
+        manager = manager_class(service, resolver=resolver, settings=settings,
+                                start_sweeper=start_sweeper, **extra)
+    except BaseException:
+        service.close()
+        raise
+    service.subscription_manager = manager
     return service

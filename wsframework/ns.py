@@ -25,14 +25,22 @@ WSAM = "http://www.w3.org/2007/05/addressing/metadata"
 WSE2004 = "http://schemas.xmlsoap.org/ws/2004/08/eventing"
 WSE2011 = "http://www.w3.org/2011/03/ws-evt"
 
+# WS-Eventing delivery: the 2004/08 push mode, the 2011 formats and wrapped-notify action.
+WSE2004_PUSH_MODE = WSE2004 + "/DeliveryModes/Push"
+WSE2011_FORMAT_UNWRAP = WSE2011 + "/DeliveryFormats/Unwrap"
+WSE2011_FORMAT_WRAP = WSE2011 + "/DeliveryFormats/Wrap"
+WSE2011_NOTIFY_ACTION = WSE2011 + "/WrappedSinkPortType/NotifyEvent"
+
 # Filter dialects
 XPATH10_DIALECT_2004 = "http://www.w3.org/TR/1999/REC-xpath-19991116"
 XPATH10_DIALECT_2011 = WSE2011 + "/Dialects/XPath10"
 XPATH20_DIALECT_2011 = WSE2011 + "/Dialects/XPath20"
+ACTION_DIALECT_DPWS11 = "http://docs.oasis-open.org/ws-dd/ns/dpws/2009/01/Action"
 
 # This framework's own vocabulary.
 ADMIN = "urn:wsframework:admin"
 FRAMEWORK = "urn:wsframework"
+EVENTING = "urn:wsframework:eventing"  # the 2011 subscription-id reference parameter
 MATCHER_XPATH = "urn:wsframework:matchers:xpath"
 MATCHER_RTREE_ENGINE = "urn:wsframework:matchers:rtree-matching-engine"
 MATCHER_RTREE_ROUTE_SET = "urn:wsframework:matchers:rtree-route-set"

@@ -73,7 +73,7 @@ class Service:
         self.admin = AdminEndpoint(self.messaging, config.admin_token)
         NamespaceAdmin(self.admin, self.topics)
         self.components: list[Component] = []
-        self._wsdl: list[tuple[str, WsdlProvider]] = []
+        self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self._closed = threading.Event()
         from wsdl.admin import admin_wsdl  # spyne is imported only when a service starts
         self.add_wsdl("/admin", lambda path, address: admin_wsdl(address) if path == "/admin" else None)
@@ -83,9 +83,11 @@ class Service:
         self.components.append(component)
         return component
 
-    def add_wsdl(self, path_prefix: str, provider: WsdlProvider) -> None:
-        """``provider(path, address)`` returns the WSDL for an address under the prefix."""
-        self._wsdl.append((path_prefix, provider))
+    def add_wsdl(self, path_prefix: str, provider: WsdlProvider, *, with_query: bool = False) -> None:
+        """``provider(path, address)`` returns the WSDL for an address under the prefix;
+        with ``with_query`` it is called ``provider(path, address, query)`` with the parsed
+        query parameters (``?wsdl&version=2004`` -> ``{"wsdl": [""], "version": ["2004"]}``)."""
+        self._wsdl.append((path_prefix, provider, with_query))
 
     # -- entry points ----------------------------------------------------------------------
     def handle_request(self, data: bytes, *, path: str = "/", content_type: str | None = None,
@@ -95,11 +97,12 @@ class Service:
                                      content_type=content_type, soap_action=soap_action,
                                      remote_addr=remote_addr)
 
-    def wsdl_for(self, path: str) -> bytes | None:
+    def wsdl_for(self, path: str, query: dict | None = None) -> bytes | None:
         self.topics.sync()
-        for prefix, provider in sorted(self._wsdl, key=lambda p: len(p[0]), reverse=True):
+        for prefix, provider, with_query in sorted(self._wsdl, key=lambda p: len(p[0]), reverse=True):
             if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                document = provider(path, self.base_url + path)
+                document = (provider(path, self.base_url + path, query or {}) if with_query
+                            else provider(path, self.base_url + path))
                 if document is not None:
                     return document
         return None

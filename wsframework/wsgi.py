@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from urllib.parse import parse_qs
 
 from .exceptions import receiver_fault, sender_fault
 from .soap import SoapVersion, fault_envelope
@@ -81,8 +82,10 @@ class WsgiApplication:
 
     def _get(self, environ, path):
         query = environ.get("QUERY_STRING", "")
-        if query.lower() in ("wsdl", "wsdl="):
-            document = self.service.wsdl_for(path)
+        if query.lower() in ("wsdl", "wsdl=") or query.lower().startswith("wsdl&"):
+            # ``?wsdl&version=2004``: the other parameters go to query-aware providers.
+            document = (self.service.wsdl_for(path) if "&" not in query else
+                        self.service.wsdl_for(path, query=parse_qs(query, keep_blank_values=True)))
             if document is not None:
                 return 200, [("Content-Type", "text/xml; charset=utf-8")], document
             return 404, [("Content-Type", "text/plain")], b"no WSDL at this address\n"

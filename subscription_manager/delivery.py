@@ -1,0 +1,313 @@
+"""Push delivery that never blocks publication.
+
+Publication hands each (subscription, event) pair to :meth:`Deliverer.submit`, which only
+puts a small job on a bounded queue; a fixed pool of worker threads (started once) renders
+the message, checks the target, and POSTs it through the injected transport (pooled
+keep-alive HTTP in production, an in-process transport in tests).
+
+Policies
+--------
+* **Full queue: drop the newest.** ``submit`` never waits. When the queue is full the job
+  being submitted is dropped, counted (``dropped``) and logged (at most every few seconds).
+  Dropping the newest keeps what is already queued in order and needs no locking beyond the
+  queue's own; the counter tells an operator to add workers or queue space.
+* **Retries with exponential backoff.** A failed POST (transport error or non-2xx status) is
+  retried ``retries`` times after ``backoff * 2**(n-1)`` seconds (capped by
+  ``backoff_max``). Waiting retries sit in a timer heap, not in a worker, so one dead sink
+  does not stall delivery to the others. The retried message is byte-identical (same
+  ``wsa:MessageID``), so a sink can discard duplicates.
+* **Giving up.** After the last retry -- or at once when the target is refused by the
+  address policy -- ``on_give_up(job)`` is called (the manager ends the subscription and
+  sends SubscriptionEnd/DeliveryFailure); jobs for a subscription that is no longer wanted
+  when they reach a worker are discarded without a POST.
+* Ordering between notifications of one subscription is not guaranteed (WS-Eventing
+  promises none); several workers may deliver to the same sink at once.
+
+Counters (``stats()``): queued, delivered, failed, dropped, retries, discarded, refused.
+"""
+from __future__ import annotations
+
+import collections
+import heapq
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .targets import TargetRefused
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DeliveryPolicy", "Delivery", "Deliverer", "NOTIFICATION", "SUBSCRIPTION_END"]
+
+NOTIFICATION = "notification"
+SUBSCRIPTION_END = "subscription-end"
+
+_DROP_LOG_INTERVAL = 5.0
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    workers: int = 8
+    queue_size: int = 50_000
+    retries: int = 3
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+
+    def __post_init__(self):
+        if self.workers < 1 or self.queue_size < 1:
+            raise ValueError("delivery needs at least one worker and one queue slot")
+        if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0:
+            raise ValueError("retries and backoff must not be negative")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        return min(self.backoff_max, self.backoff * (2 ** (attempt - 1)))
+
+
+@dataclass(eq=False)
+class Delivery:
+    """One message to one endpoint. ``render`` builds the payload lazily in a worker (once;
+    retries reuse it)."""
+
+    url: str
+    content_type: str
+    action: str
+    render: Callable[[], bytes] | None = None
+    payload: bytes | None = None
+    subscription_id: str | None = None
+    kind: str = NOTIFICATION
+    attempt: int = 0
+    last_error: str | None = field(default=None, repr=False)
+
+    def body(self) -> bytes:
+        if self.payload is None:
+            self.payload = self.render()
+            self.render = None
+        return self.payload
+
+
+class Deliverer:
+    def __init__(self, transport, policy: DeliveryPolicy = DeliveryPolicy(), *,
+                 check_target: Callable[[str], None] | None = None,
+                 is_wanted: Callable[[str], bool] | None = None,
+                 on_give_up: Callable[[Delivery], None] | None = None,
+                 clock=time.monotonic):
+        self.transport = transport
+        self.policy = policy
+        self._check_target = check_target
+        self._is_wanted = is_wanted
+        self._on_give_up = on_give_up
+        self._clock = clock
+        # One lock guards the job deque, the counters and the pending count, so a whole
+        # event's fan-out is queued in one acquisition (per-job queue puts convoy with the
+        # waking workers).
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # workers wait here for jobs
+        self._idle = threading.Condition(lock)  # drain() waits here for pending == 0
+        self._jobs: collections.deque[Delivery] = collections.deque()
+        self._counts = dict.fromkeys(
+            ("queued", "delivered", "failed", "dropped", "retries", "discarded", "refused"), 0)
+        self._pending = 0  # accepted (incl. waiting retries) and not finished
+        self._retry_heap: list[tuple[float, int, Delivery]] = []
+        self._retry_wakeup = threading.Condition(threading.Lock())
+        self._sequence = itertools.count()
+        self._threads: list[threading.Thread] = []
+        self._started = False
+        self._closed = False
+        self._last_drop_log = 0.0
+
+    # -- submission ------------------------------------------------------------------------
+    def submit(self, job: Delivery) -> bool:
+        """Queue ``job`` without waiting; False (and counted as dropped) if the queue is full
+        or the deliverer is closed."""
+        return self.submit_many((job,)) == 1
+
+    def submit_many(self, jobs) -> int:
+        """Queue several jobs in one step; returns how many were accepted (the rest were
+        dropped: the queue keeps what it already holds)."""
+        if not self._started:
+            self._start()
+        jobs = list(jobs)
+        with self._cond:
+            space = 0 if self._closed else max(0, self.policy.queue_size - len(self._jobs))
+            accepted = jobs[:space]
+            dropped = len(jobs) - len(accepted)
+            if accepted:
+                self._jobs.extend(accepted)
+                self._pending += len(accepted)
+                self._counts["queued"] += len(accepted)
+                self._cond.notify(min(len(accepted), self.policy.workers))
+            if dropped:
+                self._counts["dropped"] += dropped
+        if dropped:
+            self._log_drop(jobs[len(accepted)], dropped)
+        return len(accepted)
+
+    def _log_drop(self, job: Delivery, dropped: int) -> None:
+        now = self._clock()
+        with self._cond:
+            total = self._counts["dropped"]
+            if now - self._last_drop_log < _DROP_LOG_INTERVAL:
+                return
+            self._last_drop_log = now
+        log.warning("delivery queue full (%d slots): dropped %d message(s), e.g. a %s to %s "
+                    "(%d dropped so far)", self.policy.queue_size, dropped, job.kind, job.url,
+                    total)
+
+    # -- workers ---------------------------------------------------------------------------
+    def _start(self) -> None:
+        with self._cond:
+            if self._started or self._closed:
+                return
+            self._started = True
+            for index in range(self.policy.workers):
+                thread = threading.Thread(target=self._work, name=f"delivery-{index}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+            timer = threading.Thread(target=self._retry_loop, name="delivery-retry", daemon=True)
+            timer.start()
+            self._threads.append(timer)
+
+    def _work(self) -> None:
+        workers = self.policy.workers
+        while True:
+            with self._cond:
+                while not self._jobs:
+                    if self._closed:
+                        return
+                    self._cond.wait()
+                # Take a fair share (at most 16) so lock traffic stays low without leaving
+                # the other workers idle.
+                take = min(16, max(1, len(self._jobs) // workers))
+                batch = [self._jobs.popleft() for _ in range(take)]
+            for job in batch:
+                try:
+                    outcome = self._deliver(job)
+                except Exception:  # a bug here must not kill the worker
+                    log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
+                    outcome = "failed"
+                if outcome is not None:
+                    self._finish(outcome)
+
+    def _deliver(self, job: Delivery) -> str | None:
+        """Deliver once; the counter to bump when the job is finished, or None when it was
+        handed on (to a retry, or to the give-up handler that finishes it)."""
+        if (job.kind == NOTIFICATION and job.subscription_id is not None
+                and self._is_wanted is not None and not self._is_wanted(job.subscription_id)):
+            return "discarded"
+        try:
+            if self._check_target is not None:
+                self._check_target(job.url)
+        except TargetRefused as refused:
+            job.last_error = refused.reason
+            log.warning("refusing to deliver a %s to %s: %s", job.kind, job.url, refused.reason)
+            with self._cond:
+                self._counts["refused"] += 1
+            self._give_up(job)
+            return None
+        try:
+            response = self.transport.post(job.url, job.body(), job.content_type, job.action)
+            ok = 200 <= response.status < 300
+            if not ok:
+                job.last_error = f"HTTP {response.status}"
+        except Exception as exc:  # TransportError, or anything a custom transport raises
+            ok = False
+            job.last_error = str(exc)
+        if ok:
+            return "delivered"
+        if job.attempt < self.policy.retries:
+            job.attempt += 1
+            with self._cond:
+                self._counts["retries"] += 1
+            self._schedule_retry(job, self.policy.delay(job.attempt))
+            return None
+        self._give_up(job)
+        return None
+
+    def _give_up(self, job: Delivery) -> None:
+        log.info("gave up on a %s to %s after %d attempt(s): %s", job.kind, job.url,
+                 job.attempt + 1, job.last_error)
+        try:
+            if self._on_give_up is not None:
+                self._on_give_up(job)
+        except Exception:
+            log.exception("give-up handler failed for %s", job.url)
+        finally:
+            self._finish("failed")
+
+    # -- retries ---------------------------------------------------------------------------
+    def _schedule_retry(self, job: Delivery, delay: float) -> None:
+        with self._retry_wakeup:
+            heapq.heappush(self._retry_heap, (self._clock() + delay, next(self._sequence), job))
+            self._retry_wakeup.notify()
+
+    def _retry_loop(self) -> None:
+        while True:
+            with self._retry_wakeup:
+                while True:
+                    if self._closed and not self._retry_heap:
+                        return
+                    now = self._clock()
+                    if self._retry_heap and self._retry_heap[0][0] <= now:
+                        _, _, job = heapq.heappop(self._retry_heap)
+                        break
+                    timeout = (self._retry_heap[0][0] - now) if self._retry_heap else None
+                    if self._closed:
+                        timeout = min(timeout or 0.05, 0.05)
+                    self._retry_wakeup.wait(timeout)
+            with self._cond:
+                # A retry already counts as pending; it only needs a slot in the queue.
+                if len(self._jobs) < self.policy.queue_size and not self._closed:
+                    self._jobs.append(job)
+                    self._cond.notify()
+                    continue
+            self._finish("dropped")
+            self._log_drop(job, 1)
+
+    # -- bookkeeping -----------------------------------------------------------------------
+    def _finish(self, counter: str) -> None:
+        with self._cond:
+            self._counts[counter] += 1
+            self._pending -= 1
+            if self._pending <= 0:
+                self._idle.notify_all()
+
+    def stats(self) -> dict[str, int]:
+        with self._cond:
+            counts = dict(self._counts)
+            counts["pending"] = self._pending
+            counts["queue_depth"] = len(self._jobs)
+        return counts
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is queued, in flight or waiting for a retry; True if so."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while self._pending > 0:
+                remaining = None if deadline is None else deadline - self._clock()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(0.1 if remaining is None else min(remaining, 0.1))
+            return True
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Deliver what is pending for up to ``timeout`` seconds, then stop the threads.
+        Returns whether everything pending was finished."""
+        finished = self.drain(timeout) if self._started else True
+        with self._cond:
+            self._closed = True
+            abandoned_queue = len(self._jobs)
+            self._jobs.clear()
+            self._cond.notify_all()
+        with self._retry_wakeup:
+            abandoned = len(self._retry_heap) + abandoned_queue
+            self._retry_heap.clear()
+            self._retry_wakeup.notify_all()
+        if abandoned:
+            log.warning("abandoned %d undelivered messages at shutdown", abandoned)
+        for thread in self._threads:
+            thread.join(timeout=1.0)
+        return finished

@@ -1,0 +1,228 @@
+"""Durable subscriptions: one SQLite table in the service's store, and the record type.
+
+Every change runs in one write transaction that also bumps the ``eventing:subscriptions``
+generation and stamps the changed rows with it (``seq``). A process applies changes made by
+others by reading the rows whose ``seq`` is above the last generation it applied: no
+separate change log, and a reader never misses a change (transactions are serialized, so
+``seq`` only grows).
+
+State changes are conditional UPDATEs driven by :mod:`.lifecycle` (``WHERE status IN
+(sources)``); the caller learns whether *it* made the change (the row comes back) or lost a
+race (nothing comes back). Rows are never deleted on a transition -- only purged long after
+they became terminal -- so a late reader still sees why a subscription went away.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from lxml import etree
+
+from matchers import FilterSpec
+from wsframework.addressing import EndpointReference
+from wsframework.store import Store
+from wsframework.xmlparse import parse_xml
+
+from .lifecycle import Event, State, next_state, sources
+from .versions import VERSIONS, EventingVersion
+
+__all__ = ["Subscription", "SubscriptionStore", "GENERATION"]
+
+GENERATION = "eventing:subscriptions"
+_TABLE = "eventing_subscriptions"
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {_TABLE} (
+    id TEXT PRIMARY KEY,
+    topic TEXT NOT NULL,
+    topic_uid TEXT NOT NULL,
+    version TEXT NOT NULL,
+    soap_version TEXT NOT NULL,
+    dialect TEXT,
+    expression TEXT,
+    namespaces TEXT,
+    notify_to BLOB NOT NULL,
+    end_to BLOB,
+    format TEXT NOT NULL,
+    expires REAL,
+    expires_kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    end_reason TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {_TABLE}_seq ON {_TABLE}(seq);
+CREATE INDEX IF NOT EXISTS {_TABLE}_status_expires ON {_TABLE}(status, expires);
+CREATE INDEX IF NOT EXISTS {_TABLE}_topic ON {_TABLE}(topic_uid, status);
+"""
+
+_EPR_TAG = "{urn:wsframework:eventing}EndpointReference"
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One subscription as stored (and as each process holds it in memory)."""
+
+    id: str
+    topic: str
+    topic_uid: str
+    version: EventingVersion
+    soap_version: str
+    filter: FilterSpec | None
+    notify_to: EndpointReference
+    end_to: EndpointReference | None
+    format: str
+    expires: float | None
+    expires_kind: str
+    status: State = State.ACTIVE
+    created: float = 0.0
+    seq: int = 0
+    end_reason: str | None = None
+
+    def expired_at(self, now: float) -> bool:
+        return self.expires is not None and self.expires <= now
+
+    @property
+    def is_active(self) -> bool:
+        return self.status is State.ACTIVE
+
+
+def _dump_epr(epr: EndpointReference | None, version: EventingVersion) -> bytes | None:
+    if epr is None:
+        return None
+    return etree.tostring(epr.to_element(_EPR_TAG, version.wsa))
+
+
+def _load_epr(blob: bytes | None, version: EventingVersion) -> EndpointReference | None:
+    if blob is None:
+        return None
+    return EndpointReference.from_element(parse_xml(bytes(blob)), version.wsa)
+
+
+def _from_row(row) -> Subscription:
+    version = VERSIONS[row["version"]]
+    spec = None
+    if row["dialect"] is not None:
+        spec = FilterSpec(row["dialect"], row["expression"] or "",
+                          tuple(tuple(pair) for pair in json.loads(row["namespaces"] or "[]")))
+    return Subscription(
+        id=row["id"], topic=row["topic"], topic_uid=row["topic_uid"], version=version,
+        soap_version=row["soap_version"], filter=spec,
+        notify_to=_load_epr(row["notify_to"], version), end_to=_load_epr(row["end_to"], version),
+        format=row["format"], expires=row["expires"], expires_kind=row["expires_kind"],
+        status=State(row["status"]), created=row["created"], seq=row["seq"],
+        end_reason=row["end_reason"])
+
+
+class SubscriptionStore:
+    def __init__(self, store: Store):
+        self.store = store
+        store.executescript(_SCHEMA)
+
+    def generation(self) -> int:
+        return self.store.generation(GENERATION)
+
+    # -- creation --------------------------------------------------------------------------
+    def insert(self, subscription: Subscription) -> Subscription:
+        """Store a new active subscription (committed when this returns); returns it with
+        its ``seq``."""
+        next_state(None, Event.SUBSCRIBE)
+        s = subscription
+        now = time.time()
+        spec = s.filter
+        with self.store.transaction() as conn:
+            seq = Store.bump(conn, GENERATION)
+            conn.execute(
+                f"INSERT INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
+                "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
+                "created, updated, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
+                 spec.dialect if spec else None, spec.expression if spec else None,
+                 json.dumps([list(p) for p in spec.namespaces]) if spec else None,
+                 _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
+                 s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
+                 seq))
+        return replace(s, status=State.ACTIVE, seq=seq, created=s.created or now)
+
+    # -- transitions -----------------------------------------------------------------------
+    def renew(self, subscription_id: str, expires: float | None, kind: str,
+              now: float) -> Subscription | None:
+        """Set a new expiry on an active, unexpired subscription; None if it is not one."""
+        rows = self._transition(Event.RENEW, "id = ? AND (expires IS NULL OR expires > ?)",
+                                (subscription_id, now),
+                                extra_set=("expires = ?, expires_kind = ?", (expires, kind)))
+        return rows[0] if rows else None
+
+    def unsubscribe(self, subscription_id: str, now: float) -> Subscription | None:
+        rows = self._transition(Event.UNSUBSCRIBE, "id = ? AND (expires IS NULL OR expires > ?)",
+                                (subscription_id, now))
+        return rows[0] if rows else None
+
+    def end(self, subscription_id: str, reason: str) -> Subscription | None:
+        """End one subscription (the source's decision); None if someone else got there."""
+        rows = self._transition(Event.END, "id = ?", (subscription_id,), reason=reason)
+        return rows[0] if rows else None
+
+    def end_topic(self, topic_uid: str, reason: str) -> list[Subscription]:
+        return self._transition(Event.END, "topic_uid = ?", (topic_uid,), reason=reason)
+
+    def end_all(self, reason: str, *, exclude_topics: Iterable[str] = ()) -> list[Subscription]:
+        keep = tuple(exclude_topics)
+        if keep:
+            where = f"topic_uid NOT IN ({','.join('?' * len(keep))})"
+            return self._transition(Event.END, where, keep, reason=reason)
+        return self._transition(Event.END, "1 = 1", (), reason=reason)
+
+    def expire_due(self, now: float) -> list[Subscription]:
+        return self._transition(Event.EXPIRE, "expires IS NOT NULL AND expires <= ?", (now,))
+
+    def _transition(self, event: Event, where: str, params: tuple, *, reason: str | None = None,
+                    extra_set: tuple[str, tuple] | None = None) -> list[Subscription]:
+        allowed = sources(event)
+        target = next_state(State(allowed[0]), event).value
+        assignments = "status = ?, updated = ?, seq = ?, end_reason = COALESCE(?, end_reason)"
+        values: list = [target, time.time(), None, reason]
+        if extra_set is not None:
+            assignments += ", " + extra_set[0]
+            values.extend(extra_set[1])
+        placeholders = ",".join("?" * len(allowed))
+        sql = (f"UPDATE {_TABLE} SET {assignments} WHERE status IN ({placeholders}) AND ({where}) "
+               "RETURNING *")
+        with self.store.transaction() as conn:
+            # Bump only when something changes, so idle sweeps do not wake every process.
+            probe = conn.execute(f"SELECT 1 FROM {_TABLE} WHERE status IN ({placeholders}) "
+                                 f"AND ({where}) LIMIT 1", (*allowed, *params)).fetchone()
+            if probe is None:
+                return []
+            values[2] = Store.bump(conn, GENERATION)
+            rows = conn.execute(sql, (*values, *allowed, *params)).fetchall()
+        return [_from_row(row) for row in rows]
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, subscription_id: str) -> Subscription | None:
+        rows = self.store.query(f"SELECT * FROM {_TABLE} WHERE id = ?", (subscription_id,))
+        return _from_row(rows[0]) if rows else None
+
+    def active(self) -> list[Subscription]:
+        return [_from_row(r) for r in
+                self.store.query(f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq",
+                                 (State.ACTIVE.value,))]
+
+    def changed_since(self, seq: int) -> list[Subscription]:
+        return [_from_row(r) for r in
+                self.store.query(f"SELECT * FROM {_TABLE} WHERE seq > ? ORDER BY seq", (seq,))]
+
+    def count(self, status: State | None = None) -> int:
+        if status is None:
+            return self.store.query(f"SELECT COUNT(*) FROM {_TABLE}")[0][0]
+        return self.store.query(f"SELECT COUNT(*) FROM {_TABLE} WHERE status = ?",
+                                (status.value,))[0][0]
+
+    def purge(self, before: float) -> int:
+        """Delete terminal rows last changed before ``before`` (epoch seconds)."""
+        with self.store.transaction() as conn:
+            return conn.execute(f"DELETE FROM {_TABLE} WHERE status != ? AND updated < ?",
+                                (State.ACTIVE.value, before)).rowcount

@@ -1,0 +1,262 @@
+"""Push delivery: bounded queue, worker pool, retries with backoff, giving up, and the
+DeliveryFailure SubscriptionEnd (fake transports, no sockets)."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from subscription_manager.delivery import (NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer,
+                                           DeliveryPolicy)
+from subscription_manager.lifecycle import State
+from subscription_manager.targets import TargetRefused
+from subscription_manager.versions import V2004, V2011
+from tests.unit.test_eventing_support import SINK, Harness, RecordingSink, quote
+from wsframework import ns
+from wsframework.soap import parse_envelope
+from wsframework.transport import TransportError, TransportResponse
+
+
+class ScriptedTransport:
+    """Answers from a script of statuses/exceptions (then the last one forever), recording
+    when each attempt happened."""
+
+    def __init__(self, *script):
+        self.script = list(script) or [202]
+        self.calls: list[tuple[float, str, bytes]] = []
+        self.lock = threading.Lock()
+
+    def post(self, url, payload, content_type, soap_action=None):
+        with self.lock:
+            self.calls.append((time.monotonic(), url, payload))
+            outcome = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return TransportResponse(outcome, None, b"")
+
+    def close(self):
+        pass
+
+
+def job(url="http://sink.test/n", payload=b"<x/>", **kwargs):
+    return Delivery(url, "application/soap+xml", "urn:a", payload=payload, **kwargs)
+
+
+def test_backoff_doubles_and_is_capped():
+    policy = DeliveryPolicy(backoff=0.5, backoff_max=3)
+    assert [policy.delay(n) for n in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 3, 3]
+    with pytest.raises(ValueError):
+        DeliveryPolicy(workers=0)
+
+
+def test_retries_until_success_with_the_same_message():
+    transport = ScriptedTransport(TransportError("refused"), 503, 202)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=2, retries=3, backoff=0.02))
+    given_up = []
+    deliverer._on_give_up = given_up.append
+    rendered = []
+    deliverer.submit(Delivery("http://sink.test/n", "text/xml", "urn:a",
+                              render=lambda: rendered.append(1) or b"<m/>"))
+    assert deliverer.drain(5)
+    times = [t for t, _, _ in transport.calls]
+    assert len(times) == 3 and {p for _, _, p in transport.calls} == {b"<m/>"}
+    assert rendered == [1]  # rendered once, retried byte-identical
+    # exponential: the second gap is about twice the first
+    assert times[1] - times[0] >= 0.02 and times[2] - times[1] >= 0.04
+    stats = deliverer.stats()
+    assert (stats["delivered"], stats["retries"], stats["failed"], stats["queued"]) == (1, 2, 0, 1)
+    assert given_up == []
+    deliverer.close()
+
+
+def test_gives_up_after_the_last_retry():
+    transport = ScriptedTransport(500)
+    given_up = []
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, retries=2, backoff=0.001),
+                          on_give_up=given_up.append)
+    deliverer.submit(job(subscription_id="s1"))
+    assert deliverer.drain(5)
+    assert len(transport.calls) == 3
+    assert [j.subscription_id for j in given_up] == ["s1"]
+    assert given_up[0].last_error == "HTTP 500"
+    assert deliverer.stats()["failed"] == 1 and deliverer.stats()["retries"] == 2
+    deliverer.close()
+
+
+def test_full_queue_drops_the_newest_and_never_blocks():
+    release = threading.Event()
+
+    class Blocking(ScriptedTransport):
+        def post(self, *args, **kwargs):
+            release.wait(5)
+            return super().post(*args, **kwargs)
+
+    transport = Blocking(202)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, queue_size=2, retries=0))
+    started = time.monotonic()
+    accepted = [deliverer.submit(job(payload=str(i).encode())) for i in range(10)]
+    assert time.monotonic() - started < 1.0  # submit never waited for the blocked worker
+    # Two queue slots, plus what the one worker took before it blocked (a batch of <= 2).
+    assert accepted[:2] == [True, True] and 2 <= accepted.count(True) <= 4
+    stats = deliverer.stats()
+    assert stats["dropped"] == accepted.count(False) >= 6
+    release.set()
+    assert deliverer.drain(5)
+    assert deliverer.stats()["delivered"] == accepted.count(True)
+    deliverer.close()
+
+
+def test_unwanted_jobs_are_discarded_without_a_post():
+    transport = ScriptedTransport(202)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1),
+                          is_wanted=lambda subscription_id: subscription_id == "live")
+    deliverer.submit(job(subscription_id="gone"))
+    deliverer.submit(job(subscription_id="live"))
+    deliverer.submit(job(subscription_id="gone", kind=SUBSCRIPTION_END))  # ends always go out
+    assert deliverer.drain(5)
+    assert len(transport.calls) == 2
+    assert deliverer.stats()["discarded"] == 1
+    deliverer.close()
+
+
+def test_refused_target_gives_up_at_once_without_a_post():
+    def check(url):
+        raise TargetRefused("metadata")
+    transport = ScriptedTransport(202)
+    given_up = []
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, retries=5), check_target=check,
+                          on_give_up=given_up.append)
+    deliverer.submit(job(subscription_id="s", kind=NOTIFICATION))
+    assert deliverer.drain(5)
+    assert transport.calls == [] and len(given_up) == 1
+    assert deliverer.stats()["refused"] == 1
+    deliverer.close()
+
+
+def test_close_finishes_pending_and_refuses_new_work():
+    transport = ScriptedTransport(202)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=2))
+    for _ in range(20):
+        deliverer.submit(job())
+    assert deliverer.close(timeout=5)
+    assert len(transport.calls) == 20
+    assert deliverer.submit(job()) is False
+
+
+def test_workers_are_started_once_not_per_event():
+    transport = ScriptedTransport(202)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=3))
+    deliverer.submit(job())
+    threads = set(deliverer._threads)
+    assert len(threads) == 4  # 3 workers + the retry timer
+    started = {t.ident for t in threading.enumerate()}
+    for _ in range(50):
+        deliverer.submit(job())
+    deliverer.drain(5)
+    assert set(deliverer._threads) == threads
+    assert {t.ident for t in threading.enumerate()} <= started  # nothing new was started
+    deliverer.close()
+
+
+# -- through the manager: a dead sink ends the subscription ------------------------------------
+
+@pytest.mark.parametrize("name", ["2004", "2011"])
+def test_dead_sink_ends_subscription_with_delivery_failure(tmp_path, name):
+    version = {"2004": V2004, "2011": V2011}[name]
+    sink = RecordingSink()
+    h = Harness(tmp_path, sink=sink)
+    try:
+        dead = RecordingSink(status=503)
+        h.transport.mount("http://dead.test", dead)
+        sub = h.client(name).subscribe("http://es.test/topics/stocks", "http://dead.test/notify",
+                                       end_to=SINK + "/end")
+        other = h.subscribe(name, notify_path="/alive")
+        h.publish(quote(1))
+        h.drain()
+        assert dead.attempts == 3  # first try + 2 retries (FAST settings)
+        [end] = sink.envelopes("/end")
+        assert end.header(version.wsa.q("Action")).text == version.action("SubscriptionEnd")
+        assert end.body.find(version.q("Status")).text == version.action("DeliveryFailure")
+        if version is V2004:  # 2004/08 names the subscription in the body
+            manager = end.body.find(version.q("SubscriptionManager"))
+            assert manager.find(f".//{{{ns.WSE2004}}}Identifier").text == f"urn:uuid:{sub.id}"
+        stored = h.manager.store.get(sub.id)
+        assert stored.status is State.ENDED and stored.end_reason == "DeliveryFailure"
+        assert h.manager.store.get(other.id).status is State.ACTIVE
+        counters = h.manager.counters
+        assert counters["failed"] == 1 and counters["retries"] == 2
+        # Ended: later events are not even queued for it.
+        h.publish(quote(2))
+        h.drain()
+        assert dead.attempts == 3 and len(sink.at("/alive")) == 2
+    finally:
+        h.close()
+
+
+def test_many_failures_of_one_subscription_send_one_subscription_end(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        dead = RecordingSink(status=500)
+        h.transport.mount("http://dead.test", dead)
+        h.client("2011").subscribe("http://es.test/topics/stocks", "http://dead.test/n",
+                                   end_to=SINK + "/end")
+        for price in range(5):
+            h.publish(quote(price))
+        h.drain()
+        h.drain()
+        assert len(h.sink.at("/end")) == 1
+    finally:
+        h.close()
+
+
+def test_target_rechecked_at_delivery_time(tmp_path):
+    table = {"sink.test": "93.184.216.34"}
+    from tests.unit.test_eventing_support import fake_resolver
+    h = Harness(tmp_path, resolver=fake_resolver(table), settings={"target_cache_ttl": 0})
+    try:
+        sub = h.subscribe("2011", end_to="http://other.test/end")
+        table["sink.test"] = "169.254.169.254"  # DNS now points at the metadata service
+        h.publish(quote(1))
+        h.drain()
+        assert h.sink.at("/notify") == []
+        assert h.manager.store.get(sub.id).status is State.ENDED
+        assert h.manager.counters["refused"] == 1
+    finally:
+        h.close()
+
+
+def test_publication_does_not_wait_for_slow_sinks(tmp_path):
+    release = threading.Event()
+
+    def slow(url, payload, content_type, action):
+        release.wait(5)
+        return TransportResponse(202, None, b"")
+
+    h = Harness(tmp_path, settings={"delivery_workers": 1})
+    try:
+        h.transport.mount("http://slow.test", slow)
+        h.client("2011").subscribe("http://es.test/topics/stocks", "http://slow.test/n")
+        started = time.monotonic()
+        for price in range(20):
+            assert h.publish(quote(price)).status == 202
+        assert time.monotonic() - started < 2.0
+        release.set()
+        h.drain()
+        assert h.manager.counters["delivered"] == 20
+    finally:
+        release.set()
+        h.close()
+
+
+def test_notification_envelope_is_well_formed_with_hostile_text(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        h.subscribe("2011", format=ns.WSE2011_FORMAT_WRAP)
+        h.publish(quote(1), action='urn:a?x=1&y="<2>"')
+        h.drain()
+        [(url, payload, _, _)] = h.sink.messages
+        envelope = parse_envelope(payload)
+        assert envelope.body.get("actionURI") == 'urn:a?x=1&y="<2>"'
+    finally:
+        h.close()

@@ -1,0 +1,241 @@
+"""Durability and multi-process consistency: a new Service over the same data re-matches;
+two Services on one database behave like two gunicorn workers; shutdown and topic deletion
+end subscriptions with the right SubscriptionEnd, exactly once."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from lxml import etree
+
+from subscription_manager import SubscriptionManager
+from subscription_manager.lifecycle import State
+from subscription_manager.versions import V2004, V2011
+from tests.unit.test_eventing_support import SINK, Harness, RecordingSink, quote
+from wsframework.exceptions import SoapFault
+
+STATUS = {V2004.namespace: V2004, V2011.namespace: V2011}
+
+
+def end_statuses(sink: RecordingSink, path="/end"):
+    out = []
+    for envelope in sink.envelopes(path):
+        version = STATUS[envelope.body.tag[1:].split("}")[0]]
+        out.append(envelope.body.find(version.q("Status")).text.rsplit("/", 1)[1])
+    return out
+
+
+def test_new_service_over_same_data_rematches(tmp_path):
+    first = Harness(tmp_path)
+    subs = [first.subscribe(name, filter="q:price > 30", namespaces={"q": "urn:quotes"},
+                            notify_path=f"/{name}", expires="PT1H") for name in ("2004", "2011")]
+    # No close(): the process "dies" here, as with kill -9.
+    second = Harness(tmp_path, sink=first.sink)
+    try:
+        assert second.manager.counters["subscriptions"] == 2
+        second.publish(quote(10))
+        second.publish(quote(50))
+        second.drain()
+        assert len(first.sink.at("/2004")) == 1 and len(first.sink.at("/2011")) == 1
+        for name, sub in zip(("2004", "2011"), subs):
+            assert second.client(name).get_status(sub)
+    finally:
+        second.close()
+        first.manager.deliverer.close(0)
+
+
+def test_two_services_on_one_database_stay_consistent(tmp_path):
+    sink = RecordingSink()
+    a = Harness(tmp_path, sink=sink)
+    b = Harness(tmp_path, sink=sink)
+    try:
+        sub = a.subscribe("2011", filter="q:price > 30", namespaces={"q": "urn:quotes"},
+                          expires="PT1H")
+        b.publish(quote(40))  # worker B learns about A's subscription at the request
+        b.drain()
+        assert len(sink.at("/notify")) == 1
+        assert b.client("2011").renew(sub, "PT2H") == "PT2H"
+        assert a.client("2011").get_status(sub).startswith("PT1H59M") or \
+            a.client("2011").get_status(sub) == "PT2H"
+        b.client("2011").unsubscribe(sub)
+        a.publish(quote(40))
+        a.drain()
+        assert len(sink.at("/notify")) == 1
+        with pytest.raises(SoapFault):
+            a.client("2011").get_status(sub)
+        assert a.manager.counters["subscriptions"] == b.manager.counters["subscriptions"] == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_subscribe_on_one_worker_is_seen_by_the_others_sweep(tmp_path):
+    a = Harness(tmp_path)
+    b = Harness(tmp_path, sink=a.sink)
+    try:
+        a.subscribe("2004")
+        assert b.manager.counters["subscriptions"] == 0
+        b.manager.sweep()  # the sweeper also keeps an idle worker current
+        assert b.manager.counters["subscriptions"] == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_graceful_close_sends_source_shutting_down_once(tmp_path):
+    sink = RecordingSink()
+    a = Harness(tmp_path, sink=sink)
+    b = Harness(tmp_path, sink=sink)
+    subs = [a.subscribe(name, end_to=SINK + "/end") for name in ("2004", "2011")]
+    a.subscribe("2011", notify_path="/no-end-to")
+    a.close()
+    b.close()  # the other worker finds nothing left to end
+    assert sorted(end_statuses(sink)) == ["SourceShuttingDown", "SourceShuttingDown"]
+    reopened = Harness(tmp_path, sink=sink)
+    try:
+        assert reopened.manager.counters["subscriptions"] == 0
+        for sub in subs:
+            assert reopened.manager.store.get(sub.id).status is State.ENDED
+    finally:
+        reopened.close()
+
+
+def test_keep_subscriptions_on_shutdown(tmp_path):
+    h = Harness(tmp_path, settings={"keep_subscriptions_on_shutdown": "true"})
+    sub = h.subscribe("2011", end_to=SINK + "/end")
+    h.close()
+    assert h.sink.at("/end") == []
+    again = Harness(tmp_path, settings={"keep_subscriptions_on_shutdown": "true"}, sink=h.sink)
+    try:
+        assert again.manager.store.get(sub.id).status is State.ACTIVE
+        again.publish(quote(1))
+        again.drain()
+        assert len(h.sink.at("/notify")) == 1
+    finally:
+        again.close()
+
+
+def test_topic_deletion_sends_source_cancelling_once_across_workers(tmp_path):
+    sink = RecordingSink()
+    a = Harness(tmp_path, sink=sink, topics=("stocks", "bonds"))
+    b = Harness(tmp_path, sink=sink, topics=())
+    try:
+        gone = a.subscribe("2011", end_to=SINK + "/end")
+        kept = a.subscribe("2004", topic="bonds", end_to=SINK + "/end")
+        b.manager.sweep()
+        a.admin.delete_topic("stocks")
+        b.manager.sweep()  # B notices the deletion too, but A already ended them
+        a.drain()
+        b.drain()
+        assert end_statuses(sink) == ["SourceCancelling"]
+        assert a.manager.store.get(gone.id).status is State.ENDED
+        assert a.manager.store.get(kept.id).status is State.ACTIVE
+        # A topic re-created under the same name starts empty.
+        a.admin.create_topic("stocks")
+        b.publish(quote(1))
+        b.drain()
+        assert sink.at("/notify") == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_subscription_of_a_vanished_topic_is_ended_at_load(tmp_path):
+    a = Harness(tmp_path, settings={"keep_subscriptions_on_shutdown": "true"})
+    sub = a.subscribe("2011", end_to=SINK + "/end")
+    a.close()
+    # Remove the topic behind the source's back (as another role sharing the data might).
+    with a.service.store.__class__(tmp_path / "edn.db").transaction() as conn:
+        conn.execute("DELETE FROM ns_topics WHERE name = 'stocks'")
+        conn.execute("UPDATE generations SET value = value + 1 WHERE name = 'namespace:topics'")
+    b = Harness(tmp_path, topics=(), sink=a.sink)
+    try:
+        assert b.manager.store.get(sub.id).status is State.ENDED
+        b.drain()
+        assert end_statuses(a.sink) == ["SourceCancelling"]
+    finally:
+        b.close()
+
+
+def test_hooks_for_subclasses(tmp_path):
+    events = []
+
+    class Recording(SubscriptionManager):
+        def on_subscription_added(self, subscription, *, local):
+            events.append(("added", subscription.id, local))
+
+        def on_subscription_removed(self, subscription, *, local):
+            events.append(("removed", subscription.id, subscription.status.value, local))
+
+        def on_event_matched(self, entry, event, action, subscription_ids):
+            events.append(("matched", entry.name, action, tuple(subscription_ids)))
+            return []  # swallow: nothing is delivered
+
+    a = Harness(tmp_path, manager_class=Recording)
+    b = Harness(tmp_path, manager_class=Recording, sink=a.sink)
+    try:
+        sub = a.subscribe("2011")
+        a.publish(quote(1), action="urn:x")
+        b.manager.sweep()
+        a.client("2011").unsubscribe(sub)
+        b.manager.sweep()
+        a.drain()
+        assert a.sink.messages == []
+        assert events == [("added", sub.id, True),
+                          ("matched", "stocks", "urn:x", (sub.id,)),
+                          ("added", sub.id, False),
+                          ("removed", sub.id, "unsubscribed", True),
+                          ("removed", sub.id, "unsubscribed", False)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_matcher_comes_from_the_namespace_entry(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        sub = h.subscribe("2011", filter="true()")
+        entry = h.service.topics.get("stocks")
+        assert sub.id in entry.matcher
+        h.client("2011").unsubscribe(sub)
+        assert sub.id not in entry.matcher
+    finally:
+        h.close()
+
+
+def test_publication_runs_no_sql(tmp_path, monkeypatch):
+    h = Harness(tmp_path)
+    try:
+        for index in range(5):
+            h.subscribe("2011", filter="q:price > 1", namespaces={"q": "urn:quotes"},
+                        notify_path=f"/{index}")
+        h.publish(quote(5))  # warm: syncs once
+        h.drain()
+        statements = []
+        conn = h.service.store.connection()
+        conn.set_trace_callback(statements.append)
+        try:
+            h.manager.publish(h.service.topics.get("stocks"), etree.fromstring(quote(9)), "urn:a")
+        finally:
+            conn.set_trace_callback(None)
+        h.drain()
+        assert statements == []
+        assert h.manager.counters["delivered"] == 10
+    finally:
+        h.close()
+
+
+def test_housekeeping_purges_terminal_rows_and_forgets_them(tmp_path):
+    h = Harness(tmp_path, settings={"purge_after": 0})
+    try:
+        kept = h.subscribe("2011")
+        gone = h.subscribe("2011")
+        h.client("2011").unsubscribe(gone)
+        assert gone.id in h.manager._gone
+        h.manager.clock = lambda: time.time() + 1
+        h.manager.housekeeping(forget_after=-1)
+        assert h.manager.store.get(gone.id) is None
+        assert h.manager.store.get(kept.id).status is State.ACTIVE
+        assert h.manager._gone == {}
+    finally:
+        h.close()

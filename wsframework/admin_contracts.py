@@ -82,6 +82,13 @@ __all__ = [
     "ContractError", "AdminToken",
     "CreateTopic", "CreateTopicResponse", "DeleteTopic", "DeleteTopicResponse",
     "ListTopics", "ListTopicsResponse", "TopicInfo",
+    "CreateRoute", "CreateRouteResponse", "DeleteRoute", "DeleteRouteResponse", "ListRoutes",
+    "ListRoutesResponse", "RouteInfo", "TopicSpec", "ServerInfo", "RegisterServer",
+    "RegisterServerResponse", "ListServers", "ListServersResponse", "UpdateSummary",
+    "UpdateSummaryResponse", "Figure", "GetStats", "GetStatsResponse", "Configure",
+    "ConfigureResponse", "PeerUpdate", "PeerUpdateResponse", "ExportSubscriptions",
+    "ExportSubscriptionsResponse", "MoveSubscriptions", "MoveSubscriptionsResponse",
+    "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
     "register_contract", "unregister_contract", "reset_contracts",
     "parse_request", "parse_response", "render", "spyne_wsdl",
 ]
@@ -210,11 +217,242 @@ class ListTopicsResponse(_Comparable, ComplexModel):
     _type_info = [("Topic", TopicInfo.customize(max_occurs="unbounded", nillable=False))]
 
 
+# --- the event distribution network (route manager, dispatcher, servers) ----------------
+#
+# Route administration on a dispatcher mirrors topic administration; servers register with
+# the dispatcher, ship their routing summaries in UpdateSummary (the paper's route update
+# message), exchange subscription-routing summaries and load with their peers, and move
+# subscriptions for offline partitioning. Summaries and subscriptions travel as XML
+# (AnyXml) whose format belongs to the matcher / subscription manager that makes them.
+
+_Name = Unicode.customize(type_name="EntryName", __namespace__=ADMIN_NS,
+                          min_len=1, min_occurs=1, nillable=False)
+
+
+class CreateRoute(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Name", _Name), ("Matcher", _optional(AnyUri)), ("Options", _optional(AnyXml))]
+
+
+class CreateRouteResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Name", _Name), ("Matcher", _required(AnyUri)), ("Address", _required(AnyUri))]
+
+
+class DeleteRoute(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Name", _Name)]
+
+
+class DeleteRouteResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Name", _Name)]
+
+
+class ListRoutes(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Prefix", _optional(Unicode))]
+
+
+class RouteInfo(_Comparable, ComplexModel):
+    """One ``<adm:Route>``: a route entry and how many servers hold a summary in it."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [
+        ("Name", _Name),
+        ("Matcher", _required(AnyUri)),
+        ("Address", _required(AnyUri)),
+        ("Servers", Integer32(min_occurs=1, nillable=False, ge=0)),
+    ]
+
+
+class ListRoutesResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Route", RouteInfo.customize(max_occurs="unbounded", nillable=False))]
+
+
+class TopicSpec(_Comparable, ComplexModel):
+    """A topic a subscription server must host (name, matcher, matcher options)."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [("Name", _Name), ("Matcher", _optional(AnyUri)), ("Options", _optional(AnyXml))]
+
+
+class ServerInfo(_Comparable, ComplexModel):
+    """One subscription server as the dispatcher knows it."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [
+        ("Name", _Name),
+        ("Address", _required(AnyUri)),
+        ("Load", Integer32(nillable=False, ge=0)),
+    ]
+
+
+class RegisterServer(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Name", _Name), ("Address", _required(AnyUri))]
+
+
+class RegisterServerResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [
+        ("Name", _Name),
+        ("Topic", TopicSpec.customize(max_occurs="unbounded", nillable=False)),
+        ("Peer", ServerInfo.customize(max_occurs="unbounded", nillable=False)),
+    ]
+
+
+class ListServers(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Prefix", _optional(Unicode))]
+
+
+class ListServersResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Server", ServerInfo.customize(max_occurs="unbounded", nillable=False))]
+
+
+class UpdateSummary(_Comparable, ComplexModel):
+    """The route update message: a server's routing summary for one route (topic).
+
+    ``Generation`` increases with every summary a server sends for a route, so a late,
+    reordered update never replaces a newer one."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [
+        ("Server", _Name),
+        ("Route", _Name),
+        ("Generation", Integer32(min_occurs=1, nillable=False, ge=0)),
+        ("Load", Integer32(nillable=False, ge=0)),
+        ("Summary", _required(AnyXml)),
+    ]
+
+
+class UpdateSummaryResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Route", _Name), ("Accepted", Integer32(min_occurs=1, nillable=False))]
+
+
+class Figure(_Comparable, ComplexModel):
+    """A named measurement (statistics are open-ended: new figures need no new contract)."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [("Name", _Name), ("Value", _required(Unicode))]
+
+
+class GetStats(_Comparable, ComplexModel):
+    """Figures whose names start with ``Prefix`` (all when absent)."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [("Prefix", _optional(Unicode))]
+
+
+class GetStatsResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Figure", Figure.customize(max_occurs="unbounded", nillable=False))]
+
+
+class Configure(_Comparable, ComplexModel):
+    """Change run-time settings (e.g. ``precision``); answers with the settings in force."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [("Setting", Figure.customize(max_occurs="unbounded", nillable=False))]
+
+
+class ConfigureResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Setting", Figure.customize(max_occurs="unbounded", nillable=False))]
+
+
+class PeerUpdate(_Comparable, ComplexModel):
+    """Subscription-routing summary and load of one server, sent to its peers."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [
+        ("Server", _Name),
+        ("Address", _required(AnyUri)),
+        ("Route", _Name),
+        ("Load", Integer32(min_occurs=1, nillable=False, ge=0)),
+        ("Summary", _optional(AnyXml)),
+    ]
+
+
+class PeerUpdateResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Server", _Name)]
+
+
+class ExportSubscriptions(_Comparable, ComplexModel):
+    """Ask a server for its subscriptions on a topic (offline partitioning)."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [("Topic", _Name)]
+
+
+class ExportSubscriptionsResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Subscriptions", _required(AnyXml))]
+
+
+class MoveSubscriptions(_Comparable, ComplexModel):
+    """Move the listed subscriptions of a topic to another server, keeping their
+    identifiers; the old server forwards requests for them from then on."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [
+        ("Topic", _Name),
+        ("Target", _required(AnyUri)),
+        ("Id", Unicode.customize(max_occurs="unbounded", nillable=False, min_len=1)),
+    ]
+
+
+class MoveSubscriptionsResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Moved", Integer32(min_occurs=1, nillable=False, ge=0))]
+
+
+class ImportSubscriptions(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Topic", _Name), ("Subscriptions", _required(AnyXml))]
+
+
+class ImportSubscriptionsResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Imported", Integer32(min_occurs=1, nillable=False, ge=0))]
+
+
+class Repartition(_Comparable, ComplexModel):
+    """Ask a dispatcher to re-partition a topic's subscriptions offline across its servers."""
+
+    __namespace__ = ADMIN_NS
+    _type_info = [("Topic", _Name), ("Algorithm", _required(Unicode))]
+
+
+class RepartitionResponse(_Comparable, ComplexModel):
+    __namespace__ = ADMIN_NS
+    _type_info = [("Moved", Integer32(min_occurs=1, nillable=False, ge=0)),
+                  ("Figure", Figure.customize(max_occurs="unbounded", nillable=False))]
+
+
 # (operation, request contract, response contract); the order of the WSDL.
 OPERATIONS = (
     ("CreateTopic", CreateTopic, CreateTopicResponse),
     ("DeleteTopic", DeleteTopic, DeleteTopicResponse),
     ("ListTopics", ListTopics, ListTopicsResponse),
+    ("CreateRoute", CreateRoute, CreateRouteResponse),
+    ("DeleteRoute", DeleteRoute, DeleteRouteResponse),
+    ("ListRoutes", ListRoutes, ListRoutesResponse),
+    ("RegisterServer", RegisterServer, RegisterServerResponse),
+    ("ListServers", ListServers, ListServersResponse),
+    ("UpdateSummary", UpdateSummary, UpdateSummaryResponse),
+    ("GetStats", GetStats, GetStatsResponse),
+    ("Configure", Configure, ConfigureResponse),
+    ("PeerUpdate", PeerUpdate, PeerUpdateResponse),
+    ("ExportSubscriptions", ExportSubscriptions, ExportSubscriptionsResponse),
+    ("MoveSubscriptions", MoveSubscriptions, MoveSubscriptionsResponse),
+    ("ImportSubscriptions", ImportSubscriptions, ImportSubscriptionsResponse),
+    ("Repartition", Repartition, RepartitionResponse),
 )
 
 _BASE_REQUESTS = {_qname(op): req for op, req, _ in OPERATIONS}

@@ -47,10 +47,9 @@ def test_actions_and_qnames():
     assert ac.action_for("CreateTopicResponse") == "urn:wsframework:admin/CreateTopicResponse"
     assert ac.ADMIN_TOKEN_QNAME == "{urn:wsframework:admin}AdminToken"
     assert ac.REQUEST_ACTIONS == {
-        adm("CreateTopic"): "urn:wsframework:admin/CreateTopic",
-        adm("DeleteTopic"): "urn:wsframework:admin/DeleteTopic",
-        adm("ListTopics"): "urn:wsframework:admin/ListTopics",
-    }
+        adm(name): f"urn:wsframework:admin/{name}" for name, _, _ in ac.OPERATIONS}
+    assert {adm("CreateTopic"), adm("DeleteTopic"), adm("ListTopics"), adm("CreateRoute"),
+            adm("UpdateSummary"), adm("RegisterServer")} <= set(ac.REQUEST_ACTIONS)
     assert ac.RESPONSE_ACTIONS[adm("ListTopicsResponse")] == \
         "urn:wsframework:admin/ListTopicsResponse"
     faults = [ac.FAULT_ACCESS_DENIED, ac.FAULT_TOPIC_EXISTS, ac.FAULT_UNKNOWN_TOPIC,

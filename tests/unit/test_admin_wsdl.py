@@ -15,7 +15,11 @@ SOAP12 = "http://schemas.xmlsoap.org/wsdl/soap12/"
 WSAM = "http://www.w3.org/2007/05/addressing/metadata"
 WSAW = "http://www.w3.org/2006/05/addressing/wsdl"
 NS = {"wsdl": WSDL, "s11": SOAP11, "s12": SOAP12, "xs": "http://www.w3.org/2001/XMLSchema"}
-OPERATIONS = ["CreateTopic", "DeleteTopic", "ListTopics"]
+from wsframework.admin_contracts import OPERATIONS as _CONTRACT_OPERATIONS
+
+# Every admin operation the contracts define, in WSDL order; the topic operations at least.
+OPERATIONS = [name for name, _, _ in _CONTRACT_OPERATIONS]
+assert OPERATIONS[:3] == ["CreateTopic", "DeleteTopic", "ListTopics"]
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +81,13 @@ def test_admin_token_header_is_declared(document):
                           namespaces=NS) == ["tns:AdminToken"]
     headers = document.xpath("wsdl:binding/wsdl:operation/wsdl:input/*[local-name()='header']",
                              namespaces=NS)
-    assert len(headers) == 6 and {h.get("part") for h in headers} == {"AdminToken"}
+    assert len(headers) == 2 * len(OPERATIONS) and {h.get("part") for h in headers} == {"AdminToken"}
 
 
 def test_zeep_sees_the_operations(client):
     for port in ("AdminSoap11Port", "AdminSoap12Port"):
         service = client.bind("AdminService", port)
-        assert sorted(service._binding._operations) == OPERATIONS
+        assert sorted(service._binding._operations) == sorted(OPERATIONS)
         for name in OPERATIONS:
             operation = service._binding._operations[name]
             assert operation.soapaction == action_for(name)

@@ -20,7 +20,8 @@ from matchers import UnknownMatcher
 from . import admin_contracts as contracts
 from .exceptions import SoapFault, sender_fault
 from .messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
-from .namespace import EntryExists, InvalidName, Namespace, UnknownEntry, validate_name
+from .namespace import (EntryExists, InvalidName, Namespace, NamespaceEntry, UnknownEntry,
+                        validate_name)
 
 log = logging.getLogger(__name__)
 
@@ -71,43 +72,62 @@ class AdminEndpoint:
 
 
 class NamespaceAdmin:
-    """Create / delete / list entries of a :class:`Namespace` through admin messages."""
+    """Create / delete / list entries of a :class:`Namespace`, with the faults translated.
 
-    def __init__(self, endpoint: AdminEndpoint, namespace: Namespace):
+    Registered for the topic messages by default; a route manager reuses the same operations
+    for its route messages (:meth:`create`, :meth:`delete`, :meth:`entries`)."""
+
+    def __init__(self, endpoint: AdminEndpoint | None, namespace: Namespace, *,
+                 default_matcher: str | None = None):
         self.namespace = namespace
-        endpoint.register(contracts.CreateTopic, self.create)
-        endpoint.register(contracts.DeleteTopic, self.delete)
-        endpoint.register(contracts.ListTopics, self.list)
+        self.default_matcher = default_matcher
+        if endpoint is not None:
+            endpoint.register(contracts.CreateTopic, self._create_topic)
+            endpoint.register(contracts.DeleteTopic, self._delete_topic)
+            endpoint.register(contracts.ListTopics, self._list_topics)
 
-    def create(self, request, message: IncomingMessage):
+    # -- operations ------------------------------------------------------------------------
+    def create(self, name: str, matcher: str | None, options) -> NamespaceEntry:
         try:
-            entry = self.namespace.create(request.Name, request.Matcher or None, request.Options)
+            entry = self.namespace.create(name, matcher or self.default_matcher, options)
         except InvalidName as exc:
             raise sender_fault(str(exc), contracts.FAULT_INVALID_NAME) from None
         except EntryExists as exc:
             raise sender_fault(str(exc), contracts.FAULT_TOPIC_EXISTS) from None
         except UnknownMatcher as exc:
             raise unknown_matcher_fault(exc) from None
-        log.info("created topic %s bound to %s", entry.name, entry.matcher_uri)
-        return contracts.CreateTopicResponse(Name=entry.name, Matcher=entry.matcher_uri,
-                                             Address=self.namespace.address_of(entry.name))
+        log.info("created %s %s bound to %s", self.namespace.kind[:-1], entry.name, entry.matcher_uri)
+        return entry
 
-    def delete(self, request, message: IncomingMessage):
+    def delete(self, name: str) -> str:
         try:
-            self.namespace.delete(request.Name)
+            self.namespace.delete(name)
+            name = validate_name(name)
         except InvalidName as exc:
             raise sender_fault(str(exc), contracts.FAULT_INVALID_NAME) from None
         except UnknownEntry:
-            raise sender_fault(f"no topic named {request.Name!r}", contracts.FAULT_UNKNOWN_TOPIC) from None
-        name = validate_name(request.Name)
-        log.info("deleted topic %s", name)
-        return contracts.DeleteTopicResponse(Name=name)
+            raise sender_fault(f"no {self.namespace.kind[:-1]} named {name!r}",
+                               contracts.FAULT_UNKNOWN_TOPIC) from None
+        log.info("deleted %s %s", self.namespace.kind[:-1], name)
+        return name
 
-    def list(self, request, message: IncomingMessage):
+    def entries(self, prefix: str | None) -> list[NamespaceEntry]:
+        return list(self.namespace.entries(prefix))
+
+    # -- topic messages ----------------------------------------------------------------------
+    def _create_topic(self, request, message: IncomingMessage):
+        entry = self.create(request.Name, request.Matcher, request.Options)
+        return contracts.CreateTopicResponse(Name=entry.name, Matcher=entry.matcher_uri,
+                                             Address=self.namespace.address_of(entry.name))
+
+    def _delete_topic(self, request, message: IncomingMessage):
+        return contracts.DeleteTopicResponse(Name=self.delete(request.Name))
+
+    def _list_topics(self, request, message: IncomingMessage):
         topics = [contracts.TopicInfo(Name=e.name, Matcher=e.matcher_uri,
                                       Address=self.namespace.address_of(e.name),
                                       FilterCount=len(e.matcher))
-                  for e in self.namespace.entries(request.Prefix)]
+                  for e in self.entries(request.Prefix)]
         return contracts.ListTopicsResponse(Topic=topics)
 
 

@@ -9,6 +9,8 @@ import importlib
 
 ROLES = {
     "source": "subscription_manager.source:build_source",
+    "dispatcher": "route_manager.dispatcher:build_dispatcher",
+    "server": "subscription_manager.edn:build_server",
 }
 
 

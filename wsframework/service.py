@@ -63,7 +63,10 @@ WsdlProvider = Callable[[str, str], "bytes | None"]
 
 
 class Service:
-    def __init__(self, config: ServiceConfig, *, transport=None, store: Store | None = None):
+    def __init__(self, config: ServiceConfig, *, transport=None, store: Store | None = None,
+                 topic_admin: bool = True):
+        """``topic_admin=False`` leaves topic administration to the role (a dispatcher
+        creates topics network-wide)."""
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         self.store = store or Store(Path(config.data_dir) / "edn.db")
@@ -71,7 +74,8 @@ class Service:
         self.messaging = MessagingLayer(limits=config.limits, transport=self.transport)
         self.topics = Namespace("topics", self.store, self.base_url)
         self.admin = AdminEndpoint(self.messaging, config.admin_token)
-        NamespaceAdmin(self.admin, self.topics)
+        if topic_admin:
+            NamespaceAdmin(self.admin, self.topics)
         self.components: list[Component] = []
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self._closed = threading.Event()

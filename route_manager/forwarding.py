@@ -155,6 +155,7 @@ class ServerChannel:
                 batch = self._take_batch()
                 self._inflight = True
                 self.stats.depth = len(self._queue)
+                self._cond.notify_all()  # offer() may be waiting for room, tests for in-flight
             ok = self._send(batch)
             with self._cond:
                 self._inflight = False

@@ -1,0 +1,173 @@
+"""Per-server forwarding channels: batching, order, retry until the server returns, explicit
+overflow policies, and the outgoing-link token bucket."""
+import threading
+
+import pytest
+from lxml import etree
+
+from route_manager.forwarding import (EVENT_BATCH, EVENT_BATCH_ACTION, Forwarder, ServerChannel,
+                                      TokenBucket)
+from wsframework.soap import parse_envelope
+from wsframework.transport import TransportError, TransportResponse
+
+
+class FakeServer:
+    """A transport that records batches; can be 'down' (raises) and can hold requests."""
+
+    def __init__(self):
+        self.batches = []
+        self.down = False
+        self.gate = threading.Event()
+        self.gate.set()
+        self.cond = threading.Condition()
+
+    def post(self, url, payload, content_type, soap_action=None):
+        self.gate.wait(5)
+        if self.down:
+            raise TransportError("connection refused")
+        envelope = parse_envelope(payload)
+        assert soap_action == EVENT_BATCH_ACTION
+        assert envelope.body.tag == EVENT_BATCH
+        with self.cond:
+            self.batches.append((url, [int(e.text) for e in envelope.body]))
+            self.cond.notify_all()
+        return TransportResponse(202, None, b"")
+
+    def events(self):
+        return [n for _, batch in self.batches for n in batch]
+
+    def wait_events(self, count, timeout=5):
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.events()) >= count, timeout), self.events()
+
+    def close(self):
+        pass
+
+
+def event(n: int) -> bytes:
+    return etree.tostring(etree.Element("e", nsmap=None)).replace(b"<e/>", b"<e>%d</e>" % n)
+
+
+@pytest.fixture
+def server():
+    return FakeServer()
+
+
+def test_events_arrive_in_order_batched_per_topic(server):
+    server.gate.clear()  # hold the first request so the rest pile up into batches
+    channel = ServerChannel("s1", "http://s1", server, batch_max=10, backoff=(0.01, 0.05))
+    for n in range(25):
+        assert channel.offer("t", event(n))
+    server.gate.set()
+    server.wait_events(25)
+    assert server.events() == list(range(25))
+    assert all(url == "http://s1/topics/t" for url, _ in server.batches)
+    assert max(len(b) for _, b in server.batches) <= 10
+    assert len(server.batches) < 25  # batching happened
+    assert channel.drain(5)
+    assert channel.stats.sent == 25 and channel.stats.dropped == 0
+    channel.close()
+
+
+def test_a_batch_never_mixes_topics(server):
+    server.gate.clear()
+    channel = ServerChannel("s1", "http://s1", server, batch_max=50)
+    for n in range(6):
+        channel.offer("a" if n < 3 else "b", event(n))
+    server.gate.set()
+    server.wait_events(6)
+    for url, batch in server.batches:
+        topic = url.rsplit("/", 1)[1]
+        assert all((n < 3) == (topic == "a") for n in batch), server.batches
+    channel.close()
+
+
+def test_down_server_keeps_its_events_and_gets_them_when_back(server):
+    server.down = True
+    channel = ServerChannel("s1", "http://s1", server, backoff=(0.01, 0.02))
+    for n in range(5):
+        channel.offer("t", event(n))
+    with channel._cond:
+        assert channel._cond.wait_for(lambda: channel.stats.failures >= 2, 5)
+    assert channel.stats.up is False and channel.stats.sent == 0
+    server.down = False
+    server.wait_events(5)
+    assert server.events() == [0, 1, 2, 3, 4]
+    assert channel.drain(5) and channel.stats.up
+    channel.close()
+
+
+@pytest.mark.parametrize("policy,delivered", [("drop-newest", [0, 1, 2, 3]),
+                                             ("drop-oldest", [0, 3, 4, 5])])
+def test_overflow_policy_is_explicit_and_counted(server, policy, delivered):
+    server.gate.clear()  # the sender takes event 0 and is held inside the request
+    channel = ServerChannel("s1", "http://s1", server, capacity=3, policy=policy)
+    assert channel.offer("t", event(0))
+    with channel._cond:
+        assert channel._cond.wait_for(lambda: channel._inflight, 5)
+    results = [channel.offer("t", event(n)) for n in range(1, 6)]
+    assert results == [True, True, True, False, False]
+    assert channel.stats.dropped == 2
+    server.gate.set()
+    server.wait_events(4)
+    assert channel.drain(5)
+    assert server.events() == delivered
+    channel.close()
+
+
+def test_unknown_policy_refused(server):
+    with pytest.raises(ValueError):
+        ServerChannel("s1", "http://s1", server, policy="block")
+
+
+def test_one_slow_server_does_not_stall_the_others():
+    slow, fast = FakeServer(), FakeServer()
+    slow.gate.clear()
+    routes = {"http://slow": slow, "http://fast": fast}
+
+    class Router:
+        def post(self, url, *args):
+            return routes["http://" + url.split("/")[2]].post(url, *args)
+
+        def close(self):
+            pass
+
+    forwarder = Forwarder(Router())
+    forwarder.ensure("slow", "http://slow")
+    forwarder.ensure("fast", "http://fast")
+    for n in range(20):
+        assert forwarder.forward("t", event(n), ["slow", "fast"]) == 2
+    fast.wait_events(20)  # while the slow server is still holding its first request
+    assert slow.events() == []
+    slow.gate.set()
+    slow.wait_events(20)
+    assert forwarder.drain(5)
+    stats = forwarder.stats()
+    assert stats["slow"]["sent"] == stats["fast"]["sent"] == 20
+    forwarder.close()
+
+
+def test_forward_to_unknown_server_is_not_counted(server):
+    forwarder = Forwarder(server)
+    forwarder.ensure("s1", "http://s1")
+    assert forwarder.forward("t", event(1), ["s1", "ghost"]) == 1
+    forwarder.close()
+
+
+def test_token_bucket_waits_for_the_debt():
+    now = [0.0]
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    bucket = TokenBucket(1000, burst_bytes=1000, clock=lambda: now[0], sleep=sleep)
+    assert bucket.take(1000) == 0          # the burst
+    assert bucket.take(500) == pytest.approx(0.5)
+    now[0] += 2.0                           # refill caps at the burst size
+    assert bucket.take(1000) == 0
+    assert bucket.take(1) == pytest.approx(0.001)
+    assert TokenBucket.megabits(80).rate == 10_000_000
+    with pytest.raises(ValueError):
+        TokenBucket(0)

@@ -10,6 +10,10 @@ import importlib
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "messaging": ("benchmarks.messaging:run", "parse + dispatch + reply of SOAP messages in process"),
+    "partitioning": ("benchmarks.partitioning:run",
+                     "subscription partitioning hit ratios, paper section III-C (Figs. 3-6)"),
+    "matchers": ("benchmarks.matchers:run",
+                 "R-tree engine vs brute force vs per-filter XPath, route set, summaries, eCube"),
     "eventing": ("benchmarks.eventing:run",
                  "event source over HTTP: durable Subscribe/s and notifications/s to a local sink"),
 }

@@ -19,6 +19,13 @@ A topic or route names its engine when it is created; the engine stores filters 
     matcher.match(event)  # -> ["sub-1"]
     matcher.remove_filter("sub-1")  # UnknownFilter if absent
 
+Content-based routing (the EDN) adds box engines over a topic's event schema
+(:class:`Schema`, given as an ``edn:Schema`` in the topic's Options): the range dialect
+(:data:`RANGES_DIALECT`, ``price >= 30 and symbol = 'GE'``) and XPath 1.0 filters go into
+:class:`RTreeMatchingEngine`, whose ``summary(precision)`` (a :class:`Summary`) is what a
+server sends the dispatcher, where :class:`RTreeRouteSet` routes events by it;
+:class:`BruteForceMatcher` is their numpy baseline and test oracle.
+
 Engines come from the ``wsframework.matchers`` entry-point group (see
 ``examples/plugin_matcher`` for a complete plugin) or from :func:`register_matcher`.
 All errors derive from :class:`MatcherError`; the messaging edge turns them into SOAP faults.
@@ -48,6 +55,12 @@ from .xpath import (
     XPATH_MATCHER_URI,
     XPathFilterMatcher,
 )
+from .bruteforce import BRUTE_FORCE_MATCHER_URI, BruteForceMatcher
+from .ranges import RANGES_DIALECT, RangeFilter, parse_range_filter
+from .route_set import RTreeRouteSet
+from .rtree_engine import RTreeMatchingEngine
+from .schema import EDN_NS, Attribute, InvalidSchema, Schema
+from .summary import SUMMARY_DIALECT, Summary
 
 __all__ = [
     "Matcher",
@@ -62,6 +75,19 @@ __all__ = [
     "XPathFilterMatcher",
     "XPATH_MATCHER_URI",
     "XPATH10_DIALECTS",
+    "RTreeMatchingEngine",
+    "RTreeRouteSet",
+    "BruteForceMatcher",
+    "BRUTE_FORCE_MATCHER_URI",
+    "Schema",
+    "Attribute",
+    "InvalidSchema",
+    "EDN_NS",
+    "Summary",
+    "SUMMARY_DIALECT",
+    "RANGES_DIALECT",
+    "RangeFilter",
+    "parse_range_filter",
     "XPATH20_DIALECTS",
     "ACTION_DIALECTS",
     "MatcherError",

@@ -19,6 +19,7 @@ membership, ``UpdateSummary`` (the route update message), ``GetStats`` for the c
 """
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -86,6 +87,8 @@ class Dispatcher(BaseRouteManager):
         self.servers: dict[str, str] = {}
         self._loads: dict[str, int] = {}
         self._register_admin(service.admin)
+        from .repartition import Repartitioner  # offline partitioning: Repartition (moves)
+        self.repartitioner = Repartitioner(self, transport=transport)
         self.routes.on_change(self._on_route_change)
         self._load()
         service.add_component(self)
@@ -132,6 +135,9 @@ class Dispatcher(BaseRouteManager):
         route_seconds = 0.0
         hits: dict[str, int] = {}
         for event in events:
+            # Match the event as its own document: schema XPaths are absolute (/q:quote/...)
+            # and would see the SOAP envelope above an event left in place.
+            event = copy.deepcopy(event)
             started = time.perf_counter()
             with self._match_lock:
                 targets = entry.matcher.match(event)

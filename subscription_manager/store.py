@@ -117,6 +117,22 @@ def _from_row(row) -> Subscription:
         end_reason=row["end_reason"])
 
 
+def _insert_row(conn, s: Subscription, seq: int, now: float, *,
+                replace_existing: bool = False) -> None:
+    spec = s.filter
+    verb = "INSERT OR REPLACE" if replace_existing else "INSERT"
+    conn.execute(
+        f"{verb} INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
+        "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
+        "created, updated, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
+         spec.dialect if spec else None, spec.expression if spec else None,
+         json.dumps([list(p) for p in spec.namespaces]) if spec else None,
+         _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
+         s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
+         seq))
+
+
 class SubscriptionStore:
     def __init__(self, store: Store):
         self.store = store
@@ -132,20 +148,46 @@ class SubscriptionStore:
         next_state(None, Event.SUBSCRIBE)
         s = subscription
         now = time.time()
-        spec = s.filter
         with self.store.transaction() as conn:
             seq = Store.bump(conn, GENERATION)
-            conn.execute(
-                f"INSERT INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
-                "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
-                "created, updated, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
-                 spec.dialect if spec else None, spec.expression if spec else None,
-                 json.dumps([list(p) for p in spec.namespaces]) if spec else None,
-                 _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
-                 s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
-                 seq))
+            _insert_row(conn, s, seq, now)
         return replace(s, status=State.ACTIVE, seq=seq, created=s.created or now)
+
+    # -- moving subscriptions between servers (EDN offline partitioning) -------------------
+    def adopt(self, conn, subscriptions: Iterable[Subscription]) -> list[Subscription]:
+        """Inside the caller's write transaction ``conn``: store ``subscriptions`` as active
+        under their own ids (moved here from another server). A row with the same id (one
+        that moved away earlier, or an earlier import of the same move) is replaced, so
+        adopting is idempotent."""
+        subscriptions = list(subscriptions)
+        if not subscriptions:
+            return []
+        now = time.time()
+        seq = Store.bump(conn, GENERATION)
+        for s in subscriptions:
+            _insert_row(conn, s, seq, now, replace_existing=True)
+        return [replace(s, status=State.ACTIVE, seq=seq, created=s.created or now)
+                for s in subscriptions]
+
+    def release(self, conn, expected: dict[str, int], reason: str) -> list[Subscription]:
+        """Inside the caller's write transaction ``conn``: end the subscriptions of
+        ``expected`` (id -> the ``seq`` the caller saw) that are still active and unchanged
+        since (they moved to another server; no SubscriptionEnd is implied). Returns the
+        rows ended; a subscription renewed or ended meanwhile is left alone."""
+        if not expected:
+            return []
+        seq = Store.bump(conn, GENERATION)
+        now = time.time()
+        ended = []
+        for subscription_id, seen in expected.items():
+            row = conn.execute(
+                f"UPDATE {_TABLE} SET status = ?, updated = ?, seq = ?, end_reason = ? "
+                "WHERE id = ? AND seq = ? AND status = ? RETURNING *",
+                (next_state(State.ACTIVE, Event.END).value, now, seq, reason, subscription_id,
+                 seen, State.ACTIVE.value)).fetchone()
+            if row is not None:
+                ended.append(_from_row(row))
+        return ended
 
     # -- transitions -----------------------------------------------------------------------
     def renew(self, subscription_id: str, expires: float | None, kind: str,

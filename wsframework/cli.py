@@ -30,6 +30,16 @@ def _add_serve(sub):
     p.add_argument("--set", dest="role_settings", action="append", default=[], type=_setting,
                    metavar="KEY=VALUE", help="a role setting, e.g. delivery_retries=5 (repeatable)")
     p.add_argument("--log-level", default="info")
+    server = p.add_argument_group("server role (edn serve server)")
+    server.add_argument("--dispatcher", default=None, metavar="URL",
+                        help="the dispatcher's base URL (required by the server role)")
+    server.add_argument("--name", default=None,
+                        help="this server's name in the network (default HOST:PORT)")
+    server.add_argument("--partitioner", default=None,
+                        choices=("random", "rtree", "kmeans", "local"),
+                        help="where new subscriptions go (default rtree; local: never forward)")
+    server.add_argument("--load-threshold", type=int, default=None, metavar="N",
+                        help="servers at this many subscriptions take no more (default 20000)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -51,6 +61,9 @@ def cmd_serve(args) -> int:
     token = resolve_admin_token(args.admin_token, data_dir)
     base_url = args.base_url or f"http://{args.host}:{args.port}"
     settings = {"allow_private": args.allow_private}
+    for key in ("dispatcher", "name", "partitioner", "load_threshold"):
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
     settings.update(getattr(args, "role_settings", {}) or {})
     config = ServiceConfig(base_url=base_url, data_dir=data_dir, admin_token=token,
                            limits=ParserLimits(max_bytes=args.max_body), role=args.role,
@@ -137,6 +150,49 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def _add_partition(sub):
+    p = sub.add_parser("partition", help="re-partition a topic's subscriptions across the "
+                                         "servers (offline, at the dispatcher)")
+    p.add_argument("--at", required=True, help="the dispatcher's base URL")
+    p.add_argument("topic")
+    p.add_argument("--algorithm", default="rtree", choices=("rtree", "kmeans"))
+    p.add_argument("--admin-token", default=None)
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait for the dispatcher's answer")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_partition)
+
+
+def cmd_partition(args) -> int:
+    from . import admin_contracts as contracts
+    from .admin_client import AdminClient
+    from .transport import HttpTransport
+    token = args.admin_token or os.environ.get("EDN_ADMIN_TOKEN")
+    if not token:
+        raise SystemExit("an admin credential is needed: --admin-token or EDN_ADMIN_TOKEN")
+    client = AdminClient(args.at, token, transport=HttpTransport(timeout=(3.0, args.timeout)))
+    response = client.call(contracts.Repartition(Topic=args.topic, Algorithm=args.algorithm))
+    figures = {f.Name: _number(f.Value) for f in (response.Figure or [])}
+    result = {"topic": args.topic, "algorithm": args.algorithm, **figures,
+              "moved": response.Moved}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{args.topic}: {response.Moved} subscriptions moved ({args.algorithm})")
+        for name, value in figures.items():
+            print(f"{name}: {value}")
+    return 0
+
+
+def _number(text: str):
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _add_demo(sub):
     p = sub.add_parser("demo", help="run the demonstration on this machine")
     p.add_argument("--port", type=int, default=0, help="first port to use (default: free ports)")
@@ -175,7 +231,7 @@ def cmd_bench(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edn", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_serve, _add_topic, _add_publish, _add_demo, _add_bench):
+    for add in (_add_serve, _add_topic, _add_publish, _add_partition, _add_demo, _add_bench):
         add(sub)
     return parser
 

@@ -1,0 +1,78 @@
+"""The EDN subscription server (paper sections II, III-A/B, V-A; flows 3 and 4 of DESIGN.md).
+
+Run one with ``edn serve server --dispatcher URL [--name N] [--partitioner rtree]
+[--load-threshold N]``, or compose it in process::
+
+    from wsframework.service import ServiceConfig
+    from subscription_manager.edn import build_server
+
+    config = ServiceConfig("http://s1:8081", data_dir, admin_token,
+                           settings={"dispatcher": "http://d:8080", "partitioner": "rtree"})
+    service = build_server(config)              # registers in the background
+    manager = service.subscription_manager      # an EdnSubscriptionManager
+    manager.flush_summaries()                   # send due route updates now
+    manager.step()                              # register + route updates + peer exchange
+    manager.stats()                             # counters (also the GetStats admin message)
+
+``build_server(config, start_background=False)`` leaves the background threads off: tests
+drive :meth:`EdnSubscriptionManager.step` themselves.
+
+Modules, one idea each:
+
+============  ================================================================================
+``manager``   the EDN subscription manager: R-tree engines, event batches, placement of
+              Subscribes, forwarding of requests for moved subscriptions, admin operations
+``network``   registration, route updates (coalesced, with generations), peer exchange, and
+              the election of the one worker process that runs them
+``moves``     export / import / move of subscriptions and the forwarding records
+``settings``  the role's settings
+============  ================================================================================
+
+Limits worth knowing:
+
+* a route update follows a change within ``summary_interval``: an event published at the
+  dispatcher in between does not see a subscription just made (or moved in); the paper's
+  design, since updates are coalesced (``flush_summaries()`` sends them now);
+* ``edn:EventBatch`` carries events, not their actions: notifications of events routed by
+  the dispatcher carry ``{dispatcher}/topics/T/Event``, whichever server holds them;
+* ``GetStats`` counters belong to the worker process that answers;
+* notifications a server has accepted but not yet delivered live in its memory (the base
+  delivery queue): a ``kill -9`` loses them, not the subscriptions.
+
+Placement rules live in :mod:`route_manager.placement`, peer state in
+:mod:`route_manager.peers`, the dispatcher's offline re-partitioning in
+:mod:`route_manager.repartition`.
+"""
+from __future__ import annotations
+
+from wsframework.service import Service, ServiceConfig
+
+from ..source import build_source
+from .manager import PLACED, EdnSubscriptionManager
+from .settings import EdnSettings
+
+__all__ = ["build_server", "EdnSubscriptionManager", "EdnSettings", "PLACED"]
+
+
+def build_server(config: ServiceConfig, *, start_background: bool = True, settings=None,
+                 **kwargs) -> Service:
+    """The ``server`` role: the base source composition with :class:`EdnSubscriptionManager`.
+
+    Keyword arguments are :func:`~subscription_manager.source.build_source`'s (``transport``,
+    ``store``, ``resolver``, ``settings``, ``start_sweeper``, ``clock``);
+    ``start_background=False`` leaves registration and the route-update and peer threads to
+    the caller (:meth:`EdnSubscriptionManager.step`).
+    """
+    overrides = dict(settings or {})
+    if "keep_subscriptions_on_shutdown" not in {**(config.settings or {}), **overrides}:
+        # Subscriptions belong to the network: a server restart must not end them.
+        overrides["keep_subscriptions_on_shutdown"] = True
+    service = build_source(config, manager_class=EdnSubscriptionManager, settings=overrides,
+                           **kwargs)
+    if start_background:
+        try:
+            service.subscription_manager.start()
+        except BaseException:
+            service.close()
+            raise
+    return service

@@ -1,0 +1,377 @@
+"""The EDN subscription server in process: a dispatcher and three servers on one
+InProcessTransport (tests.unit.test_edn_support.Network), no sockets, no timers."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from lxml import etree
+
+from matchers.ranges import RANGES_DIALECT
+from matchers.rtree_engine import RTreeMatchingEngine
+from matchers.summary import Summary
+from route_manager.forwarding import EVENT_BATCH_ACTION
+from route_manager.peers import PeerSummary
+from subscription_manager.client import EventingClient, subscribe_body
+from subscription_manager.edn import PLACED, build_server
+from tests.unit.test_edn_support import (DISPATCHER, EV, TOPIC, Network, SingleSource,
+                                         event_element, expected_notifications, random_boxes,
+                                         random_points, range_filter, schema_element, server_url)
+from tests.unit.test_eventing_support import FAST, SINK, TOKEN, fake_resolver
+from wsframework import admin_contracts as contracts
+from wsframework.admin_client import AdminClient
+from wsframework.client import SoapClient
+from wsframework.exceptions import SoapFault
+from wsframework.service import ServiceConfig
+from wsframework.soap import SoapVersion
+
+
+@pytest.fixture
+def network(tmp_path):
+    nets = []
+
+    def make(*args, **kwargs):
+        net = Network(tmp_path, *args, **kwargs)
+        nets.append(net)
+        return net
+    yield make
+    for net in nets:
+        net.close()
+
+
+def summary_rows(net, server):
+    return net.dispatcher_service.store.query(
+        "SELECT generation, load, summary FROM edn_summaries WHERE route = ? AND server = ?",
+        (TOPIC, server))
+
+
+# -- registration and topics ----------------------------------------------------------------
+
+def test_registration_hosts_the_dispatchers_topics_and_learns_the_peers(network):
+    net = network(register=False)
+    net.create_topic()  # before any server registered
+    m0 = net.manager(0)
+    assert TOPIC not in m0.topics
+    for m in net.managers:
+        assert m.network.register()
+    entry = m0.topics.get(TOPIC)
+    assert isinstance(entry.matcher, RTreeMatchingEngine)
+    assert entry.matcher.schema.dims == ("x0", "x1", "x2")
+    # The last to register learnt its peers from the answer; the first learns them from the
+    # periodic ListServers of the peer exchange.
+    assert set(net.manager(2).peers.servers()) == {"s0", "s1"}
+    assert set(m0.peers.servers()) == set()
+    m0.network.exchange_peers()
+    assert set(m0.peers.servers()) == {"s1", "s2"}
+    # A topic created after registration reaches every server through the dispatcher.
+    net.admin.create_topic("later", None, schema_element(2))
+    assert all("later" in m.topics for m in net.managers)
+    # Registration announced every topic's (empty) summary.
+    assert len(summary_rows(net, "s0")) == 1
+
+
+def test_registration_retries_in_the_background_until_the_dispatcher_answers(tmp_path):
+    net = Network(tmp_path, (), register=False)
+    try:
+        net.create_topic()
+        config = ServiceConfig(server_url(0), tmp_path / "late", TOKEN, role="server",
+                               settings={"dispatcher": "http://later.test", "name": "late",
+                                         "summary_interval": 0.01, "peer_interval": 0.05})
+        service = build_server(config, transport=net.transport, resolver=fake_resolver(),
+                               settings=dict(FAST), start_sweeper=False)
+        manager = service.subscription_manager
+        try:
+            deadline = time.monotonic() + 5
+            while manager.stats().get("leader") != 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert manager.stats()["leader"] == 1 and not manager.network.registered.is_set()
+            net.transport.mount("http://later.test", net.dispatcher_service)  # it answers now
+            assert manager.network.registered.wait(5)
+            assert TOPIC in manager.topics
+            # A second process on the same data directory does not run the threads.
+            twin = build_server(config, transport=net.transport, resolver=fake_resolver(),
+                                settings=dict(FAST), start_sweeper=False, start_background=False)
+            try:
+                assert not twin.subscription_manager.network.election.try_acquire()
+            finally:
+                twin.close()
+        finally:
+            service.close()
+        assert not manager.network.election.held
+    finally:
+        net.close()
+
+
+def test_the_server_role_needs_a_dispatcher(tmp_path):
+    with pytest.raises(ValueError, match="dispatcher"):
+        build_server(ServiceConfig("http://x.test", tmp_path, TOKEN), start_background=False)
+
+
+# -- route updates --------------------------------------------------------------------------
+
+def test_route_updates_are_coalesced_and_generations_grow(network):
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    m0 = net.manager(0)
+    before = m0.stats().get("summary_updates_sent", 0)
+    lo, hi = random_boxes(40, 3, seed=3)
+    for i in range(40):
+        net.subscribe(0, lo[i], hi[i], i)
+    assert m0.flush_summaries() == 1  # 40 subscribes, one route update
+    assert m0.flush_summaries() == 0  # nothing new
+    assert m0.stats()["summary_updates_sent"] == before + 1
+    (row,) = summary_rows(net, "s0")
+    assert row["load"] == 40
+    summary = Summary.from_text(row["summary"])
+    engine = m0.matcher_for(m0.topics.get(TOPIC))
+    assert len(summary) == engine.maximal_count  # precise: the maximal rectangles
+    first = row["generation"]
+    client = EventingClient("2011", transport=net.transport)
+    handle = net.subscribe(0, [1, 1, 1], [2, 2, 2], 99)
+    client.unsubscribe(handle)
+    assert m0.flush_summaries() == 1
+    assert summary_rows(net, "s0")[0]["generation"] > first
+
+
+def test_route_update_content_covers_every_worker(network, tmp_path):
+    """Another process on the same store (a second gunicorn worker) took subscriptions: the
+    elected worker's route update includes them (it follows the store first)."""
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    config = net.servers[0].config
+    worker = build_server(config, transport=net.transport, resolver=fake_resolver(),
+                          settings=dict(FAST), start_sweeper=False, start_background=False)
+    try:
+        net.transport.mount(server_url(0), worker)  # requests now reach the other "worker"
+        lo, hi = random_boxes(10, 3, seed=5)
+        for i in range(10):
+            net.subscribe(0, lo[i], hi[i], i)
+        net.transport.mount(server_url(0), net.servers[0])
+        assert net.manager(0).flush_summaries() == 1
+        assert summary_rows(net, "s0")[0]["load"] == 10
+    finally:
+        worker.close()
+
+
+# -- exact delivery -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("partitioner", ["random", "rtree", "kmeans"])
+def test_delivery_is_exactly_that_of_a_single_source(network, tmp_path, partitioner):
+    net = network((partitioner,) * 3)
+    net.create_topic()
+    single = SingleSource(tmp_path, 3)
+    try:
+        n = 120
+        lo, hi = random_boxes(n, 3, seed=11)
+        for i in range(n):
+            net.subscribe(i % 3, lo[i], hi[i], i)
+            single.subscribe(lo[i], hi[i], i)
+            if i % 15 == 14:
+                net.step()
+        net.step()
+        assert sum(m.load() for m in net.managers) == n
+        placements = {}
+        for m in net.managers:
+            for key, value in m.stats().items():
+                if key.startswith("placements."):
+                    placements[key] = placements.get(key, 0) + value
+        assert sum(placements.values()) == n
+        events = random_points(80, 3, seed=12)
+        net.publish(events)
+        single.publish(events)
+        net.drain()
+        got = net.received()
+        assert got == single.received() == expected_notifications(lo, hi, events)
+        assert len(set(got)) == len(got)  # no duplicates
+        # The dispatcher sent an event to a server exactly when its summary covers it.
+        hits = net.dispatcher.counters.per_server_hits
+        for m in net.managers:
+            engine = m.matcher_for(m.topics.get(TOPIC))
+            summary = engine.summary(1.0)
+            covered = sum(summary.covers(engine.schema.point(event_element(e, 0)))
+                          for e in events)
+            assert hits.get(m.edn.name, 0) == covered
+    finally:
+        single.close()
+
+
+# -- placement: forwarded subscribes --------------------------------------------------------
+
+def test_a_forwarded_subscribe_answers_with_the_owning_servers_epr(network):
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)  # s2 owns the region
+    net.step()
+    m0, m2 = net.manager(0), net.manager(2)
+    # 2004/08 over SOAP 1.1 at s0, inside s2's rectangle: placed on s2.
+    client = EventingClient("2004", transport=net.transport, soap_version=SoapVersion.SOAP11)
+    handle = client.subscribe(f"{server_url(0)}/topics/{TOPIC}", f"{SINK}/n/1",
+                              filter=range_filter([6, 6, 6], [7, 7, 7]), dialect=RANGES_DIALECT,
+                              expires="PT1H")
+    assert handle.manager.address == server_url(2) + "/subscriptions"
+    assert m0.load() == 0 and m2.load() == 2
+    stored = m2.store.get(handle.id)
+    assert stored.version.name == "2004" and stored.soap_version == SoapVersion.SOAP11.value
+    assert m0.stats()["placements.s2"] == 1 and m2.stats()["placed_here_by_peers"] == 1
+    assert client.get_status(handle) is not None
+    assert client.renew(handle, "PT2H") is not None
+    net.step()
+    events = [[6.5, 6.5, 6.5], [1, 1, 1]]
+    net.publish(events)
+    net.drain()
+    assert net.received() == [("/n/0", "0"), ("/n/1", "0")]
+    client.unsubscribe(handle)
+    with pytest.raises(SoapFault):
+        client.get_status(handle)
+    # A fault from the owning server reaches the client as it was sent.
+    with pytest.raises(SoapFault) as caught:
+        client.subscribe(f"{server_url(0)}/topics/{TOPIC}", f"{SINK}/n/2",
+                         filter=range_filter([6, 6, 6], [7, 7, 7]), dialect=RANGES_DIALECT,
+                         expires="P1Y", mode="urn:unknown-mode")
+    assert "DeliveryModeRequestedUnavailable" in caught.value.subcode
+
+
+def test_xpath_prefixes_declared_on_the_envelope_survive_forwarding(network):
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)  # s2 covers everything
+    net.step()
+    client = EventingClient("2011", transport=net.transport)
+    body = subscribe_body(client.version, f"{SINK}/n/1", filter="e:x0 > 4",
+                          namespaces={"e": EV}, expires="PT1H")
+    handle = client.subscribe_raw(f"{server_url(0)}/topics/{TOPIC}", body)
+    assert handle.manager.address.startswith(server_url(2))
+    net.step()
+    net.publish([[5, 1, 1], [3, 1, 1]])
+    net.drain()
+    assert net.received() == [("/n/0", "0"), ("/n/0", "1"), ("/n/1", "0")]
+
+
+def test_placement_by_a_client_is_refused(network):
+    net = network()
+    net.create_topic()
+    soap = SoapClient(net.transport)
+    placed = etree.Element(PLACED)
+    placed.text = "1"
+    token = etree.Element(contracts.ADMIN_TOKEN_QNAME)
+    token.text = "guess"
+    body = subscribe_body("2011", f"{SINK}/n/1", expires="PT1H")
+    with pytest.raises(SoapFault) as caught:
+        soap.call(f"{server_url(0)}/topics/{TOPIC}",
+                  "http://www.w3.org/2011/03/ws-evt/Subscribe", body, [placed, token])
+    assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+    assert sum(m.load() for m in net.managers) == 0
+
+
+def test_an_unreachable_peer_leaves_the_subscription_here(network):
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)
+    net.step()
+    net.transport._endpoints.pop(server_url(2))  # s2 goes away
+    handle = net.subscribe(0, [1, 1, 1], [2, 2, 2], 1)
+    assert handle.manager.address == server_url(0) + "/subscriptions"
+    m0 = net.manager(0)
+    assert m0.stats()["forward_unreachable"] == 1 and m0.is_down("s2")
+    handle = net.subscribe(0, [1, 1, 1], [2, 2, 2], 2)  # s2 is now skipped outright
+    assert m0.stats()["forward_unreachable"] == 1 and m0.load() == 2
+
+
+# -- peer exchange --------------------------------------------------------------------------
+
+def test_peer_updates_are_stored_and_validated(network):
+    net = network()
+    net.create_topic()
+    m0 = net.manager(0)
+    summary = Summary(("x0", "x1", "x2"), np.array([[1.0, 1.0, 1.0]]), np.array([[2.0, 2.0, 2.0]]))
+    element = PeerSummary(summary, np.array([1.5, 1.5, 1.5]), 3).to_element()
+    admin = AdminClient(server_url(0), TOKEN, transport=net.transport)
+    response = admin.call(contracts.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
+                                               Load=3, Summary=element))
+    assert response.Server == "s0"
+    (state,) = [s for s in m0.peers.route_states(TOPIC) if s.name == "s9"]
+    assert state.load == 3 and state.count == 3 and state.mins.tolist() == [[1.0, 1.0, 1.0]]
+    bad = etree.fromstring(etree.tostring(element))
+    bad.find("{urn:wsframework:edn}Summary").set("boxes", "7")
+    with pytest.raises(SoapFault) as caught:
+        admin.call(contracts.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
+                                        Load=3, Summary=bad))
+    assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
+    with pytest.raises(SoapFault) as caught:
+        AdminClient(server_url(0), "wrong", transport=net.transport).call(
+            contracts.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC, Load=3))
+    assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+    # The periodic exchange tells every peer our summary, centroid and load.
+    net.subscribe(1, [3, 3, 3], [4, 4, 4], 0)
+    net.manager(1).network.exchange_peers()
+    (state,) = [s for s in m0.peers.route_states(TOPIC) if s.name == "s1"]
+    assert state.load == 1 and state.count == 1 and state.centroid.tolist() == [3.5, 3.5, 3.5]
+    assert net.manager(1).network.exchange_peers() == 0  # nothing new: no traffic
+
+
+# -- events from the dispatcher -------------------------------------------------------------
+
+def test_an_event_batch_for_an_unknown_topic_is_a_fault(network):
+    net = network()
+    net.create_topic()
+    batch = etree.Element("{urn:wsframework:edn}EventBatch")
+    batch.append(event_element([1, 1, 1], 0))
+    with pytest.raises(SoapFault) as caught:
+        SoapClient(net.transport).call(f"{server_url(0)}/topics/nope", EVENT_BATCH_ACTION, batch)
+    assert "DestinationUnreachable" in caught.value.subcode
+
+
+def test_notifications_carry_the_networks_topic_action(network):
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    net.subscribe(1, [0, 0, 0], [10, 10, 10], 0)
+    net.step()
+    net.publish([[1, 2, 3]])
+    net.drain()
+    (message,) = net.sink.messages
+    assert message[3] == f"{DISPATCHER}/topics/{TOPIC}/Event"
+
+
+# -- restarts -------------------------------------------------------------------------------
+
+def test_a_restarted_server_keeps_its_subscriptions_and_announces_its_summary(network):
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    lo, hi = random_boxes(20, 3, seed=21)
+    for i in range(20):
+        net.subscribe(0, lo[i], hi[i], i)
+    net.step()
+    generation = summary_rows(net, "s0")[0]["generation"]
+    net.servers[0].close()  # (kept subscriptions: the server role's default)
+    net.servers[0] = net.start_server(0, "local")
+    m0 = net.manager(0)
+    assert m0.load() == 20
+    sent = m0.stats().get("summary_updates_sent", 0)
+    assert m0.network.register()
+    assert m0.stats()["summary_updates_sent"] == sent + 1  # re-announced
+    assert summary_rows(net, "s0")[0]["generation"] >= generation
+    events = random_points(40, 3, seed=22)
+    net.publish(events)
+    net.drain()
+    assert net.received() == expected_notifications(lo, hi, events)
+
+
+def test_a_server_the_dispatcher_forgot_registers_again(network, tmp_path):
+    from route_manager.dispatcher import build_dispatcher
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    net.subscribe(0, [1, 1, 1], [2, 2, 2], 0)
+    net.step()
+    fresh = build_dispatcher(ServiceConfig(DISPATCHER, tmp_path / "fresh", TOKEN),
+                             transport=net.transport)
+    try:
+        net.transport.mount(DISPATCHER, fresh)  # a dispatcher that lost its state
+        m0 = net.manager(0)
+        m0.network.exchange_peers()  # ListServers: we are not listed
+        assert not m0.network.registered.is_set()
+        m0.step()
+        assert "s0" in fresh.dispatcher.servers
+    finally:
+        net.transport.mount(DISPATCHER, net.dispatcher_service)
+        fresh.close()

@@ -1,0 +1,221 @@
+"""RTreeRouteSet: one summary per server, atomic replacement, single and batch routing."""
+
+import threading
+
+import numpy as np
+import pytest
+from lxml import etree
+
+from matchers import (
+    EDN_NS,
+    FilterSpec,
+    InvalidFilter,
+    RTreeMatchingEngine,
+    RTreeRouteSet,
+    Schema,
+    Summary,
+    UnknownFilter,
+    create_matcher,
+)
+from matchers.route_set import CALIBRATION_POINTS
+from matchers.schema import Attribute
+from matchers.summary import SUMMARY_DIALECT
+from wsframework.ns import MATCHER_RTREE_ROUTE_SET
+
+SCHEMA = Schema((Attribute("x", "number", "/e/@x", (), 0, 10),
+                 Attribute("y", "number", "/e/@y", (), 0, 10)))
+
+
+def summary(*boxes, schema=SCHEMA):
+    mins = [lo for lo, _ in boxes]
+    maxs = [hi for _, hi in boxes]
+    return Summary(schema.dims, np.array(mins, dtype=float).reshape(len(boxes), schema.d),
+                   np.array(maxs, dtype=float).reshape(len(boxes), schema.d), schema)
+
+
+def event(x=None, y=None):
+    attributes = "".join(f' {k}="{v}"' for k, v in (("x", x), ("y", y)) if v is not None)
+    return etree.fromstring(f"<e{attributes}/>")
+
+
+@pytest.fixture
+def routes():
+    table = RTreeRouteSet(SCHEMA)
+    table.set_summary("low", summary(([0, 0], [3, 3])))
+    table.set_summary("high", summary(([5, 5], [10, 10]), ([0, 8], [2, 10])))
+    table.set_summary("middle", summary(([2, 2], [6, 6])))
+    return table
+
+
+def test_registered_under_its_uri():
+    assert isinstance(create_matcher(MATCHER_RTREE_ROUTE_SET), RTreeRouteSet)
+
+
+def test_match_and_route(routes):
+    assert routes.filter_ids() == ["low", "high", "middle"]
+    assert routes.match(event(1, 1)) == ["low"]
+    assert routes.match(event(2.5, 2.5)) == ["low", "middle"]
+    assert routes.match(event(1, 9)) == ["high"]
+    assert routes.match(event(4, 9)) == []
+    assert routes.route([5.5, 5.5]) == frozenset({"high", "middle"})
+    assert routes.route_box([3.5, 7], [4, 9]) == frozenset()  # an eCube event between boxes
+    assert routes.route_box([1, 7], [4, 9]) == frozenset({"high"})
+
+
+def test_events_lacking_an_attribute_go_where_a_box_spans_null(routes):
+    assert routes.match(event(x=1)) == []
+    routes.set_summary("wide", summary((SCHEMA.null, SCHEMA.domain_hi)))
+    assert routes.match(event(x=1)) == ["wide"]
+
+
+def test_batch_equals_single_for_both_strategies(routes):
+    rng = np.random.default_rng(0)
+    points = rng.uniform(-1, 11, (300, 2))
+    single = [routes.route(p) for p in points]
+    table = routes._routes
+    for method in (routes._by_scan, routes._by_rtree, routes._by_bitmaps):
+        assert table.sets(method(table, points, points)) == single
+        highs = points + 0.7
+        assert table.sets(method(table, points, highs)) == [routes.route_box(a, b) for a, b in zip(points, highs)]
+    for method in (routes._by_columns, routes._by_rtree, routes._by_bitmaps):
+        assert [table.sets(method(table, p[None], p[None]))[0] for p in points] == single
+    assert table.choice["single"] in ("columns", "rtree")  # calibrated after 64 single events
+    assert routes.route_batch(points) == single  # calibrates, then routes
+    assert routes._routes.choice["batch"] in ("scan", "rtree", "bitmap")
+    assert routes.route_batch(points[:5]) == single[:5]
+    highs = points + 0.5
+    assert routes.route_batch(points, highs) == [routes.route_box(lo, hi) for lo, hi in zip(points, highs)]
+    assert routes.route_batch(np.zeros((0, 2))) == []
+
+
+def test_replacing_a_summary_is_atomic_and_recalibrates(routes):
+    routes.route_batch(np.zeros((CALIBRATION_POINTS, 2)))
+    before = routes._routes
+    routes.set_summary("low", summary(([8, 0], [9, 1])))
+    assert routes._routes is not before and routes._routes.choice == {"batch": None, "single": None}
+    assert before.sets(routes._by_scan(before, np.ones((1, 2)), np.ones((1, 2)))) == [frozenset({"low"})]
+    assert routes.filter_ids() == ["low", "high", "middle"]  # keeps its place
+    assert routes.match(event(1, 1)) == []
+    assert routes.match(event(8.5, 0.5)) == ["low"]
+
+
+def test_no_summary_routes_everything(routes):
+    routes.set_summary("all", None)
+    assert routes.match(event(4, 9)) == ["all"]
+    assert routes.route_batch(np.array([[4.0, 9.0], [1.0, 1.0]])) == [
+        frozenset({"all"}), frozenset({"low", "all"})]
+    assert routes.describe()["without_summary"] == ["all"] and routes.summary_of("all") is None
+
+
+def test_remove(routes):
+    routes.remove_filter("middle")
+    assert routes.filter_ids() == ["low", "high"] and "middle" not in routes
+    assert routes.match(event(2.5, 2.5)) == ["low"]
+    with pytest.raises(UnknownFilter):
+        routes.remove_filter("middle")
+    with pytest.raises(UnknownFilter):
+        routes.summary_of("middle")
+
+
+def test_summaries_arrive_as_filter_elements_or_text():
+    routes = RTreeRouteSet()  # no config: the schema comes with the first summary
+    shipped = summary(([0, 0], [3, 3]))
+    wrapper = etree.Element("{http://www.w3.org/2011/03/ws-evt}Filter")
+    wrapper.append(shipped.to_element())
+    routes.add_filter("a", FilterSpec(SUMMARY_DIALECT, "", (), wrapper))
+    routes.add_filter("b", FilterSpec(SUMMARY_DIALECT, "", (), shipped.to_element()))
+    routes.add_filter("c", FilterSpec(SUMMARY_DIALECT, shipped.to_text()))
+    assert routes.schema == SCHEMA and routes.summary_of("c") == shipped
+    assert routes.match(event(1, 1)) == ["a", "b", "c"]
+
+
+def test_incompatible_summaries_are_refused(routes):
+    other = Schema((Attribute("z", "number", "/e/@z", (), 0, 1),))
+    with pytest.raises(InvalidFilter, match="dimensions"):
+        routes.set_summary("z", summary(([0], [1]), schema=other))
+    renamed = Schema((Attribute("x", "number", "/e/@x", (), 0, 99),
+                      Attribute("y", "number", "/e/@y", (), 0, 10)))
+    with pytest.raises(InvalidFilter, match="schema"):
+        routes.set_summary("x", summary(([0, 0], [1, 1]), schema=renamed))
+    with pytest.raises(InvalidFilter):
+        routes.add_filter("bad", FilterSpec(SUMMARY_DIALECT, "<edn:Summary xmlns:edn='%s'/>" % EDN_NS))
+    assert routes.filter_ids() == ["low", "high", "middle"]
+
+
+def test_without_any_schema_events_go_to_every_server_with_boxes():
+    routes = RTreeRouteSet()
+    bare = Summary(("x", "y"), [[0, 0]], [[1, 1]])
+    routes.set_summary("a", bare)
+    routes.set_summary("empty", Summary(("x", "y"), np.zeros((0, 2)), np.zeros((0, 2))))
+    assert routes.match(event(5, 5)) == ["a"]  # cannot read the event: the safe answer
+    assert routes.route([5, 5]) == frozenset()
+
+
+def test_engine_summaries_route_every_matching_event():
+    rng = np.random.default_rng(3)
+    routes = RTreeRouteSet(SCHEMA)
+    engines = {}
+    for server in range(4):
+        engine = RTreeMatchingEngine(SCHEMA)
+        lo = rng.uniform(0, 9, (100, 2))
+        engine.bulk_load([f"{server}-{i}" for i in range(100)], lo, lo + rng.uniform(0, 1, (100, 2)))
+        engines[f"s{server}"] = engine
+        routes.set_summary(f"s{server}", engine.summary(0.2))
+    points = rng.uniform(0, 10, (500, 2))
+    routed = routes.route_batch(points)
+    for point, servers in zip(points, routed):
+        for name, engine in engines.items():
+            if engine.match_box(point):
+                assert name in servers
+
+
+def test_readers_never_see_a_half_updated_table(routes):
+    stop = threading.Event()
+    seen = set()
+    errors = []
+
+    def read():
+        while not stop.is_set():
+            try:
+                seen.add(routes.route([1.0, 1.0]))
+            except Exception as exc:  # pragma: no cover - would be the bug
+                errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    for i in range(200):
+        routes.set_summary("low", summary(([0, 0], [3, 3])) if i % 2 else summary(([5, 5], [6, 6])))
+    stop.set()
+    for reader in readers:
+        reader.join()
+    assert not errors
+    assert seen <= {frozenset({"low"}), frozenset()}
+
+
+def test_servers_with_many_boxes_skip_the_bitmaps(routes, monkeypatch):
+    import matchers.route_set as route_set
+
+    monkeypatch.setattr(route_set, "MAX_BITMAP_BOXES", 1)
+    routes.set_summary("big", summary(([0, 0], [1, 1]), ([9, 9], [10, 10])))
+    table = routes._routes
+    assert table.bitmaps[-1] is None and table.bitmaps[0] is not None
+    assert "bitmap" not in routes._candidates(table, single=False)
+    points = np.array([[0.5, 0.5], [9.5, 9.5], [4.0, 9.0]] * 30)
+    assert routes.route_batch(points)[:3] == [frozenset({"low", "big"}), frozenset({"high", "big"}),
+                                              frozenset()]
+    assert table.choice["batch"] in ("scan", "rtree")
+
+
+def test_rank_bitmaps_against_numpy():
+    from matchers.route_set import _RankBitmaps
+
+    rng = np.random.default_rng(7)
+    for k, d in ((0, 2), (1, 1), (63, 2), (64, 3), (65, 3), (300, 4)):
+        mins = rng.integers(0, 6, (k, d)).astype(float)
+        maxs = mins + rng.integers(0, 3, (k, d))
+        bitmaps = _RankBitmaps(mins, maxs)
+        lo = rng.integers(-1, 8, (200, d)).astype(float)
+        hi = lo + rng.integers(0, 2, (200, d))
+        expected = [bool(np.any(np.all((mins <= b) & (maxs >= a), axis=1))) for a, b in zip(lo, hi)]
+        assert bitmaps.any_hit(lo, hi).tolist() == expected

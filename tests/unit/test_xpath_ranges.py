@@ -1,0 +1,156 @@
+"""Range extraction from XPath 1.0: what is understood, and what widens to "anything"."""
+
+import pytest
+from lxml import etree
+
+from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, Schema, XPathFilterMatcher
+from matchers.schema import Attribute, Interval
+from matchers.xpath_ranges import MAX_BOXES, compile_xpath_filter, extract_constraints, path_key
+
+NS = {"q": "urn:quotes"}
+Q = tuple(NS.items())
+XPATH10 = "http://www.w3.org/2011/03/ws-evt/Dialects/XPath10"
+SCHEMA = Schema((
+    Attribute("price", "number", "/q:quote/q:price", Q, 0, 1000),
+    Attribute("symbol", "string", "/q:quote/q:symbol", Q),
+    Attribute("volume", "number", "/q:quote/@volume", Q, 0, 1e9),
+    Attribute("rel", "number", "q:rel", Q, 0, 10),
+))
+ANYTHING = [{}]
+
+
+def extract(expression: str, namespaces=NS):
+    return extract_constraints(expression, namespaces, SCHEMA)
+
+
+def near(low=None, high=None):
+    """The widened interval extraction produces for numeric bounds."""
+    slack = lambda v: abs(v) * 1e-12
+    return Interval(None if low is None else low - slack(low), False,
+                    None if high is None else high + slack(high), False)
+
+
+def test_predicates_on_an_absolute_path():
+    assert extract("/q:quote[q:price > 30 and q:symbol = 'GE']") == [
+        {0: near(30.0), 1: Interval("GE", False, "GE", False)}]
+
+
+def test_comparisons_either_side_and_negative_numbers():
+    assert extract("/q:quote[30 < q:price]") == [{0: near(30.0)}]
+    assert extract("/q:quote[q:price <= -5]") == [{0: near(None, -5.0)}]
+    assert extract("/q:quote[q:price = (-5)]") == [{0: near(-5.0, -5.0)}]
+
+
+def test_top_level_paths_and_or():
+    assert extract("/q:quote/q:price > 30 or /q:quote[@volume <= 5]") == [
+        {0: near(30.0)}, {2: near(None, 5.0)}]
+    assert extract("/q:quote[q:price > 3] | /q:quote[q:symbol = 'A']") == [
+        {0: near(3.0)}, {1: Interval("A", False, "A", False)}]
+
+
+def test_relative_paths_match_relative_schema_paths_only():
+    assert extract("q:rel >= 2") == [{3: near(2.0)}]
+    assert extract("q:price > 3") == ANYTHING  # relative; the schema's price path is absolute
+    assert extract("/q:quote[q:rel > 3]") == ANYTHING  # /q:quote/q:rel is not q:rel
+
+
+def test_axes_dot_and_nested_steps():
+    assert extract("/child::q:quote[child::q:price > 1]") == [{0: near(1.0)}]
+    assert extract("/q:quote/q:price[. > 7]") == [{0: near(7.0)}]
+    assert extract("/q:quote[attribute::volume = 3]") == [{2: near(3.0, 3.0)}]
+
+
+def test_and_on_one_dimension_keeps_intersection_or_gap():
+    assert extract("/q:quote[q:price > 10 and q:price < 20]") == [{0: Interval(
+        near(10.0).lo, False, near(None, 20.0).hi, False)}]
+    # Disjoint: two q:price elements can satisfy both; every hull holding both meets the gap.
+    (term,) = extract("/q:quote[q:price > 50 and q:price < 40]")
+    assert term[0].lo == pytest.approx(40.0) and term[0].hi == pytest.approx(50.0)
+    event = etree.fromstring('<q:quote xmlns:q="urn:quotes"><q:price>60</q:price>'
+                             '<q:price>30</q:price></q:quote>')
+    assert etree.XPath("/q:quote[q:price > 50 and q:price < 40]", namespaces=NS)(event)
+
+
+@pytest.mark.parametrize("expression", [
+    "not(/q:quote/q:price > 3)",
+    "/q:quote[q:price != 3]",
+    "/q:quote[q:price * 2 > 3]",
+    "/q:quote[q:symbol > 'A']",          # relational on strings compares numbers in XPath 1.0
+    "/q:quote[q:symbol = 5]",            # string node vs number: number(string-value)
+    "/q:quote[q:symbol = '']",           # blank literal: eCube elements have blank text
+    "/q:quote[q:symbol = ' ']",
+    "/q:quote[q:price = 'abc']",
+    "//q:price > 3",
+    "/q:quote[q:price = true()]",        # an empty node-set compares equal to false()
+    "/q:quote[q:*[1] > 3]",
+    "/q:quote[q:price/text() > 3]",
+    "/q:quote[q:price = q:volume]",
+    "/q:quote[contains(q:symbol, 'G')]",
+    "/q:quote[1]",
+])
+def test_what_is_not_understood_constrains_nothing(expression):
+    assert extract(expression) == ANYTHING
+
+
+def test_false_never_matches_and_true_is_anything():
+    assert extract("/q:quote[false()]") == []
+    assert extract("/q:quote[true()]") == ANYTHING
+    assert extract("/q:quote[q:price > 5 or false()]") == [{0: near(5.0)}]
+
+
+def test_too_many_alternatives_collapse_to_their_hull_and_stay_safe():
+    expression = "/q:quote[" + " and ".join(f"(q:price = {i} or q:price = {i + 100})"
+                                              for i in range(5)) + "]"
+    terms = extract(expression)
+    assert 2 ** 5 > MAX_BOXES and 1 <= len(terms) <= MAX_BOXES
+    compiled = compile_xpath_filter(FilterSpec(XPATH10, expression, Q), SCHEMA)
+    for values in ([0, 1, 2, 3, 4], [100, 101, 102, 103, 104], [0, 101, 2, 103, 4]):
+        body = "".join(f"<q:price>{v}</q:price>" for v in values)
+        event = etree.fromstring(f'<q:quote xmlns:q="urn:quotes">{body}</q:quote>')
+        box = SCHEMA.extract(event)
+        assert compiled.check(event, box, None)
+        assert any((lo <= box.hi).all() and (hi >= box.lo).all()
+                   for lo, hi in zip(compiled.mins, compiled.maxs))
+
+
+def test_unparseable_for_elementpath_means_anything():
+    assert extract("/q:quote[q:price > 3]", namespaces={}) == ANYTHING  # unknown prefix
+
+
+def test_path_keys_resolve_prefixes_to_uris():
+    assert path_key("/a:x/@y", {"a": "urn:1"}) == ("abs", (("child", "urn:1", "x"), ("attribute", "", "y")))
+    assert path_key("/b:x/@y", {"b": "urn:1"}) == path_key("/a:x/@y", {"a": "urn:1"})
+    assert path_key("x", {}) == ("rel", (("child", "", "x"),))
+    assert path_key("/x[1]", {}) is None and path_key("//x", {}) is None
+
+
+def test_compiled_filter_keeps_lxml_semantics_and_errors():
+    with pytest.raises(InvalidFilter):
+        compile_xpath_filter(FilterSpec(XPATH10, "/q:quote[", Q), SCHEMA)
+    with pytest.raises(InvalidFilter):
+        compile_xpath_filter(FilterSpec(XPATH10, "/z:quote", ()), SCHEMA)
+    compiled = compile_xpath_filter(FilterSpec(XPATH10, "count(/q:quote/q:price) - 1", Q), SCHEMA)
+    one = etree.fromstring('<q:quote xmlns:q="urn:quotes"><q:price>1</q:price></q:quote>')
+    assert not compiled.check(one, SCHEMA.extract(one), None)  # 0 is false
+    compiled = compile_xpath_filter(FilterSpec(XPATH10, "/q:quote[q:price > $limit]", Q), SCHEMA)
+    assert compiled.check(one, None, {"limit": 0}) and not compiled.check(one, None, None)
+
+
+def test_engine_runs_xpath_filters_with_different_formats_for_filtering_and_routing():
+    engine, reference = RTreeMatchingEngine(SCHEMA), XPathFilterMatcher()
+    filters = {
+        "cheap-ge": "/q:quote[q:price < 10 and q:symbol = 'GE']",
+        "big": "/q:quote[@volume >= 1000000]",
+        "any-price": "/q:quote[q:price]",
+        "not-cheap": "not(/q:quote[q:price < 10])",
+    }
+    for name, expression in filters.items():
+        spec = FilterSpec(XPATH10, expression, Q)
+        engine.add_filter(name, spec)
+        reference.add_filter(name, spec)
+    for body, attributes in [("<q:price>5</q:price><q:symbol>GE</q:symbol>", ""),
+                             ("<q:price>50</q:price>", ' volume="2000000"'), ("", "")]:
+        event = etree.fromstring(f'<q:quote xmlns:q="urn:quotes"{attributes}>{body}</q:quote>')
+        assert engine.match(event) == reference.match(event)
+    precise = engine.summary(1.0)
+    assert len(precise) >= 1

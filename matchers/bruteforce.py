@@ -22,12 +22,13 @@ from .base import FilterSpec, Matcher
 from .errors import UnknownFilter
 from .ranges import box_dialects, compile_filter
 from .schema import CompiledFilter, Schema
+from wsframework import ns
 
 __all__ = ["BRUTE_FORCE_MATCHER_URI", "BruteForceMatcher"]
 
 log = logging.getLogger(__name__)
 
-BRUTE_FORCE_MATCHER_URI = "urn:wsframework:matchers:brute-force"  # TODO(lead): wsframework.ns
+BRUTE_FORCE_MATCHER_URI = ns.MATCHER_BRUTE_FORCE
 
 
 class BruteForceMatcher(Matcher):

@@ -76,6 +76,7 @@ from .schema import (
 from .xpath import XPATH10_DIALECTS
 from .xpath2 import XPATH20_DIALECTS, compile_xpath2
 from .xpath_ranges import compile_xpath_filter
+from wsframework import ns
 
 __all__ = [
     "RANGES_DIALECT",
@@ -88,7 +89,7 @@ __all__ = [
     "box_dialects",
 ]
 
-RANGES_DIALECT = "urn:wsframework:dialects:ranges"  # TODO(lead): move to wsframework.ns
+RANGES_DIALECT = ns.RANGES_DIALECT
 MAX_RECTANGLES = 64  # alternatives one filter may expand to
 
 _TOKEN = re.compile(r"""

@@ -31,8 +31,15 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "wsframework.matchers"
 DEFAULT_MATCHER_URI = XPATH_MATCHER_URI
 
-# Always available, even when the distribution metadata (and so the entry point) is missing.
-_BUILTINS: tuple[type[Matcher], ...] = (XPathFilterMatcher,)
+
+def _builtins() -> tuple[type[Matcher], ...]:
+    """The engines this distribution ships: always available, even when the distribution
+    metadata (and so the entry points) is missing. Imported lazily: the R-tree engines pull
+    in numpy and libspatialindex."""
+    from .bruteforce import BruteForceMatcher
+    from .route_set import RTreeRouteSet
+    from .rtree_engine import RTreeMatchingEngine
+    return (XPathFilterMatcher, RTreeMatchingEngine, RTreeRouteSet, BruteForceMatcher)
 
 _registered: dict[str, type[Matcher]] = {}
 
@@ -51,7 +58,7 @@ def _problem(candidate: Any) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def _discovered() -> dict[str, type[Matcher]]:
-    found: dict[str, type[Matcher]] = {cls.uri: cls for cls in _BUILTINS}
+    found: dict[str, type[Matcher]] = {cls.uri: cls for cls in _builtins()}
     try:
         entry_points = list(_metadata.entry_points(group=ENTRY_POINT_GROUP))
     except Exception:  # broken metadata must not take the registry down

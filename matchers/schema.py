@@ -63,6 +63,7 @@ import numpy as np
 from lxml import etree
 
 from .errors import MatcherError
+from wsframework import ns
 
 __all__ = [
     "EDN_NS",
@@ -84,7 +85,7 @@ __all__ = [
     "format_datetime",
 ]
 
-EDN_NS = "urn:wsframework:edn"  # TODO(lead): move to wsframework.ns (not this module's file)
+EDN_NS = ns.EDN
 NUMBER, STRING, DATETIME = "number", "string", "dateTime"
 TYPES = (NUMBER, STRING, DATETIME)
 STRING_PREFIX_BYTES = 6

@@ -48,6 +48,7 @@ from lxml import etree
 from ._rtree import BoxIndex, str_labels
 from .errors import InvalidFilter
 from .schema import EDN_NS, InvalidSchema, Schema
+from wsframework import ns
 
 __all__ = [
     "SUMMARY_DIALECT",
@@ -58,7 +59,7 @@ __all__ = [
     "summary_target",
 ]
 
-SUMMARY_DIALECT = "urn:wsframework:dialects:summary"  # TODO(lead): move to wsframework.ns
+SUMMARY_DIALECT = ns.SUMMARY_DIALECT
 MAX_SUMMARY_BOXES = 1_000_000
 _ENCODING = "base64-float64le"
 _SUMMARY = f"{{{EDN_NS}}}Summary"

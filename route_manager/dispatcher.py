@@ -41,7 +41,7 @@ from .forwarding import EVENT_BATCH, Forwarder, TokenBucket
 
 log = logging.getLogger(__name__)
 
-SUMMARY_DIALECT = "urn:wsframework:dialects:summary"
+SUMMARY_DIALECT = ns.SUMMARY_DIALECT
 FAULT_UNKNOWN_SERVER = ns.qname(ns.ADMIN, "UnknownServer")
 
 _SCHEMA = """

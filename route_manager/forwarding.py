@@ -34,7 +34,7 @@ from wsframework.soap import SoapVersion, build_envelope
 
 log = logging.getLogger(__name__)
 
-EDN_NS = "urn:wsframework:edn"
+EDN_NS = ns.EDN
 EVENT_BATCH = ns.qname(EDN_NS, "EventBatch")
 EVENT_BATCH_ACTION = EDN_NS + "/EventBatch"
 POLICIES = ("drop-newest", "drop-oldest")

@@ -44,6 +44,12 @@ EVENTING = "urn:wsframework:eventing"  # the 2011 subscription-id reference para
 MATCHER_XPATH = "urn:wsframework:matchers:xpath"
 MATCHER_RTREE_ENGINE = "urn:wsframework:matchers:rtree-matching-engine"
 MATCHER_RTREE_ROUTE_SET = "urn:wsframework:matchers:rtree-route-set"
+MATCHER_BRUTE_FORCE = "urn:wsframework:matchers:brute-force"
+
+# The event distribution network: schemas, summaries, event batches, placement headers.
+EDN = "urn:wsframework:edn"
+RANGES_DIALECT = "urn:wsframework:dialects:ranges"
+SUMMARY_DIALECT = "urn:wsframework:dialects:summary"
 
 
 def qname(namespace: str, local: str) -> str:

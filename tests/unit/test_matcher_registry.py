@@ -6,6 +6,7 @@ from importlib.metadata import EntryPoint
 import pytest
 
 import matchers.registry as registry
+from wsframework.ns import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET
 from matchers import (
     DEFAULT_MATCHER_URI,
     XPATH_MATCHER_URI,
@@ -95,7 +96,10 @@ def test_unknown_uri_names_it_and_lists_known_ones(fresh_registry):
 def test_builtin_survives_missing_metadata(fresh_registry, monkeypatch):
     monkeypatch.setattr(registry._metadata, "entry_points", fake_entry_points())
     registry.refresh()
-    assert known_matchers() == {XPATH_MATCHER_URI: XPathFilterMatcher}
+    builtins = {cls.uri: cls for cls in registry._builtins()}
+    assert known_matchers() == builtins
+    assert builtins[XPATH_MATCHER_URI] is XPathFilterMatcher
+    assert {MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET} <= set(builtins)
 
 
 def test_broken_entry_points_are_skipped_with_a_warning(fresh_registry, monkeypatch, caplog):
@@ -114,7 +118,7 @@ def test_broken_entry_points_are_skipped_with_a_warning(fresh_registry, monkeypa
     registry.refresh()
     with caplog.at_level(logging.WARNING, logger=registry.__name__):
         found = known_matchers()
-    assert found == {XPATH_MATCHER_URI: XPathFilterMatcher, ToyMatcher.uri: ToyMatcher}
+    assert found == {**{cls.uri: cls for cls in registry._builtins()}, ToyMatcher.uri: ToyMatcher}
     warned = " ".join(r.getMessage() for r in caplog.records)
     for name in ("missing", "notmatcher", "nouri", "abstract"):
         assert repr(name) in warned

@@ -1,0 +1,177 @@
+"""The dispatcher on its own (in process): summary updates, routing, durability, faults."""
+import pytest
+from lxml import etree
+
+from matchers.schema import Schema
+from matchers.summary import Summary
+from route_manager.dispatcher import FAULT_UNKNOWN_SERVER, build_dispatcher
+from route_manager.forwarding import EVENT_BATCH
+from wsframework import admin_contracts as contracts
+from wsframework.admin_client import AdminClient
+from wsframework.client import SoapClient
+from wsframework.exceptions import SoapFault
+from wsframework.publisher import PUBLISH_ACTION
+from wsframework.service import ServiceConfig
+from wsframework.soap import parse_envelope
+from wsframework.transport import InProcessTransport, TransportResponse
+
+DISPATCHER = "http://dispatcher.test"
+TOKEN = "t0k"
+EV = "urn:test:events"
+
+
+def schema(absolute: bool = True) -> etree._Element:
+    root = etree.Element("{urn:wsframework:edn}Schema", nsmap={"edn": "urn:wsframework:edn", "e": EV})
+    for name in ("x", "y"):
+        etree.SubElement(root, "{urn:wsframework:edn}Attribute", name=name, type="number",
+                         xpath=f"/e:event/e:{name}" if absolute else f"e:{name}", min="0", max="10")
+    return root
+
+
+def event(x: float, y: float) -> etree._Element:
+    element = etree.Element(f"{{{EV}}}event", nsmap={"e": EV})
+    etree.SubElement(element, f"{{{EV}}}x").text = str(x)
+    etree.SubElement(element, f"{{{EV}}}y").text = str(y)
+    return element
+
+
+def box_summary(lo, hi) -> etree._Element:
+    parsed = Schema.from_config(schema())
+    return Summary(parsed.dims, [lo], [hi], parsed).to_element()
+
+
+class Servers:
+    """Records the event batches each fake server receives; answers 202 to everything."""
+
+    def __init__(self):
+        self.events: dict[str, list[tuple[float, float]]] = {}
+
+    def endpoint(self, name):
+        def handle(url, payload, content_type, action):
+            body = parse_envelope(payload).body
+            if body is not None and body.tag == EVENT_BATCH:
+                for e in body:
+                    self.events.setdefault(name, []).append(
+                        (float(e.findtext(f"{{{EV}}}x")), float(e.findtext(f"{{{EV}}}y"))))
+            return TransportResponse(202, None, b"")
+        return handle
+
+
+@pytest.fixture
+def network(tmp_path):
+    transport = InProcessTransport()
+    servers = Servers()
+    for name in ("s1", "s2"):
+        transport.mount(f"http://{name}.test", servers.endpoint(name))
+
+    def start():
+        service = build_dispatcher(ServiceConfig(DISPATCHER, tmp_path / "d", TOKEN, role="dispatcher"),
+                                   transport=transport)
+        transport.mount(DISPATCHER, service)
+        return service
+
+    service = start()
+    admin = AdminClient(DISPATCHER, TOKEN, transport=transport)
+    yield service, admin, transport, servers, start
+    service.close()
+
+
+def register(admin, name):
+    return admin.call(contracts.RegisterServer(Name=name, Address=f"http://{name}.test"))
+
+
+def update(admin, server, generation, lo, hi, route="grid"):
+    return admin.call(contracts.UpdateSummary(Server=server, Route=route, Generation=generation,
+                                              Load=1, Summary=box_summary(lo, hi)))
+
+
+def publish_all(transport, points):
+    client = SoapClient(transport)
+    for x, y in points:
+        client.send(f"{DISPATCHER}/topics/grid", PUBLISH_ACTION, event(x, y))
+
+
+def test_routes_events_with_absolute_schema_xpaths_only_to_covering_servers(network):
+    service, admin, transport, servers, _ = network
+    admin.create_topic("grid", None, schema(absolute=True))
+    register(admin, "s1"), register(admin, "s2")
+    assert update(admin, "s1", 1, [0, 0], [5, 5]).Accepted == 1
+    assert update(admin, "s2", 1, [4, 4], [10, 10]).Accepted == 1
+    publish_all(transport, [(1, 1), (4.5, 4.5), (9, 9), (1, 9)])
+    assert service.dispatcher.forwarder.drain(5)
+    assert servers.events == {"s1": [(1, 1), (4.5, 4.5)], "s2": [(4.5, 4.5), (9, 9)]}
+    stats = service.dispatcher.stats()
+    assert stats["events_in"] == 4 and stats["copies_out"] == 4
+    assert stats["hit_ratio"] == pytest.approx(4 / (4 * 2))
+
+
+def test_stale_generation_is_ignored_and_newer_replaces(network):
+    service, admin, transport, servers, _ = network
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    update(admin, "s1", 5, [0, 0], [1, 1])
+    assert update(admin, "s1", 4, [0, 0], [10, 10]).Accepted == 0   # older: ignored
+    publish_all(transport, [(8, 8)])
+    assert service.dispatcher.forwarder.drain(5) and "s1" not in servers.events
+    assert update(admin, "s1", 6, [0, 0], [10, 10]).Accepted == 1
+    publish_all(transport, [(8, 8)])
+    assert service.dispatcher.forwarder.drain(5) and servers.events["s1"] == [(8, 8)]
+
+
+def test_bad_updates_are_refused_and_change_nothing(network):
+    service, admin, transport, servers, _ = network
+    admin.create_topic("grid", None, schema())
+    with pytest.raises(SoapFault) as info:
+        update(admin, "ghost", 1, [0, 0], [10, 10])
+    assert info.value.subcode == FAULT_UNKNOWN_SERVER
+    register(admin, "s1")
+    with pytest.raises(SoapFault) as info:
+        update(admin, "s1", 1, [0, 0], [10, 10], route="nope")
+    assert info.value.subcode == contracts.FAULT_UNKNOWN_TOPIC
+    garbage = etree.fromstring(b'<edn:Summary xmlns:edn="urn:wsframework:edn" encoding="bogus">x</edn:Summary>')
+    with pytest.raises(SoapFault) as info:
+        admin.call(contracts.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0, Summary=garbage))
+    assert info.value.subcode == contracts.FAULT_INVALID_REQUEST
+    assert service.store.query("SELECT COUNT(*) AS n FROM edn_summaries")[0]["n"] == 0
+    with pytest.raises(SoapFault) as info:
+        AdminClient(DISPATCHER, "wrong", transport=transport).call(
+            contracts.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0,
+                                    Summary=box_summary([0, 0], [1, 1])))
+    assert info.value.subcode == contracts.FAULT_ACCESS_DENIED
+
+
+def test_restart_loses_no_route_server_or_summary(network):
+    service, admin, transport, servers, start = network
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    update(admin, "s1", 1, [0, 0], [2, 2])
+    service.close()
+    restarted = start()
+    try:
+        listed = admin.call(contracts.ListRoutes())
+        assert [(r.Name, r.Servers) for r in listed.Route] == [("grid", 1)]
+        assert [s.Name for s in admin.call(contracts.ListServers()).Server] == ["s1"]
+        publish_all(transport, [(1, 1), (3, 3)])
+        assert restarted.dispatcher.forwarder.drain(5)
+        assert servers.events["s1"] == [(1, 1)]
+    finally:
+        restarted.close()
+
+
+def test_register_returns_topics_and_peers(network):
+    service, admin, transport, servers, _ = network
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    reply = register(admin, "s2")
+    assert [t.Name for t in reply.Topic] == ["grid"]
+    assert reply.Topic[0].Matcher == "urn:wsframework:matchers:rtree-matching-engine"
+    assert [p.Name for p in reply.Peer] == ["s1"]
+    with pytest.raises(SoapFault):
+        admin.call(contracts.RegisterServer(Name="bad/name", Address="http://x"))
+
+
+def test_unknown_topic_publication_is_destination_unreachable(network):
+    service, admin, transport, servers, _ = network
+    with pytest.raises(SoapFault) as info:
+        SoapClient(transport).send(f"{DISPATCHER}/topics/none", PUBLISH_ACTION, event(1, 1))
+    assert info.value.subcode.endswith("DestinationUnreachable")

@@ -196,12 +196,23 @@ def _number(text: str):
 def _add_demo(sub):
     p = sub.add_parser("demo", help="run the demonstration on this machine")
     p.add_argument("--port", type=int, default=0, help="first port to use (default: free ports)")
-    p.add_argument("--events", type=int, default=20)
+    p.add_argument("--standalone", action="store_true",
+                   help="one event source instead of the event distribution network")
+    p.add_argument("--events", type=int, default=None,
+                   help="events per measurement (default 400; 20 standalone)")
+    p.add_argument("--subscriptions", type=int, default=2000)
+    p.add_argument("--servers", type=int, default=4)
+    p.add_argument("--partitioners", nargs="+", default=["random", "rtree", "kmeans"],
+                   choices=["random", "rtree", "kmeans"])
+    p.add_argument("--no-repartition", action="store_true",
+                   help="skip the offline re-partition of the random network")
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args) -> int:
     from .demo import run_demo
+    if args.events is None:
+        args.events = 20 if args.standalone else 400
     return run_demo(args)
 
 

@@ -1,6 +1,14 @@
 """``edn demo``: the main job, run on this machine with real processes on loopback.
 
-Standalone event source: start ``edn serve source`` (gunicorn, SQLite), a local notification
+The event distribution network (default): for each subscription partitioner, a dispatcher
+and several subscription servers (gunicorn processes, SQLite), a notification sink, a few
+thousand range subscriptions made through WS-Eventing at the servers (which place each on the
+best server), events published at the dispatcher, and per partitioner the hit ratio, the
+throughput and the exactness check against the ground truth: what a single event source would
+deliver for the same filters and events. The random network is then re-partitioned offline
+(bulk-loading R-tree) and measured again. Everything started is stopped.
+
+``--standalone``: one event source instead: start ``edn serve source`` (gunicorn, SQLite), a local notification
 sink, create a topic, subscribe through both WS-Eventing versions with XPath filters, publish
 quote events, show the notifications, check them against the filters evaluated locally (the
 ground truth), and stop everything (the source ends its subscriptions with
@@ -43,6 +51,13 @@ def _say(text: str) -> None:
 
 
 def run_demo(args) -> int:
+    if getattr(args, "standalone", False):
+        return run_standalone(args)
+    from .edn_demo import run_network_demo
+    return run_network_demo(args)
+
+
+def run_standalone(args) -> int:
     from subscription_manager.client import EventingClient
 
     rng = random.Random(7)

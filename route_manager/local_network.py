@@ -1,0 +1,216 @@
+"""An event distribution network on this machine: a dispatcher and N subscription servers as
+real ``edn serve`` processes (gunicorn) on loopback, a notification sink, and the ground truth
+a single event source would deliver, computed here from the same range filters.
+
+Used by ``edn demo``, the network benchmarks and the integration tests. Every wait is on a
+condition (the sink's count, the dispatcher's and servers' ``GetStats``), never a fixed sleep.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from lxml import etree
+
+from subscription_manager.client import EventingClient
+from wsframework import admin_contracts as contracts
+from wsframework import ns
+from wsframework.admin_client import AdminClient
+from wsframework.client import SoapClient
+from wsframework.processes import ServerProcess
+from wsframework.publisher import PUBLISH_ACTION
+from wsframework.sink import NotificationSink
+
+EVENTS_NS = "urn:edn-demo:events"
+TOPIC = "grid"
+
+
+def schema_element(d: int, low: float = 0.0, high: float = 10.0) -> etree._Element:
+    """An ``edn:Schema`` of ``d`` numeric attributes x0..x{d-1} in [low, high]."""
+    root = etree.Element(ns.qname(ns.EDN, "Schema"), nsmap={"edn": ns.EDN, "e": EVENTS_NS})
+    for i in range(d):
+        etree.SubElement(root, ns.qname(ns.EDN, "Attribute"), name=f"x{i}", type="number",
+                         xpath=f"e:x{i}", min=repr(low), max=repr(high))
+    return root
+
+
+def event_element(values, event_id: int) -> etree._Element:
+    event = etree.Element(f"{{{EVENTS_NS}}}event", nsmap={"e": EVENTS_NS})
+    event.set("id", str(event_id))
+    for i, v in enumerate(values):
+        etree.SubElement(event, f"{{{EVENTS_NS}}}x{i}").text = repr(float(v))
+    return event
+
+
+def range_filter(lo, hi) -> str:
+    return " and ".join(f"x{k} in [{float(a)!r}, {float(b)!r}]" for k, (a, b) in enumerate(zip(lo, hi)))
+
+
+def wait_until(condition, timeout: float = 30.0, what: str = "condition", poll: float = 0.05):
+    """Poll ``condition`` until it returns something true; AssertionError on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(poll)
+
+
+def stats(address: str, token: str, prefix: str | None = None) -> dict[str, str]:
+    admin = AdminClient(address, token)
+    return {f.Name: f.Value for f in admin.call(contracts.GetStats(Prefix=prefix)).Figure or []}
+
+
+class LocalNetwork:
+    """``servers`` is a list of (name, partitioner, workers)."""
+
+    def __init__(self, data_dir: Path, servers, *, token: str, d: int = 4,
+                 load_threshold: int = 20_000, sink: NotificationSink | None = None,
+                 dispatcher_args=(), keep_bodies: bool = True):
+        self.data_dir = Path(data_dir)
+        self.token = token
+        self.d = d
+        self.own_sink = sink is None
+        self.sink = sink or NotificationSink(keep_bodies=keep_bodies)
+        self.dispatcher = ServerProcess("dispatcher", data_dir=self.data_dir / "dispatcher",
+                                        admin_token=token, extra_args=list(dispatcher_args))
+        self.servers: dict[str, ServerProcess] = {}
+        for name, partitioner, workers in servers:
+            self.servers[name] = ServerProcess(
+                "server", data_dir=self.data_dir / name, admin_token=token, workers=workers,
+                extra_args=["--dispatcher", self.dispatcher.base_url, "--name", name,
+                            "--partitioner", partitioner, "--load-threshold", str(load_threshold)])
+        self.lo = np.empty((0, d))
+        self.hi = np.empty((0, d))
+        self.handles: list = []
+        self.published: list[tuple[int, np.ndarray]] = []
+        self.next_event = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> "LocalNetwork":
+        if self.own_sink:
+            self.sink.start()
+        self.dispatcher.start()
+        for server in self.servers.values():
+            server.start()
+        self.admin = AdminClient(self.dispatcher.base_url, self.token)
+        wait_until(lambda: int(self.dispatcher_stats("servers").get("servers", 0)) == len(self.servers),
+                   what="every server registered")
+        return self
+
+    def close(self) -> None:
+        for process in [*self.servers.values(), self.dispatcher]:
+            try:
+                process.stop()
+            except Exception:
+                process.kill()
+        if self.own_sink:
+            self.sink.stop()
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- administration ------------------------------------------------------------------------
+    def dispatcher_stats(self, prefix: str | None = None) -> dict[str, str]:
+        return stats(self.dispatcher.base_url, self.token, prefix)
+
+    def server_stats(self, name: str, prefix: str | None = None) -> dict[str, str]:
+        return stats(self.servers[name].base_url, self.token, prefix)
+
+    def create_topic(self, topic: str = TOPIC):
+        self.admin.create_topic(topic, None, schema_element(self.d))
+        wait_until(lambda: all(self.hosts_topic(s, topic) for s in self.servers.values()),
+                   what="the topic on every server")
+
+    def hosts_topic(self, server: ServerProcess, topic: str = TOPIC) -> bool:
+        return any(t["name"] == topic for t in AdminClient(server.base_url, self.token).list_topics())
+
+    def repartition(self, algorithm: str, topic: str = TOPIC):
+        return self.admin.call(contracts.Repartition(Topic=topic, Algorithm=algorithm))
+
+    # -- subscriptions -------------------------------------------------------------------------
+    def subscribe(self, lo: np.ndarray, hi: np.ndarray, *, threads: int = 4, topic: str = TOPIC,
+                  versions=("2011", "2011", "2011", "2011", "2004")) -> None:
+        """Subscribe one range filter per row, spread over the servers (placement then moves
+        each to the best server); every fifth through WS-Eventing 2004/08."""
+        start = len(self.handles)
+        names = list(self.servers)
+
+        def one(i):
+            server = self.servers[names[i % len(names)]]
+            client = EventingClient(versions[i % len(versions)])
+            return client.subscribe(f"{server.base_url}/topics/{topic}",
+                                    f"{self.sink.url}/n/{start + i}",
+                                    filter=range_filter(lo[i], hi[i]), dialect=ns.RANGES_DIALECT,
+                                    expires="PT1H")
+
+        with ThreadPoolExecutor(threads) as pool:
+            self.handles.extend(pool.map(one, range(len(lo))))
+        self.lo = np.vstack([self.lo, lo])
+        self.hi = np.vstack([self.hi, hi])
+        self.wait_routed()
+
+    def wait_routed(self, timeout: float = 60.0) -> None:
+        """Until the dispatcher's route updates account for every subscription."""
+        def total_load():
+            figures = self.dispatcher_stats("server.")
+            return sum(int(v) for k, v in figures.items() if k.endswith(".load"))
+        wait_until(lambda: total_load() == len(self.handles), timeout, what="route updates")
+
+    # -- events --------------------------------------------------------------------------------
+    def publish(self, points: np.ndarray, topic: str = TOPIC) -> tuple[int, int]:
+        client = SoapClient()
+        first = self.next_event
+        for k, point in enumerate(points):
+            client.send(f"{self.dispatcher.base_url}/topics/{topic}", PUBLISH_ACTION,
+                        event_element(point, first + k))
+            self.published.append((first + k, point))
+        self.next_event += len(points)
+        return first, self.next_event
+
+    def expected(self, first: int = 0, last: int | None = None) -> list[tuple[str, str]]:
+        """What a single event source would deliver: (sink path, event id), sorted."""
+        out = []
+        for event_id, point in self.published:
+            if event_id < first or (last is not None and event_id >= last):
+                continue
+            inside = np.all((self.lo <= point) & (self.hi >= point), axis=1)
+            out.extend((f"/n/{i}", str(event_id)) for i in np.flatnonzero(inside))
+        return sorted(out)
+
+    def received(self, first: int = 0, last: int | None = None) -> list[tuple[str, str]]:
+        out = []
+        for message in list(self.sink.messages):
+            event = etree.fromstring(message.body).find(f".//{{{EVENTS_NS}}}event")
+            event_id = int(event.get("id"))
+            if event_id >= first and (last is None or event_id < last):
+                out.append((message.path, str(event_id)))
+        return sorted(out)
+
+    def wait_delivered(self, first: int, last: int, timeout: float = 60.0) -> list[tuple[str, str]]:
+        expected = self.expected(first, last)
+        wait_until(lambda: len(self.received(first, last)) >= len(expected), timeout,
+                   what=f"{len(expected)} notifications")
+        wait_until(self.quiet, timeout, what="an idle network")
+        return expected
+
+    def quiet(self) -> bool:
+        """Nothing queued at the dispatcher and nothing pending at any server."""
+        figures = self.dispatcher_stats("server.")
+        queued = sum(int(v) for k, v in figures.items() if k.endswith(".queued"))
+        sent = sum(int(v) for k, v in figures.items() if k.endswith(".sent"))
+        dropped = sum(int(v) for k, v in figures.items() if k.endswith(".dropped"))
+        if queued != sent + dropped:
+            return False
+        return all(int(self.server_stats(n, "pending").get("pending", 1)) == 0 for n in self.servers)

@@ -193,6 +193,62 @@ def _number(text: str):
     return text
 
 
+def _add_subscribe(sub):
+    p = sub.add_parser("subscribe", help="subscribe a notification endpoint to a topic (WS-Eventing)")
+    p.add_argument("--at", required=True, help="base URL of a source or subscription server")
+    p.add_argument("topic")
+    p.add_argument("--notify-to", required=True, help="URL that receives the notifications")
+    p.add_argument("--end-to", default=None, help="URL that receives SubscriptionEnd")
+    p.add_argument("--filter", default=None, help="filter expression")
+    p.add_argument("--dialect", default=None,
+                   help="xpath (default), xpath2, ranges, or a dialect URI")
+    p.add_argument("--prefix", action="append", default=[], metavar="P=URI",
+                   help="namespace prefix used by the filter (repeatable)")
+    p.add_argument("--expires", default="PT1H", help="xs:duration or xs:dateTime")
+    p.add_argument("--version", choices=["2011", "2004"], default="2011")
+    p.set_defaults(func=cmd_subscribe)
+
+
+def cmd_subscribe(args) -> int:
+    from subscription_manager.client import EventingClient
+    from . import ns
+    dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": ns.RANGES_DIALECT}
+    dialect = dialects.get(args.dialect, args.dialect)
+    namespaces = dict(item.split("=", 1) for item in args.prefix)
+    handle = EventingClient(args.version).subscribe(
+        f"{args.at.rstrip('/')}/topics/{args.topic}", args.notify_to, end_to=args.end_to,
+        filter=args.filter, dialect=dialect, namespaces=namespaces, expires=args.expires)
+    print(f"subscribed: manager {handle.manager.address} id {handle.id} expires {handle.expires}")
+    return 0
+
+
+def _add_sink(sub):
+    p = sub.add_parser("sink", help="run a notification sink that prints what it receives")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=9090)
+    p.add_argument("--count", type=int, default=0, help="exit after this many (0: run until ^C)")
+    p.set_defaults(func=cmd_sink)
+
+
+def cmd_sink(args) -> int:
+    from lxml import etree as _etree
+    from .sink import NotificationSink
+    with NotificationSink(args.host, args.port) as sink:
+        print(f"listening at http://{args.host}:{sink.port}/", flush=True)
+        seen = 0
+        try:
+            while not args.count or seen < args.count:
+                messages = sink.wait_for(seen + 1, timeout=3600)
+                for message in messages[seen:]:
+                    body = message.envelope.body
+                    text = _etree.tostring(body).decode() if body is not None else "(empty body)"
+                    print(f"{message.path}: {text}", flush=True)
+                seen = len(messages)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def _add_demo(sub):
     p = sub.add_parser("demo", help="run the demonstration on this machine")
     p.add_argument("--port", type=int, default=0, help="first port to use (default: free ports)")
@@ -242,14 +298,15 @@ def cmd_bench(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edn", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_serve, _add_topic, _add_publish, _add_partition, _add_demo, _add_bench):
+    for add in (_add_serve, _add_topic, _add_publish, _add_subscribe, _add_sink, _add_partition,
+                _add_demo, _add_bench):
         add(sub)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .exceptions import SoapFault
+    from .exceptions import SoapFault, WsFrameworkError
     from .transport import TransportError
     try:
         return args.func(args) or 0
@@ -259,6 +316,9 @@ def main(argv=None) -> int:
     except TransportError as exc:
         print(f"edn: {exc}", file=sys.stderr)
         return 3
+    except (WsFrameworkError, OSError) as exc:  # a bad local file, an unreadable document
+        print(f"edn: {exc}", file=sys.stderr)
+        return 4
 
 
 if __name__ == "__main__":

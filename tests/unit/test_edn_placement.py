@@ -13,7 +13,7 @@ from matchers.schema import Schema
 from matchers.summary import Summary
 from route_manager.peers import PeerSummary, PeerTable
 from route_manager.placement import Candidate, PlacementRouter, Space, subscription_box
-from tests.unit.test_edn_support import schema_element
+from tests.unit.test_edn_support import EV, schema_element
 from wsframework.store import Store
 
 SCHEMA = Schema.from_element(schema_element(2))
@@ -185,7 +185,7 @@ def test_subscription_box_is_the_hull_of_the_filter_rectangles():
     everything = subscription_box(SCHEMA, None)
     assert np.array_equal(everything[0], SCHEMA.null) and np.array_equal(everything[1], [10, 10])
     xpath = FilterSpec("http://www.w3.org/TR/1999/REC-xpath-19991116", "e:x1 > 3",
-                       (("e", "urn:edn-test:events"),))
+                       (("e", EV),))
     lo, hi = subscription_box(SCHEMA, xpath)
     assert lo[1] == pytest.approx(3) and hi[1] == 10  # open bound: a hair of slack
     with pytest.raises(InvalidFilter):

@@ -15,6 +15,7 @@ from lxml import etree
 
 from matchers.ranges import RANGES_DIALECT
 from route_manager.dispatcher import build_dispatcher
+from route_manager.local_network import EVENTS_NS, event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from subscription_manager.edn import build_server
 from subscription_manager.source import build_source
@@ -26,31 +27,8 @@ from wsframework.service import ServiceConfig
 from wsframework.transport import InProcessTransport
 
 DISPATCHER = "http://dispatcher.test"
-EV = "urn:edn-test:events"
+EV = EVENTS_NS
 TOPIC = "grid"
-
-
-def schema_element(d: int, *, low: float = 0.0, high: float = 10.0) -> etree._Element:
-    """An edn:Schema of ``d`` numeric attributes x0..x{d-1} (relative XPaths: the event
-    element is the context node, at the dispatcher and at the servers alike)."""
-    root = etree.Element("{urn:wsframework:edn}Schema",
-                         nsmap={"edn": "urn:wsframework:edn", "e": EV})
-    for i in range(d):
-        etree.SubElement(root, "{urn:wsframework:edn}Attribute", name=f"x{i}", type="number",
-                         xpath=f"e:x{i}", min=repr(low), max=repr(high))
-    return root
-
-
-def event_element(values, event_id: int) -> etree._Element:
-    event = etree.Element(f"{{{EV}}}event", nsmap={"e": EV})
-    event.set("id", str(event_id))
-    for i, v in enumerate(values):
-        etree.SubElement(event, f"{{{EV}}}x{i}").text = repr(float(v))
-    return event
-
-
-def range_filter(lo, hi) -> str:
-    return " and ".join(f"x{i} in [{float(a)!r}, {float(b)!r}]" for i, (a, b) in enumerate(zip(lo, hi)))
 
 
 def random_boxes(n: int, d: int, seed: int, *, width: float = 4.0):

@@ -16,13 +16,27 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                  "R-tree engine vs brute force vs per-filter XPath, route set, summaries, eCube"),
     "eventing": ("benchmarks.eventing:run",
                  "event source over HTTP: durable Subscribe/s and notifications/s to a local sink"),
+    "throughput": ("benchmarks.throughput:run",
+                   "measured vs predicted throughput vs summary precision on real processes "
+                   "(paper Fig. 12)"),
+    "selftuning": ("benchmarks.selftuning:run",
+                   "self-tuning precision from 10% and 100%, and after an event distribution "
+                   "change (paper Figs. 16, 17)"),
 }
+#: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)
+WRITES_FILES = {"throughput", "selftuning"}
+DEFAULT_OUT = "edn-bench-out"
 
 
-def run_benchmark(name: str, *, quick: bool = False) -> dict:
+def run_benchmark(name: str, *, quick: bool = False, out: str | None = None) -> dict:
+    """Run one benchmark; ``out`` (a directory) goes to the benchmarks that write files
+    (plots next to their JSON; default ./edn-bench-out)."""
     try:
         target, _ = BENCHMARKS[name]
     except KeyError:
         raise SystemExit(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
     module, _, func = target.partition(":")
-    return getattr(importlib.import_module(module), func)(quick=quick)
+    run = getattr(importlib.import_module(module), func)
+    if name in WRITES_FILES:
+        return run(quick=quick, out=out or DEFAULT_OUT)
+    return run(quick=quick)

@@ -16,13 +16,10 @@ independent experiments over the machine's cores (at most 2 processes by default
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-
-import multiprocessing
-
-import numpy as np
 
 from route_manager import hit_ratio as hr
 from route_manager import workloads
@@ -271,7 +268,7 @@ def run(quick: bool = False) -> dict:
         "meta.workers": 1 if (quick or workers <= 1) else workers,
         "meta.wall_seconds": round(time.perf_counter() - start, 1),
     }
-    meta.update({f"meta.cpu_seconds.{k}": round(v, 1) for k, v in sorted(seconds.items())})
+    meta.update({f"meta.job_seconds.{k}": round(v, 1) for k, v in sorted(seconds.items())})
     notes = {
         "notes.workload": "full paper sizes (no shrinking)" if not quick else
         "quick smoke run: 500 subscriptions per server, 1,000 events, few points",

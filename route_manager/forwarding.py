@@ -133,6 +133,19 @@ class ServerChannel:
             self._cond.notify()
             return accepted
 
+    @property
+    def sender_thread(self) -> threading.Thread:
+        """The thread that sends this channel's batches (its CPU time is the per-copy cost)."""
+        return self._thread
+
+    def wait_for_room(self, limit: int, timeout: float) -> bool:
+        """Backpressure: wait until at most ``limit`` events are queued, the server is marked
+        down (a dead server must not hold publishers up) or ``timeout`` passes; True unless
+        the timeout passed."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: len(self._queue) <= limit or not self.stats.up or self._closing, timeout)
+
     def drain(self, timeout: float) -> bool:
         """Wait until everything queued has been sent (or the timeout passes)."""
         with self._cond:

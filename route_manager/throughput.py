@@ -167,3 +167,20 @@ def relative_throughput(curve: Sequence[Prediction]) -> dict[str, float]:
     if none:
         out["rtp_vs_none"] = best.throughput / none[0].throughput
     return out
+
+
+def operating_points(samples: Iterable[tuple[float | None, float, float]]) -> list[OperatingPoint]:
+    """Operating points from measured ``(precision, T_d, R)`` samples (e.g. the live
+    dispatcher's :class:`~route_manager.measurement.Measurement` at each precision it ran
+    at): the mean T_d and R per precision, ordered none first, then by precision. A
+    precision of 0 counts as "no summary" (None)."""
+    groups: dict[float | None, list[tuple[float, float]]] = {}
+    for precision, t_d, hit_ratio in samples:
+        key = None if not precision else float(precision)
+        groups.setdefault(key, []).append((t_d, hit_ratio))
+    points = []
+    for key in sorted(groups, key=lambda k: -1.0 if k is None else k):
+        values = groups[key]
+        points.append(OperatingPoint(key, sum(v[0] for v in values) / len(values),
+                                     min(1.0, sum(v[1] for v in values) / len(values))))
+    return points

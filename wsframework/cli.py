@@ -40,6 +40,16 @@ def _add_serve(sub):
                         help="where new subscriptions go (default rtree; local: never forward)")
     server.add_argument("--load-threshold", type=int, default=None, metavar="N",
                         help="servers at this many subscriptions take no more (default 20000)")
+    dispatcher = p.add_argument_group("dispatcher role (edn serve dispatcher)")
+    dispatcher.add_argument("--link-mbps", type=float, default=None, metavar="MBPS",
+                            help="cap the outgoing link to the servers at MBPS megabits/s "
+                                 "(the throughput model's B; default: uncapped)")
+    dispatcher.add_argument("--no-self-tuning", dest="self_tuning", action="store_false",
+                            default=None,
+                            help="keep the summary precision fixed (default: self-tuning on)")
+    dispatcher.add_argument("--precision-profile", default=None, metavar="FILE",
+                            help="start at the precision edn profile recommends (its "
+                                 "recommendation.json): the initial_precision setting")
     p.set_defaults(func=cmd_serve)
 
 
@@ -61,10 +71,12 @@ def cmd_serve(args) -> int:
     token = resolve_admin_token(args.admin_token, data_dir)
     base_url = args.base_url or f"http://{args.host}:{args.port}"
     settings = {"allow_private": args.allow_private}
-    for key in ("dispatcher", "name", "partitioner", "load_threshold"):
+    for key in ("dispatcher", "name", "partitioner", "load_threshold", "link_mbps", "self_tuning"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
     settings.update(getattr(args, "role_settings", {}) or {})
+    if getattr(args, "precision_profile", None):
+        settings["initial_precision"] = _initial_precision(args)
     config = ServiceConfig(base_url=base_url, data_dir=data_dir, admin_token=token,
                            limits=ParserLimits(max_bytes=args.max_body), role=args.role,
                            settings=settings)
@@ -73,6 +85,17 @@ def cmd_serve(args) -> int:
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
                    workers=args.workers, threads=args.threads, log_level=args.log_level).run()
     return 0
+
+
+def _initial_precision(args):
+    # the recommendation of edn profile (route_manager.precision_profile reads it)
+    from route_manager.precision_profile import InvalidPrecisionProfile, initial_precision_from
+    if args.role != "dispatcher":
+        raise SystemExit("edn serve: --precision-profile is for the dispatcher role")
+    try:
+        return initial_precision_from(args.precision_profile)
+    except InvalidPrecisionProfile as exc:
+        raise SystemExit(f"edn serve: --precision-profile: {exc}") from None
 
 
 def _admin_client(args):
@@ -249,6 +272,74 @@ def cmd_sink(args) -> int:
     return 0
 
 
+def _add_precision(sub):
+    p = sub.add_parser("precision", help="set the dispatcher's summary precision "
+                                         "(none | precise | 0..1 | N%%)")
+    p.add_argument("--at", required=True, help="the dispatcher's base URL")
+    p.add_argument("value", nargs="?", default=None,
+                   help="none | precise | a number in (0, 1] | N%% (omit to only show)")
+    p.add_argument("--self-tuning", choices=("on", "off"), default=None,
+                   help="also switch self-tuning on or off")
+    p.add_argument("--admin-token", default=None)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_precision)
+
+
+def cmd_precision(args) -> int:
+    from . import admin_contracts as contracts
+    settings = []
+    if args.self_tuning is not None:
+        settings.append(contracts.Figure(Name="self_tuning", Value=args.self_tuning))
+    if args.value is not None:
+        settings.append(contracts.Figure(Name="precision", Value=args.value))
+    response = _admin_client(args).call(contracts.Configure(Setting=settings))
+    in_force = {f.Name: f.Value for f in response.Setting or []}
+    if args.json:
+        print(json.dumps(in_force, indent=2))
+    else:
+        print(f"precision {in_force.get('precision')}, self-tuning {in_force.get('self_tuning')}")
+    return 0
+
+
+def _add_status(sub):
+    p = sub.add_parser("status", help="the dispatcher's precision, self-tuning trace and "
+                                      "measured throughput parameters")
+    p.add_argument("--at", required=True, help="the dispatcher's base URL")
+    p.add_argument("--admin-token", default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--steps", type=int, default=10, help="self-tuning steps to show (text)")
+    p.set_defaults(func=cmd_status)
+
+
+def cmd_status(args) -> int:
+    from . import admin_contracts as contracts
+    figures = {f.Name: f.Value for f in
+               _admin_client(args).call(contracts.GetStats()).Figure or []}
+    trace = [json.loads(v) for k, v in sorted(figures.items()) if k.startswith("selftuning.trace.")]
+    plain = {k: _number(v) for k, v in figures.items() if not k.startswith("selftuning.trace.")}
+    if args.json:
+        print(json.dumps({**plain, "selftuning.trace": trace}, indent=2))
+        return 0
+    print(f"precision {plain.get('precision')} (self-tuning "
+          f"{'on' if plain.get('selftuning.on') else 'off'}), {plain.get('servers')} servers, "
+          f"link cap {plain.get('link_mbps') or 'none'} Mbps")
+    if "measure.events_per_s" in plain:
+        m = {k.split(".", 1)[1]: v for k, v in plain.items() if k.startswith("measure.")}
+        print(f"last {m['window_s']:.1f} s: {m['events_per_s']:.1f} events/s, CPU "
+              f"{m['cpu']:.2f} of a core, T_f {m['t_f_us']:.0f} us, T_d {m['t_d_us']:.1f} us, "
+              f"T_c {m['t_c_us']:.1f} us, R {m['hit_ratio']:.3f}, S_m {m['message_bytes']:.0f} B, "
+              f"out {m['bytes_out_per_s'] / 1e6:.2f} MB/s")
+    if trace:
+        print(f"self-tuning: {plain.get('selftuning.steps')} steps, interval "
+              f"{plain.get('selftuning.interval')} s; last {min(args.steps, len(trace))}:")
+        for step in trace[-args.steps:]:
+            print(f"  step {step['step']:>4}  precision {step['previous']:.2f} -> "
+                  f"{step['precision']:.2f}  {step['events_per_s']:8.1f} events/s  "
+                  f"cpu {step['cpu']:.2f}{' (bound)' if step['cpu_bound'] else ''}  "
+                  f"next {step['interval']:.1f} s  ({step['reason']})")
+    return 0
+
+
 def _add_demo(sub):
     p = sub.add_parser("demo", help="run the demonstration on this machine")
     p.add_argument("--port", type=int, default=0, help="first port to use (default: free ports)")
@@ -277,6 +368,9 @@ def _add_bench(sub):
     p.add_argument("name", nargs="?", help="benchmark name (omit to list them)")
     p.add_argument("--json", action="store_true", help="print one JSON object of named figures")
     p.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where benchmarks that plot write their JSON and PNG files "
+                        "(default ./edn-bench-out)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -286,7 +380,7 @@ def cmd_bench(args) -> int:
         for name, (_, doc) in sorted(BENCHMARKS.items()):
             print(f"{name}\t{doc}")
         return 0
-    figures = run_benchmark(args.name, quick=args.quick)
+    figures = run_benchmark(args.name, quick=args.quick, out=args.out)
     if args.json:
         print(json.dumps(figures))
     else:
@@ -295,11 +389,19 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _add_spark_commands(sub):
+    # edn profile / edn study: defined beside the Spark jobs (pyspark is imported only when run)
+    from route_manager.spark.commands import add_profile_parser, add_study_parser
+    add_profile_parser(sub)
+    add_study_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edn", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_serve, _add_topic, _add_publish, _add_subscribe, _add_sink, _add_partition,
-                _add_demo, _add_bench):
+                _add_precision, _add_status,
+                _add_demo, _add_bench, _add_spark_commands):
         add(sub)
     return parser
 

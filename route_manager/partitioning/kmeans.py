@@ -23,7 +23,14 @@ __all__ = ["KMeansPartitioner", "OnlineKMeansPartitioner"]
 
 
 def _sq_distances(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    return ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
+    """Squared distances (n, k) as |p|^2 - 2 p.c + |c|^2 (one matrix product); a centroid
+    that does not exist yet (non-finite) is infinitely far."""
+    finite = np.isfinite(centroids).all(axis=1)
+    c = np.where(finite[:, None], centroids, 0.0)
+    d2 = (points * points).sum(axis=1)[:, None] - 2.0 * points @ c.T + (c * c).sum(axis=1)
+    np.maximum(d2, 0.0, out=d2)
+    d2[:, ~finite] = np.inf
+    return d2
 
 
 def _nearest(points: np.ndarray, centroids: np.ndarray, chunk: int = 65536) -> np.ndarray:

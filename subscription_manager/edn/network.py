@@ -168,9 +168,14 @@ class NetworkAgent:
                     continue
                 with m.reading():
                     summary = engine.summary(1.0)
+                    rectangles = engine.rectangle_count
+                element = summary.to_element()
+                # the denominator of the dispatcher's precision cuts (paper: summary boxes /
+                # subscription rectangles of this server)
+                element.set("rectangles", str(rectangles))
                 request = contracts.UpdateSummary(Server=self.edn.name, Route=entry.name,
                                                   Generation=generation, Load=load,
-                                                  Summary=summary.to_element())
+                                                  Summary=element)
                 try:
                     client.call(request)
                 except TransportError as exc:

@@ -1,0 +1,233 @@
+"""Self-tuning summary precision on real processes (paper V-C, Figs. 16 and 17).
+
+The network of ``edn bench throughput`` (:mod:`benchmarks.throughput`: a dispatcher and
+subscription servers as gunicorn processes, d = 8, a capped outgoing link, saturating
+batch publishers) runs with the dispatcher's self-tuning on. Steps:
+
+1. **Where the optimum is, and the threshold.** A short sweep with self-tuning off measures
+   events/s and the dispatcher's CPU at every precision (none, 10% .. precise). The CPU a
+   saturated dispatcher reaches on this machine calibrates the CPU-bound threshold (see
+   ``threshold`` below): the paper's 96% assumes a dedicated single-processor dispatcher.
+2. **Fig. 16**: self-tuning started at 10% and at 100%; the trace (step, precision,
+   events/s, CPU) of each, and the steps until precision is within one step of the
+   measured optimum.
+3. **Fig. 17**: started at 10% with uniform events; after ``change_after`` steps the
+   publishers switch to events with coordinates normal(9.5, 0.25); a second sweep measures
+   the optimum under the new distribution; reported: where the tuner settles afterwards and
+   how many steps that took.
+
+The paper's experiment settings are kept: step x = 10%, n = 1 (no damping, as in its
+experiments), short intervals (``interval`` seconds) so the bench takes minutes. Figures and
+the three traces go to ``--out`` as JSON and a PNG.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from benchmarks.throughput import (Publisher, Setup, batch_payloads, configure, event_workload,
+                                   measure, start_network)
+from route_manager.precision import format_precision, parse_precision
+
+LEVELS = ("none", 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, "precise")
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def short_sweep(network, levels, warmup: float, seconds: float) -> list[dict]:
+    rows = []
+    for level in levels:
+        in_force = configure(network, precision=level)
+        time.sleep(warmup)
+        m, extra = measure(network, seconds)
+        rows.append({"precision": parse_precision(in_force["precision"]),
+                     "events_per_s": round(m.events_per_s, 1), "cpu": round(m.cpu, 3),
+                     "hit_ratio": round(m.hit_ratio, 4), "cpu_servers": extra["cpu"]["servers"],
+                     "cpu_machine": extra["cpu"]["machine"]})
+        _log(f"    {in_force['precision']:>8}: {m.events_per_s:7.1f} events/s  dispatcher CPU "
+             f"{m.cpu:.2f}  R {m.hit_ratio:.3f}  servers CPU {extra['cpu']['servers']:.2f}")
+    return rows
+
+
+def trace_of(network, since: int = 0) -> list[dict]:
+    figures = network.dispatcher_stats("selftuning.trace.")
+    steps = [json.loads(v) for k, v in sorted(figures.items())]
+    return [s for s in steps if s["step"] > since]
+
+
+def last_step(network) -> int:
+    return int(network.dispatcher_stats("selftuning.steps").get("selftuning.steps", 0))
+
+
+def run_tuner(network, start: float, steps: int, interval: float, on_step=None) -> list[dict]:
+    """Self-tuning from ``start`` for ``steps`` steps; the trace, renumbered from 1."""
+    configure(network, self_tuning="on", precision=start)  # resets the tuner at `start`
+    first = last_step(network)
+    deadline = time.monotonic() + steps * interval * 3 + 30
+    seen = 0
+    while time.monotonic() < deadline:
+        time.sleep(interval / 2)
+        trace = trace_of(network, first)
+        if on_step is not None and len(trace) > seen:
+            on_step(len(trace))
+        seen = len(trace)
+        if seen >= steps:
+            break
+    trace = trace_of(network, first)[:steps]
+    for k, step in enumerate(trace, start=1):
+        step["step"] = k
+    return trace
+
+
+def steps_to_reach(trace: list[dict], target: float, step: float = 0.1, after: int = 0) -> int | None:
+    """The first step (after ``after``) from which precision is within one step of
+    ``target``."""
+    for s in trace:
+        if s["step"] > after and abs(s["precision"] - target) <= step + 1e-9:
+            return s["step"] - after
+    return None
+
+
+def settled(trace: list[dict], last: int = 8) -> dict:
+    tail = trace[-last:]
+    precisions = [s["precision"] for s in tail]
+    return {"precisions": sorted(set(precisions)), "mean": round(statistics.mean(precisions), 3),
+            "events_per_s": round(statistics.mean(s["events_per_s"] for s in tail), 1)}
+
+
+def plot(runs: dict, change_step: int, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, (name, trace) in zip(axes, runs.items()):
+        steps = [s["step"] for s in trace]
+        ax.plot(steps, [s["events_per_s"] for s in trace], "o-", color="tab:blue",
+                label="throughput (events/s)")
+        ax.set_xlabel("self-tuning step")
+        ax.set_ylabel("events / s", color="tab:blue")
+        ax.set_ylim(0, max([s["events_per_s"] for s in trace] + [1]) * 1.3)
+        twin = ax.twinx()
+        twin.step(steps, [s["precision"] * 100 for s in trace], "s-", where="post",
+                  color="tab:red", label="precision (%)")
+        twin.plot(steps, [s["cpu"] * 100 for s in trace], ":", color="tab:gray",
+                  label="dispatcher CPU (% of a core)")
+        twin.set_ylim(-5, 125)
+        twin.set_ylabel("precision %  /  CPU %")
+        if name.startswith("fig17"):
+            ax.axvline(change_step + 0.5, color="k", ls="--", lw=0.8)
+            ax.text(change_step + 0.7, ax.get_ylim()[1] * 0.92, "uniform -> normal(9.5, .25)",
+                    fontsize=7)
+        ax.set_title(name, fontsize=9)
+        lines = ax.get_legend_handles_labels()
+        more = twin.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = None,
+        interval: float | None = None, steps: int | None = None) -> dict:
+    base = setup or (Setup.quick() if quick else Setup())
+    interval = interval or (0.8 if quick else 1.5)
+    steps = steps or (5 if quick else 25)
+    change_after = max(3, steps // 2)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    levels = ("none", 0.3, 0.6, "precise") if quick else LEVELS
+    sweep_warm, sweep_s = (0.5, 1.0) if quick else (1.5, 3.0)
+    setup = replace(base, dispatcher_settings={
+        **base.dispatcher_settings, "selftuning_interval": interval, "selftuning_factor": 1,
+        "selftuning_max_interval": interval * 8, "selftuning_step": 0.1,
+        "selftuning_throughput_change": 0.2})
+    _log(f"self-tuning: {setup.servers} servers x {setup.per_server} subscriptions, d = 8, "
+         f"link {setup.link_mbps} Mbps, interval {interval} s, {steps} steps per run")
+    result: dict = {"benchmark": "selftuning", "servers": setup.servers,
+                    "subscriptions_per_server": setup.per_server, "link_mbps": setup.link_mbps,
+                    "interval_s": interval, "step": 0.1, "n": 1, "steps_per_run": steps,
+                    "cores": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="edn-bench-st-") as tmp:
+        network, info = start_network(setup, Path(tmp), self_tuning=False, log=_log)
+        try:
+            uniform, uniform_symbols = event_workload(setup, 64 * 200, setup.seed + 1)
+            normal, normal_symbols = event_workload(setup, 64 * 200, setup.seed + 3, "normal")
+            uniform_payloads = batch_payloads(network, uniform, setup.batch, symbols=uniform_symbols)
+            normal_payloads = batch_payloads(network, normal, setup.batch, 10**7,
+                                             symbols=normal_symbols)
+            for level in levels:
+                configure(network, precision=level)  # cut once: cached at the dispatcher
+            publisher = Publisher(network.dispatcher.base_url, uniform_payloads, setup.batch,
+                                  setup.publishers).start()
+            try:
+                _log("  sweep (self-tuning off), uniform events:")
+                sweep_uniform = short_sweep(network, levels, sweep_warm, sweep_s)
+                best = max(sweep_uniform, key=lambda r: r["events_per_s"])
+                saturated = max(r["cpu"] for r in sweep_uniform)
+                link_bound = sweep_uniform[0]["cpu"]  # no summary: link-bound, dispatcher idle-ish
+                threshold = round(max(link_bound + 0.05, 0.92 * saturated), 3)
+                _log(f"  optimum {format_precision(best['precision'])} ({best['events_per_s']} "
+                     f"events/s); saturated dispatcher CPU {saturated:.2f} of a core -> "
+                     f"threshold {threshold}")
+                _set_threshold(network, threshold)
+                _log("  fig. 16a: from 10%")
+                from_low = run_tuner(network, 0.1, steps, interval)
+                _log("  fig. 16b: from 100%")
+                from_high = run_tuner(network, 1.0, steps, interval)
+                _log("  fig. 17: from 10%, uniform -> normal(9.5, 0.25) events")
+                changed = {}
+
+                def switch(seen):
+                    if seen >= change_after and not changed:
+                        publisher.payloads = normal_payloads
+                        changed["at"] = seen
+
+                fig17 = run_tuner(network, 0.1, steps + change_after // 2, interval, switch)
+                configure(network, self_tuning="off")
+                _log("  sweep (self-tuning off), normal events:")
+                sweep_normal = short_sweep(network, levels, sweep_warm, sweep_s)
+            finally:
+                publisher.stop()
+        finally:
+            network.close()
+    best_normal = max(sweep_normal, key=lambda r: r["events_per_s"])
+    change_step = changed.get("at", change_after)
+    result.update({
+        "setup_s": info["setup_s"],
+        "threshold_calibrated": threshold, "dispatcher_cpu_saturated": saturated,
+        "dispatcher_cpu_no_summary": link_bound,
+        "optimum_uniform": best["precision"], "optimum_uniform_tp": best["events_per_s"],
+        "optimum_normal": best_normal["precision"], "optimum_normal_tp": best_normal["events_per_s"],
+        "from_10pct_steps_to_optimum": steps_to_reach(from_low, best["precision"]),
+        "from_100pct_steps_to_optimum": steps_to_reach(from_high, best["precision"]),
+        "from_10pct_settled": settled(from_low), "from_100pct_settled": settled(from_high),
+        "fig17_change_step": change_step,
+        "fig17_steps_to_new_optimum": steps_to_reach(fig17, best_normal["precision"],
+                                                     after=change_step),
+        "fig17_settled_after_change": settled(fig17),
+        "sweep_uniform": sweep_uniform, "sweep_normal": sweep_normal,
+        "trace_from_10pct": from_low, "trace_from_100pct": from_high, "trace_fig17": fig17,
+    })
+    json_path, png_path = out_dir / "selftuning.json", out_dir / "selftuning.png"
+    result["json"], result["png"] = str(json_path), str(png_path)
+    plot({"fig16a: start 10%": from_low, "fig16b: start 100%": from_high,
+          "fig17: start 10%, distribution change": fig17}, change_step, png_path,
+         f"self-tuning (x = 10%, n = 1, threshold {threshold}, interval {interval} s); "
+         f"measured optimum {format_precision(best['precision'])} uniform, "
+         f"{format_precision(best_normal['precision'])} normal")
+    json_path.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _set_threshold(network, threshold: float) -> None:
+    configure(network, **{"selftuning.threshold": threshold})

@@ -1,0 +1,257 @@
+"""Self-tuning summary precision (paper IV-B, V-C), as a pure state machine plus a thin thread.
+
+Theory of operation
+    The dispatcher watches only its own CPU. Each step it compares the average CPU load of
+    the interval that just ended with a threshold: CPU-bound means the dispatcher is the
+    bottleneck, so precision goes *down* by ``x`` (cheaper routing, more copies); otherwise the
+    outgoing link or the servers are, so precision goes *up* by ``x`` (fewer copies). A step
+    happens when the interval ``t`` runs out, or earlier when the throughput changed
+    significantly. After every step ``update_t()`` (verbatim from the paper)::
+
+        if p < 3:                                   t = base
+        elif prec[p] == prec[p-2] and prec[p-1] == prec[p-3]:      (an oscillation)
+            if prec[p] > prec[p-1]:
+                numOscillations += 1
+                if numOscillations >= 3 and n*t <= maxT:  t = n*t; numOscillations = 0
+        else:                                       numOscillations = 0; t = base
+
+    so a tuner that keeps oscillating between two neighbouring levels (the optimum lies
+    between them) lengthens its interval by ``n`` (up to ``maxT``): fewer switches, more
+    stability; any other pattern returns to the base interval. With ``n = 1`` (the paper's
+    experiments) there is no damping.
+
+CPU load is process CPU time / wall time over the interval, as a fraction of ONE core: the
+dispatcher is a Python process whose routing, parsing and forwarding all need the GIL, so one
+core is its ceiling however many the machine has. In practice a saturated Python dispatcher
+does not even reach that: its request threads and its ten sender threads hand the GIL to each
+other, and every handoff leaves the core idle for a moment. Measured on the 2-core machine
+this was developed on (``edn bench throughput`` / ``selftuning``, 10 servers): a dispatcher
+that was the bottleneck used 0.88-0.90 of a core with CPU to spare on the machine and
+0.78-0.83 while the ten servers competed for the two cores; link-bound it used 0.1-0.7. Hence
+the default threshold 0.85 (the paper's 96% assumes a dedicated single-processor dispatcher
+that reads ~100% when busy); ``edn bench selftuning`` calibrates it as 0.92 x the CPU of the
+dispatcher when it is the measured bottleneck, and ``selftuning_threshold`` (or ``Configure``
+``selftuning.threshold``) sets it.
+
+Throughput trigger: within an interval longer than the base (after damping), the events/s of
+the latest base-length window are compared with those of the interval's first base-length
+window (both at the interval's precision, so the precision change itself is no "change"); a
+relative difference above ``throughput_change`` ends the interval at once. With intervals of
+the base length the timeout always comes first.
+
+Everything here is driven by :meth:`SelfTuner.sample` with explicit times and cumulative
+counters: unit tests feed a fake clock and fake CPU readings step by step, no threads, no
+sleeps. :class:`Ticker` is the thread that feeds it live.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from .precision import Ladder, format_precision
+
+__all__ = ["SelfTuningConfig", "SelfTuner", "Step", "Ticker"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SelfTuningConfig:
+    step: float = 0.1               # x: precision change per step (must divide 1)
+    threshold: float = 0.85         # CPU load (of one core) at or above which we are CPU-bound
+    interval: float = 2.0           # base t, seconds ("t = 1" of the pseudo-code)
+    factor: float = 2.0             # n >= 1: t = n*t after repeated oscillations (1: no damping)
+    max_interval: float = 16.0      # maxT, seconds
+    oscillations: int = 3           # repeated oscillations before t grows
+    throughput_change: float = 0.2  # relative events/s change that ends an interval (0: off)
+    with_none: bool = True          # may go below the first step to "no summary"
+    settle: float = 0.0             # seconds after a step left out of the averages
+    trace: int = 2000               # steps kept in memory
+
+    def __post_init__(self):
+        Ladder(self.step, self.with_none)  # validates the step
+        if not 0 < self.threshold <= 2:
+            raise ValueError("threshold is a CPU load in (0, 2] (cores)")
+        if self.interval <= 0 or self.max_interval < self.interval:
+            raise ValueError("need 0 < interval <= max_interval")
+        if self.factor < 1:
+            raise ValueError("the damping factor n must be >= 1")
+        if self.oscillations < 1 or self.trace < 1:
+            raise ValueError("oscillations and trace must be >= 1")
+        if self.throughput_change < 0 or not 0 <= self.settle < self.interval:
+            raise ValueError("throughput_change >= 0 and 0 <= settle < interval")
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> "SelfTuningConfig":
+        """From dispatcher settings ``selftuning_step``, ``selftuning_threshold``, ... (any
+        field, prefixed ``selftuning_``)."""
+        kwargs = {}
+        for name, default in asdict(cls()).items():
+            value = settings.get(f"selftuning_{name}")
+            if value is None or value == "":
+                continue
+            if isinstance(default, bool):
+                kwargs[name] = str(value).strip().lower() in ("1", "true", "yes", "on")
+            else:
+                kwargs[name] = type(default)(value)
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One self-tuning step: what was measured over the interval that ended and what follows."""
+
+    step: int             # p, from 1
+    time: float           # clock time of the step
+    precision: float      # precision in force from this step on
+    previous: float       # precision during the interval that ended
+    events_per_s: float   # throughput measured over that interval
+    cpu: float            # CPU load over that interval (fraction of one core)
+    cpu_bound: bool
+    interval: float       # t chosen by update_t() for the next interval
+    reason: str           # "timeout" | "throughput"
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["precision_label"] = format_precision(self.precision)
+        return out
+
+
+class SelfTuner:
+    """The algorithm of paper IV-B. Feed :meth:`sample` cumulative counters; it answers a
+    :class:`Step` when precision must change (None otherwise)."""
+
+    def __init__(self, config: SelfTuningConfig, precision: float, now: float,
+                 cpu_seconds: float = 0.0, events: float = 0.0):
+        self.config = config
+        self.ladder = Ladder(config.step, config.with_none)
+        self.level = self.ladder.level(precision)
+        self.p = 0
+        self.t = config.interval
+        self.num_oscillations = 0
+        self.history: collections.deque[int] = collections.deque([self.level], maxlen=4)
+        self.trace: collections.deque[Step] = collections.deque(maxlen=config.trace)
+        self._begin(now, cpu_seconds, events)
+
+    @property
+    def precision(self) -> float:
+        return self.ladder.precision(self.level)
+
+    def _begin(self, now: float, cpu_seconds: float, events: float) -> None:
+        self._started = now
+        # (time, cpu seconds, events) since the interval began: one per tick, at most
+        # maxT / tick of them
+        self._samples: list[tuple[float, float, float]] = [(now, cpu_seconds, events)]
+
+    # -- feeding -------------------------------------------------------------------------------
+    def sample(self, now: float, cpu_seconds: float, events: float) -> Step | None:
+        """Cumulative process CPU seconds and events routed, read at ``now``."""
+        c = self.config
+        self._samples.append((now, cpu_seconds, events))
+        elapsed = now - self._started
+        if elapsed >= self.t:
+            cpu, rate = self._average(self._started + c.settle, now)
+            return self._step(now, cpu, rate, "timeout")
+        if c.throughput_change > 0 and elapsed >= 2 * c.interval:
+            first = self._average(self._started + c.settle, self._started + c.interval)[1]
+            cpu, latest = self._average(now - c.interval, now)
+            if first > 0 and abs(latest - first) > c.throughput_change * first:
+                return self._step(now, cpu, latest, "throughput")
+        return None
+
+    def _at(self, when: float) -> tuple[float, float, float]:
+        """The last sample taken at or before ``when`` (the first one if none)."""
+        chosen = self._samples[0]
+        for sample in self._samples:
+            if sample[0] > when:
+                break
+            chosen = sample
+        return chosen
+
+    def _average(self, begin: float, end: float) -> tuple[float, float]:
+        """(CPU load, events/s) between the samples nearest ``begin`` and ``end``."""
+        a, b = self._at(begin), self._at(end)
+        if b[0] <= a[0]:
+            a = self._samples[0]
+        wall = b[0] - a[0]
+        if wall <= 0:
+            return 0.0, 0.0
+        return (b[1] - a[1]) / wall, (b[2] - a[2]) / wall
+
+    # -- the algorithm -------------------------------------------------------------------------
+    def _step(self, now: float, cpu: float, rate: float, reason: str) -> Step:
+        previous = self.precision
+        cpu_bound = cpu >= self.config.threshold
+        self.level = self.ladder.level(self.ladder.precision(self.level + (-1 if cpu_bound else 1)))
+        self.p += 1
+        self.history.append(self.level)
+        self.update_t()
+        step = Step(self.p, now, self.precision, previous, rate, cpu, cpu_bound, self.t, reason)
+        self.trace.append(step)
+        last = self._samples[-1]
+        self._begin(now, last[1], last[2])
+        log.debug("self-tuning step %d (%s): cpu %.3f %s, %.1f events/s: precision %s -> %s, "
+                  "next interval %.1fs", step.step, reason, cpu,
+                  "CPU-bound" if cpu_bound else "not CPU-bound", rate,
+                  format_precision(previous), format_precision(step.precision), self.t)
+        return step
+
+    def update_t(self) -> None:
+        """The paper's update_t(), on the precision history (levels) and step index p."""
+        c, h = self.config, self.history
+        if self.p < 3:
+            self.t = c.interval
+        elif h[-1] == h[-3] and h[-2] == h[-4]:
+            if h[-1] > h[-2]:
+                self.num_oscillations += 1
+                if self.num_oscillations >= c.oscillations and c.factor * self.t <= c.max_interval:
+                    self.t = c.factor * self.t
+                    self.num_oscillations = 0
+        else:
+            self.num_oscillations = 0
+            self.t = c.interval
+
+    def reset(self, precision: float, now: float, cpu_seconds: float, events: float) -> None:
+        """An operator set the precision: start again from it (history, interval, trace kept)."""
+        self.level = self.ladder.level(precision)
+        self.history.append(self.level)
+        self.t = self.config.interval
+        self.num_oscillations = 0
+        self._begin(now, cpu_seconds, events)
+
+
+class Ticker:
+    """Calls ``work(now)`` every ``period`` seconds in a daemon thread until stopped."""
+
+    def __init__(self, work: Callable[[float], None], period: float, *, name: str = "ticker",
+                 clock: Callable[[], float] = time.monotonic):
+        self.work = work
+        self.period = period
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> "Ticker":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        next_at = self.clock() + self.period
+        while not self._stop.wait(max(0.0, next_at - self.clock())):
+            try:
+                self.work(self.clock())
+            except Exception:
+                log.exception("periodic work failed")
+            next_at += self.period
+            now = self.clock()
+            if next_at < now:  # fell behind (a long pause): do not try to catch up
+                next_at = now + self.period
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)

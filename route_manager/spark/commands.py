@@ -1,0 +1,324 @@
+"""The ``edn profile`` and ``edn study partitioning`` commands (argument parsing lives here;
+:mod:`wsframework.cli` only registers them).  Progress goes to stderr, results to stdout
+(``--json``: one JSON object) and to files in ``--out``."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from .inputs import PARTITIONERS
+
+__all__ = ["add_profile_parser", "add_study_parser"]
+
+
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _spark_options(p) -> None:
+    g = p.add_argument_group("Spark")
+    g.add_argument("--master", default="local[*]",
+                   help="Spark master (default local[*]; a spark:// or yarn master is passed "
+                        "unchanged)")
+    g.add_argument("--conf", action="append", default=[], type=_conf, metavar="KEY=VALUE",
+                   help="a Spark setting (repeatable)")
+    g.add_argument("--local", action="store_true",
+                   help="no Spark: run the same kernels in this process")
+
+
+def add_profile_parser(sub) -> None:
+    p = sub.add_parser("profile", help="Spark job: route time and hit ratio per summary "
+                                       "precision, and the precision to run at",
+                       description=__doc__)
+    src = p.add_argument_group("subscriptions: a workload spec (default) or server stores")
+    src.add_argument("--workload", choices=("uniform", "zipf"), default="uniform")
+    src.add_argument("--subscriptions", type=int, default=10_000)
+    src.add_argument("--d", type=int, default=8, help="dimensions (default 8, as section IV)")
+    src.add_argument("--servers", type=int, default=10)
+    src.add_argument("--partitioner", choices=PARTITIONERS, default="random",
+                     help="how the workload is spread over the servers (default random, "
+                          "as for Fig. 7)")
+    src.add_argument("--alpha", type=float, default=1.0, help="Zipf exponent")
+    src.add_argument("--seed", type=int, default=1)
+    src.add_argument("--stores", nargs="+", metavar="PATH",
+                     help="the servers' data directories or edn.db files (instead of a "
+                          "workload); needs --topic")
+    src.add_argument("--topic", help="the topic whose subscriptions to profile (with --stores)")
+    ev = p.add_argument_group("sample events")
+    ev.add_argument("--events", type=int, default=10_000, help="how many (default 10,000)")
+    ev.add_argument("--events-file", help="events from a .npy or CSV file (one point per line)")
+    ev.add_argument("--event-workload", choices=("uniform", "zipf", "normal"), default=None,
+                    help="event distribution (default: the subscriptions' workload)")
+    run = p.add_argument_group("profile")
+    run.add_argument("--precisions", nargs="+", default=None, metavar="P",
+                     help="precisions in (0,1] and 'none' (default 0.1 ... 1.0 none)")
+    run.add_argument("--routing", choices=("single", "batch"), default="single",
+                     help="time route() per event (the dispatcher's way, default) or "
+                          "route_batch per chunk")
+    run.add_argument("--chunk-size", type=int, default=2000, help="events per routing task")
+    run.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                     help="time with perf_counter (default) or the task thread's CPU time "
+                          "(steadier on a loaded, shared machine)")
+    run.add_argument("--match-sample", type=int, default=10_000,
+                     help="events timed on each server's engine (T_s)")
+    par = p.add_argument_group("throughput model (eqs. 3, 4)")
+    par.add_argument("--params", default=None, metavar="PRESET|FILE",
+                     help="'paper' (T_f 1.6 ms, T_c 0, S_m 3 KB, B 80 Mbps), 'fig7' (T_f 0, "
+                          "T_l 100 us) or a JSON file of measured parameters "
+                          "(e.g. from edn status --json)")
+    par.add_argument("--t-f-ms", type=float, default=None, help="T_f, per-event fixed cost")
+    par.add_argument("--t-c-ms", type=float, default=None, help="T_c, per-copy cost")
+    par.add_argument("--bandwidth-mbps", type=float, default=None, help="B, outgoing link")
+    par.add_argument("--message-bytes", type=float, default=None, help="S_m")
+    par.add_argument("--load-factor", type=float, default=None, help="F, servers' expansion")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", default="edn-profile", help="output directory (default ./edn-profile)")
+    out.add_argument("--from-profile", metavar="CSV", default=None,
+                     help="choose again from an earlier profile.csv (no profiling)")
+    out.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    _spark_options(p)
+    p.set_defaults(func=cmd_profile)
+
+
+def _inputs(args):
+    from . import inputs
+
+    events_array = inputs.load_events(args.events_file) if args.events_file else None
+    if args.stores:
+        if not args.topic:
+            raise SystemExit("edn profile: --stores needs --topic")
+        return inputs.from_stores(args.stores, args.topic, events_array=events_array,
+                                  events=args.events, event_kind=args.event_workload or "uniform",
+                                  seed=args.seed + 1)
+    return inputs.from_workload(args.workload, args.subscriptions, args.d, args.servers,
+                                partitioner=args.partitioner, events=args.events,
+                                event_kind=args.event_workload, events_array=events_array,
+                                seed=args.seed, alpha=args.alpha)
+
+
+def _parameters(args, n_servers: int):
+    from .selection import PRESETS, system_parameters
+
+    preset = file = None
+    if args.params in PRESETS:
+        preset = args.params
+    elif args.params:
+        file = args.params
+    ms = lambda v: None if v is None else v * 1e-3  # noqa: E731
+    return system_parameters(
+        n_servers, preset=preset, file=file, t_f=ms(args.t_f_ms), t_c=ms(args.t_c_ms),
+        bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6 / 8,
+        message_size=args.message_bytes, load_factor=args.load_factor)
+
+
+def _fmt(value, scale=1.0, digits=2):
+    if value is None or (isinstance(value, float) and (math.isinf(value) or math.isnan(value))):
+        return "-"
+    return f"{value * scale:,.{digits}f}"
+
+
+def cmd_profile(args) -> int:
+    from .profile import ProfileOptions, parse_precisions, profile_local
+    from .selection import write_outputs
+    from .session import progress
+
+    started = time.perf_counter()
+    say = lambda text: progress(text, prefix="edn profile")  # noqa: E731
+    if args.from_profile:
+        return _reselect(args, say, started)
+    try:
+        options = ProfileOptions(
+            precisions=parse_precisions(args.precisions) if args.precisions else
+            ProfileOptions().precisions,
+            chunk_size=args.chunk_size, mode=args.routing, match_sample=args.match_sample,
+            clock=args.clock)
+        say("preparing subscriptions and events")
+        data = _inputs(args)
+        params = _parameters(args, len(data.servers))
+    except (ValueError, LookupError, OSError) as exc:
+        raise SystemExit(f"edn profile: {exc}") from None
+    say(f"{data.rectangle_count:,} rectangles on {len(data.servers)} servers, "
+        f"{len(data.events):,} events, d = {data.d}")
+    out = Path(args.out)
+    if args.local:
+        profile = profile_local(data, options, progress=say)
+        recommendation = write_outputs(profile, params, out)
+    else:
+        from .job import run_profile
+        from .session import spark_session
+
+        say(f"starting Spark ({args.master})")
+        with spark_session(args.master, app_name="edn-profile", conf=dict(args.conf),
+                           log_dir=out / "spark-logs") as spark:
+            say(f"Spark up in {spark.edn_start_seconds:.1f} s "
+                f"({spark.sparkContext.defaultParallelism} cores)")
+            profile = run_profile(spark, data, options, progress=say)
+            profile.meta["spark_start_seconds"] = round(spark.edn_start_seconds, 2)
+            recommendation = write_outputs(profile, params, out, spark=spark)
+    wall = time.perf_counter() - started
+    recommendation["profile"]["wall_seconds"] = round(wall, 2)
+    (out / "recommendation.json").write_text(json.dumps(recommendation, indent=2))
+    say(f"done in {wall:.1f} s; files in {out}")
+    return _report(args, profile, recommendation, out)
+
+
+def _reselect(args, say, started) -> int:
+    from .selection import read_csv, write_outputs
+
+    try:
+        profile = read_csv(args.from_profile)
+        params = _parameters(args, len(profile.servers))
+    except (ValueError, OSError, KeyError) as exc:
+        raise SystemExit(f"edn profile: {exc}") from None
+    out = Path(args.out)
+    recommendation = write_outputs(profile, params, out)
+    say(f"chose from {args.from_profile} in {time.perf_counter() - started:.1f} s; files in {out}")
+    return _report(args, profile, recommendation, out)
+
+
+def _report(args, profile, recommendation: dict, out: Path) -> int:
+    if args.json:
+        print(json.dumps(recommendation, indent=2))
+        return 0
+    print(f"{'precision':>9} {'boxes':>9} {'R':>7} {'T_d us':>8} {'T_s us':>8} "
+          f"{'TP_D':>9} {'TP_OL':>9} {'TP ev/s':>9}  bottleneck     routing")
+    rows = {r.precision_label: r for r in profile.aggregate()}
+    for point in recommendation["curve"]:
+        row = rows[point["precision"]]
+        print(f"{point['precision']:>9} {row.summary_boxes:>9,} {point['hit_ratio']:>7.4f} "
+              f"{_fmt(point['t_d'], 1e6):>8} {_fmt(point['t_s'], 1e6):>8} "
+              f"{_fmt(point['tp_d'], digits=0):>9} {_fmt(point['tp_ol'], digits=0):>9} "
+              f"{_fmt(point['throughput'], digits=0):>9}  {point['bottleneck']:<13}  "
+              f"{row.strategy}")
+    rtp = recommendation.get("rtp_vs_precise")
+    print(f"recommended precision: {recommendation['initial_precision']} "
+          f"(predicted {_fmt(recommendation['predicted_throughput'], digits=0)} events/s, "
+          f"{_fmt(rtp)}x precise, {_fmt(recommendation.get('rtp_vs_none'))}x no summary)")
+    print(f"start the dispatcher with: edn serve dispatcher --precision-profile "
+          f"{out / 'recommendation.json'}")
+    return 0
+
+
+# -- edn study partitioning --------------------------------------------------------------------------
+
+def add_study_parser(sub) -> None:
+    p = sub.add_parser("study", help="Spark studies at scale (partitioning, paper III-C)")
+    ssub = p.add_subparsers(dest="study", required=True)
+    s = ssub.add_parser("partitioning", help="hit ratio vs servers (Fig. 3) or vs Zipf alpha "
+                                             "(Figs. 5, 6) for each partitioner")
+    s.add_argument("--workload", choices=("uniform", "zipf"), default="uniform")
+    s.add_argument("--servers", type=int, nargs="+", default=[10, 20, 50, 100])
+    s.add_argument("--per-server", type=int, default=10_000,
+                   help="subscriptions per server (default 10,000, the paper's)")
+    s.add_argument("--subscriptions", type=int, default=None,
+                   help="a fixed total instead of --per-server")
+    s.add_argument("--d", type=int, default=4)
+    s.add_argument("--partitioners", nargs="+", choices=PARTITIONERS,
+                   default=["random", "offline_rtree", "kmeans"],
+                   help="(kmeans runs on Spark ML; online_rtree is sequential and slow at 1M)")
+    s.add_argument("--alphas", type=float, nargs="+", default=[0.25, 0.5, 1.0, 2.0, 4.0])
+    s.add_argument("--events", type=int, default=10_000)
+    s.add_argument("--chunk-size", type=int, default=2500)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--out", default="edn-study")
+    s.add_argument("--json", action="store_true")
+    _spark_options(s)
+    s.set_defaults(func=cmd_study)
+
+
+def cmd_study(args) -> int:
+    from .session import progress
+    from .study import plan_study, run_study, study_local
+
+    say = lambda text: progress(text, prefix="edn study")  # noqa: E731
+    started = time.perf_counter()
+    try:
+        plan = plan_study(workload=args.workload, servers=args.servers,
+                          per_server=args.per_server, subscriptions=args.subscriptions, d=args.d,
+                          partitioners=args.partitioners, alphas=args.alphas,
+                          events=args.events, chunk_size=args.chunk_size, seed=args.seed)
+    except ValueError as exc:
+        raise SystemExit(f"edn study: {exc}") from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    say(f"{len(plan.configs)} configurations, {len(plan.tasks())} hit-ratio tasks")
+    if args.local:
+        result = study_local(plan, progress=say)
+        _write_study(result, out, None, args)
+    else:
+        from .session import spark_session
+
+        with spark_session(args.master, app_name="edn-study", conf=dict(args.conf),
+                           log_dir=out / "spark-logs") as spark:
+            say(f"Spark up in {spark.edn_start_seconds:.1f} s")
+            result = run_study(spark, plan, progress=say)
+            _write_study(result, out, spark, args)
+    result.meta["wall_seconds"] = round(time.perf_counter() - started, 2)
+    (out / "study.json").write_text(json.dumps({"meta": result.meta, "rows": result.rows},
+                                               indent=2))
+    say(f"done in {result.meta['wall_seconds']:.1f} s; files in {out}")
+    if args.json:
+        print(json.dumps({"meta": result.meta, "rows": result.rows}))
+    else:
+        for row in result.rows:
+            print(f"{row['figure']}\t{row['config']}\t{row['events_kind']} events\t"
+                  f"R {row['hit_ratio']:.4f}\tpartition {row['partition_seconds']} s")
+    return 0
+
+
+def _write_study(result, out: Path, spark, args) -> None:
+    import csv
+
+    if not result.rows:
+        return
+    columns = list(result.rows[0])
+    with open(out / "study.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(result.rows)
+    if spark is not None:
+        spark.createDataFrame([tuple(r[c] for c in columns) for r in result.rows],
+                              columns).coalesce(1).write.mode("overwrite").parquet(
+            str(out / "study.parquet"))
+    _plot_study(result, out / "study.png", args.workload)
+
+
+def _plot_study(result, path: Path, workload: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figures = sorted({r["figure"] for r in result.rows})
+    fig, axes = plt.subplots(1, len(figures), figsize=(6.5 * len(figures), 4.5), squeeze=False)
+    for ax, figure in zip(axes[0], figures):
+        rows = [r for r in result.rows if r["figure"] == figure]
+        x_key = "servers" if figure == "fig3" else "alpha"
+        for name in sorted({r["partitioner"] for r in rows}):
+            mine = sorted((r for r in rows if r["partitioner"] == name), key=lambda r: r[x_key])
+            label = name + (" (Spark ML)" if name == "kmeans" else "")
+            ax.plot([r[x_key] for r in mine], [r["hit_ratio"] for r in mine], "o-", label=label)
+        ax.set_xlabel("number of servers" if x_key == "servers" else "Zipf alpha")
+        if x_key == "alpha":
+            ax.set_xscale("log", base=2)
+        ax.set_ylabel("hit ratio R")
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title({"fig3": "Fig. 3: uniform, hit ratio vs servers",
+                      "fig5": "Fig. 5: Zipf subscriptions, uniform events",
+                      "fig6": "Fig. 6: Zipf subscriptions and events"}[figure])
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use the edn command")

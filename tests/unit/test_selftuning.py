@@ -1,0 +1,194 @@
+"""The self-tuning state machine (paper IV-B) driven step by step with a fake clock and fake
+CPU readings: no threads, no sleeps."""
+import threading
+
+import pytest
+
+from route_manager.selftuning import SelfTuner, SelfTuningConfig, Ticker
+
+
+class Driver:
+    """Feeds a tuner cumulative counters: ``cpu`` (load) and ``rate`` (events/s) per tick."""
+
+    def __init__(self, config=None, precision=0.5, tick=0.25):
+        self.config = config or SelfTuningConfig(interval=1.0, factor=2.0, max_interval=4.0,
+                                                 threshold=0.9, throughput_change=0.2)
+        self.now = 100.0
+        self.cpu_seconds = 0.0
+        self.events = 0.0
+        self.tick = tick
+        self.tuner = SelfTuner(self.config, precision, self.now, self.cpu_seconds, self.events)
+
+    def run(self, seconds, cpu, rate=100.0):
+        """Advance ``seconds`` at constant ``cpu`` and ``rate``; the steps taken."""
+        steps = []
+        for _ in range(round(seconds / self.tick)):
+            self.now += self.tick
+            self.cpu_seconds += cpu * self.tick
+            self.events += rate * self.tick
+            step = self.tuner.sample(self.now, self.cpu_seconds, self.events)
+            if step is not None:
+                steps.append(step)
+        return steps
+
+    def until_step(self, cpu, rate=100.0, limit=100.0):
+        waited = 0.0
+        while waited < limit:
+            steps = self.run(self.tick, cpu, rate)
+            waited += self.tick
+            if steps:
+                return steps[0]
+        raise AssertionError("no step")
+
+
+def test_cpu_bound_lowers_precision_and_idle_raises_it():
+    d = Driver(precision=0.5)
+    step = d.until_step(cpu=0.97)
+    assert step.cpu_bound and step.previous == 0.5 and step.precision == 0.4
+    assert step.cpu == pytest.approx(0.97) and step.events_per_s == pytest.approx(100)
+    assert step.reason == "timeout" and step.step == 1
+    step = d.until_step(cpu=0.5)
+    assert not step.cpu_bound and step.precision == 0.5
+
+
+def test_steps_come_every_interval_and_clamp_at_the_ends():
+    d = Driver(precision=0.1)
+    steps = d.run(4.0, cpu=1.0)
+    assert [s.precision for s in steps] == [0.0, 0.0, 0.0, 0.0]  # none is the floor
+    assert [round(s.time - 100.0, 2) for s in steps] == [1.0, 2.0, 3.0, 4.0]
+    d = Driver(precision=0.9)
+    assert [s.precision for s in d.run(3.0, cpu=0.1)] == [1.0, 1.0, 1.0]  # precise: the top
+    no_none = Driver(SelfTuningConfig(interval=1.0, with_none=False), precision=0.1)
+    assert [s.precision for s in no_none.run(2.0, cpu=1.0)] == [0.1, 0.1]
+
+
+def test_threshold_is_inclusive_and_configurable():
+    d = Driver(SelfTuningConfig(interval=1.0, threshold=0.96), precision=0.5)
+    assert not d.until_step(cpu=0.95).cpu_bound
+    assert d.until_step(cpu=0.96).cpu_bound
+
+
+def oscillate(d, around_cpu=(0.97, 0.5), steps=20):
+    """CPU-bound at the higher precision, not at the lower: the optimum lies between."""
+    high = d.tuner.precision
+    out = []
+    for _ in range(steps):
+        cpu = around_cpu[0] if d.tuner.precision >= high else around_cpu[1]
+        out.append(d.until_step(cpu))
+    return out
+
+
+def test_oscillation_damping_multiplies_the_interval_by_n_up_to_max_t():
+    d = Driver(precision=0.5)  # interval 1, n = 2, maxT = 4
+    steps = oscillate(d, steps=24)
+    assert [s.precision for s in steps[:6]] == [0.4, 0.5, 0.4, 0.5, 0.4, 0.5]
+    intervals = [s.interval for s in steps]
+    # precision[p] == precision[p-2], precision[p-1] == precision[p-3] and an upward move
+    # counts one oscillation; the third one doubles t (and resets the count) ...
+    assert intervals[:5] == [1.0] * 5
+    first_double = intervals.index(2.0)
+    assert intervals[first_double:first_double + 6].count(2.0) == 6
+    # ... and t never exceeds maxT
+    assert max(intervals) == 4.0 and intervals[-1] == 4.0
+    gaps = [b.time - a.time for a, b in zip(steps, steps[1:])]
+    assert max(gaps) == pytest.approx(4.0)
+
+
+def test_n_equal_one_never_damps():
+    d = Driver(SelfTuningConfig(interval=1.0, factor=1.0, max_interval=8.0), precision=0.5)
+    assert {s.interval for s in oscillate(d, steps=15)} == {1.0}
+
+
+def test_a_broken_pattern_resets_t_to_the_base_interval():
+    d = Driver(precision=0.5)
+    oscillate(d, steps=12)
+    assert d.tuner.t > 1.0
+    # CPU-bound twice in a row: 0.4 -> 0.3 (or 0.5 -> 0.4 -> 0.3): no oscillation any more
+    d.until_step(0.97, limit=10)
+    step = d.until_step(0.97, limit=10)
+    assert step.interval == 1.0 and d.tuner.num_oscillations == 0
+
+
+def test_update_t_verbatim_on_a_history():
+    tuner = SelfTuner(SelfTuningConfig(interval=1.0, factor=3.0, max_interval=9.0), 0.5, 0.0)
+    tuner.history.clear()
+    trace = []
+    for p, level in enumerate([5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5], start=0):
+        tuner.p = p
+        tuner.history.append(level)
+        tuner.update_t()
+        trace.append((tuner.num_oscillations, tuner.t))
+    # p < 3: t = 1; from p = 3 the pattern holds; upward moves (p = 4, 6, 8, 10) count
+    assert trace[:3] == [(0, 1.0)] * 3
+    assert trace[3] == (0, 1.0) and trace[4] == (1, 1.0) and trace[6] == (2, 1.0)
+    assert trace[8] == (0, 3.0)  # third oscillation: t = n*t = 3, count reset
+    assert trace[10] == (1, 3.0)
+
+
+def test_throughput_change_ends_a_long_interval_early():
+    d = Driver(precision=0.5)
+    oscillate(d, steps=24)
+    assert d.tuner.t == 4.0  # damped: room for windows after the first base interval
+    t = d.tuner.t
+    start = d.now
+    # the first base interval sets the reference; then throughput drops by half
+    assert d.run(1.0, cpu=0.5, rate=100.0) == []
+    step = d.until_step(cpu=0.5, rate=50.0, limit=t)
+    assert step.reason == "throughput"
+    assert step.time - start < t and step.events_per_s == pytest.approx(50.0)
+
+
+def test_small_throughput_changes_do_not_trigger():
+    d = Driver(precision=0.5)
+    oscillate(d, steps=24)
+    t = d.tuner.t
+    d.run(1.0, cpu=0.5, rate=100.0)
+    step = d.until_step(cpu=0.5, rate=90.0, limit=t + 1)
+    assert step.reason == "timeout"
+
+
+def test_trace_is_bounded_and_records_each_step():
+    d = Driver(SelfTuningConfig(interval=1.0, trace=5), precision=0.5)
+    d.run(12.0, cpu=0.2)
+    assert len(d.tuner.trace) == 5 and d.tuner.p == 12
+    last = d.tuner.trace[-1].as_dict()
+    assert last["step"] == 12 and last["precision_label"] == "precise"
+    assert set(last) >= {"step", "time", "precision", "events_per_s", "cpu", "interval"}
+
+
+def test_settle_leaves_the_first_part_of_an_interval_out():
+    d = Driver(SelfTuningConfig(interval=2.0, settle=1.0, threshold=0.9), precision=0.5)
+    d.run(1.0, cpu=2.0)         # a transient right after the (initial) switch
+    step = d.until_step(cpu=0.5)
+    assert not step.cpu_bound and step.cpu == pytest.approx(0.5)
+
+
+def test_operator_reset_starts_again_from_their_precision():
+    d = Driver(precision=0.5)
+    d.tuner.reset(0.2, d.now, d.cpu_seconds, d.events)
+    assert d.until_step(cpu=0.2).precision == 0.3
+
+
+def test_config_from_settings_and_validation():
+    config = SelfTuningConfig.from_settings({"selftuning_threshold": "0.96", "selftuning_factor": "1",
+                                             "selftuning_with_none": "false", "other": "x"})
+    assert config.threshold == 0.96 and config.factor == 1.0 and config.with_none is False
+    for bad in ({"step": 0.3}, {"factor": 0.5}, {"interval": 5, "max_interval": 2},
+                {"threshold": 0}):
+        with pytest.raises(ValueError):
+            SelfTuningConfig(**bad)
+
+
+def test_ticker_calls_until_stopped():
+    calls = []
+    done = threading.Event()
+
+    def work(now):
+        calls.append(now)
+        if len(calls) >= 3:
+            done.set()
+
+    ticker = Ticker(work, 0.01).start()
+    assert done.wait(5)
+    ticker.stop()
+    assert len(calls) >= 3 and calls == sorted(calls)

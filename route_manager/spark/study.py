@@ -236,7 +236,7 @@ class SparkKMeansPartitioner(KMeansPartitioner):
 
     def _fit(self, mins, maxs):
         from pyspark.ml.clustering import KMeans
-        from pyspark.ml.linalg import Vectors
+        from pyspark.ml.feature import VectorAssembler
         from pyspark.sql import SparkSession
 
         spark = self.session or SparkSession.getActiveSession()
@@ -250,9 +250,12 @@ class SparkKMeansPartitioner(KMeansPartitioner):
         sc = spark.sparkContext
         slices = self.slices or max(2, sc.defaultParallelism * 2)
         pieces = np.array_split(points, slices)
-        rows = sc.parallelize(pieces, slices).flatMap(
-            lambda block: [(Vectors.dense(row),) for row in block.tolist()])
-        frame = spark.createDataFrame(rows, ["features"]).cache()
+        # plain float columns cross into the JVM faster than vector objects; the vectors are
+        # assembled there
+        columns = [f"c{j}" for j in range(points.shape[1])]
+        rows = sc.parallelize(pieces, slices).flatMap(lambda block: map(tuple, block.tolist()))
+        frame = VectorAssembler(inputCols=columns, outputCol="features").transform(
+            spark.createDataFrame(rows, columns)).select("features").cache()
         seed = 7 if self.random_state is None else int(self.random_state)
         model = KMeans(k=k, maxIter=self.max_iter, tol=self.tol, seed=seed,
                        initMode=self.init_mode).fit(frame)
@@ -288,28 +291,10 @@ def run_study(spark, plan: StudyPlan, *, progress: Callable[[str], None] | None 
                 * (20 if "online" in plan.configs[i].partitioner else 1))
     say(f"partition: {len(others)} partitioner runs as tasks, {len(spark_kmeans)} K-means "
         f"on Spark ML")
-    if others:
-        for index, found, secs in sc.parallelize(others, len(others)).map(
-                partial(_partition_task, plan)).collect():
-            labels[index], seconds[index] = found, secs
-            say(f"partitioned {plan.configs[index].key} in {secs:.1f} s")
-    for index in spark_kmeans:
-        config = plan.configs[index]
-        mins, maxs = config.rectangles()
-        start = time.perf_counter()
-        model = SparkKMeansPartitioner(spark, load_factor=plan.load_factor,
-                                       random_state=plan.seed + 6, init_mode=plan.kmeans_init,
-                                       max_iter=plan.kmeans_max_iter).fit(mins, maxs,
-                                                                          config.servers)
-        labels[index] = model.labels_.astype(np.int32)
-        seconds[index] = time.perf_counter() - start
-        say(f"partitioned {config.key} (Spark ML, {model.n_iter_} iterations) in "
-            f"{seconds[index]:.1f} s")
     token = uuid.uuid4().hex
     by_config: dict[int, list] = {}
     for task in plan.tasks():
         by_config.setdefault(task[0], []).append(task)
-    counts: list = []
 
     def one_config(index: int):
         shared = sc.broadcast(labels[index])
@@ -326,8 +311,32 @@ def run_study(spark, plan: StudyPlan, *, progress: Callable[[str], None] | None 
         say(f"hit ratio {config.key}: {text} ({time.perf_counter() - started:.1f} s)")
         return out
 
+    counts: list = []
+    # hit ratios of a configuration start as soon as its labels exist (Spark runs them
+    # beside the K-means jobs)
     with ThreadPoolExecutor(max_workers=max(1, min(len(by_config), 8))) as pool:
-        for out in pool.map(one_config, sorted(by_config)):
-            counts.extend(out)
+        pending = []
+        if others:
+            for index, found, secs in sc.parallelize(others, len(others)).map(
+                    partial(_partition_task, plan)).collect():
+                labels[index], seconds[index] = found, secs
+                say(f"partitioned {plan.configs[index].key} in {secs:.1f} s")
+                pending.append(pool.submit(one_config, index))
+        for index in spark_kmeans:
+            config = plan.configs[index]
+            mins, maxs = config.rectangles()
+            start = time.perf_counter()
+            model = SparkKMeansPartitioner(spark, load_factor=plan.load_factor,
+                                           random_state=plan.seed + 6,
+                                           init_mode=plan.kmeans_init,
+                                           max_iter=plan.kmeans_max_iter).fit(mins, maxs,
+                                                                              config.servers)
+            labels[index] = model.labels_.astype(np.int32)
+            seconds[index] = time.perf_counter() - start
+            say(f"partitioned {config.key} (Spark ML, {model.n_iter_} iterations) in "
+                f"{seconds[index]:.1f} s")
+            pending.append(pool.submit(one_config, index))
+        for future in pending:
+            counts.extend(future.result())
     return _assemble(plan, counts, seconds, {"engine": "spark", "master": sc.master,
                                              "job_seconds": round(time.perf_counter() - started, 2)})

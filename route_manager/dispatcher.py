@@ -124,7 +124,9 @@ class Dispatcher(BaseRouteManager):
             batch_max=int(settings.get("batch_max", 64)),
             policy=settings.get("overflow_policy", "drop-newest"),
             link=TokenBucket.megabits(float(link)) if link else None)
-        self._transport = transport  # admin propagation to servers (None: HTTP)
+        # Admin propagation to servers reuses one pooled transport (the service's own
+        # unless a test injects one), not a new connection pool per message.
+        self._admin_transport = transport or service.transport
         self._summary_lock = threading.Lock()  # generation check, install and store are one step
         self.counters = DispatcherCounters()
         self._lock = threading.Lock()        # counters
@@ -432,7 +434,7 @@ class Dispatcher(BaseRouteManager):
                                              Address=self.routes.address_of(entry.name))
 
     def _propagate_topic(self, server, address, name, matcher, options) -> None:
-        client = AdminClient(address, self.service.config.admin_token, transport=self._transport)
+        client = self._admin_client(address)
         try:
             client.create_topic(name, matcher, options)
         except SoapFault as fault:
@@ -441,13 +443,16 @@ class Dispatcher(BaseRouteManager):
         except Exception as exc:  # a server that is down gets the topic when it registers
             log.warning("server %s unreachable for topic %s: %s", server, name, exc)
 
+    def _admin_client(self, address: str) -> AdminClient:
+        return AdminClient(address, self.service.config.admin_token, transport=self._admin_transport)
+
     def _delete_topic(self, request, message):
         name = self.route_admin.delete(request.Name)
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM edn_topics WHERE name = ?", (name,))
             conn.execute("DELETE FROM edn_summaries WHERE route = ?", (name,))
         for server, address in sorted(self.servers.items()):
-            client = AdminClient(address, self.service.config.admin_token, transport=self._transport)
+            client = self._admin_client(address)
             try:
                 client.delete_topic(name)
             except Exception as exc:

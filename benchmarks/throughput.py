@@ -238,10 +238,9 @@ def group_cpu_seconds(pgid: int) -> float:
 
 def dispatcher_counters(network: LocalNetwork) -> tuple[Counters, dict]:
     figures = network.dispatcher_stats()
-    reading = Counters(**{name: (float if name in ("time", "cpu", "route_cpu", "forward_cpu")
-                                 else int)(float(figures[f"counters.{name}"]))
-                          for name in ("time", "cpu", "route_cpu", "forward_cpu", "events",
-                                       "copies", "sent", "bytes_out")},
+    seconds = ("time", "cpu", "route_cpu", "forward_cpu", "busy")
+    reading = Counters(**{name: (float if name in seconds else int)(float(figures[f"counters.{name}"]))
+                          for name in seconds + ("events", "copies", "sent", "bytes_out")},
                        servers=int(figures["servers"]))
     return reading, figures
 

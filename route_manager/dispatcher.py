@@ -25,8 +25,9 @@ Precision and self-tuning (paper IV, V; :mod:`.precision`, :mod:`.selftuning`)
     summary: every event to every server), 0.1 ... 0.9, ``precise``. A change builds the new
     routing tables and swaps one reference per route (cuts and tables are cached per
     precision): every event is routed by exactly one table. Self-tuning (on by default)
-    samples the process's CPU load every interval and moves precision down when CPU-bound,
-    up otherwise.
+    samples the process's CPU load and its utilization (time with a request in hand,
+    :mod:`wsframework.busy`) every interval and moves precision down when the dispatcher is
+    the bottleneck, up otherwise.
 
 Measurement (:mod:`.measurement`)
     A monitor thread reads the counters every ``monitor_interval`` seconds into a sliding
@@ -38,7 +39,8 @@ Backpressure
     events waits (at most ``backpressure_timeout`` seconds) until it is below: a publisher
     faster than the outgoing link is slowed down instead of having its events dropped, and
     the dispatcher's CPU then says truthfully that it is not the bottleneck (the
-    self-tuning relies on that). Servers marked down are not waited for.
+    self-tuning relies on that): the wait does not count as busy time. Servers marked down
+    are not waited for.
 
 Settings (``edn serve dispatcher --set KEY=VALUE``; flags where noted)
     ``initial_precision`` (precise | none | 0..1; the Spark profile job's choice),
@@ -65,6 +67,7 @@ from matchers import FilterSpec, MatcherError
 from wsframework import admin_contracts as contracts
 from wsframework import ns
 from wsframework.admin_client import AdminClient
+from wsframework.busy import BusyMeter
 from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, validate_name
@@ -133,6 +136,8 @@ class Dispatcher(BaseRouteManager):
         self._match_lock = threading.Lock()  # libspatialindex is not thread-safe
         self.servers: dict[str, str] = {}
         self._loads: dict[str, int] = {}
+        # utilization: the service counts requests in hand; the hold-back wait is taken out
+        self._busy: BusyMeter = getattr(service, "busy", None) or BusyMeter()
         self._init_precision(settings)
         self._register_admin(service.admin)
         from .repartition import Repartitioner  # offline partitioning: Repartition (moves)
@@ -220,7 +225,10 @@ class Dispatcher(BaseRouteManager):
         for server in servers:
             channel = self.forwarder.channels.get(server)
             if channel is not None and channel.stats.depth > self.backpressure:
-                if not channel.wait_for_room(self.backpressure, max(0.0, deadline - time.monotonic())):
+                with self._busy.idle():  # waiting on the link, not working
+                    room = channel.wait_for_room(self.backpressure,
+                                                 max(0.0, deadline - time.monotonic()))
+                if not room:
                     with self._lock:
                         self._backpressure_timeouts += 1
                     return
@@ -249,7 +257,7 @@ class Dispatcher(BaseRouteManager):
     def _start_tuner(self) -> None:
         reading = self.counters_now()
         self.tuner = SelfTuner(self.tuning_config, self.precision, reading.time, reading.cpu,
-                               reading.events)
+                               reading.events, reading.busy)
 
     def set_precision(self, precision: float, *, source: str = "operator") -> None:
         """Route every route with summaries cut to ``precision`` (0.0 none .. 1.0 precise)."""
@@ -292,7 +300,8 @@ class Dispatcher(BaseRouteManager):
             self._forward_cpu = forward
         return Counters(time=time.monotonic(), cpu=time.process_time(), route_cpu=route,
                         forward_cpu=forward, events=events, copies=copies, sent=sent,
-                        bytes_out=bytes_out, servers=len(self.servers))
+                        bytes_out=bytes_out, servers=len(self.servers),
+                        busy=self._busy.seconds())
 
     def _tick(self, now: float) -> None:
         reading = self.counters_now()
@@ -300,7 +309,7 @@ class Dispatcher(BaseRouteManager):
         tuner = self.tuner
         if tuner is not None:
             with self._precision_lock:
-                step = tuner.sample(reading.time, reading.cpu, reading.events) \
+                step = tuner.sample(reading.time, reading.cpu, reading.events, reading.busy) \
                     if tuner is self.tuner else None
             if step is not None:
                 self.set_precision(step.precision, source="self-tuning")
@@ -308,11 +317,11 @@ class Dispatcher(BaseRouteManager):
             self._last_log = reading.time
             m = self.window.measurement(self.stats_log_interval)
             if m is not None and m.events:
-                log.info("precision %s%s: %.1f events/s, cpu %.2f, T_f %.0f us, T_d %.1f us, "
-                         "T_c %.1f us, R %.3f, S_m %.0f B, out %.2f MB/s (last %.0f s)",
-                         format_precision(self.precision),
+                log.info("precision %s%s: %.1f events/s, cpu %.2f, busy %.2f, T_f %.0f us, "
+                         "T_d %.1f us, T_c %.1f us, R %.3f, S_m %.0f B, out %.2f MB/s "
+                         "(last %.0f s)", format_precision(self.precision),
                          " (self-tuning)" if self.tuner is not None else "", m.events_per_s,
-                         m.cpu, m.t_f * 1e6, m.t_d * 1e6, m.t_c * 1e6, m.hit_ratio,
+                         m.cpu, m.busy, m.t_f * 1e6, m.t_d * 1e6, m.t_c * 1e6, m.hit_ratio,
                          m.message_size, m.bytes_out_per_s / 1e6, m.seconds)
 
     def settings_in_force(self) -> dict[str, str]:
@@ -322,6 +331,7 @@ class Dispatcher(BaseRouteManager):
                 "link_mbps": repr(self.link_mbps) if self.link_mbps else "none",
                 "backpressure": str(self.backpressure),
                 "selftuning.step": repr(c.step), "selftuning.threshold": repr(c.threshold),
+                "selftuning.busy_threshold": repr(c.busy_threshold),
                 "selftuning.interval": repr(c.interval), "selftuning.factor": repr(c.factor),
                 "selftuning.max_interval": repr(c.max_interval),
                 "selftuning.throughput_change": repr(c.throughput_change)}
@@ -372,7 +382,8 @@ class Dispatcher(BaseRouteManager):
             if tuner is not None:  # self-tuning goes on from the operator's precision
                 reading = self.counters_now()
                 with self._precision_lock:
-                    tuner.reset(self.precision, reading.time, reading.cpu, reading.events)
+                    tuner.reset(self.precision, reading.time, reading.cpu, reading.events,
+                                reading.busy)
         if changes.get("self_tuning"):
             self.set_self_tuning(True)
         return contracts.ConfigureResponse(Setting=[
@@ -383,7 +394,8 @@ class Dispatcher(BaseRouteManager):
         c = self.tuning_config
         figures: dict[str, object] = {
             "selftuning.on": int(tuner is not None),
-            "selftuning.threshold": c.threshold, "selftuning.step_size": c.step,
+            "selftuning.threshold": c.threshold, "selftuning.busy_threshold": c.busy_threshold,
+            "selftuning.step_size": c.step,
             "selftuning.base_interval": c.interval, "selftuning.factor": c.factor,
             "selftuning.max_interval": c.max_interval,
         }
@@ -397,6 +409,7 @@ class Dispatcher(BaseRouteManager):
                         {"step": step.step, "time": round(step.time, 3),
                          "precision": step.precision, "previous": step.previous,
                          "events_per_s": round(step.events_per_s, 2), "cpu": round(step.cpu, 4),
+                         "busy": round(step.busy, 4),
                          "cpu_bound": step.cpu_bound, "interval": step.interval,
                          "reason": step.reason}, separators=(",", ":"))
         return figures
@@ -543,13 +556,13 @@ class Dispatcher(BaseRouteManager):
                                                      for d in described})) or "none"
         reading = self.counters_now()
         for name in ("time", "cpu", "route_cpu", "forward_cpu", "events", "copies", "sent",
-                     "bytes_out"):
+                     "bytes_out", "busy"):
             figures[f"counters.{name}"] = getattr(reading, name)
         m = self.window.measurement()
         if m is not None:
             figures.update({
                 "measure.window_s": m.seconds, "measure.events_per_s": m.events_per_s,
-                "measure.cpu": m.cpu, "measure.t_f_us": m.t_f * 1e6, "measure.t_d_us": m.t_d * 1e6,
+                "measure.cpu": m.cpu, "measure.busy": m.busy, "measure.t_f_us": m.t_f * 1e6, "measure.t_d_us": m.t_d * 1e6,
                 "measure.t_c_us": m.t_c * 1e6, "measure.hit_ratio": m.hit_ratio,
                 "measure.message_bytes": m.message_size,
                 "measure.bytes_out_per_s": m.bytes_out_per_s,

@@ -25,6 +25,9 @@ events/s      events routed per second; with the dispatcher's backpressure (queu
               short) this is also the rate they leave at.
 cpu           process CPU seconds per wall second: the load as a fraction of ONE core
               (the GIL makes one core the ceiling of a Python dispatcher).
+busy          utilization: the fraction of the time the dispatcher had a request in hand,
+              not counting publishers held back by backpressure (:mod:`wsframework.busy`).
+              ~1.0 when the dispatcher is the bottleneck, whatever CPU it manages to get.
 bytes_out/s   bytes the sender threads posted per second (the outgoing link).
 ============  ===================================================================================
 
@@ -58,6 +61,7 @@ class Counters:
     sent: int = 0             # copies the sender threads delivered
     bytes_out: int = 0        # bytes they posted
     servers: int = 0          # N_s at the reading
+    busy: float = 0.0         # seconds with a request in hand (wsframework.busy)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Measurement:
     bytes_out_per_s: float
     copies_per_s: float
     servers: int
+    busy: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -120,6 +125,7 @@ def between(a: Counters, b: Counters) -> Measurement:
         bytes_out_per_s=(b.bytes_out - a.bytes_out) / wall if wall > 0 else 0.0,
         copies_per_s=sent / wall if wall > 0 else 0.0,
         servers=servers,
+        busy=min(1.0, max(0.0, (b.busy - a.busy) / wall)) if wall > 0 else 0.0,
     )
 
 

@@ -27,11 +27,20 @@ does not even reach that: its request threads and its ten sender threads hand th
 other, and every handoff leaves the core idle for a moment. Measured on the 2-core machine
 this was developed on (``edn bench throughput`` / ``selftuning``, 10 servers): a dispatcher
 that was the bottleneck used 0.88-0.90 of a core with CPU to spare on the machine and
-0.78-0.83 while the ten servers competed for the two cores; link-bound it used 0.1-0.7. Hence
-the default threshold 0.85 (the paper's 96% assumes a dedicated single-processor dispatcher
-that reads ~100% when busy); ``edn bench selftuning`` calibrates it as 0.92 x the CPU of the
-dispatcher when it is the measured bottleneck, and ``selftuning_threshold`` (or ``Configure``
-``selftuning.threshold``) sets it.
+0.78-0.91 while the ten servers competed for the two cores; link-bound it used 0.1-0.7. A CPU
+threshold between those ranges (default 0.85; the paper's 96% assumes a dedicated
+single-processor dispatcher that reads ~100% when busy) is right on average and wrong in
+about one interval of three at full precision, where the readings straddle it.
+
+Hence a second reading, the dispatcher's *utilization* (:mod:`wsframework.busy`): the
+fraction of the interval during which it had a request in hand, not counting publishers it
+was holding back because the outgoing queues were full. A dispatcher that is the bottleneck
+always has a publisher waiting on it, so this reads ~1.0 however little CPU the machine
+lets it have; link-bound, its publishers spend their time held back and it reads less;
+with too few publishers it reads less too. The dispatcher counts as CPU-bound ("the
+bottleneck", ``Step.cpu_bound``) when its CPU load reaches ``threshold`` (the paper's test)
+**or** its utilization reaches ``busy_threshold`` (default 0.97; 0 turns the second test off
+and leaves the paper's algorithm exactly). ``edn bench selftuning`` measures both.
 
 Throughput trigger: within an interval longer than the base (after damping), the events/s of
 the latest base-length window are compared with those of the interval's first base-length
@@ -63,6 +72,7 @@ log = logging.getLogger(__name__)
 class SelfTuningConfig:
     step: float = 0.1               # x: precision change per step (must divide 1)
     threshold: float = 0.85         # CPU load (of one core) at or above which we are CPU-bound
+    busy_threshold: float = 0.97    # ... or utilization at or above which we are (0: off)
     interval: float = 2.0           # base t, seconds ("t = 1" of the pseudo-code)
     factor: float = 2.0             # n >= 1: t = n*t after repeated oscillations (1: no damping)
     max_interval: float = 16.0      # maxT, seconds
@@ -76,6 +86,8 @@ class SelfTuningConfig:
         Ladder(self.step, self.with_none)  # validates the step
         if not 0 < self.threshold <= 2:
             raise ValueError("threshold is a CPU load in (0, 2] (cores)")
+        if not 0 <= self.busy_threshold <= 1:
+            raise ValueError("busy_threshold is a utilization in [0, 1] (0: not used)")
         if self.interval <= 0 or self.max_interval < self.interval:
             raise ValueError("need 0 < interval <= max_interval")
         if self.factor < 1:
@@ -111,9 +123,10 @@ class Step:
     previous: float       # precision during the interval that ended
     events_per_s: float   # throughput measured over that interval
     cpu: float            # CPU load over that interval (fraction of one core)
-    cpu_bound: bool
+    cpu_bound: bool       # the dispatcher was the bottleneck: cpu or busy at its threshold
     interval: float       # t chosen by update_t() for the next interval
     reason: str           # "timeout" | "throughput"
+    busy: float = 0.0     # utilization over that interval (wsframework.busy)
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -126,7 +139,7 @@ class SelfTuner:
     :class:`Step` when precision must change (None otherwise)."""
 
     def __init__(self, config: SelfTuningConfig, precision: float, now: float,
-                 cpu_seconds: float = 0.0, events: float = 0.0):
+                 cpu_seconds: float = 0.0, events: float = 0.0, busy_seconds: float = 0.0):
         self.config = config
         self.ladder = Ladder(config.step, config.with_none)
         self.level = self.ladder.level(precision)
@@ -135,35 +148,37 @@ class SelfTuner:
         self.num_oscillations = 0
         self.history: collections.deque[int] = collections.deque([self.level], maxlen=4)
         self.trace: collections.deque[Step] = collections.deque(maxlen=config.trace)
-        self._begin(now, cpu_seconds, events)
+        self._begin(now, cpu_seconds, events, busy_seconds)
 
     @property
     def precision(self) -> float:
         return self.ladder.precision(self.level)
 
-    def _begin(self, now: float, cpu_seconds: float, events: float) -> None:
+    def _begin(self, now: float, cpu_seconds: float, events: float, busy_seconds: float) -> None:
         self._started = now
-        # (time, cpu seconds, events) since the interval began: one per tick, at most
-        # maxT / tick of them
-        self._samples: list[tuple[float, float, float]] = [(now, cpu_seconds, events)]
+        # (time, cpu seconds, events, busy seconds) since the interval began: one per tick,
+        # at most maxT / tick of them
+        self._samples: list[tuple[float, float, float, float]] = [
+            (now, cpu_seconds, events, busy_seconds)]
 
     # -- feeding -------------------------------------------------------------------------------
-    def sample(self, now: float, cpu_seconds: float, events: float) -> Step | None:
-        """Cumulative process CPU seconds and events routed, read at ``now``."""
+    def sample(self, now: float, cpu_seconds: float, events: float,
+               busy_seconds: float = 0.0) -> Step | None:
+        """Cumulative process CPU seconds, events routed and busy seconds, read at ``now``."""
         c = self.config
-        self._samples.append((now, cpu_seconds, events))
+        self._samples.append((now, cpu_seconds, events, busy_seconds))
         elapsed = now - self._started
         if elapsed >= self.t:
-            cpu, rate = self._average(self._started + c.settle, now)
-            return self._step(now, cpu, rate, "timeout")
+            cpu, rate, busy = self._average(self._started + c.settle, now)
+            return self._step(now, cpu, rate, busy, "timeout")
         if c.throughput_change > 0 and elapsed >= 2 * c.interval:
             first = self._average(self._started + c.settle, self._started + c.interval)[1]
-            cpu, latest = self._average(now - c.interval, now)
+            cpu, latest, busy = self._average(now - c.interval, now)
             if first > 0 and abs(latest - first) > c.throughput_change * first:
-                return self._step(now, cpu, latest, "throughput")
+                return self._step(now, cpu, latest, busy, "throughput")
         return None
 
-    def _at(self, when: float) -> tuple[float, float, float]:
+    def _at(self, when: float) -> tuple[float, float, float, float]:
         """The last sample taken at or before ``when`` (the first one if none)."""
         chosen = self._samples[0]
         for sample in self._samples:
@@ -172,30 +187,36 @@ class SelfTuner:
             chosen = sample
         return chosen
 
-    def _average(self, begin: float, end: float) -> tuple[float, float]:
-        """(CPU load, events/s) between the samples nearest ``begin`` and ``end``."""
+    def _average(self, begin: float, end: float) -> tuple[float, float, float]:
+        """(CPU load, events/s, utilization) between the samples nearest ``begin`` and
+        ``end``."""
         a, b = self._at(begin), self._at(end)
         if b[0] <= a[0]:
             a = self._samples[0]
         wall = b[0] - a[0]
         if wall <= 0:
-            return 0.0, 0.0
-        return (b[1] - a[1]) / wall, (b[2] - a[2]) / wall
+            return 0.0, 0.0, 0.0
+        return (b[1] - a[1]) / wall, (b[2] - a[2]) / wall, min(1.0, (b[3] - a[3]) / wall)
+
+    def bottleneck(self, cpu: float, busy: float) -> bool:
+        """Is the dispatcher the bottleneck ("CPU-bound")? See the module docstring."""
+        c = self.config
+        return cpu >= c.threshold or (c.busy_threshold > 0 and busy >= c.busy_threshold)
 
     # -- the algorithm -------------------------------------------------------------------------
-    def _step(self, now: float, cpu: float, rate: float, reason: str) -> Step:
+    def _step(self, now: float, cpu: float, rate: float, busy: float, reason: str) -> Step:
         previous = self.precision
-        cpu_bound = cpu >= self.config.threshold
+        cpu_bound = self.bottleneck(cpu, busy)
         self.level = self.ladder.level(self.ladder.precision(self.level + (-1 if cpu_bound else 1)))
         self.p += 1
         self.history.append(self.level)
         self.update_t()
-        step = Step(self.p, now, self.precision, previous, rate, cpu, cpu_bound, self.t, reason)
+        step = Step(self.p, now, self.precision, previous, rate, cpu, cpu_bound, self.t, reason,
+                    busy)
         self.trace.append(step)
-        last = self._samples[-1]
-        self._begin(now, last[1], last[2])
-        log.debug("self-tuning step %d (%s): cpu %.3f %s, %.1f events/s: precision %s -> %s, "
-                  "next interval %.1fs", step.step, reason, cpu,
+        self._begin(now, *self._samples[-1][1:])
+        log.debug("self-tuning step %d (%s): cpu %.3f, busy %.3f: %s, %.1f events/s: "
+                  "precision %s -> %s, next interval %.1fs", step.step, reason, cpu, busy,
                   "CPU-bound" if cpu_bound else "not CPU-bound", rate,
                   format_precision(previous), format_precision(step.precision), self.t)
         return step
@@ -215,13 +236,14 @@ class SelfTuner:
             self.num_oscillations = 0
             self.t = c.interval
 
-    def reset(self, precision: float, now: float, cpu_seconds: float, events: float) -> None:
+    def reset(self, precision: float, now: float, cpu_seconds: float, events: float,
+              busy_seconds: float = 0.0) -> None:
         """An operator set the precision: start again from it (history, interval, trace kept)."""
         self.level = self.ladder.level(precision)
         self.history.append(self.level)
         self.t = self.config.interval
         self.num_oscillations = 0
-        self._begin(now, cpu_seconds, events)
+        self._begin(now, cpu_seconds, events, busy_seconds)
 
 
 class Ticker:

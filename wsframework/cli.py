@@ -326,7 +326,7 @@ def cmd_status(args) -> int:
     if "measure.events_per_s" in plain:
         m = {k.split(".", 1)[1]: v for k, v in plain.items() if k.startswith("measure.")}
         print(f"last {m['window_s']:.1f} s: {m['events_per_s']:.1f} events/s, CPU "
-              f"{m['cpu']:.2f} of a core, T_f {m['t_f_us']:.0f} us, T_d {m['t_d_us']:.1f} us, "
+              f"{m['cpu']:.2f} of a core, busy {m.get('busy', 0.0):.2f}, T_f {m['t_f_us']:.0f} us, T_d {m['t_d_us']:.1f} us, "
               f"T_c {m['t_c_us']:.1f} us, R {m['hit_ratio']:.3f}, S_m {m['message_bytes']:.0f} B, "
               f"out {m['bytes_out_per_s'] / 1e6:.2f} MB/s")
     if trace:
@@ -335,7 +335,8 @@ def cmd_status(args) -> int:
         for step in trace[-args.steps:]:
             print(f"  step {step['step']:>4}  precision {step['previous']:.2f} -> "
                   f"{step['precision']:.2f}  {step['events_per_s']:8.1f} events/s  "
-                  f"cpu {step['cpu']:.2f}{' (bound)' if step['cpu_bound'] else ''}  "
+                  f"cpu {step['cpu']:.2f} busy {step.get('busy', 0.0):.2f}"
+                  f"{' (bound)' if step['cpu_bound'] else ''}  "
                   f"next {step['interval']:.1f} s  ({step['reason']})")
     return 0
 

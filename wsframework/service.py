@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from .admin import AdminEndpoint, NamespaceAdmin
+from .busy import BusyMeter
 from .messaging import MessagingLayer, Outcome
 from .namespace import Namespace
 from .store import Store
@@ -77,6 +78,7 @@ class Service:
         if topic_admin:
             NamespaceAdmin(self.admin, self.topics)
         self.components: list[Component] = []
+        self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.busy)
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self._closed = threading.Event()
         from wsdl.admin import admin_wsdl  # spyne is imported only when a service starts
@@ -96,10 +98,11 @@ class Service:
     # -- entry points ----------------------------------------------------------------------
     def handle_request(self, data: bytes, *, path: str = "/", content_type: str | None = None,
                        soap_action: str | None = None, remote_addr: str | None = None) -> Outcome:
-        self.topics.sync()
-        return self.messaging.handle(data, path=path, base_url=self.base_url,
-                                     content_type=content_type, soap_action=soap_action,
-                                     remote_addr=remote_addr)
+        with self.busy.busy():
+            self.topics.sync()
+            return self.messaging.handle(data, path=path, base_url=self.base_url,
+                                         content_type=content_type, soap_action=soap_action,
+                                         remote_addr=remote_addr)
 
     def wsdl_for(self, path: str, query: dict | None = None) -> bytes | None:
         self.topics.sync()

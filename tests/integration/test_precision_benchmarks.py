@@ -35,5 +35,9 @@ def test_bench_selftuning_quick(tmp_path):
     for name in ("trace_from_10pct", "trace_from_100pct", "trace_fig17"):
         trace = report[name]
         assert len(trace) >= 4
-        assert {"step", "precision", "events_per_s", "cpu", "interval"} <= set(trace[0])
-    assert 0 < report["threshold_calibrated"] <= 2
+        assert {"step", "precision", "events_per_s", "cpu", "busy", "interval"} <= set(trace[0])
+        assert all(0.0 <= s["busy"] <= 1.0 for s in trace)
+    assert report["threshold"] == 0.85 and report["busy_threshold"] == 0.97  # the defaults
+    steps = sum(len(report[n]) for n in ("trace_from_10pct", "trace_from_100pct", "trace_fig17"))
+    assert sum(report["decided_by"].values()) == steps
+    assert all(0.0 <= r["busy"] <= 1.0 for r in report["sweep_uniform"])

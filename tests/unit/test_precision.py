@@ -238,3 +238,52 @@ def test_dispatcher_configure_precision_and_stats(tmp_path):
         assert "counters.cpu" in figures and "link_mbps" in figures
     finally:
         service.close()
+
+
+def test_dispatcher_utilization_leaves_out_the_backpressure_wait_and_is_configurable(tmp_path):
+    """Time spent holding a publisher back (outgoing queue full) is not busy time: the
+    self-tuner must see a link-bound dispatcher as not the bottleneck."""
+    from types import SimpleNamespace
+
+    from route_manager.dispatcher import build_dispatcher
+    from wsframework import admin_contracts as contracts
+    from wsframework.admin_client import AdminClient
+    from wsframework.busy import BusyMeter
+    from wsframework.service import ServiceConfig
+    from wsframework.transport import InProcessTransport
+
+    transport = InProcessTransport()
+    service = build_dispatcher(ServiceConfig("http://d.test", tmp_path, "tok", role="dispatcher",
+                                             settings={"self_tuning": "false"}),
+                               transport=transport)
+    transport.mount("http://d.test", service)
+    try:
+        dispatcher = service.dispatcher
+        clock = [0.0]
+        dispatcher._busy = meter = BusyMeter(lambda: clock[0])
+
+        def wait_for_room(limit, timeout):  # the link drains the queue in 4 s
+            clock[0] += 4.0
+            return True
+
+        full = SimpleNamespace(stats=SimpleNamespace(depth=dispatcher.backpressure + 1),
+                               wait_for_room=wait_for_room)
+        dispatcher.forwarder.channels["slow"] = full
+        with meter.busy():  # one publish request
+            clock[0] += 1.0  # parse and route
+            dispatcher._hold_back(["slow"])
+            clock[0] += 0.5  # answer
+        assert meter.seconds() == pytest.approx(1.5)  # 5.5 s in hand, 4 of them held back
+        del dispatcher.forwarder.channels["slow"]
+        assert dispatcher.counters_now().busy == pytest.approx(1.5)
+
+        admin = AdminClient("http://d.test", "tok", transport=transport)
+        response = admin.call(contracts.Configure(Setting=[
+            contracts.Figure(Name="selftuning.busy_threshold", Value="0.9")]))
+        in_force = {f.Name: f.Value for f in response.Setting}
+        assert in_force["selftuning.busy_threshold"] == "0.9"
+        assert dispatcher.tuning_config.busy_threshold == 0.9
+        figures = {f.Name: f.Value for f in admin.call(contracts.GetStats()).Figure}
+        assert float(figures["counters.busy"]) == pytest.approx(1.5)
+    finally:
+        service.close()

@@ -16,25 +16,28 @@ class Driver:
         self.now = 100.0
         self.cpu_seconds = 0.0
         self.events = 0.0
+        self.busy_seconds = 0.0
         self.tick = tick
         self.tuner = SelfTuner(self.config, precision, self.now, self.cpu_seconds, self.events)
 
-    def run(self, seconds, cpu, rate=100.0):
-        """Advance ``seconds`` at constant ``cpu`` and ``rate``; the steps taken."""
+    def run(self, seconds, cpu, rate=100.0, busy=0.0):
+        """Advance ``seconds`` at constant ``cpu``, ``rate`` and utilization ``busy``; the
+        steps taken."""
         steps = []
         for _ in range(round(seconds / self.tick)):
             self.now += self.tick
             self.cpu_seconds += cpu * self.tick
             self.events += rate * self.tick
-            step = self.tuner.sample(self.now, self.cpu_seconds, self.events)
+            self.busy_seconds += busy * self.tick
+            step = self.tuner.sample(self.now, self.cpu_seconds, self.events, self.busy_seconds)
             if step is not None:
                 steps.append(step)
         return steps
 
-    def until_step(self, cpu, rate=100.0, limit=100.0):
+    def until_step(self, cpu, rate=100.0, limit=100.0, busy=0.0):
         waited = 0.0
         while waited < limit:
-            steps = self.run(self.tick, cpu, rate)
+            steps = self.run(self.tick, cpu, rate, busy)
             waited += self.tick
             if steps:
                 return steps[0]
@@ -66,6 +69,19 @@ def test_threshold_is_inclusive_and_configurable():
     d = Driver(SelfTuningConfig(interval=1.0, threshold=0.96), precision=0.5)
     assert not d.until_step(cpu=0.95).cpu_bound
     assert d.until_step(cpu=0.96).cpu_bound
+
+
+def test_a_saturated_dispatcher_is_the_bottleneck_even_below_the_cpu_threshold():
+    # A Python dispatcher with its publishers always waiting on it, but reading only 0.8
+    # of a core (GIL hand-offs, other processes on the machine): utilization decides.
+    d = Driver(SelfTuningConfig(interval=1.0, threshold=0.85, busy_threshold=0.97), precision=1.0)
+    step = d.until_step(cpu=0.80, busy=0.99)
+    assert step.cpu_bound and step.precision == 0.9 and step.busy == pytest.approx(0.99)
+    step = d.until_step(cpu=0.80, busy=0.90)  # link-bound: publishers held back part of the time
+    assert not step.cpu_bound and step.precision == 1.0
+    assert d.until_step(cpu=0.90, busy=0.5).cpu_bound  # the paper's CPU test still applies
+    paper = Driver(SelfTuningConfig(interval=1.0, threshold=0.85, busy_threshold=0), precision=1.0)
+    assert not paper.until_step(cpu=0.80, busy=1.0).cpu_bound  # 0: CPU only, as in the paper
 
 
 def oscillate(d, around_cpu=(0.97, 0.5), steps=20):
@@ -165,7 +181,7 @@ def test_settle_leaves_the_first_part_of_an_interval_out():
 
 def test_operator_reset_starts_again_from_their_precision():
     d = Driver(precision=0.5)
-    d.tuner.reset(0.2, d.now, d.cpu_seconds, d.events)
+    d.tuner.reset(0.2, d.now, d.cpu_seconds, d.events, d.busy_seconds)
     assert d.until_step(cpu=0.2).precision == 0.3
 
 
@@ -174,7 +190,7 @@ def test_config_from_settings_and_validation():
                                              "selftuning_with_none": "false", "other": "x"})
     assert config.threshold == 0.96 and config.factor == 1.0 and config.with_none is False
     for bad in ({"step": 0.3}, {"factor": 0.5}, {"interval": 5, "max_interval": 2},
-                {"threshold": 0}):
+                {"threshold": 0}, {"busy_threshold": 1.5}, {"busy_threshold": -0.1}):
         with pytest.raises(ValueError):
             SelfTuningConfig(**bad)
 

@@ -98,6 +98,25 @@ def steps_to_reach(trace: list[dict], target: float, step: float = 0.1, after: i
     return None
 
 
+def near_optimal(sweep: list[dict], within: float = 0.10) -> list[float]:
+    """The precisions whose swept throughput is within ``within`` of the best: on a flat
+    curve measured over a few seconds each, "the" optimum is one of several equals."""
+    best = max(r["events_per_s"] for r in sweep)
+    return [r["precision"] for r in sweep if r["events_per_s"] >= (1 - within) * best]
+
+
+def in_band(trace: list[dict], band: list[float], after: int = 0) -> dict:
+    """Steps (after ``after``) until precision is first in ``band``, and the share of the
+    steps from then on that stay in it."""
+    tail = [s for s in trace if s["step"] > after]
+    for k, s in enumerate(tail):
+        if any(abs(s["precision"] - p) < 1e-9 for p in band):
+            rest = tail[k:]
+            inside = sum(any(abs(r["precision"] - p) < 1e-9 for p in band) for r in rest)
+            return {"steps": s["step"] - after, "share_in_band": round(inside / len(rest), 3)}
+    return {"steps": None, "share_in_band": 0.0}
+
+
 def settled(trace: list[dict], last: int = 8) -> dict:
     tail = trace[-last:]
     precisions = [s["precision"] for s in tail]
@@ -182,9 +201,12 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                 in_force = configure(network)
                 threshold = float(in_force["selftuning.threshold"])
                 busy_threshold = float(in_force["selftuning.busy_threshold"])
+                backlog = (float(in_force["selftuning.backlog_growth"]),
+                           int(in_force["selftuning.backlog_floor"]))
                 _log(f"  optimum {format_precision(best['precision'])} ({best['events_per_s']} "
                      f"events/s); dispatcher CPU at most {saturated:.2f} of a core; bottleneck "
-                     f"test: CPU >= {threshold} or utilization >= {busy_threshold}")
+                     f"test: CPU >= {threshold} or utilization >= {busy_threshold}, unless "
+                     f"the backlog grows by > {backlog[0]:.0%} of the copies (>= {backlog[1]})")
                 _log("  fig. 16a: from 10%")
                 from_low = run_tuner(network, 0.1, steps, interval)
                 _log("  fig. 16b: from 100%")
@@ -207,17 +229,23 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
             network.close()
     best_normal = max(sweep_normal, key=lambda r: r["events_per_s"])
     change_step = changed.get("at", change_after)
+    band_uniform, band_normal = near_optimal(sweep_uniform), near_optimal(sweep_normal)
     result.update({
         "setup_s": info["setup_s"],
         "threshold": threshold, "busy_threshold": busy_threshold,
+        "backlog_growth": backlog[0], "backlog_floor": backlog[1],
         "dispatcher_cpu_saturated": saturated, "dispatcher_cpu_no_summary": link_bound,
-        "decided_by": decided_by([*from_low, *from_high, *fig17], threshold, busy_threshold),
+        "decided_by": decided_by([*from_low, *from_high, *fig17]),
         "optimum_uniform": best["precision"], "optimum_uniform_tp": best["events_per_s"],
         "optimum_normal": best_normal["precision"], "optimum_normal_tp": best_normal["events_per_s"],
         "from_10pct_steps_to_optimum": steps_to_reach(from_low, best["precision"]),
         "from_100pct_steps_to_optimum": steps_to_reach(from_high, best["precision"]),
         "from_10pct_settled": settled(from_low), "from_100pct_settled": settled(from_high),
         "fig17_change_step": change_step,
+        "band_uniform": band_uniform, "band_normal": band_normal,
+        "from_10pct_band": in_band(from_low, band_uniform),
+        "from_100pct_band": in_band(from_high, band_uniform),
+        "fig17_band_after_change": in_band(fig17, band_normal, after=change_step),
         "fig17_steps_to_new_optimum": steps_to_reach(fig17, best_normal["precision"],
                                                      after=change_step),
         "fig17_settled_after_change": settled(fig17),
@@ -241,13 +269,10 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
     return result
 
 
-def decided_by(trace: list[dict], threshold: float, busy_threshold: float) -> dict[str, int]:
-    """How many steps found the dispatcher the bottleneck by CPU alone, by utilization alone,
-    by both, and how many found it not the bottleneck."""
-    counts = {"cpu_only": 0, "busy_only": 0, "both": 0, "not_bottleneck": 0}
+def decided_by(trace: list[dict]) -> dict[str, int]:
+    """How many steps each reading decided (:meth:`SelfTuner.bottleneck`): the dispatcher
+    the bottleneck by "cpu", "busy" or "cpu+busy"; not, by "backlog" or "none"."""
+    counts = {"cpu": 0, "busy": 0, "cpu+busy": 0, "backlog": 0, "none": 0}
     for s in trace:
-        by_cpu, by_busy = s["cpu"] >= threshold, s.get("busy", 0.0) >= busy_threshold
-        key = ("both" if by_cpu and by_busy else "cpu_only" if by_cpu
-               else "busy_only" if by_busy else "not_bottleneck")
-        counts[key] += 1
+        counts[s["signal"]] = counts.get(s["signal"], 0) + 1
     return counts

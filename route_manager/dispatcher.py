@@ -45,7 +45,7 @@ Backpressure
 Settings (``edn serve dispatcher --set KEY=VALUE``; flags where noted)
     ``initial_precision`` (precise | none | 0..1; the Spark profile job's choice),
     ``self_tuning`` (true; ``--no-self-tuning``), ``selftuning_step`` / ``_threshold`` /
-    ``_interval`` / ``_factor`` / ``_max_interval`` / ``_oscillations`` /
+    ``_busy_threshold`` / ``_backlog_growth`` / ``_backlog_floor`` / ``_interval`` / ``_factor`` / ``_max_interval`` / ``_oscillations`` /
     ``_throughput_change`` / ``_with_none`` / ``_settle`` (:class:`.selftuning.SelfTuningConfig`),
     ``link_mbps`` (outgoing cap; ``--link-mbps``), ``backpressure`` (1000; 0: off),
     ``backpressure_timeout`` (5 s), ``monitor_interval`` (0.25 s), ``measure_window`` (10 s),
@@ -77,7 +77,7 @@ from .base import BaseRouteManager
 from .forwarding import EVENT_BATCH, Forwarder, TokenBucket
 from .measurement import Counters, SlidingWindow, thread_cpu_seconds
 from .precision import PRECISE, format_precision, parse_precision
-from .selftuning import SelfTuner, SelfTuningConfig, Ticker
+from .selftuning import Reading, SelfTuner, SelfTuningConfig, Ticker
 
 log = logging.getLogger(__name__)
 
@@ -256,8 +256,7 @@ class Dispatcher(BaseRouteManager):
 
     def _start_tuner(self) -> None:
         reading = self.counters_now()
-        self.tuner = SelfTuner(self.tuning_config, self.precision, reading.time, reading.cpu,
-                               reading.events, reading.busy)
+        self.tuner = SelfTuner(self.tuning_config, self.precision, self._tuning_reading(reading))
 
     def set_precision(self, precision: float, *, source: str = "operator") -> None:
         """Route every route with summaries cut to ``precision`` (0.0 none .. 1.0 precise)."""
@@ -303,13 +302,19 @@ class Dispatcher(BaseRouteManager):
                         bytes_out=bytes_out, servers=len(self.servers),
                         busy=self._busy.seconds())
 
+    def _tuning_reading(self, reading: Counters) -> Reading:
+        backlog = sum(channel.stats.depth for channel in list(self.forwarder.channels.values())
+                      if channel.stats.up)  # a dead server's queue says nothing of the link
+        return Reading(reading.time, reading.cpu, reading.events, reading.busy, reading.copies,
+                       backlog)
+
     def _tick(self, now: float) -> None:
         reading = self.counters_now()
         self.window.add(reading)
         tuner = self.tuner
         if tuner is not None:
             with self._precision_lock:
-                step = tuner.sample(reading.time, reading.cpu, reading.events, reading.busy) \
+                step = tuner.sample(self._tuning_reading(reading)) \
                     if tuner is self.tuner else None
             if step is not None:
                 self.set_precision(step.precision, source="self-tuning")
@@ -332,6 +337,8 @@ class Dispatcher(BaseRouteManager):
                 "backpressure": str(self.backpressure),
                 "selftuning.step": repr(c.step), "selftuning.threshold": repr(c.threshold),
                 "selftuning.busy_threshold": repr(c.busy_threshold),
+                "selftuning.backlog_growth": repr(c.backlog_growth),
+                "selftuning.backlog_floor": repr(c.backlog_floor),
                 "selftuning.interval": repr(c.interval), "selftuning.factor": repr(c.factor),
                 "selftuning.max_interval": repr(c.max_interval),
                 "selftuning.throughput_change": repr(c.throughput_change)}
@@ -382,8 +389,7 @@ class Dispatcher(BaseRouteManager):
             if tuner is not None:  # self-tuning goes on from the operator's precision
                 reading = self.counters_now()
                 with self._precision_lock:
-                    tuner.reset(self.precision, reading.time, reading.cpu, reading.events,
-                                reading.busy)
+                    tuner.reset(self.precision, self._tuning_reading(reading))
         if changes.get("self_tuning"):
             self.set_self_tuning(True)
         return contracts.ConfigureResponse(Setting=[
@@ -409,7 +415,8 @@ class Dispatcher(BaseRouteManager):
                         {"step": step.step, "time": round(step.time, 3),
                          "precision": step.precision, "previous": step.previous,
                          "events_per_s": round(step.events_per_s, 2), "cpu": round(step.cpu, 4),
-                         "busy": round(step.busy, 4),
+                         "busy": round(step.busy, 4), "backlog": round(step.backlog),
+                         "copies": round(step.copies), "signal": step.signal,
                          "cpu_bound": step.cpu_bound, "interval": step.interval,
                          "reason": step.reason}, separators=(",", ":"))
         return figures

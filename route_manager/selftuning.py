@@ -39,8 +39,18 @@ always has a publisher waiting on it, so this reads ~1.0 however little CPU the 
 lets it have; link-bound, its publishers spend their time held back and it reads less;
 with too few publishers it reads less too. The dispatcher counts as CPU-bound ("the
 bottleneck", ``Step.cpu_bound``) when its CPU load reaches ``threshold`` (the paper's test)
-**or** its utilization reaches ``busy_threshold`` (default 0.97; 0 turns the second test off
-and leaves the paper's algorithm exactly). ``edn bench selftuning`` measures both.
+**or** its utilization reaches ``busy_threshold`` (default 0.97; 0 turns the second test off).
+
+Both readings lie for a while after precision drops to where the outgoing link (or a
+server) cannot keep up: the per-server queues take seconds to fill up to the backpressure
+level, and meanwhile the dispatcher routes flat out, CPU-bound by either test, although
+the copies it makes are piling up. So a third reading overrides them: when the live
+servers' outgoing backlog (events queued, not yet sent) grew during the interval by more
+than ``backlog_growth`` (default 10%) of the copies queued in it, and by at least
+``backlog_floor`` copies (one batch per server or so; the noise of batching), the outgoing
+side is the bottleneck and the dispatcher is not. ``backlog_growth = 0`` and
+``busy_threshold = 0`` leave the paper's CPU test alone. ``edn bench selftuning`` reports
+which test decided each step.
 
 Throughput trigger: within an interval longer than the base (after damping), the events/s of
 the latest base-length window are compared with those of the interval's first base-length
@@ -49,8 +59,8 @@ relative difference above ``throughput_change`` ends the interval at once. With 
 the base length the timeout always comes first.
 
 Everything here is driven by :meth:`SelfTuner.sample` with explicit times and cumulative
-counters: unit tests feed a fake clock and fake CPU readings step by step, no threads, no
-sleeps. :class:`Ticker` is the thread that feeds it live.
+counters (a :class:`Reading`): unit tests feed a fake clock and fake readings step by step,
+no threads, no sleeps. :class:`Ticker` is the thread that feeds it live.
 """
 from __future__ import annotations
 
@@ -59,11 +69,11 @@ import logging
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .precision import Ladder, format_precision
 
-__all__ = ["SelfTuningConfig", "SelfTuner", "Step", "Ticker"]
+__all__ = ["Averages", "Reading", "SelfTuningConfig", "SelfTuner", "Step", "Ticker"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +83,8 @@ class SelfTuningConfig:
     step: float = 0.1               # x: precision change per step (must divide 1)
     threshold: float = 0.85         # CPU load (of one core) at or above which we are CPU-bound
     busy_threshold: float = 0.97    # ... or utilization at or above which we are (0: off)
+    backlog_growth: float = 0.1     # ... unless the outgoing backlog grew by this share of
+    backlog_floor: int = 256        # the copies queued, and by at least this many (0: off)
     interval: float = 2.0           # base t, seconds ("t = 1" of the pseudo-code)
     factor: float = 2.0             # n >= 1: t = n*t after repeated oscillations (1: no damping)
     max_interval: float = 16.0      # maxT, seconds
@@ -88,6 +100,8 @@ class SelfTuningConfig:
             raise ValueError("threshold is a CPU load in (0, 2] (cores)")
         if not 0 <= self.busy_threshold <= 1:
             raise ValueError("busy_threshold is a utilization in [0, 1] (0: not used)")
+        if self.backlog_growth < 0 or self.backlog_floor < 0:
+            raise ValueError("backlog_growth and backlog_floor are >= 0 (0: not used)")
         if self.interval <= 0 or self.max_interval < self.interval:
             raise ValueError("need 0 < interval <= max_interval")
         if self.factor < 1:
@@ -127,6 +141,10 @@ class Step:
     interval: float       # t chosen by update_t() for the next interval
     reason: str           # "timeout" | "throughput"
     busy: float = 0.0     # utilization over that interval (wsframework.busy)
+    backlog: float = 0.0  # growth of the outgoing backlog over that interval (copies)
+    copies: float = 0.0   # copies queued for servers over that interval
+    signal: str = ""      # what decided: "cpu", "busy", "cpu+busy" (the bottleneck),
+                          # "backlog" (the link or a server is) or "none"
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -134,12 +152,32 @@ class Step:
         return out
 
 
-class SelfTuner:
-    """The algorithm of paper IV-B. Feed :meth:`sample` cumulative counters; it answers a
-    :class:`Step` when precision must change (None otherwise)."""
+class Reading(NamedTuple):
+    """Cumulative counters read at ``time`` (``backlog`` is the current queue depth)."""
 
-    def __init__(self, config: SelfTuningConfig, precision: float, now: float,
-                 cpu_seconds: float = 0.0, events: float = 0.0, busy_seconds: float = 0.0):
+    time: float
+    cpu: float = 0.0       # process CPU seconds
+    events: float = 0.0    # events routed
+    busy: float = 0.0      # seconds with a request in hand
+    copies: float = 0.0    # copies queued for servers
+    backlog: float = 0.0   # copies queued for live servers and not yet sent, now
+
+
+class Averages(NamedTuple):
+    """What an interval looked like, from two readings."""
+
+    cpu: float = 0.0       # CPU load (of one core)
+    rate: float = 0.0      # events/s
+    busy: float = 0.0      # utilization
+    copies: float = 0.0    # copies queued during it
+    backlog: float = 0.0   # growth of the backlog during it
+
+
+class SelfTuner:
+    """The algorithm of paper IV-B. Feed :meth:`sample` readings of the cumulative counters;
+    it answers a :class:`Step` when precision must change (None otherwise)."""
+
+    def __init__(self, config: SelfTuningConfig, precision: float, reading: Reading):
         self.config = config
         self.ladder = Ladder(config.step, config.with_none)
         self.level = self.ladder.level(precision)
@@ -148,76 +186,83 @@ class SelfTuner:
         self.num_oscillations = 0
         self.history: collections.deque[int] = collections.deque([self.level], maxlen=4)
         self.trace: collections.deque[Step] = collections.deque(maxlen=config.trace)
-        self._begin(now, cpu_seconds, events, busy_seconds)
+        self._begin(reading)
 
     @property
     def precision(self) -> float:
         return self.ladder.precision(self.level)
 
-    def _begin(self, now: float, cpu_seconds: float, events: float, busy_seconds: float) -> None:
-        self._started = now
-        # (time, cpu seconds, events, busy seconds) since the interval began: one per tick,
-        # at most maxT / tick of them
-        self._samples: list[tuple[float, float, float, float]] = [
-            (now, cpu_seconds, events, busy_seconds)]
+    def _begin(self, reading: Reading) -> None:
+        self._started = reading.time
+        # the readings since the interval began: one per tick, at most maxT / tick of them
+        self._samples: list[Reading] = [reading]
 
     # -- feeding -------------------------------------------------------------------------------
-    def sample(self, now: float, cpu_seconds: float, events: float,
-               busy_seconds: float = 0.0) -> Step | None:
-        """Cumulative process CPU seconds, events routed and busy seconds, read at ``now``."""
+    def sample(self, reading: Reading) -> Step | None:
         c = self.config
-        self._samples.append((now, cpu_seconds, events, busy_seconds))
+        self._samples.append(reading)
+        now = reading.time
         elapsed = now - self._started
         if elapsed >= self.t:
-            cpu, rate, busy = self._average(self._started + c.settle, now)
-            return self._step(now, cpu, rate, busy, "timeout")
+            return self._step(now, self._average(self._started + c.settle, now), "timeout")
         if c.throughput_change > 0 and elapsed >= 2 * c.interval:
-            first = self._average(self._started + c.settle, self._started + c.interval)[1]
-            cpu, latest, busy = self._average(now - c.interval, now)
-            if first > 0 and abs(latest - first) > c.throughput_change * first:
-                return self._step(now, cpu, latest, busy, "throughput")
+            first = self._average(self._started + c.settle, self._started + c.interval).rate
+            latest = self._average(now - c.interval, now)
+            if first > 0 and abs(latest.rate - first) > c.throughput_change * first:
+                return self._step(now, latest, "throughput")
         return None
 
-    def _at(self, when: float) -> tuple[float, float, float, float]:
-        """The last sample taken at or before ``when`` (the first one if none)."""
+    def _at(self, when: float) -> Reading:
+        """The last reading taken at or before ``when`` (the first one if none)."""
         chosen = self._samples[0]
         for sample in self._samples:
-            if sample[0] > when:
+            if sample.time > when:
                 break
             chosen = sample
         return chosen
 
-    def _average(self, begin: float, end: float) -> tuple[float, float, float]:
-        """(CPU load, events/s, utilization) between the samples nearest ``begin`` and
-        ``end``."""
+    def _average(self, begin: float, end: float) -> Averages:
+        """The interval between the readings nearest ``begin`` and ``end``."""
         a, b = self._at(begin), self._at(end)
-        if b[0] <= a[0]:
+        if b.time <= a.time:
             a = self._samples[0]
-        wall = b[0] - a[0]
+        wall = b.time - a.time
         if wall <= 0:
-            return 0.0, 0.0, 0.0
-        return (b[1] - a[1]) / wall, (b[2] - a[2]) / wall, min(1.0, (b[3] - a[3]) / wall)
+            return Averages()
+        return Averages(cpu=(b.cpu - a.cpu) / wall, rate=(b.events - a.events) / wall,
+                        busy=min(1.0, (b.busy - a.busy) / wall), copies=b.copies - a.copies,
+                        backlog=b.backlog - a.backlog)
 
-    def bottleneck(self, cpu: float, busy: float) -> bool:
-        """Is the dispatcher the bottleneck ("CPU-bound")? See the module docstring."""
+    def bottleneck(self, interval: Averages) -> str:
+        """Was the dispatcher the bottleneck ("CPU-bound")? The reading that says so ("cpu",
+        "busy", "cpu+busy"), or why not ("backlog", "none"). See the module docstring."""
         c = self.config
-        return cpu >= c.threshold or (c.busy_threshold > 0 and busy >= c.busy_threshold)
+        if (c.backlog_growth > 0 and interval.backlog >= c.backlog_floor
+                and interval.backlog > c.backlog_growth * interval.copies):
+            return "backlog"  # copies piling up: the link or a server is the bottleneck
+        by_cpu = interval.cpu >= c.threshold
+        by_busy = c.busy_threshold > 0 and interval.busy >= c.busy_threshold
+        return {(True, True): "cpu+busy", (True, False): "cpu", (False, True): "busy",
+                (False, False): "none"}[by_cpu, by_busy]
 
     # -- the algorithm -------------------------------------------------------------------------
-    def _step(self, now: float, cpu: float, rate: float, busy: float, reason: str) -> Step:
+    def _step(self, now: float, interval: Averages, reason: str) -> Step:
         previous = self.precision
-        cpu_bound = self.bottleneck(cpu, busy)
+        signal = self.bottleneck(interval)
+        cpu_bound = signal not in ("backlog", "none")
         self.level = self.ladder.level(self.ladder.precision(self.level + (-1 if cpu_bound else 1)))
         self.p += 1
         self.history.append(self.level)
         self.update_t()
-        step = Step(self.p, now, self.precision, previous, rate, cpu, cpu_bound, self.t, reason,
-                    busy)
+        step = Step(self.p, now, self.precision, previous, interval.rate, interval.cpu,
+                    cpu_bound, self.t, reason, interval.busy, interval.backlog, interval.copies,
+                    signal)
         self.trace.append(step)
-        self._begin(now, *self._samples[-1][1:])
-        log.debug("self-tuning step %d (%s): cpu %.3f, busy %.3f: %s, %.1f events/s: "
-                  "precision %s -> %s, next interval %.1fs", step.step, reason, cpu, busy,
-                  "CPU-bound" if cpu_bound else "not CPU-bound", rate,
+        self._begin(self._samples[-1])
+        log.debug("self-tuning step %d (%s): cpu %.3f, busy %.3f, backlog %+.0f of %.0f "
+                  "copies: %s, %.1f events/s: precision %s -> %s, next interval %.1fs",
+                  step.step, reason, interval.cpu, interval.busy, interval.backlog,
+                  interval.copies, signal, interval.rate,
                   format_precision(previous), format_precision(step.precision), self.t)
         return step
 
@@ -236,14 +281,13 @@ class SelfTuner:
             self.num_oscillations = 0
             self.t = c.interval
 
-    def reset(self, precision: float, now: float, cpu_seconds: float, events: float,
-              busy_seconds: float = 0.0) -> None:
+    def reset(self, precision: float, reading: Reading) -> None:
         """An operator set the precision: start again from it (history, interval, trace kept)."""
         self.level = self.ladder.level(precision)
         self.history.append(self.level)
         self.t = self.config.interval
         self.num_oscillations = 0
-        self._begin(now, cpu_seconds, events, busy_seconds)
+        self._begin(reading)
 
 
 class Ticker:

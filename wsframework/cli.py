@@ -335,8 +335,8 @@ def cmd_status(args) -> int:
         for step in trace[-args.steps:]:
             print(f"  step {step['step']:>4}  precision {step['previous']:.2f} -> "
                   f"{step['precision']:.2f}  {step['events_per_s']:8.1f} events/s  "
-                  f"cpu {step['cpu']:.2f} busy {step.get('busy', 0.0):.2f}"
-                  f"{' (bound)' if step['cpu_bound'] else ''}  "
+                  f"cpu {step['cpu']:.2f} busy {step.get('busy', 0.0):.2f} "
+                  f"backlog {step.get('backlog', 0):+d} ({step.get('signal', '?')})  "
                   f"next {step['interval']:.1f} s  ({step['reason']})")
     return 0
 

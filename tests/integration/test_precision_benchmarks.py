@@ -35,7 +35,12 @@ def test_bench_selftuning_quick(tmp_path):
     for name in ("trace_from_10pct", "trace_from_100pct", "trace_fig17"):
         trace = report[name]
         assert len(trace) >= 4
-        assert {"step", "precision", "events_per_s", "cpu", "busy", "interval"} <= set(trace[0])
+        assert {"step", "precision", "events_per_s", "cpu", "busy", "backlog", "signal",
+                "interval"} <= set(trace[0])
+        for s in trace:  # down when the dispatcher was the bottleneck, up when not
+            if s["precision"] != s["previous"]:
+                assert (s["precision"] < s["previous"]) == s["cpu_bound"]
+            assert s["cpu_bound"] == (s["signal"] in ("cpu", "busy", "cpu+busy"))
         assert all(0.0 <= s["busy"] <= 1.0 for s in trace)
     assert report["threshold"] == 0.85 and report["busy_threshold"] == 0.97  # the defaults
     steps = sum(len(report[n]) for n in ("trace_from_10pct", "trace_from_100pct", "trace_fig17"))

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from route_manager.selftuning import SelfTuner, SelfTuningConfig, Ticker
+from route_manager.selftuning import Reading, SelfTuner, SelfTuningConfig, Ticker
 
 
 class Driver:
@@ -17,27 +17,35 @@ class Driver:
         self.cpu_seconds = 0.0
         self.events = 0.0
         self.busy_seconds = 0.0
+        self.copies = 0.0
+        self.backlog = 0.0
         self.tick = tick
-        self.tuner = SelfTuner(self.config, precision, self.now, self.cpu_seconds, self.events)
+        self.tuner = SelfTuner(self.config, precision, self.reading())
 
-    def run(self, seconds, cpu, rate=100.0, busy=0.0):
-        """Advance ``seconds`` at constant ``cpu``, ``rate`` and utilization ``busy``; the
-        steps taken."""
+    def reading(self):
+        return Reading(self.now, self.cpu_seconds, self.events, self.busy_seconds, self.copies,
+                       self.backlog)
+
+    def run(self, seconds, cpu, rate=100.0, busy=0.0, copies=0.0, growth=0.0):
+        """Advance ``seconds`` at constant ``cpu``, ``rate``, utilization ``busy``, copies
+        queued per second and backlog ``growth`` per second; the steps taken."""
         steps = []
         for _ in range(round(seconds / self.tick)):
             self.now += self.tick
             self.cpu_seconds += cpu * self.tick
             self.events += rate * self.tick
             self.busy_seconds += busy * self.tick
-            step = self.tuner.sample(self.now, self.cpu_seconds, self.events, self.busy_seconds)
+            self.copies += copies * self.tick
+            self.backlog += growth * self.tick
+            step = self.tuner.sample(self.reading())
             if step is not None:
                 steps.append(step)
         return steps
 
-    def until_step(self, cpu, rate=100.0, limit=100.0, busy=0.0):
+    def until_step(self, cpu, rate=100.0, limit=100.0, busy=0.0, copies=0.0, growth=0.0):
         waited = 0.0
         while waited < limit:
-            steps = self.run(self.tick, cpu, rate, busy)
+            steps = self.run(self.tick, cpu, rate, busy, copies, growth)
             waited += self.tick
             if steps:
                 return steps[0]
@@ -77,11 +85,30 @@ def test_a_saturated_dispatcher_is_the_bottleneck_even_below_the_cpu_threshold()
     d = Driver(SelfTuningConfig(interval=1.0, threshold=0.85, busy_threshold=0.97), precision=1.0)
     step = d.until_step(cpu=0.80, busy=0.99)
     assert step.cpu_bound and step.precision == 0.9 and step.busy == pytest.approx(0.99)
+    assert step.signal == "busy"
     step = d.until_step(cpu=0.80, busy=0.90)  # link-bound: publishers held back part of the time
     assert not step.cpu_bound and step.precision == 1.0
-    assert d.until_step(cpu=0.90, busy=0.5).cpu_bound  # the paper's CPU test still applies
+    assert d.until_step(cpu=0.90, busy=0.5).signal == "cpu"  # the paper's test still applies
+    assert d.until_step(cpu=0.90, busy=1.0).signal == "cpu+busy"
+    assert d.until_step(cpu=0.50, busy=0.5).signal == "none"
     paper = Driver(SelfTuningConfig(interval=1.0, threshold=0.85, busy_threshold=0), precision=1.0)
     assert not paper.until_step(cpu=0.80, busy=1.0).cpu_bound  # 0: CPU only, as in the paper
+
+
+def test_a_growing_outgoing_backlog_means_the_link_is_the_bottleneck():
+    # Just after precision dropped below what the link can carry: the dispatcher routes
+    # flat out (CPU and utilization high) while its copies pile up in the queues.
+    config = SelfTuningConfig(interval=1.0, backlog_growth=0.1, backlog_floor=256)
+    d = Driver(config, precision=0.3)
+    step = d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=900)
+    assert not step.cpu_bound and step.precision == 0.4 and step.signal == "backlog"
+    assert step.backlog == pytest.approx(900) and step.copies == pytest.approx(3000)
+    # batching noise: a few hundred copies either way, under the floor or the share
+    assert d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=200).cpu_bound
+    assert d.until_step(cpu=0.95, busy=1.0, copies=30_000, growth=2000).cpu_bound
+    assert d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=-900).cpu_bound  # draining
+    off = Driver(SelfTuningConfig(interval=1.0, backlog_growth=0), precision=0.3)
+    assert off.until_step(cpu=0.95, busy=1.0, copies=3000, growth=900).cpu_bound
 
 
 def oscillate(d, around_cpu=(0.97, 0.5), steps=20):
@@ -126,7 +153,8 @@ def test_a_broken_pattern_resets_t_to_the_base_interval():
 
 
 def test_update_t_verbatim_on_a_history():
-    tuner = SelfTuner(SelfTuningConfig(interval=1.0, factor=3.0, max_interval=9.0), 0.5, 0.0)
+    tuner = SelfTuner(SelfTuningConfig(interval=1.0, factor=3.0, max_interval=9.0), 0.5,
+                      Reading(0.0))
     tuner.history.clear()
     trace = []
     for p, level in enumerate([5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5], start=0):
@@ -181,7 +209,7 @@ def test_settle_leaves_the_first_part_of_an_interval_out():
 
 def test_operator_reset_starts_again_from_their_precision():
     d = Driver(precision=0.5)
-    d.tuner.reset(0.2, d.now, d.cpu_seconds, d.events, d.busy_seconds)
+    d.tuner.reset(0.2, d.reading())
     assert d.until_step(cpu=0.2).precision == 0.3
 
 
@@ -190,7 +218,8 @@ def test_config_from_settings_and_validation():
                                              "selftuning_with_none": "false", "other": "x"})
     assert config.threshold == 0.96 and config.factor == 1.0 and config.with_none is False
     for bad in ({"step": 0.3}, {"factor": 0.5}, {"interval": 5, "max_interval": 2},
-                {"threshold": 0}, {"busy_threshold": 1.5}, {"busy_threshold": -0.1}):
+                {"threshold": 0}, {"busy_threshold": 1.5}, {"busy_threshold": -0.1},
+                {"backlog_growth": -1}, {"backlog_floor": -1}):
         with pytest.raises(ValueError):
             SelfTuningConfig(**bad)
 
@@ -208,3 +237,16 @@ def test_ticker_calls_until_stopped():
     assert done.wait(5)
     ticker.stop()
     assert len(calls) >= 3 and calls == sorted(calls)
+
+
+def test_bench_helpers_find_the_near_optimal_band_and_time_spent_in_it():
+    from benchmarks.selftuning import in_band, near_optimal, steps_to_reach
+
+    sweep = [{"precision": p, "events_per_s": tp}
+             for p, tp in [(0.0, 300), (0.3, 950), (0.4, 1000), (0.5, 910), (1.0, 600)]]
+    assert near_optimal(sweep) == [0.3, 0.4, 0.5]
+    trace = [{"step": k, "precision": p} for k, p in enumerate([0.9, 0.7, 0.5, 0.4, 0.6, 0.5], 1)]
+    assert in_band(trace, [0.3, 0.4, 0.5]) == {"steps": 3, "share_in_band": 0.75}
+    assert in_band(trace, [0.3, 0.4, 0.5], after=3) == {"steps": 1, "share_in_band": 0.667}
+    assert in_band(trace, [0.1]) == {"steps": None, "share_in_band": 0.0}
+    assert steps_to_reach(trace, 0.4) == 3  # within one step (0.1) of 0.4 at step 3

@@ -261,8 +261,8 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
     result["json"], result["png"] = str(json_path), str(png_path)
     plot({"fig16a: start 10%": from_low, "fig16b: start 100%": from_high,
           "fig17: start 10%, distribution change": fig17}, change_step, png_path,
-         f"self-tuning (x = 10%, n = 1, CPU >= {threshold} or busy >= {busy_threshold}, "
-         f"interval {interval} s); "
+         f"self-tuning (x = 10%, n = 1; bottleneck: CPU >= {threshold} or busy >= "
+         f"{busy_threshold} unless the backlog grows; interval {interval} s); "
          f"measured optimum {format_precision(best['precision'])} uniform, "
          f"{format_precision(best_normal['precision'])} normal")
     json_path.write_text(json.dumps(result, indent=2))

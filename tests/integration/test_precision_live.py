@@ -128,6 +128,10 @@ def test_self_tuning_lowers_precision_when_cpu_bound_and_raises_it_when_not(edn)
     figures = edn.dispatcher_stats("selftuning.")
     trace = [json.loads(v) for k, v in sorted(figures.items()) if k.startswith("selftuning.trace.")]
     assert any(s["cpu_bound"] and s["precision"] < s["previous"] for s in trace)
+    assert all(s["signal"] in ("cpu", "busy", "cpu+busy", "backlog", "none") for s in trace)
+    shown = cli(edn, "status")  # the human-readable trace
+    assert shown.returncode == 0, shown.stderr
+    assert "self-tuning:" in shown.stdout and "busy" in shown.stdout and "backlog" in shown.stdout
     low = float(edn.dispatcher_stats("precision_value")["precision_value"])
     wait_until(lambda: float(edn.dispatcher_stats("precision_value")["precision_value"]) > low,
                timeout=30, what="self-tuning to raise precision when idle", poll=0.5)

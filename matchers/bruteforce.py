@@ -21,7 +21,7 @@ from lxml import etree
 from .base import FilterSpec, Matcher
 from .errors import UnknownFilter
 from .ranges import box_dialects, compile_filter
-from .schema import CompiledFilter, Schema
+from .schema import CompiledFilter, Schema, standalone
 from wsframework import ns
 
 __all__ = ["BRUTE_FORCE_MATCHER_URI", "BruteForceMatcher"]
@@ -143,6 +143,7 @@ class BruteForceMatcher(Matcher):
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
         if not self._order:
             return []
+        event = standalone(event)  # absolute and relative paths start at one element
         box = self.schema.extract(event)
         hits = []
         for number in self._candidates(box.lo, box.hi).tolist():

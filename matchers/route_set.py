@@ -82,7 +82,7 @@ from wsframework.ns import MATCHER_RTREE_ROUTE_SET
 from ._rtree import BoxIndex
 from .base import FilterSpec, Matcher
 from .errors import InvalidFilter, UnknownFilter
-from .schema import EDN_NS, Schema
+from .schema import EDN_NS, Schema, standalone
 from .summary import SUMMARY_DIALECT, Summary, str_groups, summary_target
 
 __all__ = ["RTreeRouteSet", "CALIBRATION_POINTS", "NO_SUMMARY", "PRECISE"]
@@ -540,6 +540,7 @@ class RTreeRouteSet(Matcher):
             chosen = {s for s in routes.servers
                       if routes.summaries[s] is None or len(routes.summaries[s])}
         else:
+            event = standalone(event)  # absolute and relative paths start at one element
             box = schema.extract(event)
             chosen = self._route(routes, box.lo[None, :], box.hi[None, :])[0]
         return [server for server in routes.servers if server in chosen]

@@ -55,7 +55,7 @@ from ._rtree import PagedBoxIndex
 from .base import FilterSpec, Matcher
 from .errors import UnknownFilter
 from .ranges import box_dialects, compile_filter
-from .schema import CompiledFilter, Schema
+from .schema import CompiledFilter, Schema, standalone
 from .summary import MaximalRectangles, Summary, summary_target
 from .xpath import XPATH10_DIALECTS
 
@@ -202,6 +202,7 @@ class RTreeMatchingEngine(Matcher):
         table = self._table
         if not table.seq_of:
             return []
+        event = standalone(event)  # absolute and relative paths start at one element
         box = self.schema.extract(event)
         rows = self._index.intersecting(box.lo, box.hi)
         if not len(rows):

@@ -53,6 +53,7 @@ Hypercube events (eCube)
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass, field
@@ -83,7 +84,23 @@ __all__ = [
     "parse_number",
     "parse_datetime",
     "format_datetime",
+    "standalone",
 ]
+
+
+def standalone(event: Any) -> Any:
+    """``event`` as the root element of its own document (the element itself when it is one).
+
+    Schema paths and filters read a relative path from the event element and an absolute
+    one from the document element; range extraction relies on the two being the same
+    element (``/q:quote[q:x > 1]`` constrains a relative ``q:x`` attribute). The EDN
+    always matches events that way; an element inside a larger document (a SOAP body
+    child, say) is matched as a copy of itself.
+    """
+    getparent = getattr(event, "getparent", None)
+    if getparent is None or getparent() is None:
+        return event
+    return copy.deepcopy(event)
 
 EDN_NS = ns.EDN
 NUMBER, STRING, DATETIME = "number", "string", "dateTime"

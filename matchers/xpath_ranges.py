@@ -13,7 +13,11 @@ What is understood (everything else widens to "anything" on the dimensions invol
   steps, absolute or relative, with predicates at any step: ``/q:quote[q:price > 30]``
   constrains ``/q:quote/q:price``.  A path names a schema attribute when its steps, with
   prefixes resolved to namespace URIs, equal the steps of that attribute's ``xpath``
-  (relative paths start at the event element, the context node of both).
+  (relative paths start at the event element, the context node of both).  An absolute
+  path no attribute names, ``/R/s...``, also names a relative attribute ``s...``: events
+  are matched as the roots of their own documents, and a comparison on ``/R/s...`` holds
+  only when that root is ``R``.  (Not the other way round: a relative filter path says
+  nothing of an absolute attribute, which reads nothing when the root is another element.)
 * Comparisons ``=``, ``<``, ``<=``, ``>``, ``>=`` between such a path and a number or
   string literal, either side (``30 < q:price``), negative numbers included.
 * ``and`` (per dimension: intersection), ``or`` and ``|`` (union), parentheses,
@@ -251,11 +255,23 @@ class _Extractor:
             _, right_terms = self.walk(right, context)
             return _and(terms, right_terms)
         constraint = {}
-        for dim in self.keys.get(key, ()):
+        for dim in self._dims(key):
             interval = self._interval(dim, op, right_literal)
             if interval is not None:
                 constraint[dim] = interval
         return _and(terms, [constraint]) if constraint else terms
+
+    def _dims(self, key: tuple | None) -> tuple[int, ...]:
+        """The schema attributes a path key reads. An absolute ``/R/s...`` that no
+        attribute names reads what the relative ``s...`` reads: a comparison on it holds only
+        when the document element is ``R``, and events are matched as the roots of their own
+        documents (:func:`.schema.standalone`), so ``s...`` from the event element selects
+        the same nodes."""
+        dims = self.keys.get(key, ())
+        if not dims and key is not None and key[0] == "abs" and len(key[1]) >= 2 \
+                and key[1][0][0] == "child":
+            dims = self.keys.get(("rel", key[1][1:]), ())
+        return dims
 
     def _interval(self, dim: int, op: str, literal: Any) -> Interval | None:
         kind = self.schema.attributes[dim].type

@@ -48,10 +48,41 @@ def test_top_level_paths_and_or():
         {0: near(3.0)}, {1: Interval("A", False, "A", False)}]
 
 
-def test_relative_paths_match_relative_schema_paths_only():
+def test_relative_filter_paths_match_relative_schema_paths_only():
     assert extract("q:rel >= 2") == [{3: near(2.0)}]
-    assert extract("q:price > 3") == ANYTHING  # relative; the schema's price path is absolute
-    assert extract("/q:quote[q:rel > 3]") == ANYTHING  # /q:quote/q:rel is not q:rel
+    # relative: from a root other than q:quote the schema's absolute price reads nothing
+    assert extract("q:price > 3") == ANYTHING
+
+
+def test_absolute_filter_paths_also_name_relative_schema_paths():
+    # true only when the event (its document's root) is the named element, and then
+    # /X/q:rel and q:rel select the same nodes: whatever X is
+    assert extract("/q:quote[q:rel > 3]") == [{3: near(3.0)}]
+    assert extract("/q:other/q:rel <= 4") == [{3: near(None, 4.0)}]
+    assert extract("/q:quote[q:price > 1 and q:rel > 3]") == [{0: near(1.0), 3: near(3.0)}]
+    assert extract("/q:rel > 3") == ANYTHING  # the root itself is no child of the root
+    assert extract("//q:rel > 3") == ANYTHING
+
+
+@pytest.mark.parametrize("filter_text, inside, expected", [
+    ("/q:quote[q:rel > 3]", "<q:rel>5</q:rel>", True),
+    ("/q:quote[q:rel > 3]", "<q:rel>2</q:rel>", False),
+    ("/q:other[q:rel > 3]", "<q:rel>5</q:rel>", False),
+])
+def test_engines_match_an_event_inside_a_larger_document_as_its_own_document(
+        filter_text, inside, expected):
+    """Boxes from /R/s... assume the event is the root: an event handed over inside an
+    envelope is matched as a document of its own, by the box and by the exact check."""
+    from matchers import BruteForceMatcher
+
+    envelope = etree.fromstring(f'<env xmlns:q="urn:quotes"><body><q:quote>{inside}</q:quote>'
+                                f'</body></env>')
+    event = envelope.find(".//{urn:quotes}quote")
+    spec = FilterSpec(XPATH10, filter_text, Q)
+    for engine in (RTreeMatchingEngine(SCHEMA), BruteForceMatcher(SCHEMA)):
+        engine.add_filter("f", spec)
+        assert engine.match(event) == (["f"] if expected else [])
+    assert event.getparent() is not None  # the caller's document is left as it was
 
 
 def test_axes_dot_and_nested_steps():

@@ -55,7 +55,8 @@ def short_sweep(network, levels, warmup: float, seconds: float) -> list[dict]:
                      "hit_ratio": round(m.hit_ratio, 4), "cpu_servers": extra["cpu"]["servers"],
                      "cpu_machine": extra["cpu"]["machine"]})
         _log(f"    {in_force['precision']:>8}: {m.events_per_s:7.1f} events/s  dispatcher CPU "
-             f"{m.cpu:.2f} busy {m.busy:.2f}  R {m.hit_ratio:.3f}  servers CPU {extra['cpu']['servers']:.2f}")
+             f"{m.cpu:.2f} busy {m.busy:.2f}  R {m.hit_ratio:.3f}  "
+             f"servers CPU {extra['cpu']['servers']:.2f}")
     return rows
 
 
@@ -108,13 +109,13 @@ def near_optimal(sweep: list[dict], within: float = 0.10) -> list[float]:
 def in_band(trace: list[dict], band: list[float], after: int = 0) -> dict:
     """Steps (after ``after``) until precision is first in ``band``, and the share of the
     steps from then on that stay in it."""
-    tail = [s for s in trace if s["step"] > after]
-    for k, s in enumerate(tail):
-        if any(abs(s["precision"] - p) < 1e-9 for p in band):
-            rest = tail[k:]
-            inside = sum(any(abs(r["precision"] - p) < 1e-9 for p in band) for r in rest)
-            return {"steps": s["step"] - after, "share_in_band": round(inside / len(rest), 3)}
-    return {"steps": None, "share_in_band": 0.0}
+    inside = [any(abs(s["precision"] - p) < 1e-9 for p in band)
+              for s in trace if s["step"] > after]
+    if True not in inside:
+        return {"steps": None, "share_in_band": 0.0}
+    first = inside.index(True)
+    rest = inside[first:]
+    return {"steps": first + 1, "share_in_band": round(sum(rest) / len(rest), 3)}
 
 
 def settled(trace: list[dict], last: int = 8) -> dict:
@@ -230,6 +231,7 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
     best_normal = max(sweep_normal, key=lambda r: r["events_per_s"])
     change_step = changed.get("at", change_after)
     band_uniform, band_normal = near_optimal(sweep_uniform), near_optimal(sweep_normal)
+    settled_low, settled_high, settled_fig17 = settled(from_low), settled(from_high), settled(fig17)
     result.update({
         "setup_s": info["setup_s"],
         "threshold": threshold, "busy_threshold": busy_threshold,
@@ -240,7 +242,7 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
         "optimum_normal": best_normal["precision"], "optimum_normal_tp": best_normal["events_per_s"],
         "from_10pct_steps_to_optimum": steps_to_reach(from_low, best["precision"]),
         "from_100pct_steps_to_optimum": steps_to_reach(from_high, best["precision"]),
-        "from_10pct_settled": settled(from_low), "from_100pct_settled": settled(from_high),
+        "from_10pct_settled": settled_low, "from_100pct_settled": settled_high,
         "fig17_change_step": change_step,
         "band_uniform": band_uniform, "band_normal": band_normal,
         "from_10pct_band": in_band(from_low, band_uniform),
@@ -248,11 +250,11 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
         "fig17_band_after_change": in_band(fig17, band_normal, after=change_step),
         "fig17_steps_to_new_optimum": steps_to_reach(fig17, best_normal["precision"],
                                                      after=change_step),
-        "fig17_settled_after_change": settled(fig17),
+        "fig17_settled_after_change": settled_fig17,
         "settled_tp_over_optimum": {
-            "from_10pct": round(settled(from_low)["events_per_s"] / best["events_per_s"], 3),
-            "from_100pct": round(settled(from_high)["events_per_s"] / best["events_per_s"], 3),
-            "fig17_after_change": round(settled(fig17)["events_per_s"]
+            "from_10pct": round(settled_low["events_per_s"] / best["events_per_s"], 3),
+            "from_100pct": round(settled_high["events_per_s"] / best["events_per_s"], 3),
+            "fig17_after_change": round(settled_fig17["events_per_s"]
                                         / best_normal["events_per_s"], 3)},
         "sweep_uniform": sweep_uniform, "sweep_normal": sweep_normal,
         "trace_from_10pct": from_low, "trace_from_100pct": from_high, "trace_fig17": fig17,
@@ -272,7 +274,7 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
 def decided_by(trace: list[dict]) -> dict[str, int]:
     """How many steps each reading decided (:meth:`SelfTuner.bottleneck`): the dispatcher
     the bottleneck by "cpu", "busy" or "cpu+busy"; not, by "backlog" or "none"."""
-    counts = {"cpu": 0, "busy": 0, "cpu+busy": 0, "backlog": 0, "none": 0}
+    counts = dict.fromkeys(("cpu", "busy", "cpu+busy", "backlog", "none"), 0)
     for s in trace:
-        counts[s["signal"]] = counts.get(s["signal"], 0) + 1
+        counts[s["signal"]] += 1
     return counts

@@ -45,8 +45,8 @@ Backpressure
 Settings (``edn serve dispatcher --set KEY=VALUE``; flags where noted)
     ``initial_precision`` (precise | none | 0..1; the Spark profile job's choice),
     ``self_tuning`` (true; ``--no-self-tuning``), ``selftuning_step`` / ``_threshold`` /
-    ``_busy_threshold`` / ``_backlog_growth`` / ``_backlog_floor`` / ``_interval`` / ``_factor`` / ``_max_interval`` / ``_oscillations`` /
-    ``_throughput_change`` / ``_with_none`` / ``_settle`` (:class:`.selftuning.SelfTuningConfig`),
+    ``_busy_threshold`` / ``_backlog_growth`` / ``_backlog_floor`` / ``_interval`` /
+    ``_factor`` / ``_max_interval`` / ``_oscillations`` / ``_throughput_change`` / ``_with_none`` / ``_settle`` (:class:`.selftuning.SelfTuningConfig`),
     ``link_mbps`` (outgoing cap; ``--link-mbps``), ``backpressure`` (1000; 0: off),
     ``backpressure_timeout`` (5 s), ``monitor_interval`` (0.25 s), ``measure_window`` (10 s),
     ``stats_log_interval`` (10 s; 0: off).
@@ -77,7 +77,7 @@ from .base import BaseRouteManager
 from .forwarding import EVENT_BATCH, Forwarder, TokenBucket
 from .measurement import Counters, SlidingWindow, thread_cpu_seconds
 from .precision import PRECISE, format_precision, parse_precision
-from .selftuning import Reading, SelfTuner, SelfTuningConfig, Ticker
+from .selftuning import SelfTuner, SelfTuningConfig, Ticker
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class Dispatcher(BaseRouteManager):
 
     def _start_tuner(self) -> None:
         reading = self.counters_now()
-        self.tuner = SelfTuner(self.tuning_config, self.precision, self._tuning_reading(reading))
+        self.tuner = SelfTuner(self.tuning_config, self.precision, reading)
 
     def set_precision(self, precision: float, *, source: str = "operator") -> None:
         """Route every route with summaries cut to ``precision`` (0.0 none .. 1.0 precise)."""
@@ -284,12 +284,14 @@ class Dispatcher(BaseRouteManager):
         with self._lock:
             events, copies, route = (self.counters.events_in, self.counters.copies_out,
                                      self.counters.route_seconds)
-        sent = bytes_out = 0
+        sent = bytes_out = backlog = 0
         with self._reading_lock:  # the monitor thread and GetStats both read
             forward = self._forward_cpu
             for channel in list(self.forwarder.channels.values()):
                 sent += channel.stats.sent
                 bytes_out += channel.stats.bytes_out
+                if channel.stats.up:  # a dead server's queue says nothing of the link
+                    backlog += channel.stats.depth
                 thread = channel.sender_thread
                 now = thread_cpu_seconds(thread)
                 seen = self._forward_seen.get(id(thread), 0.0)
@@ -300,13 +302,7 @@ class Dispatcher(BaseRouteManager):
         return Counters(time=time.monotonic(), cpu=time.process_time(), route_cpu=route,
                         forward_cpu=forward, events=events, copies=copies, sent=sent,
                         bytes_out=bytes_out, servers=len(self.servers),
-                        busy=self._busy.seconds())
-
-    def _tuning_reading(self, reading: Counters) -> Reading:
-        backlog = sum(channel.stats.depth for channel in list(self.forwarder.channels.values())
-                      if channel.stats.up)  # a dead server's queue says nothing of the link
-        return Reading(reading.time, reading.cpu, reading.events, reading.busy, reading.copies,
-                       backlog)
+                        busy=self._busy.seconds(), backlog=backlog)
 
     def _tick(self, now: float) -> None:
         reading = self.counters_now()
@@ -314,7 +310,7 @@ class Dispatcher(BaseRouteManager):
         tuner = self.tuner
         if tuner is not None:
             with self._precision_lock:
-                step = tuner.sample(self._tuning_reading(reading)) \
+                step = tuner.sample(reading) \
                     if tuner is self.tuner else None
             if step is not None:
                 self.set_precision(step.precision, source="self-tuning")
@@ -389,7 +385,7 @@ class Dispatcher(BaseRouteManager):
             if tuner is not None:  # self-tuning goes on from the operator's precision
                 reading = self.counters_now()
                 with self._precision_lock:
-                    tuner.reset(self.precision, self._tuning_reading(reading))
+                    tuner.reset(self.precision, reading)
         if changes.get("self_tuning"):
             self.set_self_tuning(True)
         return contracts.ConfigureResponse(Setting=[
@@ -401,7 +397,8 @@ class Dispatcher(BaseRouteManager):
         figures: dict[str, object] = {
             "selftuning.on": int(tuner is not None),
             "selftuning.threshold": c.threshold, "selftuning.busy_threshold": c.busy_threshold,
-            "selftuning.step_size": c.step,
+            "selftuning.backlog_growth": c.backlog_growth,
+            "selftuning.backlog_floor": c.backlog_floor, "selftuning.step_size": c.step,
             "selftuning.base_interval": c.interval, "selftuning.factor": c.factor,
             "selftuning.max_interval": c.max_interval,
         }
@@ -569,7 +566,8 @@ class Dispatcher(BaseRouteManager):
         if m is not None:
             figures.update({
                 "measure.window_s": m.seconds, "measure.events_per_s": m.events_per_s,
-                "measure.cpu": m.cpu, "measure.busy": m.busy, "measure.t_f_us": m.t_f * 1e6, "measure.t_d_us": m.t_d * 1e6,
+                "measure.cpu": m.cpu, "measure.busy": m.busy, "measure.t_f_us": m.t_f * 1e6,
+                "measure.t_d_us": m.t_d * 1e6,
                 "measure.t_c_us": m.t_c * 1e6, "measure.hit_ratio": m.hit_ratio,
                 "measure.message_bytes": m.message_size,
                 "measure.bytes_out_per_s": m.bytes_out_per_s,

@@ -62,6 +62,7 @@ class Counters:
     bytes_out: int = 0        # bytes they posted
     servers: int = 0          # N_s at the reading
     busy: float = 0.0         # seconds with a request in hand (wsframework.busy)
+    backlog: int = 0          # copies queued for live servers, not yet sent (now, not cumulative)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ relative difference above ``throughput_change`` ends the interval at once. With 
 the base length the timeout always comes first.
 
 Everything here is driven by :meth:`SelfTuner.sample` with explicit times and cumulative
-counters (a :class:`Reading`): unit tests feed a fake clock and fake readings step by step,
+counters (a :class:`~.measurement.Counters` reading): unit tests feed a fake clock and fake readings step by step,
 no threads, no sleeps. :class:`Ticker` is the thread that feeds it live.
 """
 from __future__ import annotations
@@ -71,9 +71,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable, NamedTuple
 
+from .measurement import Counters
 from .precision import Ladder, format_precision
 
-__all__ = ["Averages", "Reading", "SelfTuningConfig", "SelfTuner", "Step", "Ticker"]
+__all__ = ["Averages", "SelfTuningConfig", "SelfTuner", "Step", "Ticker"]
+
+_BOTTLENECK = ("cpu", "busy", "cpu+busy")  # Step.signal values that lower precision
 
 log = logging.getLogger(__name__)
 
@@ -137,30 +140,24 @@ class Step:
     previous: float       # precision during the interval that ended
     events_per_s: float   # throughput measured over that interval
     cpu: float            # CPU load over that interval (fraction of one core)
-    cpu_bound: bool       # the dispatcher was the bottleneck: cpu or busy at its threshold
+    signal: str           # what decided: "cpu", "busy", "cpu+busy" (the bottleneck),
+                          # "backlog" (the link or a server is) or "none"
     interval: float       # t chosen by update_t() for the next interval
     reason: str           # "timeout" | "throughput"
     busy: float = 0.0     # utilization over that interval (wsframework.busy)
     backlog: float = 0.0  # growth of the outgoing backlog over that interval (copies)
     copies: float = 0.0   # copies queued for servers over that interval
-    signal: str = ""      # what decided: "cpu", "busy", "cpu+busy" (the bottleneck),
-                          # "backlog" (the link or a server is) or "none"
+
+    @property
+    def cpu_bound(self) -> bool:
+        """The dispatcher was the bottleneck (precision went down)."""
+        return self.signal in _BOTTLENECK
 
     def as_dict(self) -> dict:
         out = asdict(self)
+        out["cpu_bound"] = self.cpu_bound
         out["precision_label"] = format_precision(self.precision)
         return out
-
-
-class Reading(NamedTuple):
-    """Cumulative counters read at ``time`` (``backlog`` is the current queue depth)."""
-
-    time: float
-    cpu: float = 0.0       # process CPU seconds
-    events: float = 0.0    # events routed
-    busy: float = 0.0      # seconds with a request in hand
-    copies: float = 0.0    # copies queued for servers
-    backlog: float = 0.0   # copies queued for live servers and not yet sent, now
 
 
 class Averages(NamedTuple):
@@ -177,7 +174,7 @@ class SelfTuner:
     """The algorithm of paper IV-B. Feed :meth:`sample` readings of the cumulative counters;
     it answers a :class:`Step` when precision must change (None otherwise)."""
 
-    def __init__(self, config: SelfTuningConfig, precision: float, reading: Reading):
+    def __init__(self, config: SelfTuningConfig, precision: float, reading: Counters):
         self.config = config
         self.ladder = Ladder(config.step, config.with_none)
         self.level = self.ladder.level(precision)
@@ -192,13 +189,13 @@ class SelfTuner:
     def precision(self) -> float:
         return self.ladder.precision(self.level)
 
-    def _begin(self, reading: Reading) -> None:
+    def _begin(self, reading: Counters) -> None:
         self._started = reading.time
         # the readings since the interval began: one per tick, at most maxT / tick of them
-        self._samples: list[Reading] = [reading]
+        self._samples: list[Counters] = [reading]
 
     # -- feeding -------------------------------------------------------------------------------
-    def sample(self, reading: Reading) -> Step | None:
+    def sample(self, reading: Counters) -> Step | None:
         c = self.config
         self._samples.append(reading)
         now = reading.time
@@ -212,7 +209,7 @@ class SelfTuner:
                 return self._step(now, latest, "throughput")
         return None
 
-    def _at(self, when: float) -> Reading:
+    def _at(self, when: float) -> Counters:
         """The last reading taken at or before ``when`` (the first one if none)."""
         chosen = self._samples[0]
         for sample in self._samples:
@@ -249,14 +246,13 @@ class SelfTuner:
     def _step(self, now: float, interval: Averages, reason: str) -> Step:
         previous = self.precision
         signal = self.bottleneck(interval)
-        cpu_bound = signal not in ("backlog", "none")
-        self.level = self.ladder.level(self.ladder.precision(self.level + (-1 if cpu_bound else 1)))
+        down = signal in _BOTTLENECK
+        self.level = self.ladder.level(self.ladder.precision(self.level + (-1 if down else 1)))
         self.p += 1
         self.history.append(self.level)
         self.update_t()
-        step = Step(self.p, now, self.precision, previous, interval.rate, interval.cpu,
-                    cpu_bound, self.t, reason, interval.busy, interval.backlog, interval.copies,
-                    signal)
+        step = Step(self.p, now, self.precision, previous, interval.rate, interval.cpu, signal,
+                    self.t, reason, interval.busy, interval.backlog, interval.copies)
         self.trace.append(step)
         self._begin(self._samples[-1])
         log.debug("self-tuning step %d (%s): cpu %.3f, busy %.3f, backlog %+.0f of %.0f "
@@ -281,7 +277,7 @@ class SelfTuner:
             self.num_oscillations = 0
             self.t = c.interval
 
-    def reset(self, precision: float, reading: Reading) -> None:
+    def reset(self, precision: float, reading: Counters) -> None:
         """An operator set the precision: start again from it (history, interval, trace kept)."""
         self.level = self.ladder.level(precision)
         self.history.append(self.level)

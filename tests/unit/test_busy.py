@@ -1,6 +1,7 @@
 """The utilization meter (wsframework.busy) on a fake clock: no threads needed to check the
 arithmetic, one threaded test for the locking."""
 import threading
+import time
 
 import pytest
 
@@ -82,7 +83,6 @@ def test_concurrent_requests_never_count_more_than_wall_time():
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
         t.start()
-    import time
     begun = time.monotonic()
     start.set()
     for t in threads:

@@ -4,7 +4,8 @@ import threading
 
 import pytest
 
-from route_manager.selftuning import Reading, SelfTuner, SelfTuningConfig, Ticker
+from route_manager.measurement import Counters
+from route_manager.selftuning import SelfTuner, SelfTuningConfig, Ticker
 
 
 class Driver:
@@ -23,8 +24,8 @@ class Driver:
         self.tuner = SelfTuner(self.config, precision, self.reading())
 
     def reading(self):
-        return Reading(self.now, self.cpu_seconds, self.events, self.busy_seconds, self.copies,
-                       self.backlog)
+        return Counters(time=self.now, cpu=self.cpu_seconds, events=self.events,
+                        busy=self.busy_seconds, copies=self.copies, backlog=self.backlog)
 
     def run(self, seconds, cpu, rate=100.0, busy=0.0, copies=0.0, growth=0.0):
         """Advance ``seconds`` at constant ``cpu``, ``rate``, utilization ``busy``, copies
@@ -154,7 +155,7 @@ def test_a_broken_pattern_resets_t_to_the_base_interval():
 
 def test_update_t_verbatim_on_a_history():
     tuner = SelfTuner(SelfTuningConfig(interval=1.0, factor=3.0, max_interval=9.0), 0.5,
-                      Reading(0.0))
+                      Counters(time=0.0))
     tuner.history.clear()
     trace = []
     for p, level in enumerate([5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5], start=0):

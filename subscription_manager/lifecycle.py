@@ -14,9 +14,10 @@ Renews. It leaves ``active`` exactly once, for one of three terminal states:
 Nothing leaves a terminal state. Every change is applied in the durable store as a
 *conditional* UPDATE (``... WHERE status IN (sources of the event)``) so that when several
 worker processes race (two sweepers, a renew against an unsubscribe, two workers noticing a
-dead sink) exactly one of them wins, and only the winner sends a SubscriptionEnd. The
-in-memory view follows the same table through :class:`Lifecycle`; an illegal event raises
-:class:`IllegalTransition` and leaves the state unchanged.
+dead sink) exactly one of them wins, and only the winner sends a SubscriptionEnd: the store
+derives those UPDATEs from the table (:func:`next_state`, :func:`sources`). :class:`Lifecycle`
+walks one state through the same table; an illegal event raises :class:`IllegalTransition`
+and leaves the state unchanged.
 """
 from __future__ import annotations
 

@@ -96,8 +96,9 @@ class SubscriptionManager:
         self._rw = RWLock()
         self._subscriptions: dict[str, Subscription] = {}
         self._templates: dict[str, NotificationTemplate] = {}
-        # What each topic's matcher holds for us: id -> (topic uid, filter spec or None).
-        self._installed: dict[str, tuple[str, object]] = {}
+        # What each topic's matcher holds for us: id -> (topic uid, filter spec or None,
+        # the matcher holding the filter or None).
+        self._installed: dict[str, tuple[str, object, Matcher | None]] = {}
         self._unfiltered: dict[str, dict[str, None]] = {}
         # Subscriptions that left the view: id -> (seq, when), so a late, older row (a slow
         # request thread applying what it stored) cannot bring one back. Pruned by the sweeper.
@@ -334,44 +335,38 @@ class SubscriptionManager:
         """Put the subscription's filter into its topic's matcher (caller holds the write
         lock); raise the version's fault if the matcher refuses it."""
         installed = self._installed.get(subscription.id)
-        if installed == (entry.uid, subscription.filter):
+        if installed is not None and installed[:2] == (entry.uid, subscription.filter):
             return
         if installed is not None:
             self._uninstall(subscription.id)
         spec = subscription.filter
+        matcher = None
         if spec is None:
             self._unfiltered.setdefault(entry.uid, {})[subscription.id] = None
         else:
             faults = subscription.version.faults
+            matcher = self.matcher_for(entry)
             try:
-                self.matcher_for(entry).add_filter(subscription.id, spec)
+                matcher.add_filter(subscription.id, spec)
             except UnsupportedDialect as exc:
                 raise faults.filtering_requested_unavailable(exc.dialect, exc.supported) from None
             except InvalidFilter as exc:
                 if exc.reason == "empty filter":
                     raise faults.empty_filter() from None
                 raise faults.cannot_process_filter(exc.reason) from None
-        self._installed[subscription.id] = (entry.uid, spec)
+        # the matcher is kept so that removal needs no topic lookup (it runs under the
+        # write lock, for every expiry and unsubscribe)
+        self._installed[subscription.id] = (entry.uid, spec, matcher)
 
     def _uninstall(self, subscription_id: str) -> None:
         installed = self._installed.pop(subscription_id, None)
         if installed is None:
             return
-        topic_uid, spec = installed
+        topic_uid, spec, matcher = installed
         if spec is None:
             self._unfiltered.get(topic_uid, {}).pop(subscription_id, None)
-            return
-        entry = self._entry_by_uid(topic_uid)
-        if entry is not None:
-            matcher = self.matcher_for(entry)
-            if subscription_id in matcher:
-                matcher.remove_filter(subscription_id)
-
-    def _entry_by_uid(self, topic_uid: str) -> NamespaceEntry | None:
-        for entry in self.topics.entries():
-            if entry.uid == topic_uid:
-                return entry
-        return None
+        elif subscription_id in matcher:
+            matcher.remove_filter(subscription_id)
 
     def _entry_of(self, subscription: Subscription) -> NamespaceEntry | None:
         try:
@@ -476,7 +471,7 @@ class SubscriptionManager:
                                       subscription.id, fault.reason)
         elif event == "removed":
             with self._rw.write():
-                for subscription_id, (topic_uid, _) in list(self._installed.items()):
+                for subscription_id, (topic_uid, _, _) in list(self._installed.items()):
                     if topic_uid == entry.uid:
                         del self._installed[subscription_id]
                 self._unfiltered.pop(entry.uid, None)
@@ -553,9 +548,6 @@ class SubscriptionManager:
         stats["subscriptions"] = len(self._subscriptions)
         stats["published"] = self._published
         return stats
-
-    def subscriptions(self) -> list[Subscription]:
-        return list(self._subscriptions.values())
 
     def close(self) -> None:
         """Stop the sweeper; end every active subscription with SubscriptionEnd/

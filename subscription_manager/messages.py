@@ -196,13 +196,8 @@ def subscription_id_from(version: EventingVersion, text: str | None) -> str | No
 
 def subscribe_response(version: EventingVersion, manager: EndpointReference,
                        granted: str | None) -> etree._Element:
-    body = _element(version, "SubscribeResponse")
-    body.append(manager.to_element(version.q("SubscriptionManager"), version.wsa))
-    if version is V2004:
-        if granted is not None:
-            _sub(body, version, "Expires", granted)
-    else:
-        _sub(body, version, "GrantedExpires", granted)
+    body = _expires_response(version, "SubscribeResponse", granted)
+    body.insert(0, manager.to_element(version.q("SubscriptionManager"), version.wsa))
     return body
 
 

@@ -248,10 +248,15 @@ class SubscriptionStore:
         rows = self.store.query(f"SELECT * FROM {_TABLE} WHERE id = ?", (subscription_id,))
         return _from_row(rows[0]) if rows else None
 
-    def active(self) -> list[Subscription]:
-        return [_from_row(r) for r in
-                self.store.query(f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq",
-                                 (State.ACTIVE.value,))]
+    def active(self, topic_uid: str | None = None) -> list[Subscription]:
+        """Active subscriptions (of one topic, by its uid, when given)."""
+        if topic_uid is None:
+            return [_from_row(r) for r in
+                    self.store.query(f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq",
+                                     (State.ACTIVE.value,))]
+        return [_from_row(r) for r in self.store.query(
+            f"SELECT * FROM {_TABLE} WHERE status = ? AND topic_uid = ? ORDER BY seq",
+            (State.ACTIVE.value, topic_uid))]
 
     def changed_since(self, seq: int) -> list[Subscription]:
         return [_from_row(r) for r in

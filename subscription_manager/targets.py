@@ -35,8 +35,7 @@ __all__ = ["TargetRefused", "TargetPolicy", "Resolver"]
 Resolver = Callable[..., list]
 
 _ALWAYS_REFUSED = [ipaddress.ip_network(n) for n in (
-    "169.254.0.0/16", "fe80::/10",  # link-local
-    "169.254.169.254/32", "fd00:ec2::254/128", "100.100.100.200/32",  # cloud metadata
+    "169.254.0.0/16", "fe80::/10",  # link-local (cloud metadata addresses: _METADATA)
 )]
 _PRIVATE = [ipaddress.ip_network(n) for n in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7",

@@ -165,9 +165,6 @@ class Faults:
         return self._fault(SENDER, f"the filter dialect {dialect!r} is not supported here",
                            "FilteringRequestedUnavailable", detail)
 
-    def filtering_not_supported(self) -> SoapFault:
-        return self._fault(SENDER, "filtering is not supported here", "FilteringNotSupported")
-
     def cannot_process_filter(self, reason: str) -> SoapFault:
         return self._fault(SENDER, f"cannot process the filter: {reason}",
                            "InvalidMessage" if self._is_2004 else "CannotProcessFilter")

@@ -12,6 +12,7 @@ from typing import Iterable, Sequence
 from lxml import etree
 
 from . import ns
+from .elements import detached
 from .exceptions import SoapFault, sender_fault
 
 
@@ -56,10 +57,6 @@ def _serialize(elements: Sequence[etree._Element]) -> tuple[bytes, ...]:
     return tuple(etree.tostring(e, method="c14n", exclusive=True) for e in elements)
 
 
-def _copy(element: etree._Element) -> etree._Element:
-    return etree.fromstring(etree.tostring(element))
-
-
 @dataclass(frozen=True, eq=False)
 class EndpointReference:
     """An endpoint reference: an address plus the reference parameters (and, for 2004/08,
@@ -97,8 +94,8 @@ class EndpointReference:
         props = element.find(version.q("ReferenceProperties")) if version is WsaVersion.WSA2004 else None
         return cls(
             address.text.strip(),
-            tuple(_copy(p) for p in params if isinstance(p.tag, str)) if params is not None else (),
-            tuple(_copy(p) for p in props if isinstance(p.tag, str)) if props is not None else (),
+            tuple(detached(p) for p in params if isinstance(p.tag, str)) if params is not None else (),
+            tuple(detached(p) for p in props if isinstance(p.tag, str)) if props is not None else (),
         )
 
     def to_element(self, tag: str, version: WsaVersion) -> etree._Element:
@@ -107,18 +104,18 @@ class EndpointReference:
         if self.reference_properties and version is WsaVersion.WSA2004:
             props = etree.SubElement(element, version.q("ReferenceProperties"))
             for p in self.reference_properties:
-                props.append(_copy(p))
+                props.append(detached(p))
         if self.reference_parameters:
             params = etree.SubElement(element, version.q("ReferenceParameters"))
             for p in self.reference_parameters:
-                params.append(_copy(p))
+                params.append(detached(p))
         return element
 
     def header_blocks(self, version: WsaVersion) -> list[etree._Element]:
         """The blocks to add to a message sent to this EPR (WS-Addressing binding rules)."""
         blocks = []
         for p in self.reference_properties + self.reference_parameters:
-            block = _copy(p)
+            block = detached(p)
             if version is WsaVersion.WSA10:
                 block.set(version.q("IsReferenceParameter"), "true")
             blocks.append(block)

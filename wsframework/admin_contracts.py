@@ -68,6 +68,8 @@ from spyne.interface.wsdl import Wsdl11
 from spyne.protocol.xml import XmlDocument
 from spyne.util.appreg import unregister_application
 
+from . import ns
+
 with warnings.catch_warnings():
     # spyne's SOAP protocol imports ``cgi`` (deprecated, gone in 3.13); we are pinned below
     # 3.12 for spyne anyway, so the warning tells nobody anything.
@@ -93,11 +95,11 @@ __all__ = [
     "parse_request", "parse_response", "render", "spyne_wsdl",
 ]
 
-ADMIN_NS = "urn:wsframework:admin"
+ADMIN_NS = ns.ADMIN
 
 
 def _qname(local: str) -> str:
-    return "{%s}%s" % (ADMIN_NS, local)
+    return ns.qname(ADMIN_NS, local)
 
 
 ADMIN_TOKEN_QNAME = _qname("AdminToken")

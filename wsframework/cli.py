@@ -98,12 +98,13 @@ def _initial_precision(args):
         raise SystemExit(f"edn serve: --precision-profile: {exc}") from None
 
 
-def _admin_client(args):
+def _admin_client(args, transport=None):
     from .admin_client import AdminClient
-    token = args.admin_token or os.environ.get("EDN_ADMIN_TOKEN")
+    from .service import ADMIN_TOKEN_ENV
+    token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV)
     if not token:
-        raise SystemExit("an admin credential is needed: --admin-token or EDN_ADMIN_TOKEN")
-    return AdminClient(args.at, token)
+        raise SystemExit(f"an admin credential is needed: --admin-token or {ADMIN_TOKEN_ENV}")
+    return AdminClient(args.at, token, transport=transport)
 
 
 def _add_topic(sub):
@@ -188,12 +189,8 @@ def _add_partition(sub):
 
 def cmd_partition(args) -> int:
     from . import admin_contracts as contracts
-    from .admin_client import AdminClient
     from .transport import HttpTransport
-    token = args.admin_token or os.environ.get("EDN_ADMIN_TOKEN")
-    if not token:
-        raise SystemExit("an admin credential is needed: --admin-token or EDN_ADMIN_TOKEN")
-    client = AdminClient(args.at, token, transport=HttpTransport(timeout=(3.0, args.timeout)))
+    client = _admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
     response = client.call(contracts.Repartition(Topic=args.topic, Algorithm=args.algorithm))
     figures = {f.Name: _number(f.Value) for f in (response.Figure or [])}
     result = {"topic": args.topic, "algorithm": args.algorithm, **figures,
@@ -235,11 +232,12 @@ def _add_subscribe(sub):
 def cmd_subscribe(args) -> int:
     from subscription_manager.client import EventingClient
     from . import ns
+    from .publisher import topic_address
     dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": ns.RANGES_DIALECT}
     dialect = dialects.get(args.dialect, args.dialect)
     namespaces = dict(item.split("=", 1) for item in args.prefix)
     handle = EventingClient(args.version).subscribe(
-        f"{args.at.rstrip('/')}/topics/{args.topic}", args.notify_to, end_to=args.end_to,
+        topic_address(args.at, args.topic), args.notify_to, end_to=args.end_to,
         filter=args.filter, dialect=dialect, namespaces=namespaces, expires=args.expires)
     print(f"subscribed: manager {handle.manager.address} id {handle.id} expires {handle.expires}")
     return 0

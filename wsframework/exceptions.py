@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 from lxml import etree
 
 from . import ns
+from .elements import detached
 
 SENDER = "Sender"
 RECEIVER = "Receiver"
@@ -88,7 +89,7 @@ class SoapFault(WsFrameworkError):
         if self.detail:
             detail = etree.SubElement(fault, ns.qname(env, "Detail"))
             for item in self.detail:
-                detail.append(_copy(item))
+                detail.append(detached(item))
         return fault
 
     def _soap11(self) -> etree._Element:
@@ -103,7 +104,7 @@ class SoapFault(WsFrameworkError):
         if self.detail:
             detail = etree.SubElement(fault, "detail")
             for item in self.detail:
-                detail.append(_copy(item))
+                detail.append(detached(item))
         return fault
 
     # -- parsing (client side) -------------------------------------------------------------
@@ -144,10 +145,6 @@ def sender_fault(reason: str, subcode: str | None = None, detail=(), action=None
 
 def receiver_fault(reason: str, subcode: str | None = None, detail=(), action=None) -> SoapFault:
     return SoapFault(RECEIVER, reason, (subcode,) if subcode else (), detail, action)
-
-
-def _copy(element: etree._Element) -> etree._Element:
-    return etree.fromstring(etree.tostring(element))
 
 
 def _set_qname_text(element: etree._Element, clark: str) -> None:

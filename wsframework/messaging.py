@@ -203,8 +203,7 @@ class MessagingLayer:
     def _select(self, message: IncomingMessage) -> Handler:
         variables = {"action": message.action or "", "path": message.path,
                      "to": (message.addressing.to if message.addressing else None) or ""}
-        root = message.envelope.root if message.envelope.root is not None else message.envelope.to_element()
-        names = self._matcher.match(root, variables=variables)
+        names = self._matcher.match(message.envelope.root, variables=variables)
         if not names:
             raise wsa.action_not_supported(message.wsa_version, message.action)
         best = max(names, key=lambda n: (self._handlers[n][0], -self._handlers[n][1]))

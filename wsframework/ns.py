@@ -18,7 +18,6 @@ WSA10_ANONYMOUS = WSA10 + "/anonymous"
 WSA10_NONE = WSA10 + "/none"
 WSA2004_FAULT_ACTION = WSA2004 + "/fault"
 WSA10_FAULT_ACTION = WSA10 + "/fault"
-WSA10_SOAP_FAULT_ACTION = WSA10 + "/soap/fault"
 WSAM = "http://www.w3.org/2007/05/addressing/metadata"
 
 # WS-Eventing

@@ -38,6 +38,7 @@ from route_manager.placement import Candidate, PlacementRouter, Space, subscript
 from wsframework import admin_contracts as contracts
 from wsframework.admin_client import AdminClient
 from wsframework.client import SoapClient
+from wsframework.elements import detached
 from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry
@@ -130,7 +131,7 @@ class EdnSubscriptionManager(SubscriptionManager):
 
     # == the subscriptions' centres (K-means placement) ====================================
     def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
-        entry = self._live_entry(subscription)
+        entry = self._entry_of(subscription)
         if entry is None:
             return
         try:
@@ -156,13 +157,6 @@ class EdnSubscriptionManager(SubscriptionManager):
             if acc is not None:
                 acc[1] -= 1
                 acc[0] = acc[0] - centre if acc[1] > 0 else np.zeros_like(centre)
-
-    def _live_entry(self, subscription: Subscription) -> NamespaceEntry | None:
-        try:
-            entry = self.topics.get(subscription.topic)
-        except UnknownEntry:
-            return None
-        return entry if entry.uid == subscription.topic_uid else None
 
     def route_count(self, entry: NamespaceEntry) -> int:
         with self._centre_lock:
@@ -298,7 +292,7 @@ class EdnSubscriptionManager(SubscriptionManager):
             return None
         client = SoapClient(self.peer_transport, soap_version=message.soap_version,
                             wsa_version=version.wsa)
-        body = etree.fromstring(etree.tostring(message.body))  # keeps in-scope prefixes
+        body = detached(message.body)
         try:
             reply = client.call(f"{address}/topics/{entry.name}", version.action("Subscribe"),
                                 body, self._credential_headers())
@@ -318,7 +312,7 @@ class EdnSubscriptionManager(SubscriptionManager):
             raise version.faults.unable_to_process(
                 f"the server chosen for the subscription ({target}) answered without a body")
         self.count("forwarded_subscribes")
-        return Reply(version.action("SubscribeResponse"), _detached(reply.body))
+        return Reply(version.action("SubscribeResponse"), detached(reply.body))
 
     # == Renew / GetStatus / Unsubscribe of moved subscriptions ============================
     def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
@@ -351,7 +345,7 @@ class EdnSubscriptionManager(SubscriptionManager):
         client = SoapClient(self.peer_transport, soap_version=message.soap_version,
                             wsa_version=version.wsa)
         try:
-            reply = client.call(epr, version.action(operation), _detached(message.body))
+            reply = client.call(epr, version.action(operation), detached(message.body))
         except SoapFault as fault:
             raise _as_eventing_fault(fault, version)
         except TransportError as exc:
@@ -360,7 +354,7 @@ class EdnSubscriptionManager(SubscriptionManager):
         self.count("forwarded_manager_requests")
         if operation == "Unsubscribe":
             self.mover.forwarding.drop(subscription_id)
-        body = _detached(reply.body) if reply.body is not None else None
+        body = detached(reply.body) if reply.body is not None else None
         return Reply(version.action(msg.OPERATIONS[operation]), body)
 
     # == offline partitioning ==============================================================
@@ -460,12 +454,6 @@ class _RouteView:
                 and len(state.centroid) == d else None,
                 state.count if usable else 0))
         return found
-
-
-def _detached(element: etree._Element) -> etree._Element:
-    """A copy that keeps every namespace declaration in scope (``deepcopy`` drops the
-    unused ones, which prefixes inside XPath filter text may still need)."""
-    return etree.fromstring(etree.tostring(element))
 
 
 def _as_eventing_fault(fault: SoapFault, version: EventingVersion) -> SoapFault:

@@ -246,7 +246,7 @@ class Mover:
         entry = manager.topic(topic)
         now = manager.clock()
         if ids is None:
-            rows = manager.store.active()
+            rows = manager.store.active(entry.uid)
         else:
             rows = [s for s in map(manager.store.get, dict.fromkeys(ids)) if s is not None]
         return [s for s in rows if s.is_active and s.topic_uid == entry.uid
@@ -341,10 +341,9 @@ class Mover:
 
     def _import_at(self, target: str, topic: str, subscriptions: list[Subscription]) -> None:
         manager = self.manager
-        schema = manager.matcher_for(manager.topic(topic)).schema
+        # no rectangles: the importer compiles the filters itself (parse_subscriptions)
         request = contracts.ImportSubscriptions(
-            Topic=topic, Subscriptions=subscriptions_element(
-                topic, subscriptions, lambda s: _boxes(schema, s.filter)))
+            Topic=topic, Subscriptions=subscriptions_element(topic, subscriptions))
         client = manager.admin_client(target)
         for attempt in range(_IMPORT_ATTEMPTS):
             try:

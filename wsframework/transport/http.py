@@ -52,13 +52,6 @@ class HttpTransport:
             raise TransportError(f"response from {url} exceeds {self.max_response_bytes} bytes")
         return TransportResponse(response.status_code, response.headers.get("Content-Type"), body)
 
-    def get(self, url: str) -> TransportResponse:
-        try:
-            response = self._session().get(url, timeout=self.timeout, allow_redirects=False)
-        except requests.RequestException as exc:
-            raise TransportError(f"GET {url} failed: {exc}") from exc
-        return TransportResponse(response.status_code, response.headers.get("Content-Type"),
-                                 response.content)
 
     def close(self) -> None:
         with self._lock:

@@ -113,8 +113,9 @@ class Repartitioner:
         assignment = _match_labels(labels, owner, k)
         target = assignment[labels]
         events = np.random.default_rng(self.seed).uniform(0.0, 10.0, size=(self.samples, mins.shape[1]))
-        figures["hit_ratio_before"] = _hit_ratio(events, n_mins, n_maxs, owner, k)
-        figures["hit_ratio_after"] = _hit_ratio(events, n_mins, n_maxs, target, k)
+        for name, labels_ in (("hit_ratio_before", owner), ("hit_ratio_after", target)):
+            figures[name] = float(hit_ratio.hit_ratio(
+                events, hit_ratio.precise_summaries(n_mins, n_maxs, labels_, k)))
         moved = 0
         for source in range(k):
             for destination in range(k):
@@ -201,10 +202,5 @@ def _match_labels(labels: np.ndarray, owner: np.ndarray, k: int) -> np.ndarray:
             assignment[label] = server
             taken[server] = True
     return assignment
-
-
-def _hit_ratio(events, mins, maxs, labels, k) -> float:
-    summaries = [(mins[labels == s], maxs[labels == s]) for s in range(k)]
-    return float(hit_ratio.hit_ratio(events, summaries))
 
 

@@ -27,7 +27,7 @@ def _add_serve(sub):
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
     p.add_argument("--allow-private", action="append", default=[], metavar="CIDR",
                    help="allow notification targets in this private range (repeatable)")
-    p.add_argument("--set", dest="role_settings", action="append", default=[], type=_setting,
+    p.add_argument("--set", dest="role_settings", action="append", default=[], type=key_value,
                    metavar="KEY=VALUE", help="a role setting, e.g. delivery_retries=5 (repeatable)")
     p.add_argument("--log-level", default="info")
     server = p.add_argument_group("server role (edn serve server)")
@@ -53,7 +53,7 @@ def _add_serve(sub):
     p.set_defaults(func=cmd_serve)
 
 
-def _setting(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")

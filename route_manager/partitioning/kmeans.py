@@ -19,7 +19,7 @@ import numpy as np
 from ..workloads import as_generator
 from .base import Partitioner
 
-__all__ = ["KMeansPartitioner", "OnlineKMeansPartitioner"]
+__all__ = ["KMeansPartitioner", "OnlineKMeansPartitioner", "padded_centroids"]
 
 
 def _sq_distances(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:
@@ -31,6 +31,15 @@ def _sq_distances(points: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     np.maximum(d2, 0.0, out=d2)
     d2[:, ~finite] = np.inf
     return d2
+
+
+def padded_centroids(centroids: np.ndarray, k: int) -> np.ndarray:
+    """``centroids`` with rows of +inf up to ``k``: the servers they stand for are nearest to
+    no subscription, so they stay empty."""
+    missing = k - len(centroids)
+    if missing <= 0:
+        return centroids
+    return np.vstack([centroids, np.full((missing, centroids.shape[1]), np.inf)])
 
 
 def _nearest(points: np.ndarray, centroids: np.ndarray, chunk: int = 65536) -> np.ndarray:
@@ -104,10 +113,8 @@ class KMeansPartitioner(Partitioner):
             self.labels_ = np.empty(0, dtype=np.int64)
             self._set_centroids(points, self.labels_)
             return
-        centroids = points[rng.choice(n, size=min(k, n), replace=False)]
-        if len(centroids) < k:  # fewer subscriptions than servers: extra servers stay empty
-            centroids = np.vstack([centroids, np.full((k - len(centroids), points.shape[1]),
-                                                      np.inf)])
+        # fewer subscriptions than servers: the extra servers stay empty
+        centroids = padded_centroids(points[rng.choice(n, size=min(k, n), replace=False)], k)
         labels = _nearest(points, centroids)
         for it in range(1, self.max_iter + 1):
             new = centroids.copy()
@@ -123,6 +130,13 @@ class KMeansPartitioner(Partitioner):
             self.n_iter_ = it
             if shift < self.delta:
                 break
+        self._finish(points, centroids, labels)
+
+    def _finish(self, points, centroids, labels=None):
+        """From fitted ``centroids`` (``k`` rows): labels under the load threshold and the
+        servers' centroids (for subclasses that fit the centroids some other way)."""
+        if labels is None:
+            labels = _nearest(points, centroids)
         self.labels_ = _enforce_capacity(points, centroids, labels, self.capacity_)
         self._set_centroids(points, self.labels_)
 

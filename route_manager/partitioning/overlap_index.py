@@ -72,7 +72,6 @@ class MaxOverlapIndex:
         self._eligible_bits = np.zeros(words, dtype=np.uint64)
         self._server_eligible = np.ones(n_servers, dtype=bool)
         self._slots: list[list[int]] = [[] for _ in range(n_servers)]
-        self._live = np.zeros(cap, dtype=bool)
         self._row_index = np.arange(2 * d)
         self._inv_width = 1.0 / self._width
         self._levels = _LEVELS_LOW_D if d <= 6 else _LEVELS_HIGH_D
@@ -92,9 +91,6 @@ class MaxOverlapIndex:
         server = np.empty(cap, dtype=np.int64)
         server[: self.n] = self.server[: self.n]
         self.server = server
-        live = np.zeros(cap, dtype=bool)
-        live[: self.n] = self._live[: self.n]
-        self._live = live
         rows = np.zeros((2 * self.d, self.slabs + 2, words), dtype=np.uint64)
         rows[:, :, :old_words] = self._rows
         rows[: self.d, self.slabs + 1, :] = _ALL
@@ -122,7 +118,6 @@ class MaxOverlapIndex:
         self._grow(slot + 1)
         self.n += 1
         self.lo[slot], self.hi[slot], self.server[slot] = lo, hi, server
-        self._live[slot] = True
         self._set_bits(slot, lo, hi)
         self._slots[server].append(slot)
         if self._server_eligible[server]:
@@ -147,7 +142,6 @@ class MaxOverlapIndex:
         self.n += m
         slots = np.arange(start, start + m)
         self.lo[slots], self.hi[slots], self.server[slots] = mins, maxs, server
-        self._live[slots] = True
         first_word, offset = start >> 6, start & 63
         width = offset + m + (-(offset + m)) % 64
         rows = np.arange(self.slabs + 2)
@@ -174,15 +168,11 @@ class MaxOverlapIndex:
     def remove_server_boxes(self, server: int) -> None:
         """Drop every box of ``server`` (its summary is being replaced)."""
         slots = np.asarray(self._slots[server], dtype=np.int64)
-        self._live[slots] = False
         self._set_eligible(slots, False)
         self._slots[server] = []
 
     def server_slots(self, server: int) -> np.ndarray:
         return np.asarray(self._slots[server], dtype=np.int64)
-
-    def live_count(self) -> int:
-        return int(self._live[: self.n].sum())
 
     def set_server_eligible(self, server: int, eligible: bool) -> None:
         """Include or exclude a server's boxes from queries (load threshold)."""

@@ -3,23 +3,17 @@
 (``--json``: one JSON object) and to files in ``--out``."""
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 import time
 from pathlib import Path
 
+from wsframework.cli import key_value
+
 from .inputs import PARTITIONERS
 
 __all__ = ["add_profile_parser", "add_study_parser"]
-
-
-def _conf(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def _spark_options(p) -> None:
@@ -27,7 +21,7 @@ def _spark_options(p) -> None:
     g.add_argument("--master", default="local[*]",
                    help="Spark master (default local[*]; a spark:// or yarn master is passed "
                         "unchanged)")
-    g.add_argument("--conf", action="append", default=[], type=_conf, metavar="KEY=VALUE",
+    g.add_argument("--conf", action="append", default=[], type=key_value, metavar="KEY=VALUE",
                    help="a Spark setting (repeatable)")
     g.add_argument("--local", action="store_true",
                    help="no Spark: run the same kernels in this process")

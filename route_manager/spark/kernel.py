@@ -146,27 +146,17 @@ def build_route_set(schema_xml: bytes, servers: Sequence[str],
 
     Built as the dispatcher builds it: each server's precise summary with its rectangle
     count, then ``set_precision`` (the route set cuts the summaries itself, exactly as
-    :func:`cut_summary` does).  A route set without ``set_precision`` gets the cut
-    summaries installed directly."""
+    :func:`cut_summary` does)."""
     schema = schema_from_xml(schema_xml)
     routes = RTreeRouteSet(schema)
     boxes = []
-    cuts_here = not hasattr(routes, "set_precision")
     for server, (rectangles, mins, maxs) in zip(servers, parts):
         if precision is None:
             boxes.append(0)
         else:
             boxes.append(min(summary_target(precision, rectangles), len(mins)) if len(mins) else 0)
-        if cuts_here:
-            if precision is None:
-                routes.set_summary(server, None)
-            else:
-                routes.set_summary(server, Summary(schema.dims,
-                                                   *cut_summary(mins, maxs, rectangles, precision)))
-        else:
-            routes.set_summary(server, Summary(schema.dims, mins, maxs), rectangles=rectangles)
-    if not cuts_here:
-        routes.set_precision(0.0 if precision is None else precision)
+        routes.set_summary(server, Summary(schema.dims, mins, maxs), rectangles=rectangles)
+    routes.set_precision(0.0 if precision is None else precision)
     return routes, boxes
 
 

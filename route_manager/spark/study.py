@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import hit_ratio as hr
 from ..partitioning import KMeansPartitioner
-from ..partitioning.kmeans import _enforce_capacity, _nearest
+from ..partitioning.kmeans import padded_centroids
 from .inputs import PARTITIONERS, events_from_spec, make_partitioner, workload_rectangles
 from .kernel import chunk_bounds
 
@@ -225,12 +225,9 @@ class SparkKMeansPartitioner(KMeansPartitioner):
     def __init__(self, session=None, load_factor: float = 2.0, capacity: int | None = None,
                  max_iter: int = 20, tol: float = 1e-4, random_state: int | None = 7,
                  init_mode: str = "k-means||", slices: int | None = None):
+        super().__init__(load_factor, capacity, max_iter=max_iter, random_state=random_state)
         self.session = session
-        self.load_factor = load_factor
-        self.capacity = capacity
-        self.max_iter = max_iter
         self.tol = tol
-        self.random_state = random_state
         self.init_mode = init_mode
         self.slices = slices
 
@@ -260,14 +257,11 @@ class SparkKMeansPartitioner(KMeansPartitioner):
         model = KMeans(k=k, maxIter=self.max_iter, tol=self.tol, seed=seed,
                        initMode=self.init_mode).fit(frame)
         frame.unpersist()
-        centroids = np.array([np.asarray(c) for c in model.clusterCenters()], dtype=np.float64)
-        if len(centroids) < k:  # Spark may return fewer distinct centres: extras stay empty
-            centroids = np.vstack([centroids, np.full((k - len(centroids), points.shape[1]),
-                                                      np.inf)])
+        # Spark may return fewer distinct centres: the extra servers stay empty
+        centroids = padded_centroids(
+            np.array([np.asarray(c) for c in model.clusterCenters()], dtype=np.float64), k)
         self.n_iter_ = int(model.summary.numIter) if model.hasSummary else self.max_iter
-        labels = _nearest(points, centroids)
-        self.labels_ = _enforce_capacity(points, centroids, labels, self.capacity_)
-        self._set_centroids(points, self.labels_)
+        self._finish(points, centroids)
 
 
 def _partition_task(plan: StudyPlan, index: int):

@@ -253,6 +253,18 @@ def test_kmeans_converges_on_separated_clusters_and_respects_threshold():
     assert np.bincount(est2.labels_, minlength=3).tolist() == [200, 200, 200]
 
 
+def test_spark_kmeans_with_no_more_subscriptions_than_servers_needs_no_spark_job():
+    # Falls back to the local fit, which reads the base class's parameters (delta): the
+    # Spark subclass must set them too.
+    pytest.importorskip("pyspark")
+    from route_manager.spark.study import SparkKMeansPartitioner
+
+    pts = np.array([[1.0, 1.0], [5.0, 5.0], [9.0, 9.0]])
+    est = SparkKMeansPartitioner(session=object(), capacity=5).fit(pts, pts, 4)
+    assert sorted(est.labels_.tolist()) == sorted(set(est.labels_.tolist()))  # one per server
+    assert np.bincount(est.labels_, minlength=4).tolist().count(0) == 1  # one server empty
+
+
 def test_online_kmeans_seeds_empty_servers_then_follows_centroids():
     est = OnlineKMeansPartitioner(capacity=100).fit(np.empty((0, 1)), np.empty((0, 1)), 2)
     assert est.assign([0.0], [0.0]) == 0

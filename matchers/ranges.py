@@ -66,6 +66,7 @@ from .schema import (
     DATETIME,
     NUMBER,
     STRING,
+    RESERVED_NAMES,
     CompiledFilter,
     EventBox,
     Interval,
@@ -75,7 +76,7 @@ from .schema import (
 )
 from .xpath import XPATH10_DIALECTS
 from .xpath2 import XPATH20_DIALECTS, compile_xpath2
-from .xpath_ranges import compile_xpath_filter
+from .xpath_ranges import _MIRROR, compile_xpath_filter
 from wsframework import ns
 
 __all__ = [
@@ -99,8 +100,7 @@ _TOKEN = re.compile(r"""
   | (?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)
   | (?P<op><=|>=|==|\^=|!=|[<>=\[\]\(\),])
 """, re.VERBOSE)
-_KEYWORDS = frozenset({"and", "or", "in", "exists", "not"})
-_MIRROR = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_KEYWORDS = RESERVED_NAMES  # attribute names may not be the dialect's keywords
 
 
 class _Token(NamedTuple):
@@ -434,8 +434,6 @@ def compile_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
     """A :class:`CompiledFilter` for ``spec``: range filters bound to ``schema``; XPath 1.0
     filters with the ranges :mod:`matchers.xpath_ranges` can prove, checked exactly by lxml."""
     if spec.dialect == RANGES_DIALECT:
-        if not spec.expression.strip():
-            raise InvalidFilter("empty filter")
         return bind_range_filter(parse_range_filter(spec.expression), schema)
     if spec.dialect in XPATH10_DIALECTS:
         return compile_xpath_filter(spec, schema)

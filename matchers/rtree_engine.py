@@ -304,9 +304,7 @@ class RTreeMatchingEngine(Matcher):
     def _index_new_rows(self, rows: np.ndarray) -> None:
         table = self._table
         if len(rows) >= table.boxes - len(rows):
-            live = table.live_rows()
-            self._index = PagedBoxIndex.bulk(live, table.mins[live], table.maxs[live],
-                                             dims=self.schema.d)
+            live = self._repack()
             self._maximal.load(live, table.mins[live], table.maxs[live])
         else:
             for row in rows.tolist():
@@ -318,10 +316,15 @@ class RTreeMatchingEngine(Matcher):
         """Pack the filtering index again once single entries (or blanked page slots)
         outnumber the packed ones: amortized over the changes that caused it."""
         if self._index.needs_repack():
-            table = self._table
-            live = table.live_rows()
-            self._index = PagedBoxIndex.bulk(live, table.mins[live], table.maxs[live],
-                                             dims=self.schema.d)
+            self._repack()
+
+    def _repack(self) -> np.ndarray:
+        """Bulk-load the filtering index from every live row; the rows."""
+        table = self._table
+        live = table.live_rows()
+        self._index = PagedBoxIndex.bulk(live, table.mins[live], table.maxs[live],
+                                         dims=self.schema.d)
+        return live
 
     # -- internals ---------------------------------------------------------------------------
     def _store(self, seq: int, compiled: CompiledFilter) -> None:

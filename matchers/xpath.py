@@ -13,7 +13,7 @@ from .errors import InvalidFilter, UnknownFilter
 from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
 
 __all__ = ["XPATH_MATCHER_URI", "XPATH10_DIALECTS", "XPATH20_DIALECTS", "ACTION_DIALECTS",
-           "XPathFilterMatcher"]
+           "XPathFilterMatcher", "xpath_boolean"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,14 @@ XPATH10_DIALECTS = frozenset(
 # Other evaluation errors (an unbound $variable) depend on the event and are left alone.
 _STATIC_EVAL_ERRORS = ("Undefined namespace prefix", "Unregistered function")
 _PROBE = etree.Element("probe")
+
+
+def xpath_boolean(result: Any) -> bool:
+    """XPath ``boolean()`` of an lxml XPath result: Python truth agrees for bool, node-set,
+    string and number, except NaN, which Python calls true."""
+    if result.__class__ is float:
+        return bool(result) and result == result
+    return bool(result)
 
 
 class XPathFilterMatcher(Matcher):
@@ -75,12 +83,7 @@ class XPathFilterMatcher(Matcher):
             except (etree.Error, TypeError, ValueError) as exc:
                 log.debug("filter %r failed on event: %s", filter_id, exc)
                 continue
-            # XPath boolean(): Python truth agrees for bool, node-set, string and number,
-            # except NaN, which Python calls true.
-            if result.__class__ is float:
-                if result and result == result:
-                    hits.append(filter_id)
-            elif result:
+            if xpath_boolean(result):
                 hits.append(filter_id)
         return hits
 

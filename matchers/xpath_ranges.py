@@ -66,6 +66,7 @@ from .schema import (
     parse_number,
 )
 from .xpath import _compile as _compile_xpath
+from .xpath import xpath_boolean
 
 __all__ = ["MAX_BOXES", "extract_constraints", "compile_xpath_filter", "path_key"]
 
@@ -358,8 +359,6 @@ def compile_xpath_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
             result = compiled(event, **variables) if variables else compiled(event)
         except (etree.Error, TypeError, ValueError):
             return False
-        if result.__class__ is float:
-            return bool(result) and result == result
-        return bool(result)
+        return xpath_boolean(result)
 
     return CompiledFilter(mins_array, maxs_array, False, check)

@@ -134,7 +134,8 @@ def test_a_failed_import_changes_nothing(net):
     with pytest.raises(SoapFault):
         move(net, 0, 2, [h.id for h in handles])
     assert m0.load() == 5 and m0.mover.forwarding.count() == 0
-    assert all(s.is_active for s in m0.store.active())
+    assert {s.id for s in m0.store.active()} == {h.id for h in handles}
+    assert net.manager(1).load() == 0 and net.manager(2).load() == 0
 
 
 def test_import_refuses_what_the_engine_cannot_hold(net):

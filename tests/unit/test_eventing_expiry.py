@@ -12,7 +12,9 @@ from subscription_manager.expiry import (DATETIME, DURATION, ExpiryPolicy, Expir
                                          format_datetime, format_duration, parse_datetime,
                                          parse_duration)
 from subscription_manager.lifecycle import State
+from subscription_manager.versions import V2011
 from tests.unit.test_eventing_support import FakeClock, Harness, quote
+from wsframework.exceptions import SoapFault
 
 NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -198,8 +200,9 @@ def test_sweeper_expires_without_subscription_end(tmp_path):
         assert h.manager.store.get(forever.id).status is State.ACTIVE
         h.drain()
         assert h.sink.at("/end") == []  # expiry is not announced
-        with pytest.raises(Exception):
+        with pytest.raises(SoapFault) as unknown:
             h.client("2011").get_status(sub)
+        assert unknown.value.subcode == V2011.q("UnknownSubscription")
         assert h.manager.sweep() == 0
     finally:
         h.close()

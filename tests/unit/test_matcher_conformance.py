@@ -93,6 +93,8 @@ def test_replacing_keeps_one_entry_with_the_new_filter(engine, examples):
     event, failing = next((event, spec) for spec, event, expected in examples if not expected)
     matcher = engine()
     matcher.add_filter("x", matching)
+    # the old filter matches this event, so an empty answer below means it was replaced
+    assert matcher.match(event) == ["x"], "the examples must share an event"
     matcher.add_filter("x", failing)
     assert matcher.filter_ids() == ["x"] and len(matcher) == 1
     assert matcher.match(event) == []

@@ -1,10 +1,10 @@
 """The measurement math: counters to T_f, T_d, T_c, R, S_m, CPU load; the sliding window;
 the model parameters and operating points built from measurements."""
 import threading
-import time
 
 import pytest
 
+from route_manager.local_network import wait_until
 from route_manager.measurement import Counters, SlidingWindow, between, thread_cpu_seconds
 from route_manager.throughput import (OperatingPoint, SystemParameters, operating_points,
                                       predict, tp_dispatcher)
@@ -83,8 +83,8 @@ def test_thread_cpu_seconds_of_a_busy_thread_grows():
     thread.start()
     try:
         first = thread_cpu_seconds(thread)
-        time.sleep(0.05)
-        assert thread_cpu_seconds(thread) > first
+        wait_until(lambda: thread_cpu_seconds(thread) > first, timeout=5, poll=0.01,
+                   what="the spinning thread's CPU time to grow")
     finally:
         stop.set()
         thread.join()

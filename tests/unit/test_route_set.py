@@ -174,23 +174,36 @@ def test_readers_never_see_a_half_updated_table(routes):
     seen = set()
     errors = []
 
+    reads = [0]
+
     def read():
         while not stop.is_set():
             try:
                 seen.add(routes.route([1.0, 1.0]))
             except Exception as exc:  # pragma: no cover - would be the bug
                 errors.append(exc)
+            reads[0] += 1
 
     readers = [threading.Thread(target=read) for _ in range(3)]
     for reader in readers:
         reader.start()
-    for i in range(200):
-        routes.set_summary("low", summary(([0, 0], [3, 3])) if i % 2 else summary(([5, 5], [6, 6])))
-    stop.set()
-    for reader in readers:
-        reader.join()
+    try:
+        for i in range(200):
+            # membership and order change with every swap: a read mixing two tables would
+            # name a wrong server or index past the end
+            if i % 2:
+                routes.set_summary("low", summary(([0, 0], [3, 3])))
+            else:
+                routes.remove_filter("low")
+            before = reads[0]
+            while reads[0] < before + 3 and not errors:  # the readers see every table
+                stop.wait(0.0005)
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
     assert not errors
-    assert seen <= {frozenset({"low"}), frozenset()}
+    assert seen == {frozenset({"low"}), frozenset()}
 
 
 def test_servers_with_many_boxes_skip_the_bitmaps(routes, monkeypatch):

@@ -2,7 +2,7 @@
 second delivered to a local sink.
 
 A real ``edn serve source`` process (gunicorn, one worker) is started on a free loopback
-port with a throw-away data directory, and a :class:`~wsframework.sink.NotificationSink`
+port with a throw-away data directory, and a :class:`~edn.sink.NotificationSink`
 listens on another port. Figures:
 
 * ``subscribe_per_s`` -- Subscribe request/replies per second from ``clients`` threads, each
@@ -33,7 +33,7 @@ from subscription_manager.client import EventingClient
 from wsframework.admin_client import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
-from wsframework.sink import NotificationSink
+from edn.sink import NotificationSink
 from wsframework.transport import HttpTransport
 
 _TOKEN = "bench-token"
@@ -51,7 +51,7 @@ class _Source:
     def __init__(self, data_dir: str, settings: dict[str, str]):
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "wsframework.cli", "serve", "source", "--host",
+        command = [sys.executable, "-m", "edn.cli", "serve", "source", "--host",
                    "127.0.0.1", "--port", str(self.port), "--data", data_dir, "--admin-token",
                    _TOKEN, "--workers", "1", "--threads", "8", "--log-level", "warning"]
         for key, value in settings.items():

@@ -1,7 +1,7 @@
 """Throughput vs summary precision on real processes (paper V-B, Fig. 12).
 
 A dispatcher and ``servers`` subscription servers run as ``edn serve`` processes (gunicorn,
-one worker each) on loopback, through :class:`~route_manager.local_network.LocalNetwork`.
+one worker each) on loopback, through :class:`~edn.localnet.network.LocalNetwork`.
 Each server holds ``per_server`` range subscriptions in d = 8 (DESIGN: d = 8 for
 throughput), imported in bulk (``ImportSubscriptions``, so setting up costs seconds, not
 hours of WS-Eventing round trips); they are placed at random (the paper's Fig. 7 setting:
@@ -46,8 +46,8 @@ from urllib.parse import urlsplit
 import numpy as np
 from lxml import etree
 
-from route_manager.local_network import (EVENTS_NS, LocalNetwork, event_element, range_filter,
-                                         wait_until)
+from edn.localnet.network import LocalNetwork, wait_until
+from route_manager.grid import EVENTS_NS, event_element, range_filter
 from route_manager.measurement import Counters, Measurement, between
 from route_manager.precision import format_precision, parse_precision
 from route_manager.throughput import OperatingPoint, SystemParameters, predict

@@ -26,41 +26,57 @@ Content-based routing (the EDN) adds box engines over a topic's event schema
 server sends the dispatcher, where :class:`RTreeRouteSet` routes events by it;
 :class:`BruteForceMatcher` is their numpy baseline and test oracle.
 
-Engines come from the ``wsframework.matchers`` entry-point group (see
-``examples/plugin_matcher`` for a complete plugin) or from :func:`register_matcher`.
+The interface, the errors and the registry belong to the framework
+(:mod:`wsframework.matching`) and are re-exported here for plugin authors. Engines come
+from the ``wsframework.matchers`` entry-point group (see ``examples/plugin_matcher`` for a
+complete plugin) or from :func:`register_matcher`. Names are imported on first use, so
+``import matchers`` alone pulls in neither numpy nor rtree nor elementpath.
 All errors derive from :class:`MatcherError`; the messaging edge turns them into SOAP faults.
 """
 
-from .base import FilterSpec, Matcher
-from .errors import (
+import importlib
+
+from wsframework.matching import (
+    DEFAULT_MATCHER_URI,
+    ENTRY_POINT_GROUP,
+    FilterSpec,
     InvalidFilter,
+    Matcher,
     MatcherError,
     UnknownFilter,
     UnknownMatcher,
     UnsupportedDialect,
-)
-from .registry import (
-    DEFAULT_MATCHER_URI,
-    ENTRY_POINT_GROUP,
     create_matcher,
     known_matchers,
     refresh,
     register_matcher,
     unregister_matcher,
 )
-from .xpath import (
-    ACTION_DIALECTS,
-    XPATH10_DIALECTS,
-    XPATH20_DIALECTS,
-    XPATH_MATCHER_URI,
-    XPathFilterMatcher,
-)
-from .bruteforce import BRUTE_FORCE_MATCHER_URI, BruteForceMatcher
-from .ranges import RANGES_DIALECT, RangeFilter, parse_range_filter
-from .route_set import RTreeRouteSet
-from .rtree_engine import RTreeMatchingEngine
-from .schema import EDN_NS, Attribute, InvalidSchema, Schema
-from .summary import SUMMARY_DIALECT, Summary
+
+# name -> submodule that defines it; imported on first attribute access (PEP 562)
+_LAZY = {
+    "XPathFilterMatcher": "xpath", "XPATH_MATCHER_URI": "xpath", "XPATH10_DIALECTS": "xpath",
+    "XPATH20_DIALECTS": "xpath2", "ACTION_DIALECTS": "xpath2",
+    "BruteForceMatcher": "bruteforce", "BRUTE_FORCE_MATCHER_URI": "bruteforce",
+    "RANGES_DIALECT": "ranges", "RangeFilter": "ranges", "parse_range_filter": "ranges",
+    "RTreeRouteSet": "route_set", "RTreeMatchingEngine": "rtree_engine",
+    "EDN_NS": "schema", "Attribute": "schema", "InvalidSchema": "schema", "Schema": "schema",
+    "SUMMARY_DIALECT": "summary", "Summary": "summary",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'matchers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
 
 __all__ = [
     "Matcher",

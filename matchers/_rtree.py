@@ -22,7 +22,7 @@ Every other module sees :class:`BoxIndex`, whose contract is small and fixed:
   correct) and [0, 1] otherwise (region intersection, exact).  The same axis pads 0- and
   1-dimensional indexes up to the 2 dimensions libspatialindex needs.
 * **Errors translated.**  ``RTreeError`` (and ctypes argument errors) become
-  :class:`SpatialIndexError`, a :class:`~matchers.errors.MatcherError`.
+  :class:`SpatialIndexError`, a :class:`~wsframework.matching.errors.MatcherError`.
 * **Thread safety.**  libspatialindex is not thread-safe, not even for concurrent reads, so
   every call into one index holds that index's lock.  Uncontended, the lock costs ~50 ns.
   Indexes are never pickled: rebuild them from the arrays (see NOTES).
@@ -38,7 +38,7 @@ import numpy as np
 from rtree import core, index
 from rtree.exceptions import RTreeError
 
-from .errors import MatcherError
+from wsframework.matching.errors import MatcherError
 
 __all__ = ["BoxIndex", "PagedBoxIndex", "SpatialIndexError", "str_labels"]
 

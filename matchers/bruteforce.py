@@ -18,8 +18,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from lxml import etree
 
-from .base import FilterSpec, Matcher
-from .errors import UnknownFilter
+from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.errors import UnknownFilter
 from .ranges import box_dialects, compile_filter
 from .schema import CompiledFilter, Schema, standalone
 from wsframework import ns

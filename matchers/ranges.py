@@ -44,9 +44,9 @@ presence; attributes a conjunction does not mention match anything, absence incl
 There is no ``not`` and no ``!=``: both would make a rectangle a complement.  Write
 ``price < 30 or price > 30`` instead.
 
-Errors raise :class:`~matchers.errors.InvalidFilter` with the column and what was expected.
+Errors raise :class:`~wsframework.matching.errors.InvalidFilter` with the column and what was expected.
 
-:func:`compile_filter` turns a :class:`~matchers.base.FilterSpec` of this dialect, or of
+:func:`compile_filter` turns a :class:`~wsframework.matching.base.FilterSpec` of this dialect, or of
 XPath 1.0 (through :mod:`matchers.xpath_ranges`), or XPath 2.0 (no ranges extracted: one box
 spanning the space, elementpath evaluating every event), into the
 :class:`~matchers.schema.CompiledFilter` that the box engines store.
@@ -60,8 +60,8 @@ from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
-from .base import FilterSpec
-from .errors import InvalidFilter, UnsupportedDialect
+from wsframework.matching.base import FilterSpec
+from wsframework.matching.errors import InvalidFilter, UnsupportedDialect
 from .schema import (
     DATETIME,
     NUMBER,

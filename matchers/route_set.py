@@ -80,8 +80,8 @@ from lxml import etree
 from wsframework.ns import MATCHER_RTREE_ROUTE_SET
 
 from ._rtree import BoxIndex
-from .base import FilterSpec, Matcher
-from .errors import InvalidFilter, UnknownFilter
+from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.errors import InvalidFilter, UnknownFilter
 from .schema import EDN_NS, Schema, standalone
 from .summary import SUMMARY_DIALECT, Summary, str_groups, summary_target
 

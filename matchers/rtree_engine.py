@@ -36,7 +36,7 @@ least as large as what is held), and the filtering index is repacked, from array
 single entries outnumber paged ones, an amortized cost.  :meth:`match_box` answers boxes
 given as coordinates (the eCube study, partitioning jobs).
 
-Thread safety follows the :class:`~matchers.base.Matcher` contract: callers serialize
+Thread safety follows the :class:`~wsframework.matching.base.Matcher` contract: callers serialize
 mutations; concurrent ``match`` calls only read (each index holds its own lock around
 libspatialindex).
 """
@@ -52,8 +52,8 @@ from lxml import etree
 from wsframework.ns import MATCHER_RTREE_ENGINE
 
 from ._rtree import PagedBoxIndex
-from .base import FilterSpec, Matcher
-from .errors import UnknownFilter
+from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.errors import UnknownFilter
 from .ranges import box_dialects, compile_filter
 from .schema import CompiledFilter, Schema, standalone
 from .summary import MaximalRectangles, Summary, summary_target

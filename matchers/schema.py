@@ -63,7 +63,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from lxml import etree
 
-from .errors import MatcherError
+from wsframework.matching.errors import MatcherError
 from wsframework import ns
 
 __all__ = [

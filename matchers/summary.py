@@ -46,7 +46,7 @@ import numpy as np
 from lxml import etree
 
 from ._rtree import BoxIndex, str_labels
-from .errors import InvalidFilter
+from wsframework.matching.errors import InvalidFilter
 from .schema import EDN_NS, InvalidSchema, Schema
 from wsframework import ns
 

@@ -8,8 +8,8 @@ from typing import Any, Mapping
 
 from lxml import etree
 
-from .base import FilterSpec, Matcher
-from .errors import InvalidFilter, UnknownFilter
+from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.errors import InvalidFilter, UnknownFilter
 from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
 
 __all__ = ["XPATH_MATCHER_URI", "XPATH10_DIALECTS", "XPATH20_DIALECTS", "ACTION_DIALECTS",

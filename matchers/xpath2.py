@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .base import FilterSpec
-from .errors import InvalidFilter
+from wsframework.matching.base import FilterSpec
+from wsframework.matching.errors import InvalidFilter
 
 __all__ = [
     "XPATH20_DIALECTS",

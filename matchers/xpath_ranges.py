@@ -53,7 +53,7 @@ import numpy as np
 from elementpath import XPath1Parser
 from lxml import etree
 
-from .base import FilterSpec
+from wsframework.matching.base import FilterSpec
 from .schema import (
     DATETIME,
     NUMBER,

@@ -603,8 +603,10 @@ def _server_name(name: str) -> str:
 
 def build_dispatcher(config, *, transport=None, **kwargs):
     """The ``dispatcher`` role: a service whose topics are routes to subscription servers."""
+    from wsdl.admin import serve_admin_wsdl
     from wsframework.service import Service
     service = Service(config, topic_admin=False, **kwargs)
+    serve_admin_wsdl(service)
     try:
         service.dispatcher = Dispatcher(service, transport=transport)
     except BaseException:

@@ -33,7 +33,7 @@ from typing import Iterable
 import numpy as np
 from lxml import etree
 
-from matchers.errors import InvalidFilter
+from wsframework.matching.errors import InvalidFilter
 from matchers.summary import Summary
 from wsframework.ns import qname
 from wsframework.store import Store
@@ -77,7 +77,7 @@ class PeerSummary:
 
     @classmethod
     def from_element(cls, element) -> "PeerSummary":
-        """Parse a peer's summary; :class:`~matchers.errors.InvalidFilter` if malformed."""
+        """Parse a peer's summary; :class:`~wsframework.matching.errors.InvalidFilter` if malformed."""
         tag = getattr(element, "tag", None)
         if tag == SUMMARY:
             return cls(Summary.from_element(element))

@@ -49,7 +49,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from matchers.base import FilterSpec
+from wsframework.matching.base import FilterSpec
 from matchers.ranges import compile_filter
 from matchers.schema import Schema
 

@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+from wsdl.admin import serve_admin_wsdl
 from wsframework.service import Service, ServiceConfig
 
 from .manager import SubscriptionManager
@@ -24,6 +25,7 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
                  manager_class: type[SubscriptionManager] = SubscriptionManager,
                  start_sweeper: bool = True, clock=None, **kwargs) -> Service:
     service = Service(config, **kwargs)
+    serve_admin_wsdl(service)
     try:
         extra = {"clock": clock} if clock is not None else {}
         manager = manager_class(service, resolver=resolver, settings=settings,

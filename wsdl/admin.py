@@ -28,7 +28,7 @@ from lxml import etree
 from wsframework.admin_contracts import (ADMIN_NS, OPERATIONS, AdminToken, action_for,
                                          element_qname, spyne_wsdl)
 
-__all__ = ["admin_wsdl"]
+__all__ = ["admin_wsdl", "serve_admin_wsdl"]
 
 WSDL_NS = "http://schemas.xmlsoap.org/wsdl/"
 SOAP11_BINDING_NS = "http://schemas.xmlsoap.org/wsdl/soap/"
@@ -66,6 +66,11 @@ def admin_wsdl(address: str) -> bytes:
     etree.cleanup_namespaces(soap11, top_nsmap={"wsam": WSAM_NS, "wsaw": WSAW_NS},
                              keep_ns_prefixes=_KEPT_PREFIXES)
     return etree.tostring(soap11, xml_declaration=True, encoding="UTF-8")
+
+
+def serve_admin_wsdl(service) -> None:
+    """Answer ``{base}/admin?wsdl`` of ``service`` with :func:`admin_wsdl` (roles call this)."""
+    service.add_wsdl("/admin", lambda path, address: admin_wsdl(address) if path == "/admin" else None)
 
 
 def _spyne_document(version, address):

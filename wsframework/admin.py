@@ -15,10 +15,9 @@ from typing import Callable
 
 from lxml import etree
 
-from matchers import UnknownMatcher
-
 from . import admin_contracts as contracts
 from .exceptions import SoapFault, sender_fault
+from .matching import UnknownMatcher
 from .messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
 from .namespace import (EntryExists, InvalidName, Namespace, NamespaceEntry, UnknownEntry,
                         validate_name)

@@ -2,7 +2,7 @@
 message with the same matcher machinery that filters events.
 
 Handlers register with a filter over the message. A filter is an XPath 1.0 expression
-evaluated (by the default :class:`~matchers.xpath.XPathFilterMatcher`) against the SOAP
+evaluated (by the default XPath matcher, found by URI through :mod:`wsframework.matching`) against the SOAP
 envelope, with these variables bound:
 
 ``$action``  the wsa:Action (or the SOAPAction fallback), '' when absent
@@ -28,18 +28,18 @@ from urllib.parse import urlsplit
 
 from lxml import etree
 
-from matchers import FilterSpec, XPathFilterMatcher
-from matchers.xpath import XPATH10_DIALECTS
 
 from . import addressing as wsa
+from . import ns
 from .addressing import AddressingHeaders, WsaVersion
 from .exceptions import SoapFault, receiver_fault
+from .matching import FilterSpec, create_matcher
 from .soap import Envelope, SoapVersion, build_envelope, parse_envelope
 from .xmlparse import DEFAULT_LIMITS, ParserLimits
 
 log = logging.getLogger(__name__)
 
-_XPATH_DIALECT = sorted(XPATH10_DIALECTS)[0]
+_XPATH_DIALECT = ns.XPATH10_DIALECT_2011
 
 
 @dataclass
@@ -135,7 +135,7 @@ class MessagingLayer:
                  reply_workers: int = 4):
         self.limits = limits
         self.transport = transport
-        self._matcher = XPathFilterMatcher()
+        self._matcher = create_matcher(ns.MATCHER_XPATH)
         self._handlers: dict[str, tuple[int, int, Handler]] = {}
         self._lock = threading.Lock()
         self._reply_pool: ThreadPoolExecutor | None = None

@@ -23,10 +23,9 @@ from typing import Callable, Iterator
 
 from lxml import etree
 
-from matchers import Matcher, create_matcher
-from matchers.registry import DEFAULT_MATCHER_URI
 
 from .exceptions import WsFrameworkError
+from .matching import DEFAULT_MATCHER_URI, Matcher, create_matcher
 from .store import Store
 from .xmlparse import parse_xml
 

@@ -49,6 +49,7 @@ MATCHER_BRUTE_FORCE = "urn:wsframework:matchers:brute-force"
 EDN = "urn:wsframework:edn"
 RANGES_DIALECT = "urn:wsframework:dialects:ranges"
 SUMMARY_DIALECT = "urn:wsframework:dialects:summary"
+GRID_EVENTS = "urn:edn-demo:events"  # events of the synthetic grid workload (route_manager.grid)
 
 
 def qname(namespace: str, local: str) -> str:

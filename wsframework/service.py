@@ -81,8 +81,6 @@ class Service:
         self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.busy)
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self._closed = threading.Event()
-        from wsdl.admin import admin_wsdl  # spyne is imported only when a service starts
-        self.add_wsdl("/admin", lambda path, address: admin_wsdl(address) if path == "/admin" else None)
 
     # -- composition -----------------------------------------------------------------------
     def add_component(self, component: Component) -> Component:

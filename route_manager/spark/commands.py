@@ -1,5 +1,5 @@
 """The ``edn profile`` and ``edn study partitioning`` commands (argument parsing lives here;
-:mod:`wsframework.cli` only registers them).  Progress goes to stderr, results to stdout
+:mod:`edn.cli` only registers them).  Progress goes to stderr, results to stdout
 (``--json``: one JSON object) and to files in ``--out``."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from wsframework.cli import key_value
+from wsframework.commandline import key_value
 
 from .inputs import PARTITIONERS
 

@@ -39,6 +39,7 @@ from matchers.ranges import compile_filter
 from matchers.schema import Schema
 
 from .. import workloads
+from ..grid import schema_element
 
 __all__ = [
     "PARTITIONERS",
@@ -91,8 +92,6 @@ class ProfileInputs:
 
 
 def grid_schema_xml(d: int, low: float = workloads.LOW, high: float = workloads.HIGH) -> bytes:
-    from ..local_network import schema_element
-
     return etree.tostring(schema_element(d, low, high))
 
 

@@ -30,7 +30,7 @@ import time
 import numpy as np
 from lxml import etree
 
-from matchers.errors import MatcherError
+from wsframework.matching.errors import MatcherError
 from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.forwarding import EDN_NS, EVENT_BATCH, EVENT_BATCH_ACTION
 from route_manager.peers import PeerSummary, PeerTable

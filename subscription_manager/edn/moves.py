@@ -57,7 +57,7 @@ from typing import Iterable, Sequence
 from lxml import etree
 
 from matchers import FilterSpec
-from matchers.errors import MatcherError
+from wsframework.matching.errors import MatcherError
 from matchers.ranges import compile_filter
 from route_manager.forwarding import EDN_NS
 from route_manager.placement import subscription_box

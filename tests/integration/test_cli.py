@@ -5,7 +5,7 @@ from pathlib import Path
 
 from tests.support.processes import free_port
 
-EDN = [sys.executable, "-m", "wsframework.cli"]
+EDN = [sys.executable, "-m", "edn.cli"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "edn"
 
 

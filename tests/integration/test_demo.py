@@ -4,7 +4,7 @@ import sys
 
 
 def test_edn_demo_runs_and_is_exact():
-    result = subprocess.run([sys.executable, "-m", "wsframework.cli", "demo", "--standalone", "--events", "12"],
+    result = subprocess.run([sys.executable, "-m", "edn.cli", "demo", "--standalone", "--events", "12"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "exact match with local evaluation: yes" in result.stdout
@@ -13,7 +13,7 @@ def test_edn_demo_runs_and_is_exact():
 
 def test_edn_network_demo_small_runs_and_is_exact():
     result = subprocess.run(
-        [sys.executable, "-m", "wsframework.cli", "demo", "--subscriptions", "150", "--events", "40",
+        [sys.executable, "-m", "edn.cli", "demo", "--subscriptions", "150", "--events", "40",
          "--servers", "3", "--partitioners", "random"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

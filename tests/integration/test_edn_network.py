@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from route_manager.local_network import LocalNetwork, wait_until
+from edn.localnet.network import LocalNetwork, wait_until
 from subscription_manager.client import EventingClient
 from tests.support.processes import ADMIN_TOKEN
 
@@ -26,7 +26,7 @@ SERVERS = (("s-random", "random", 1), ("s-rtree", "rtree", 1), ("s-kmeans", "kme
 
 
 def stats(address: str, prefix: str | None = None) -> dict[str, str]:
-    from route_manager.local_network import stats as admin_stats
+    from edn.localnet.network import stats as admin_stats
     return admin_stats(address, ADMIN_TOKEN, prefix)
 
 
@@ -63,7 +63,7 @@ def test_exact_delivery_with_every_partitioner(edn):
 
 def test_offline_repartition_keeps_delivery_exact_and_eprs_working(edn):
     result = subprocess.run(
-        [sys.executable, "-m", "wsframework.cli", "partition", "--at", edn.dispatcher.base_url,
+        [sys.executable, "-m", "edn.cli", "partition", "--at", edn.dispatcher.base_url,
          TOPIC, "--algorithm", "rtree", "--admin-token", ADMIN_TOKEN, "--json"],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -8,7 +8,7 @@ import sys
 
 
 def bench(name: str, out) -> dict:
-    result = subprocess.run([sys.executable, "-m", "wsframework.cli", "bench", name, "--quick",
+    result = subprocess.run([sys.executable, "-m", "edn.cli", "bench", name, "--quick",
                              "--json", "--out", str(out)], capture_output=True, text=True,
                             timeout=170)
     assert result.returncode == 0, result.stderr[-3000:]

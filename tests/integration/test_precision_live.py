@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from route_manager.local_network import LocalNetwork, wait_until
+from edn.localnet.network import LocalNetwork, wait_until
 from tests.support.processes import ADMIN_TOKEN
 from wsframework import admin_contracts as contracts
 
@@ -28,7 +28,7 @@ def configure(network: LocalNetwork, **settings) -> dict[str, str]:
 
 
 def cli(network: LocalNetwork, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "wsframework.cli", *args, "--at",
+    return subprocess.run([sys.executable, "-m", "edn.cli", *args, "--at",
                            network.dispatcher.base_url, "--admin-token", ADMIN_TOKEN],
                           capture_output=True, text=True, timeout=60)
 

@@ -180,7 +180,7 @@ def test_topics_survive_restart_and_are_shared_by_workers(tmp_path):
 
 
 def test_edn_topic_cli(source_server):
-    base = [sys.executable, "-m", "wsframework.cli", "topic"]
+    base = [sys.executable, "-m", "edn.cli", "topic"]
     auth = ["--at", source_server.base_url, "--admin-token", source_server.admin_token]
     created = subprocess.run(base + ["create", "cli/topic", *auth], capture_output=True, text=True)
     assert created.returncode == 0, created.stderr

@@ -52,7 +52,7 @@ def test_distributed_profile_equals_single_process(spark):
 
 def test_edn_profile_command(spark, tmp_path, monkeypatch, capsys):
     from route_manager.spark import session as session_module
-    from wsframework import cli
+    from edn import cli
 
     @contextlib.contextmanager
     def same_session(*args, **kwargs):  # the module's session stands in for a new one

@@ -1,4 +1,4 @@
 """The integration tests start servers with the product's own launcher."""
-from wsframework.processes import ADMIN_TOKEN, ServerProcess, free_port
+from edn.localnet.processes import ADMIN_TOKEN, ServerProcess, free_port
 
 __all__ = ["ADMIN_TOKEN", "ServerProcess", "free_port"]

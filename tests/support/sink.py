@@ -1,4 +1,4 @@
 """The integration tests' sink is the product's own :class:`NotificationSink`."""
-from wsframework.sink import NotificationSink as HttpSink, ReceivedMessage
+from edn.sink import NotificationSink as HttpSink, ReceivedMessage
 
 __all__ = ["HttpSink", "ReceivedMessage"]

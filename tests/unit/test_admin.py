@@ -4,7 +4,7 @@ envelopes for what a well-behaved client would never send."""
 import pytest
 from lxml import etree
 
-from matchers.registry import DEFAULT_MATCHER_URI
+from wsframework.matching.registry import DEFAULT_MATCHER_URI
 from wsframework import admin_contracts as contracts
 from wsframework import ns
 from wsframework.addressing import WsaVersion, request_headers

@@ -7,7 +7,7 @@ import pytest
 from lxml import etree
 
 from matchers import FilterSpec
-from matchers.errors import InvalidFilter
+from wsframework.matching.errors import InvalidFilter
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Schema
 from matchers.summary import Summary

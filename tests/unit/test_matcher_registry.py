@@ -5,7 +5,7 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-import matchers.registry as registry
+import wsframework.matching.registry as registry
 from wsframework.ns import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET
 from matchers import (
     DEFAULT_MATCHER_URI,
@@ -93,13 +93,29 @@ def test_unknown_uri_names_it_and_lists_known_ones(fresh_registry):
     assert info.value.known == tuple(sorted(known_matchers()))
 
 
-def test_builtin_survives_missing_metadata(fresh_registry, monkeypatch):
+def test_builtins_are_entry_points_like_any_plugin(fresh_registry, monkeypatch):
+    # The framework never imports the engine package: without the distribution's metadata
+    # there are no engines at all, and asking for one is an UnknownMatcher, not an ImportError.
     monkeypatch.setattr(registry._metadata, "entry_points", fake_entry_points())
     registry.refresh()
-    builtins = {cls.uri: cls for cls in registry._builtins()}
-    assert known_matchers() == builtins
-    assert builtins[XPATH_MATCHER_URI] is XPathFilterMatcher
-    assert {MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET} <= set(builtins)
+    assert known_matchers() == {}
+    with pytest.raises(UnknownMatcher):
+        create_matcher(None)
+
+
+def test_one_uri_loads_only_the_entry_point_it_needs(fresh_registry, monkeypatch):
+    monkeypatch.setattr(
+        registry._metadata,
+        "entry_points",
+        fake_entry_points(
+            ("brute-force", "no_such_module_xyz:Thing"),  # would warn if it were loaded
+            ("xpath", "matchers.xpath:XPathFilterMatcher"),
+        ),
+    )
+    registry.refresh()
+    assert isinstance(create_matcher(XPATH_MATCHER_URI), XPathFilterMatcher)
+    assert registry._discovery._pending == [registry._discovery._pending[0]]
+    assert registry._discovery._pending[0].name == "brute-force"
 
 
 def test_broken_entry_points_are_skipped_with_a_warning(fresh_registry, monkeypatch, caplog):
@@ -110,7 +126,7 @@ def test_broken_entry_points_are_skipped_with_a_warning(fresh_registry, monkeypa
             ("missing", "no_such_module_xyz:Thing"),
             ("notmatcher", f"{__name__}:NotAMatcher"),
             ("nouri", f"{__name__}:NoUri"),
-            ("abstract", "matchers.base:Matcher"),
+            ("abstract", "wsframework.matching.base:Matcher"),
             ("toy", f"{__name__}:ToyMatcher"),
             ("xpath", "matchers.xpath:XPathFilterMatcher"),
         ),
@@ -118,20 +134,21 @@ def test_broken_entry_points_are_skipped_with_a_warning(fresh_registry, monkeypa
     registry.refresh()
     with caplog.at_level(logging.WARNING, logger=registry.__name__):
         found = known_matchers()
-    assert found == {**{cls.uri: cls for cls in registry._builtins()}, ToyMatcher.uri: ToyMatcher}
+    assert found == {XPATH_MATCHER_URI: XPathFilterMatcher, ToyMatcher.uri: ToyMatcher}
     warned = " ".join(r.getMessage() for r in caplog.records)
     for name in ("missing", "notmatcher", "nouri", "abstract"):
         assert repr(name) in warned
     assert type(create_matcher(ToyMatcher.uri)) is ToyMatcher
 
 
-def test_entry_point_listing_failure_keeps_builtins(fresh_registry, monkeypatch):
+def test_entry_point_listing_failure_keeps_registrations(fresh_registry, monkeypatch):
     def explode(**selection):
         raise RuntimeError("corrupt metadata")
 
     monkeypatch.setattr(registry._metadata, "entry_points", explode)
     registry.refresh()
-    assert XPATH_MATCHER_URI in known_matchers()
+    register_matcher(ToyMatcher)
+    assert known_matchers() == {ToyMatcher.uri: ToyMatcher}
 
 
 def test_discovery_is_cached_until_refresh(fresh_registry, monkeypatch):

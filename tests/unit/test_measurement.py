@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from route_manager.local_network import wait_until
+from edn.localnet.network import wait_until
 from route_manager.measurement import Counters, SlidingWindow, between, thread_cpu_seconds
 from route_manager.throughput import (OperatingPoint, SystemParameters, operating_points,
                                       predict, tp_dispatcher)

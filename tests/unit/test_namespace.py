@@ -5,7 +5,7 @@ import pytest
 from lxml import etree
 
 from matchers import UnknownMatcher, XPathFilterMatcher
-from matchers.registry import DEFAULT_MATCHER_URI
+from wsframework.matching.registry import DEFAULT_MATCHER_URI
 from wsframework.namespace import (MAX_SEGMENTS, EntryExists, InvalidName, Namespace, UnknownEntry,
                                    validate_name)
 from wsframework.store import Store

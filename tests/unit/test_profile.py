@@ -199,7 +199,7 @@ def test_initial_precision_reader(tmp_path):
 
 
 def test_serve_dispatcher_flag_reads_the_recommendation(tmp_path):
-    from wsframework import cli
+    from edn import cli
 
     path = tmp_path / "recommendation.json"
     path.write_text(json.dumps({"initial_precision": 0.4}))
@@ -232,7 +232,7 @@ def test_from_stores_reads_a_servers_sqlite_file(tmp_path):
 
     from matchers import FilterSpec
     from matchers.ranges import RANGES_DIALECT
-    from route_manager.local_network import range_filter, schema_element
+    from route_manager.grid import range_filter, schema_element
     from subscription_manager.store import Subscription, SubscriptionStore
     from subscription_manager.versions import VERSIONS
     from wsframework.addressing import EndpointReference

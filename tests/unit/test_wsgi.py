@@ -5,6 +5,7 @@ import io
 import json
 
 import pytest
+from wsdl.admin import serve_admin_wsdl
 from lxml import etree
 
 from wsframework import admin_contracts as contracts
@@ -49,6 +50,7 @@ def service(tmp_path):
     transport = InProcessTransport()
     service = Service(ServiceConfig(base_url=BASE, data_dir=tmp_path, admin_token=TOKEN,
                                     limits=ParserLimits(max_bytes=LIMIT)), transport=transport)
+    serve_admin_wsdl(service)
     service.messaging.route("echo", MessageFilter(action="urn:echo"),
                             lambda m: Reply("urn:echo/response", etree.fromstring("<ok/>")))
     service.messaging.route("one-way", MessageFilter(action="urn:notify"), lambda m: None)

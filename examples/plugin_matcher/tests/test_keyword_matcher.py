@@ -12,7 +12,7 @@ from matchers import (
     create_matcher,
     known_matchers,
 )
-from matchers.registry import refresh
+from wsframework.matching.registry import refresh
 
 
 def keywords(text):

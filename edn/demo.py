@@ -24,10 +24,10 @@ from pathlib import Path
 
 from lxml import etree
 
-from .admin_client import AdminClient
-from .processes import ServerProcess
-from .publisher import publish
-from .sink import NotificationSink
+from wsframework.admin_client import AdminClient
+from edn.localnet.processes import ServerProcess
+from wsframework.publisher import publish
+from edn.sink import NotificationSink
 
 QUOTES_NS = "urn:example:quotes"
 
@@ -53,7 +53,7 @@ def _say(text: str) -> None:
 def run_demo(args) -> int:
     if getattr(args, "standalone", False):
         return run_standalone(args)
-    from .edn_demo import run_network_demo
+    from edn.network_demo import run_network_demo
     return run_network_demo(args)
 
 

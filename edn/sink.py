@@ -9,8 +9,8 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .soap import Envelope, parse_envelope
-from .xmlparse import ParserLimits
+from wsframework.soap import Envelope, parse_envelope
+from wsframework.xmlparse import ParserLimits
 
 _LIMITS = ParserLimits(max_bytes=64 * 1024 * 1024)
 

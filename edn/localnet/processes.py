@@ -42,7 +42,7 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "wsframework.cli", "serve", self.role, "--host", "127.0.0.1",
+        return [sys.executable, "-m", "edn.cli", "serve", self.role, "--host", "127.0.0.1",
                 "--port", str(self.port), "--data", str(self.data_dir), "--admin-token",
                 self.admin_token, "--workers", str(self.workers), *self.extra_args]
 

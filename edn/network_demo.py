@@ -1,4 +1,4 @@
-"""The network half of ``edn demo`` (see :mod:`wsframework.demo`)."""
+"""The network half of ``edn demo`` (see :mod:`edn.demo`)."""
 from __future__ import annotations
 
 import secrets
@@ -40,7 +40,7 @@ def _measure(network, points, label: str) -> dict:
 
 
 def run_network_demo(args) -> int:
-    from route_manager.local_network import LocalNetwork
+    from edn.localnet.network import LocalNetwork
     from route_manager.workloads import uniform_events, uniform_rectangles
 
     d, n_servers = 4, args.servers

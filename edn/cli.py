@@ -1,16 +1,24 @@
-"""The ``edn`` command: serve roles, administer topics, publish, demo, bench, profile."""
+"""The ``edn`` command: serve roles, administer topics, publish, subscribe, demo.
+
+Other packages add subcommands through the ``edn.commands`` entry-point group: each entry
+point is a function ``add(subparsers)`` that adds its parser and sets ``func`` (``edn bench``
+from ``benchmarks``, ``edn profile`` and ``edn study`` from ``route_manager.spark``).
+"""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata as _metadata
 import json
 import logging
 import os
 import sys
 from pathlib import Path
 
-from lxml import etree
+
+from wsframework.commandline import key_value, number
 
 DEFAULT_PORT = 8080
+COMMANDS_GROUP = "edn.commands"
 
 
 def _add_serve(sub):
@@ -53,18 +61,11 @@ def _add_serve(sub):
     p.set_defaults(func=cmd_serve)
 
 
-def key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
-
-
 def cmd_serve(args) -> int:
-    from .roles import build
-    from .server import GunicornServer
-    from .service import ServiceConfig, resolve_admin_token
-    from .xmlparse import ParserLimits
+    from edn.roles import build
+    from edn.gunicorn import GunicornServer
+    from wsframework.service import ServiceConfig, resolve_admin_token
+    from wsframework.xmlparse import ParserLimits
 
     data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -99,8 +100,8 @@ def _initial_precision(args):
 
 
 def _admin_client(args, transport=None):
-    from .admin_client import AdminClient
-    from .service import ADMIN_TOKEN_ENV
+    from wsframework.admin_client import AdminClient
+    from wsframework.service import ADMIN_TOKEN_ENV
     token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV)
     if not token:
         raise SystemExit(f"an admin credential is needed: --admin-token or {ADMIN_TOKEN_ENV}")
@@ -129,7 +130,7 @@ def _add_topic(sub):
 
 
 def cmd_topic_create(args) -> int:
-    from .xmlparse import parse_xml
+    from wsframework.xmlparse import parse_xml
     options = parse_xml(Path(args.options).read_bytes()) if args.options else None
     topic = _admin_client(args).create_topic(args.name, args.matcher, options)
     _print(args, topic, f"created {topic['name']} ({topic['matcher']}) at {topic['address']}")
@@ -166,8 +167,8 @@ def _add_publish(sub):
 
 
 def cmd_publish(args) -> int:
-    from .publisher import publish
-    from .xmlparse import parse_xml
+    from wsframework.publisher import publish
+    from wsframework.xmlparse import parse_xml
     data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     status = publish(args.at, args.topic, parse_xml(data), soap11=args.soap11)
     print(f"published to {args.topic}: HTTP {status}")
@@ -188,11 +189,11 @@ def _add_partition(sub):
 
 
 def cmd_partition(args) -> int:
-    from . import admin_contracts as contracts
-    from .transport import HttpTransport
+    from wsframework import admin_contracts as contracts
+    from wsframework.transport import HttpTransport
     client = _admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
     response = client.call(contracts.Repartition(Topic=args.topic, Algorithm=args.algorithm))
-    figures = {f.Name: _number(f.Value) for f in (response.Figure or [])}
+    figures = {f.Name: number(f.Value) for f in (response.Figure or [])}
     result = {"topic": args.topic, "algorithm": args.algorithm, **figures,
               "moved": response.Moved}
     if args.json:
@@ -202,15 +203,6 @@ def cmd_partition(args) -> int:
         for name, value in figures.items():
             print(f"{name}: {value}")
     return 0
-
-
-def _number(text: str):
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _add_subscribe(sub):
@@ -231,8 +223,8 @@ def _add_subscribe(sub):
 
 def cmd_subscribe(args) -> int:
     from subscription_manager.client import EventingClient
-    from . import ns
-    from .publisher import topic_address
+    from wsframework import ns
+    from wsframework.publisher import topic_address
     dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": ns.RANGES_DIALECT}
     dialect = dialects.get(args.dialect, args.dialect)
     namespaces = dict(item.split("=", 1) for item in args.prefix)
@@ -252,8 +244,8 @@ def _add_sink(sub):
 
 
 def cmd_sink(args) -> int:
-    from lxml import etree as _etree
-    from .sink import NotificationSink
+    from lxml import etree as _etree  # only the sink needs it
+    from edn.sink import NotificationSink
     with NotificationSink(args.host, args.port) as sink:
         print(f"listening at http://{args.host}:{sink.port}/", flush=True)
         seen = 0
@@ -284,7 +276,7 @@ def _add_precision(sub):
 
 
 def cmd_precision(args) -> int:
-    from . import admin_contracts as contracts
+    from wsframework import admin_contracts as contracts
     settings = []
     if args.self_tuning is not None:
         settings.append(contracts.Figure(Name="self_tuning", Value=args.self_tuning))
@@ -310,11 +302,11 @@ def _add_status(sub):
 
 
 def cmd_status(args) -> int:
-    from . import admin_contracts as contracts
+    from wsframework import admin_contracts as contracts
     figures = {f.Name: f.Value for f in
                _admin_client(args).call(contracts.GetStats()).Figure or []}
     trace = [json.loads(v) for k, v in sorted(figures.items()) if k.startswith("selftuning.trace.")]
-    plain = {k: _number(v) for k, v in figures.items() if not k.startswith("selftuning.trace.")}
+    plain = {k: number(v) for k, v in figures.items() if not k.startswith("selftuning.trace.")}
     if args.json:
         print(json.dumps({**plain, "selftuning.trace": trace}, indent=2))
         return 0
@@ -356,59 +348,27 @@ def _add_demo(sub):
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_demo
+    from edn.demo import run_demo
     if args.events is None:
         args.events = 20 if args.standalone else 400
     return run_demo(args)
-
-
-def _add_bench(sub):
-    p = sub.add_parser("bench", help="run a benchmark")
-    p.add_argument("name", nargs="?", help="benchmark name (omit to list them)")
-    p.add_argument("--json", action="store_true", help="print one JSON object of named figures")
-    p.add_argument("--quick", action="store_true", help="smaller sizes (for smoke tests)")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="where benchmarks that plot write their JSON and PNG files "
-                        "(default ./edn-bench-out)")
-    p.set_defaults(func=cmd_bench)
-
-
-def cmd_bench(args) -> int:
-    from benchmarks import BENCHMARKS, run_benchmark
-    if not args.name:
-        for name, (_, doc) in sorted(BENCHMARKS.items()):
-            print(f"{name}\t{doc}")
-        return 0
-    figures = run_benchmark(args.name, quick=args.quick, out=args.out)
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for key, value in figures.items():
-            print(f"{key}: {value}")
-    return 0
-
-
-def _add_spark_commands(sub):
-    # edn profile / edn study: defined beside the Spark jobs (pyspark is imported only when run)
-    from route_manager.spark.commands import add_profile_parser, add_study_parser
-    add_profile_parser(sub)
-    add_study_parser(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edn", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_serve, _add_topic, _add_publish, _add_subscribe, _add_sink, _add_partition,
-                _add_precision, _add_status,
-                _add_demo, _add_bench, _add_spark_commands):
+                _add_precision, _add_status, _add_demo):
         add(sub)
+    for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        entry_point.load()(sub)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .exceptions import SoapFault, WsFrameworkError
-    from .transport import TransportError
+    from wsframework.exceptions import SoapFault, WsFrameworkError
+    from wsframework.transport import TransportError
     try:
         return args.func(args) or 0
     except SoapFault as fault:

@@ -19,33 +19,12 @@ from wsframework import admin_contracts as contracts
 from wsframework import ns
 from wsframework.admin_client import AdminClient
 from wsframework.client import SoapClient
-from wsframework.processes import ServerProcess
+from edn.localnet.processes import ServerProcess
 from wsframework.publisher import PUBLISH_ACTION
-from wsframework.sink import NotificationSink
+from edn.sink import NotificationSink
+from route_manager.grid import EVENTS_NS, event_element, range_filter, schema_element
 
-EVENTS_NS = "urn:edn-demo:events"
 TOPIC = "grid"
-
-
-def schema_element(d: int, low: float = 0.0, high: float = 10.0) -> etree._Element:
-    """An ``edn:Schema`` of ``d`` numeric attributes x0..x{d-1} in [low, high]."""
-    root = etree.Element(ns.qname(ns.EDN, "Schema"), nsmap={"edn": ns.EDN, "e": EVENTS_NS})
-    for i in range(d):
-        etree.SubElement(root, ns.qname(ns.EDN, "Attribute"), name=f"x{i}", type="number",
-                         xpath=f"e:x{i}", min=repr(low), max=repr(high))
-    return root
-
-
-def event_element(values, event_id: int) -> etree._Element:
-    event = etree.Element(f"{{{EVENTS_NS}}}event", nsmap={"e": EVENTS_NS})
-    event.set("id", str(event_id))
-    for i, v in enumerate(values):
-        etree.SubElement(event, f"{{{EVENTS_NS}}}x{i}").text = repr(float(v))
-    return event
-
-
-def range_filter(lo, hi) -> str:
-    return " and ".join(f"x{k} in [{float(a)!r}, {float(b)!r}]" for k, (a, b) in enumerate(zip(lo, hi)))
 
 
 def wait_until(condition, timeout: float = 30.0, what: str = "condition", poll: float = 0.05):

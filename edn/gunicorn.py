@@ -11,7 +11,7 @@ from typing import Callable
 
 from gunicorn.app.base import BaseApplication
 
-from .wsgi import WsgiApplication
+from wsframework.wsgi import WsgiApplication
 
 log = logging.getLogger(__name__)
 

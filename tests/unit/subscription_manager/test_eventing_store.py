@@ -11,7 +11,7 @@ from lxml import etree
 from subscription_manager import SubscriptionManager
 from subscription_manager.lifecycle import State
 from subscription_manager.versions import V2004, V2011
-from tests.unit.test_eventing_support import SINK, Harness, RecordingSink, quote
+from tests.support.eventing import SINK, Harness, RecordingSink, quote
 from wsframework.exceptions import SoapFault
 
 STATUS = {V2004.namespace: V2004, V2011.namespace: V2011}

@@ -13,7 +13,7 @@ from subscription_manager.expiry import (DATETIME, DURATION, ExpiryPolicy, Expir
                                          parse_duration)
 from subscription_manager.lifecycle import State
 from subscription_manager.versions import V2011
-from tests.unit.test_eventing_support import FakeClock, Harness, quote
+from tests.support.eventing import FakeClock, Harness, quote
 from wsframework.exceptions import SoapFault
 
 NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z

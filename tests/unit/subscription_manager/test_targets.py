@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from subscription_manager.targets import TargetPolicy, TargetRefused
-from tests.unit.test_eventing_support import FakeClock, fake_resolver
+from tests.support.eventing import FakeClock, fake_resolver
 
 
 def policy(**kwargs):

@@ -6,7 +6,7 @@ from lxml import etree
 
 from subscription_manager.client import subscribe_body
 from subscription_manager.versions import V2004, V2011
-from tests.unit.test_eventing_support import BASE, SINK, Harness, quote
+from tests.support.eventing import BASE, SINK, Harness, quote
 from wsframework import ns
 from wsframework.addressing import EndpointReference, WsaVersion, request_headers
 from wsframework.exceptions import RECEIVER, SENDER, SoapFault

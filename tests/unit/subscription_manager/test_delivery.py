@@ -12,7 +12,7 @@ from subscription_manager.delivery import (NOTIFICATION, SUBSCRIPTION_END, Deliv
 from subscription_manager.lifecycle import State
 from subscription_manager.targets import TargetRefused
 from subscription_manager.versions import V2004, V2011
-from tests.unit.test_eventing_support import SINK, Harness, RecordingSink, quote
+from tests.support.eventing import SINK, Harness, RecordingSink, quote
 from wsframework import ns
 from wsframework.soap import parse_envelope
 from wsframework.transport import TransportError, TransportResponse
@@ -212,7 +212,7 @@ def test_many_failures_of_one_subscription_send_one_subscription_end(tmp_path):
 
 def test_target_rechecked_at_delivery_time(tmp_path):
     table = {"sink.test": "93.184.216.34"}
-    from tests.unit.test_eventing_support import fake_resolver
+    from tests.support.eventing import fake_resolver
     h = Harness(tmp_path, resolver=fake_resolver(table), settings={"target_cache_ttl": 0})
     try:
         sub = h.subscribe("2011", end_to="http://other.test/end")

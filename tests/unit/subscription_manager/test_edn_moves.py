@@ -8,9 +8,9 @@ from lxml import etree
 from subscription_manager.client import EventingClient
 from subscription_manager.edn.moves import parse_subscriptions, subscriptions_element
 from subscription_manager.lifecycle import State
-from tests.unit.test_edn_support import (EV, TOPIC, Network, expected_notifications,
+from tests.support.edn import (EV, TOPIC, Network, expected_notifications,
                                          random_boxes, random_points, server_url)
-from tests.unit.test_eventing_support import SINK, TOKEN
+from tests.support.eventing import SINK, TOKEN
 from wsframework import admin_contracts as contracts
 from wsframework.addressing import EndpointReference
 from wsframework.admin_client import AdminClient

@@ -19,7 +19,7 @@ from route_manager.grid import EVENTS_NS, event_element, range_filter, schema_el
 from subscription_manager.client import EventingClient
 from subscription_manager.edn import build_server
 from subscription_manager.source import build_source
-from tests.unit.test_eventing_support import FAST, SINK, TOKEN, RecordingSink, fake_resolver
+from tests.support.eventing import FAST, SINK, TOKEN, RecordingSink, fake_resolver
 from wsframework.admin_client import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION

@@ -9,7 +9,7 @@ import zeep
 from lxml import etree
 
 from subscription_manager.versions import V2004, V2011
-from tests.unit.test_eventing_support import BASE, SINK, Harness
+from tests.support.eventing import BASE, SINK, Harness
 from wsdl.eventing import MANAGER, SOURCE, eventing_wsdl
 from wsframework.soap import SoapVersion
 from wsframework.wsgi import WsgiApplication

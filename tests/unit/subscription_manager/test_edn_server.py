@@ -1,5 +1,5 @@
 """The EDN subscription server in process: a dispatcher and three servers on one
-InProcessTransport (tests.unit.test_edn_support.Network), no sockets, no timers."""
+InProcessTransport (tests.support.edn.Network), no sockets, no timers."""
 from __future__ import annotations
 
 import time
@@ -15,10 +15,10 @@ from route_manager.forwarding import EVENT_BATCH_ACTION
 from route_manager.peers import PeerSummary
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.edn import PLACED, build_server
-from tests.unit.test_edn_support import (DISPATCHER, EV, TOPIC, Network, SingleSource,
+from tests.support.edn import (DISPATCHER, EV, TOPIC, Network, SingleSource,
                                          event_element, expected_notifications, random_boxes,
                                          random_points, range_filter, schema_element, server_url)
-from tests.unit.test_eventing_support import FAST, SINK, TOKEN, fake_resolver
+from tests.support.eventing import FAST, SINK, TOKEN, fake_resolver
 from wsframework import admin_contracts as contracts
 from wsframework.admin_client import AdminClient
 from wsframework.client import SoapClient

@@ -13,7 +13,7 @@ from matchers.schema import Schema
 from matchers.summary import Summary
 from route_manager.peers import PeerSummary, PeerTable
 from route_manager.placement import Candidate, PlacementRouter, Space, subscription_box
-from tests.unit.test_edn_support import EV, schema_element
+from tests.support.edn import EV, schema_element
 from wsframework.store import Store
 
 SCHEMA = Schema.from_element(schema_element(2))

@@ -8,7 +8,7 @@ import pytest
 from subscription_manager.lifecycle import (TERMINAL, TRANSITIONS, Event, IllegalTransition,
                                             Lifecycle, State, next_state, sources)
 from subscription_manager.versions import END_DELIVERY_FAILURE
-from tests.unit.test_eventing_support import Harness
+from tests.support.eventing import Harness
 
 LEGAL = {
     (None, Event.SUBSCRIBE): State.ACTIVE,

@@ -32,7 +32,8 @@ from lxml import etree
 from . import addressing as wsa
 from . import ns
 from .addressing import AddressingHeaders, WsaVersion
-from .exceptions import SoapFault, receiver_fault
+from .exceptions import SoapFault
+from .faults import fault_for
 from .matching import FilterSpec, create_matcher
 from .soap import Envelope, SoapVersion, build_envelope, parse_envelope
 from .xmlparse import DEFAULT_LIMITS, ParserLimits
@@ -173,14 +174,11 @@ class MessagingLayer:
                                      content_type, soap_action, remote_addr)
             handler = self._select(message)
             reply = handler(message)
-        except SoapFault as fault:
+        except Exception as exc:  # the edge: every error becomes the fault the spec names
+            fault = fault_for(exc, where=path)
             log.info("fault to %s at %s: %s %s", remote_addr, path, fault.subcode or fault.code,
                      fault.reason)
             return self._fault_outcome(version, request_addressing, fault)
-        except Exception:
-            log.exception("handler failed for a message to %s", path)
-            return self._fault_outcome(version, request_addressing,
-                                       receiver_fault("the service could not process the message"))
         if reply is None:
             return Outcome.accepted()
         return self._reply_outcome(version, request_addressing, reply, fault=False)

@@ -11,7 +11,8 @@ import json
 import logging
 from urllib.parse import parse_qs
 
-from .exceptions import receiver_fault, sender_fault
+from .exceptions import sender_fault
+from .faults import fault_for
 from .soap import SoapVersion, fault_envelope
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,9 @@ class WsgiApplication:
             else:
                 status, headers, body = 405, [("Allow", "GET, POST")], b"method not allowed\n"
                 headers.append(("Content-Type", "text/plain"))
-        except Exception:
-            log.exception("unexpected error at the WSGI edge")
+        except Exception as exc:
             version = SoapVersion.from_content_type(environ.get("CONTENT_TYPE")) or SoapVersion.SOAP11
-            fault = receiver_fault("the service could not process the message")
+            fault = fault_for(exc, where=environ.get("PATH_INFO") or "/")
             status, headers, body = (version.fault_status(fault),
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))

@@ -35,7 +35,7 @@ def _add_serve(sub):
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
     p.add_argument("--allow-private", action="append", default=[], metavar="CIDR",
                    help="allow notification targets in this private range (repeatable)")
-    p.add_argument("--set", dest="role_settings", action="append", default=[], type=key_value,
+    p.add_argument("--set", dest="role_settings", action="append", default=[], type=_setting,
                    metavar="KEY=VALUE", help="a role setting, e.g. delivery_retries=5 (repeatable)")
     p.add_argument("--log-level", default="info")
     server = p.add_argument_group("server role (edn serve server)")
@@ -61,15 +61,16 @@ def _add_serve(sub):
     p.set_defaults(func=cmd_serve)
 
 
+def _setting(text: str) -> tuple[str, str]:
+    return ("help", "") if text.strip() == "help" else key_value(text)
+
+
 def cmd_serve(args) -> int:
     from edn.roles import build
     from edn.gunicorn import GunicornServer
     from wsframework.service import ServiceConfig, resolve_admin_token
     from wsframework.xmlparse import ParserLimits
 
-    data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    token = resolve_admin_token(args.admin_token, data_dir)
     base_url = args.base_url or f"http://{args.host}:{args.port}"
     settings = {"allow_private": args.allow_private}
     for key in ("dispatcher", "name", "partitioner", "load_threshold", "link_mbps", "self_tuning"):
@@ -78,6 +79,10 @@ def cmd_serve(args) -> int:
     settings.update(getattr(args, "role_settings", {}) or {})
     if getattr(args, "precision_profile", None):
         settings["initial_precision"] = _initial_precision(args)
+    _check_settings(args.role, settings)
+    data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = resolve_admin_token(args.admin_token, data_dir)
     config = ServiceConfig(base_url=base_url, data_dir=data_dir, admin_token=token,
                            limits=ParserLimits(max_bytes=args.max_body), role=args.role,
                            settings=settings)
@@ -86,6 +91,28 @@ def cmd_serve(args) -> int:
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
                    workers=args.workers, threads=args.threads, log_level=args.log_level).run()
     return 0
+
+
+def _check_settings(role: str, settings: dict) -> None:
+    """Refuse a bad or unknown setting before any process starts (``--set help`` lists them)."""
+    from edn.roles import settings_groups
+    from wsframework.settings import SettingsError, describe, read_settings
+    try:
+        groups = settings_groups(role)
+    except ValueError as exc:
+        raise SystemExit(f"edn serve: {exc}") from None
+    if "help" in settings:
+        if not groups:
+            print(f"the {role} role declares no settings")
+        for key, default, meaning in describe(*groups):
+            print(f"{key:<34} {default:<14} {meaning}")
+        raise SystemExit(0)
+    if not groups:  # a role that declares none reads its raw mapping itself
+        return
+    try:
+        read_settings(settings, *groups)
+    except SettingsError as exc:
+        raise SystemExit(f"edn serve {role}: {exc}") from None
 
 
 def _initial_precision(args):

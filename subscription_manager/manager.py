@@ -50,6 +50,7 @@ from wsframework.exceptions import SENDER, SoapFault
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 from wsframework.publisher import PUBLISH_ACTION
+from wsframework.settings import Settings, read_settings
 from wsframework.soap import SoapVersion, build_envelope
 
 from . import messages as msg
@@ -76,11 +77,15 @@ class SubscriptionManager:
     """Event source and subscription manager for every topic of ``service.topics``."""
 
     def __init__(self, service, *, resolver=None, clock=time.time, settings=None,
-                 start_sweeper: bool = True):
+                 settings_groups: tuple[type[Settings], ...] = (), start_sweeper: bool = True):
+        """``settings`` override ``service.config.settings``; the merged mapping is read into
+        :class:`EventingSettings` and the role's other ``settings_groups`` (the server's
+        EdnSettings), and a key none of them knows is refused."""
         self.service = service
         merged = dict(service.config.settings or {})
         merged.update(settings or {})
-        self.settings = EventingSettings.from_mapping(merged)
+        groups = tuple(dict.fromkeys((EventingSettings, *settings_groups)))
+        self.settings = read_settings(merged, *groups)[0]
         self.topics = service.topics
         self.clock = clock
         self.store = SubscriptionStore(service.store)

@@ -3,14 +3,14 @@
 ==================================  ==========  ================================================
 key                                 default     meaning
 ==================================  ==========  ================================================
-allow_private                       []          CIDRs of private ranges notification targets may
+allow_private                       (none)      CIDRs of private ranges notification targets may
                                                 be in (``--allow-private``)
 allow_loopback                      true        loopback targets allowed
-min_expires / max_expires           PT1S / --   bounds on granted lifetimes (xs:duration or
+min_expires / max_expires           1.0 / --    bounds on granted lifetimes (xs:duration or
                                                 seconds; no max = subscriptions may be infinite)
 default_expires                     --          2011 Subscribe without Expires (default: max)
 accept_datetime                     true        accept xs:dateTime expirations
-sweep_interval                      1.0         seconds between expiry sweeps
+sweep_interval                      1.0         seconds between expiry sweeps (0: no sweeper)
 purge_after                         604800      seconds terminal rows are kept before purging
 delivery_workers                    8           delivery threads per process
 delivery_queue_size                 50000       bounded queue; full -> newest dropped
@@ -20,27 +20,39 @@ delivery_timeout                    5.0         seconds to finish pending delive
 target_cache_ttl                    10.0        seconds a target check answer is reused
 keep_subscriptions_on_shutdown      false       close() leaves subscriptions active (rolling
                                                 restarts) instead of ending them with
-                                                SubscriptionEnd/SourceShuttingDown
+                                                SubscriptionEnd/SourceShuttingDown (the
+                                                server role defaults it to true)
 ==================================  ==========  ================================================
+
+A key no settings group of the role knows is refused (:func:`wsframework.settings.read_settings`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from wsframework.settings import Settings, setting
 
 from .delivery import DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
 
-__all__ = ["EventingSettings"]
+__all__ = ["EventingSettings", "parse_seconds"]
+
+_UNBOUNDED = ("", "none", "unbounded", "inf", "infinite")
 
 
-def _seconds(value: Any) -> float | None:
-    if value is None or value == "":
+def parse_seconds(value: Any) -> float | None:
+    """A number of seconds or an xs:duration (months count 30 days); ``none``/``unbounded``
+    (or nothing) is None."""
+    if value is None:
         return None
+    if isinstance(value, bool):
+        raise ValueError(f"not a number of seconds or an xs:duration: {value!r}")
     if isinstance(value, (int, float)):
         return float(value)
     text = str(value).strip()
-    if text.lower() in ("none", "unbounded", "inf", "infinite"):
+    if text.lower() in _UNBOUNDED:
         return None
     try:
         return float(text)
@@ -55,69 +67,49 @@ def _seconds(value: Any) -> float | None:
     return float(duration.seconds) + duration.months * 30 * 86400
 
 
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"not a boolean: {value!r}")
-
-
-def _cidrs(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(v.strip() for v in value.split(",") if v.strip())
-    return tuple(str(v) for v in value)
-
-
 @dataclass(frozen=True)
-class EventingSettings:
-    allow_private: tuple[str, ...] = ()
-    allow_loopback: bool = True
-    min_expires: float | None = 1.0
-    max_expires: float | None = None
-    default_expires: float | None = None
-    accept_datetime: bool = True
-    sweep_interval: float = 1.0
-    purge_after: float = 7 * 86400.0
-    delivery_workers: int = 8
-    delivery_queue_size: int = 50_000
-    delivery_retries: int = 3
-    delivery_backoff: float = 0.5
-    delivery_backoff_max: float = 30.0
-    delivery_timeout: float = 5.0
-    target_cache_ttl: float = 10.0
-    keep_subscriptions_on_shutdown: bool = False
-    extra: dict = field(default_factory=dict, compare=False)
+class EventingSettings(Settings):
+    allow_private: tuple[str, ...] = setting(
+        (), "CIDRs of private ranges notification targets may be in (--allow-private)")
+    allow_loopback: bool = setting(True, "loopback notification targets allowed")
+    min_expires: float | None = setting(1.0, "shortest granted lifetime (seconds or "
+                                        "xs:duration)", parse=parse_seconds)
+    max_expires: float | None = setting(None, "longest granted lifetime (none: subscriptions "
+                                        "may be infinite)", parse=parse_seconds)
+    default_expires: float | None = setting(None, "lifetime of a 2011 Subscribe without "
+                                            "Expires (none: the max)", parse=parse_seconds)
+    accept_datetime: bool = setting(True, "accept xs:dateTime expirations")
+    sweep_interval: float = setting(1.0, "seconds between expiry sweeps (0: no sweeper)")
+    purge_after: float = setting(7 * 86400.0, "seconds terminal rows are kept before purging")
+    delivery_workers: int = setting(8, "delivery threads per process")
+    delivery_queue_size: int = setting(50_000, "bounded delivery queue; full -> newest dropped")
+    delivery_retries: int = setting(3, "retries after the first delivery attempt")
+    delivery_backoff: float = setting(0.5, "first retry delay (seconds, doubling)")
+    delivery_backoff_max: float = setting(30.0, "longest retry delay (seconds)")
+    delivery_timeout: float = setting(5.0, "seconds to finish pending deliveries at close")
+    target_cache_ttl: float = setting(10.0, "seconds a notification target check is reused")
+    keep_subscriptions_on_shutdown: bool = setting(
+        False, "close() leaves subscriptions active instead of ending them "
+        "(SourceShuttingDown); the server role defaults it to true")
 
-    _CONVERTERS = {
-        "allow_private": _cidrs, "allow_loopback": _bool, "accept_datetime": _bool,
-        "keep_subscriptions_on_shutdown": _bool,
-        "min_expires": _seconds, "max_expires": _seconds, "default_expires": _seconds,
-        "sweep_interval": float, "purge_after": float, "delivery_backoff": float,
-        "delivery_backoff_max": float, "delivery_timeout": float, "target_cache_ttl": float,
-        "delivery_workers": int, "delivery_queue_size": int, "delivery_retries": int,
-    }
-
-    @classmethod
-    def from_mapping(cls, settings: Mapping[str, Any] | None) -> "EventingSettings":
-        known = {f.name for f in fields(cls)} - {"extra"}
-        values: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in (settings or {}).items():
-            name = key.replace("-", "_")
-            if name in known:
-                try:
-                    values[name] = cls._CONVERTERS[name](value)
-                except (TypeError, ValueError) as exc:
-                    raise ValueError(f"setting {key}: {exc}") from None
-            else:
-                extra[key] = value
-        return cls(**values, extra=extra)
+    def validate(self) -> None:
+        if self.min_expires is not None and self.min_expires < 0:
+            raise ValueError("min_expires must not be negative")
+        if self.max_expires is not None and self.max_expires < (self.min_expires or 0.0):
+            raise ValueError("max_expires must not be below min_expires")
+        if self.delivery_workers < 1 or self.delivery_queue_size < 1:
+            raise ValueError("delivery_workers and delivery_queue_size must be >= 1")
+        if min(self.delivery_retries, self.delivery_backoff, self.delivery_backoff_max) < 0:
+            raise ValueError("delivery_retries and delivery_backoff(_max) must not be negative")
+        if min(self.sweep_interval, self.purge_after, self.delivery_timeout,
+               self.target_cache_ttl) < 0:
+            raise ValueError("sweep_interval, purge_after, delivery_timeout and "
+                             "target_cache_ttl must not be negative")
+        for cidr in self.allow_private:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"invalid --allow-private range: {exc}") from None
 
     def expiry_policy(self) -> ExpiryPolicy:
         return ExpiryPolicy(min_seconds=self.min_expires or 0.0, max_seconds=self.max_expires,

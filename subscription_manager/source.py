@@ -4,14 +4,17 @@
 :class:`~subscription_manager.manager.SubscriptionManager` (reachable afterwards as
 ``service.subscription_manager``). Keyword arguments:
 
-``transport``      client transport for notifications (default pooled HTTP)
-``store``          an existing :class:`~wsframework.store.Store` (default ``DATA/edn.db``)
-``resolver``       ``getaddrinfo``-like callable for notification target checks
-``settings``       eventing settings overriding ``config.settings`` (see
-                   :mod:`subscription_manager.settings`)
-``manager_class``  a :class:`SubscriptionManager` subclass (the EDN manager uses this)
-``start_sweeper``  run the expiry sweeper thread (default True)
-``clock``          epoch-seconds clock for expiry decisions (tests pin it)
+``transport``        client transport for notifications (default pooled HTTP)
+``store``            an existing :class:`~wsframework.store.Store` (default ``DATA/edn.db``)
+``resolver``         ``getaddrinfo``-like callable for notification target checks
+``settings``         settings overriding ``config.settings`` (see
+                     :mod:`subscription_manager.settings`); a key no group of
+                     ``settings_groups`` knows is refused
+``settings_groups``  the role's settings groups (default :attr:`build_source.settings`,
+                     the event source's :class:`EventingSettings`)
+``manager_class``    a :class:`SubscriptionManager` subclass (the EDN manager uses this)
+``start_sweeper``    run the expiry sweeper thread (default True)
+``clock``            epoch-seconds clock for expiry decisions (tests pin it)
 """
 from __future__ import annotations
 
@@ -19,19 +22,28 @@ from wsdl.admin import serve_admin_wsdl
 from wsframework.service import Service, ServiceConfig
 
 from .manager import SubscriptionManager
+from .settings import EventingSettings
+
+__all__ = ["build_source"]
 
 
 def build_source(config: ServiceConfig, *, resolver=None, settings=None,
+                 settings_groups: tuple | None = None,
                  manager_class: type[SubscriptionManager] = SubscriptionManager,
                  start_sweeper: bool = True, clock=None, **kwargs) -> Service:
     service = Service(config, **kwargs)
     serve_admin_wsdl(service)
     try:
-        extra = {"clock": clock} if clock is not None else {}
+        pinned = {"clock": clock} if clock is not None else {}
         manager = manager_class(service, resolver=resolver, settings=settings,
-                                start_sweeper=start_sweeper, **extra)
+                                settings_groups=settings_groups or build_source.settings,
+                                start_sweeper=start_sweeper, **pinned)
     except BaseException:
         service.close()
         raise
     service.subscription_manager = manager
     return service
+
+
+# The settings groups the role reads (``edn serve source --set`` is validated against them).
+build_source.settings = (EventingSettings,)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from wsframework.service import Service, ServiceConfig
 
+from ..settings import EventingSettings
 from ..source import build_source
 from .manager import PLACED, EdnSubscriptionManager
 from .settings import EdnSettings
@@ -64,11 +65,12 @@ def build_server(config: ServiceConfig, *, start_background: bool = True, settin
     the caller (:meth:`EdnSubscriptionManager.step`).
     """
     overrides = dict(settings or {})
-    if "keep_subscriptions_on_shutdown" not in {**(config.settings or {}), **overrides}:
+    given = {str(key).replace("-", "_") for key in {**(config.settings or {}), **overrides}}
+    if "keep_subscriptions_on_shutdown" not in given:
         # Subscriptions belong to the network: a server restart must not end them.
         overrides["keep_subscriptions_on_shutdown"] = True
     service = build_source(config, manager_class=EdnSubscriptionManager, settings=overrides,
-                           **kwargs)
+                           settings_groups=build_server.settings, **kwargs)
     if start_background:
         try:
             service.subscription_manager.start()
@@ -76,3 +78,8 @@ def build_server(config: ServiceConfig, *, start_background: bool = True, settin
             service.close()
             raise
     return service
+
+
+# The settings groups the role reads from one mapping (``edn serve server --set`` is
+# validated against them before anything starts).
+build_server.settings = (EdnSettings, EventingSettings)

@@ -19,36 +19,56 @@ move_chunk             500                        subscriptions per ImportSubscr
 placement_seed         --                         seed of the random placement
 =====================  =========================  ===============================================
 
-Every other key goes to the base event source (:mod:`subscription_manager.settings`); the
-server role defaults ``keep_subscriptions_on_shutdown`` to true (subscriptions belong to
-the network and survive a restart of the server holding them).
+The server's mapping also holds the base event source's settings
+(:mod:`subscription_manager.settings`): the role reads it with
+``read_settings(mapping, EdnSettings, EventingSettings)``, so a key neither group knows is
+refused. The server role defaults ``keep_subscriptions_on_shutdown`` to true (subscriptions
+belong to the network and survive a restart of the server holding them).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from route_manager.placement import ALGORITHMS
+from wsframework.settings import Settings, read_settings, setting
+
+from ..settings import EventingSettings
 
 __all__ = ["EdnSettings"]
 
 
-@dataclass(frozen=True)
-class EdnSettings:
-    dispatcher: str
-    name: str
-    partitioner: str = "rtree"
-    load_threshold: int = 20_000
-    summary_interval: float = 0.2
-    peer_interval: float = 1.0
-    routing_precision: float = 1.0
-    placement_refresh: float | None = None
-    forward_timeout: float = 10.0
-    move_chunk: int = 500
-    placement_seed: int | None = None
+def _url(value: Any) -> str:
+    return str(value).strip().rstrip("/")
 
-    def __post_init__(self):
+
+def _partitioner(value: Any) -> str:
+    return str(value).strip().lower()
+
+
+@dataclass(frozen=True)
+class EdnSettings(Settings):
+    dispatcher: str | None = setting(None, "the dispatcher's base URL (required)", parse=_url)
+    name: str | None = setting(None, "this server's name in the network (default: host:port "
+                               "of the base URL)")
+    partitioner: str = setting("rtree", "random | rtree | kmeans | local (never forward)",
+                               parse=_partitioner)
+    load_threshold: int = setting(20_000, "servers at or above this load take no more placed "
+                                  "subscriptions")
+    summary_interval: float = setting(0.2, "seconds between route updates (coalescing)")
+    peer_interval: float = setting(1.0, "seconds between peer exchanges")
+    routing_precision: float = setting(1.0, "precision of the summary sent to peers, (0, 1]")
+    placement_refresh: float | None = setting(None, "seconds between placement-state rebuilds "
+                                              "when only the content changed (default: "
+                                              "summary_interval)")
+    forward_timeout: float = setting(10.0, "read timeout of a forwarded Subscribe (seconds)")
+    move_chunk: int = setting(500, "subscriptions per ImportSubscriptions")
+    placement_seed: int | None = setting(None, "seed of the random placement")
+
+    def validate(self) -> None:
+        if not self.dispatcher:
+            raise ValueError("the server role needs the dispatcher's URL (--dispatcher URL)")
         if self.partitioner not in ALGORITHMS:
             raise ValueError(f"partitioner must be one of {', '.join(ALGORITHMS)}, "
                              f"not {self.partitioner!r}")
@@ -66,22 +86,12 @@ class EdnSettings:
         return self.summary_interval if self.placement_refresh is None else self.placement_refresh
 
     @classmethod
-    def from_mapping(cls, settings: Mapping[str, Any] | None, base_url: str) -> "EdnSettings":
-        values = {k.replace("-", "_"): v for k, v in (settings or {}).items()
-                  if v is not None and v != ""}
-        dispatcher = values.get("dispatcher")
-        if not dispatcher:
-            raise ValueError("the server role needs the dispatcher's URL (--dispatcher URL)")
-        converters = {"load_threshold": int, "summary_interval": float, "peer_interval": float,
-                      "routing_precision": float, "placement_refresh": float,
-                      "forward_timeout": float, "move_chunk": int, "placement_seed": int,
-                      "partitioner": lambda v: str(v).strip().lower()}
-        kwargs = {"dispatcher": str(dispatcher).rstrip("/"),
-                  "name": str(values.get("name") or urlsplit(base_url).netloc or base_url)}
-        for key, convert in converters.items():
-            if key in values:
-                try:
-                    kwargs[key] = convert(values[key])
-                except (TypeError, ValueError) as exc:
-                    raise ValueError(f"setting {key}: {exc}") from None
-        return cls(**kwargs)
+    def from_mapping(cls, mapping: Mapping[str, Any] | None,
+                     base_url: str | None = None) -> "EdnSettings":
+        """The server role's EDN settings from its whole mapping (the event source's keys
+        are read too, and a key neither group knows is refused); ``name`` defaults to the
+        host:port of ``base_url``."""
+        edn, _ = read_settings(mapping, cls, EventingSettings)
+        if not edn.name and base_url:
+            edn = replace(edn, name=urlsplit(base_url).netloc or base_url)
+        return edn

@@ -25,6 +25,8 @@ Modules, one idea each:
 ``manager``        the event source / subscription manager (routes, view, sync, hooks)
 ``messages``       Subscribe/Renew/... parsing and response building (pure)
 ``versions``       2004/08 vs 2011 vocabulary and the fault each situation calls for
+``exceptions``     precise errors (unknown subscription, refused endpoint or filter) and
+                   their faults, registered once with :mod:`wsframework.faults`
 ``expiry``         xs:duration / xs:dateTime and the grant policy
 ``lifecycle``      the subscription states and their legal transitions (one table)
 ``store``          durable subscriptions (SQLite), conditional transitions, change tracking

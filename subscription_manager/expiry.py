@@ -36,6 +36,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 
+from wsframework.exceptions import SoapFault
+from wsframework.faults import translate
+
+from .versions import VERSIONS
+
 __all__ = [
     "ExpiryError",
     "InvalidExpiry",
@@ -58,7 +63,13 @@ DATETIME = "dateTime"
 
 
 class ExpiryError(ValueError):
-    """A requested expiry that cannot be granted; subclasses say which fault applies."""
+    """A requested expiry that cannot be granted; subclasses say which fault applies.
+
+    ``version`` ('2004' or '2011') is the WS-Eventing version the grant was asked under
+    (set by :meth:`ExpiryPolicy.grant`); it names the fault (translations at the bottom).
+    """
+
+    version: str | None = None
 
 
 class InvalidExpiry(ExpiryError):
@@ -268,12 +279,16 @@ class ExpiryPolicy:
 
     # -- the two rule sets ------------------------------------------------------------------
     def grant(self, request: ExpiryRequest, now: float, *, version: str) -> Grant:
-        """The grant for ``request`` at epoch ``now`` under ``version`` ('2004' or '2011')."""
-        if version == "2004":
-            return self._grant_2004(request, now)
-        if version == "2011":
-            return self._grant_2011(request, now)
-        raise ValueError(f"unknown WS-Eventing version {version!r}")
+        """The grant for ``request`` at epoch ``now`` under ``version`` ('2004' or '2011');
+        an :class:`ExpiryError` raised says ``version`` (its fault depends on it)."""
+        rules = {"2004": self._grant_2004, "2011": self._grant_2011}.get(version)
+        if rules is None:
+            raise ValueError(f"unknown WS-Eventing version {version!r}")
+        try:
+            return rules(request, now)
+        except ExpiryError as exc:
+            exc.version = version
+            raise
 
     def _grant_2004(self, request: ExpiryRequest, now: float) -> Grant:
         if request.text is None:
@@ -335,3 +350,20 @@ class ExpiryPolicy:
         if self.max_seconds is not None and expires > now + self.max_seconds:
             return now + self.max_seconds
         return expires
+
+
+# -- the faults a peer is answered with (see the table above and :mod:`.versions`) ---------
+
+@translate(InvalidExpiry)
+def _invalid_expiry(exc: InvalidExpiry) -> SoapFault:
+    return VERSIONS[exc.version].faults.invalid_expiration(str(exc))
+
+
+@translate(UngrantableExpiry)
+def _ungrantable_expiry(exc: UngrantableExpiry) -> SoapFault:
+    return VERSIONS[exc.version].faults.ungrantable_expiration(str(exc))
+
+
+@translate(UnsupportedExpiryType)
+def _unsupported_expiry_type(exc: UnsupportedExpiryType) -> SoapFault:
+    return VERSIONS[exc.version].faults.unsupported_expiration_type(str(exc))

@@ -55,7 +55,8 @@ from wsframework.soap import SoapVersion, build_envelope
 
 from . import messages as msg
 from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer
-from .expiry import Grant, InvalidExpiry, UngrantableExpiry, UnsupportedExpiryType
+from .exceptions import RefusedEndpoint, RefusedFilter, UnknownSubscription
+from .expiry import Grant
 from .notifications import NotificationTemplate, notification_action
 from .rwlock import RWLock
 from .settings import EventingSettings
@@ -188,7 +189,7 @@ class SubscriptionManager:
         subscription_id = msg.subscription_id_from(
             version, message.reference_parameter(version.identifier_tag))
         if subscription_id is None:
-            raise version.faults.unknown_subscription(operation)
+            raise UnknownSubscription(version, None, operation)
         if operation == "Renew":
             return self.handle_renew(message, version, subscription_id)
         if operation == "GetStatus":
@@ -245,19 +246,11 @@ class SubscriptionManager:
                 continue
             try:
                 self.targets.check(epr.address)
-            except TargetRefused as refused:
-                raise version.faults.unusable_epr(f"refused endpoint {epr.address}: "
-                                                  f"{refused.reason}") from None
+            except TargetRefused as refused:  # the same refusal is no fault to a delivery
+                raise RefusedEndpoint(version, epr.address, refused.reason) from None
 
     def _grant(self, version: EventingVersion, request, now: float) -> Grant:
-        try:
-            return self.expiry_policy.grant(request, now, version=version.name)
-        except UnsupportedExpiryType as exc:
-            raise version.faults.unsupported_expiration_type(str(exc)) from None
-        except UngrantableExpiry as exc:
-            raise version.faults.ungrantable_expiration(str(exc)) from None
-        except InvalidExpiry as exc:
-            raise version.faults.invalid_expiration(str(exc)) from None
+        return self.expiry_policy.grant(request, now, version=version.name)
 
     @staticmethod
     def _render_grant(version: EventingVersion, grant: Grant, now: float) -> str | None:
@@ -269,7 +262,7 @@ class SubscriptionManager:
         current = self.store.get(subscription_id)
         if (current is None or current.version is not version or not current.is_active
                 or current.expired_at(now)):
-            raise version.faults.unknown_subscription(operation)
+            raise UnknownSubscription(version, subscription_id, operation)
         return current
 
     def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
@@ -279,7 +272,7 @@ class SubscriptionManager:
         grant = self._grant(version, request.expires, now)
         renewed = self.store.renew(subscription_id, grant.expires, grant.kind, now)
         if renewed is None:  # lost a race with Unsubscribe, the sweeper or a delivery failure
-            raise version.faults.unknown_subscription("Renew")
+            raise UnknownSubscription(version, subscription_id, "Renew")
         self._advance(renewed.seq)
         self._apply(renewed, local=True)
         return Reply(version.action("RenewResponse"),
@@ -297,7 +290,7 @@ class SubscriptionManager:
         self._current(version, subscription_id, "Unsubscribe", now)
         gone = self.store.unsubscribe(subscription_id, now)
         if gone is None:
-            raise version.faults.unknown_subscription("Unsubscribe")
+            raise UnknownSubscription(version, subscription_id, "Unsubscribe")
         self._advance(gone.seq)
         self._apply(gone, local=True)
         log.info("subscription %s unsubscribed", subscription_id)
@@ -338,7 +331,7 @@ class SubscriptionManager:
     # == the in-memory view ================================================================
     def _install(self, entry: NamespaceEntry, subscription: Subscription) -> None:
         """Put the subscription's filter into its topic's matcher (caller holds the write
-        lock); raise the version's fault if the matcher refuses it."""
+        lock); :class:`RefusedFilter` if the matcher refuses it."""
         installed = self._installed.get(subscription.id)
         if installed is not None and installed[:2] == (entry.uid, subscription.filter):
             return
@@ -349,16 +342,11 @@ class SubscriptionManager:
         if spec is None:
             self._unfiltered.setdefault(entry.uid, {})[subscription.id] = None
         else:
-            faults = subscription.version.faults
             matcher = self.matcher_for(entry)
             try:
                 matcher.add_filter(subscription.id, spec)
-            except UnsupportedDialect as exc:
-                raise faults.filtering_requested_unavailable(exc.dialect, exc.supported) from None
-            except InvalidFilter as exc:
-                if exc.reason == "empty filter":
-                    raise faults.empty_filter() from None
-                raise faults.cannot_process_filter(exc.reason) from None
+            except (InvalidFilter, UnsupportedDialect) as exc:  # adm:InvalidRequest elsewhere
+                raise RefusedFilter(subscription.version, exc) from None
         # the matcher is kept so that removal needs no topic lookup (it runs under the
         # write lock, for every expiry and unsubscribe)
         self._installed[subscription.id] = (entry.uid, spec, matcher)
@@ -393,9 +381,9 @@ class SubscriptionManager:
                 if entry is not None:
                     try:
                         self._install(entry, subscription)
-                    except SoapFault as fault:  # stored by a process with other plugins
+                    except RefusedFilter as refused:  # stored by a process with other plugins
                         log.error("cannot install the filter of subscription %s: %s",
-                                  subscription.id, fault.reason)
+                                  subscription.id, refused)
                 self._subscriptions[subscription.id] = subscription
                 if old is None or old.notify_to != subscription.notify_to or \
                         old.format != subscription.format:
@@ -471,9 +459,9 @@ class SubscriptionManager:
                     if subscription.topic_uid == entry.uid:
                         try:
                             self._install(entry, subscription)
-                        except SoapFault as fault:
+                        except RefusedFilter as refused:
                             log.error("cannot install the filter of subscription %s: %s",
-                                      subscription.id, fault.reason)
+                                      subscription.id, refused)
         elif event == "removed":
             with self._rw.write():
                 for subscription_id, (topic_uid, _, _) in list(self._installed.items()):

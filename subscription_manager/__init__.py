@@ -22,7 +22,11 @@ matches (``on_event_matched``), or to deliver differently (``deliver``); pass th
 Modules, one idea each:
 
 =================  ===========================================================================
-``manager``        the event source / subscription manager (routes, view, sync, hooks)
+``manager``        the event source / subscription manager: composition, routes, hooks,
+                   publication, SubscriptionEnd, expiry sweeps, shutdown
+``operations``     Subscribe / Renew / GetStatus / Unsubscribe (a mixin of the manager)
+``view``           the process's in-memory view (installed filters, templates) that follows
+                   the store and the namespace
 ``messages``       Subscribe/Renew/... parsing and response building (pure)
 ``versions``       2004/08 vs 2011 vocabulary and the fault each situation calls for
 ``exceptions``     precise errors (unknown subscription, refused endpoint or filter) and
@@ -34,6 +38,7 @@ Modules, one idea each:
 ``notifications``  notification envelopes from per-subscription templates (Wrap/Unwrap)
 ``targets``        which NotifyTo/EndTo addresses may be used
 ``settings``       the ``--set KEY=VALUE`` settings of the source role
+``source``         the ``source`` role: a Service with the manager and both WSDLs
 =================  ===========================================================================
 """
 from .manager import MANAGER_PATH, SubscriptionManager

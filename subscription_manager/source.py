@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from wsdl.admin import serve_admin_wsdl
+from wsdl.eventing import serve_eventing_wsdl
 from wsframework.service import Service, ServiceConfig
 
 from .manager import SubscriptionManager
@@ -33,6 +34,7 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
                  start_sweeper: bool = True, clock=None, **kwargs) -> Service:
     service = Service(config, **kwargs)
     serve_admin_wsdl(service)
+    serve_eventing_wsdl(service)
     try:
         pinned = {"clock": clock} if clock is not None else {}
         manager = manager_class(service, resolver=resolver, settings=settings,

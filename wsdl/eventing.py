@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lxml import etree
 
-__all__ = ["eventing_wsdl", "register", "SOURCE", "MANAGER"]
+__all__ = ["eventing_wsdl", "serve_eventing_wsdl", "SOURCE", "MANAGER"]
 
 WSDL_NS = "http://schemas.xmlsoap.org/wsdl/"
 SOAP11_BINDING_NS = "http://schemas.xmlsoap.org/wsdl/soap/"
@@ -66,9 +66,10 @@ def _version(query) -> str | None:
     return None
 
 
-def register(service, manager) -> None:
-    """Serve the documents at the manager's topic and subscription-manager addresses."""
-    topics = manager.topics
+def serve_eventing_wsdl(service) -> None:
+    """Serve the documents at ``service``'s topic and subscription-manager addresses (the
+    event source roles call this)."""
+    topics = service.topics
 
     def topic_wsdl(path, address, query=None):
         version = _version(query)

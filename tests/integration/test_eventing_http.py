@@ -167,7 +167,7 @@ def test_two_workers_share_subscriptions(tmp_path, sink):
             subs.append(client.subscribe(server.base_url + "/topics/stocks",
                                          f"{sink.url}/s{len(subs)}"))
             client.soap.transport.close()
-            pids = set(re.findall(r" (\d+) INFO subscription_manager\.manager: subscription ",
+            pids = set(re.findall(r" (\d+) INFO subscription_manager\.operations: subscription ",
                                   server.log_text()))
         assert len(pids) == 2, "both workers should have taken subscriptions"
         events = 6

@@ -231,11 +231,11 @@ def test_housekeeping_purges_terminal_rows_and_forgets_them(tmp_path):
         kept = h.subscribe("2011")
         gone = h.subscribe("2011")
         h.client("2011").unsubscribe(gone)
-        assert gone.id in h.manager._gone
+        assert gone.id in h.manager.view._gone
         h.manager.clock = lambda: time.time() + 1
         h.manager.housekeeping(forget_after=-1)
         assert h.manager.store.get(gone.id) is None
         assert h.manager.store.get(kept.id).status is State.ACTIVE
-        assert h.manager._gone == {}
+        assert h.manager.view._gone == {}
     finally:
         h.close()

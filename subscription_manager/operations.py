@@ -1,0 +1,124 @@
+"""Subscribe, Renew, GetStatus and Unsubscribe: the WS-Eventing operations of the event
+source (both versions), as a mixin of :class:`~subscription_manager.manager.SubscriptionManager`.
+
+Each operation parses its request (:mod:`.messages`), decides against the durable store
+(:mod:`.store`, conditional transitions), takes the committed row into the process's view
+(:mod:`.view`) and answers; the reply is sent only after the change is committed, so
+``kill -9`` loses nothing acknowledged. Refusals are precise exceptions (:mod:`.exceptions`,
+:mod:`.expiry`) that the messaging edge answers with the version's fault.
+
+The host provides ``store``, ``view``, ``clock``, ``expiry_policy``, ``targets``,
+``manager_address`` and ``_topic_entry(message)``. Subclasses override the ``handle_*``
+methods (the EDN manager places and forwards) and call them through ``super()``.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+
+from wsframework import addressing as wsa
+from wsframework.addressing import EndpointReference
+from wsframework.messaging import IncomingMessage, Reply
+from wsframework.namespace import NamespaceEntry
+
+from . import messages as msg
+from .exceptions import RefusedEndpoint, UnknownSubscription
+from .expiry import ExpiryRequest, Grant
+from .store import Subscription
+from .targets import TargetRefused
+from .versions import V2004, EventingVersion, check_pairing
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SubscriptionOperations"]
+
+
+class SubscriptionOperations:
+    """The four operations; mixed into the subscription manager."""
+
+    # == Subscribe =========================================================================
+    def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
+        check_pairing(version, message.wsa_version)
+        if message.action != version.action("Subscribe"):
+            raise wsa.action_not_supported(message.wsa_version, message.action)
+        entry = self._topic_entry(message)
+        request = msg.parse_subscribe(message.body, version)
+        self._check_targets(version, request.notify_to, request.end_to)
+        now = self.clock()
+        grant = self._grant(version, request.expires, now)
+        subscription = Subscription(
+            id=uuid.uuid4().hex, topic=entry.name, topic_uid=entry.uid, version=version,
+            soap_version=message.soap_version.value, filter=request.filter,
+            notify_to=request.notify_to, end_to=request.end_to, format=request.format,
+            expires=grant.expires, expires_kind=grant.kind, created=now)
+        stored = self.create_subscription(entry, subscription)
+        manager = msg.manager_epr(version, self.manager_address, stored.id)
+        log.info("subscription %s to %s (%s) notifies %s", stored.id, entry.name, version,
+                 stored.notify_to.address)
+        return Reply(version.action("SubscribeResponse"),
+                     msg.subscribe_response(version, manager, self._render_grant(version, grant, now)))
+
+    def create_subscription(self, entry: NamespaceEntry, subscription: Subscription) -> Subscription:
+        """Install the filter (validating it), store durably, then take it into the view."""
+        self.view.install(entry, subscription)
+        try:
+            stored = self.store.insert(subscription)
+        except BaseException:
+            self.view.uninstall(subscription.id)
+            raise
+        self.view.committed(stored)
+        return stored
+
+    def _check_targets(self, version: EventingVersion, *eprs: EndpointReference | None) -> None:
+        for epr in eprs:
+            if epr is None:
+                continue
+            try:
+                self.targets.check(epr.address)
+            except TargetRefused as refused:  # the same refusal is no fault to a delivery
+                raise RefusedEndpoint(version, epr.address, refused.reason) from None
+
+    def _grant(self, version: EventingVersion, request: ExpiryRequest, now: float) -> Grant:
+        return self.expiry_policy.grant(request, now, version=version.name)
+
+    @staticmethod
+    def _render_grant(version: EventingVersion, grant: Grant, now: float) -> str | None:
+        return grant.render(now, infinite=None if version is V2004 else "PT0S")
+
+    # == Renew / GetStatus / Unsubscribe ===================================================
+    def _current(self, version: EventingVersion, subscription_id: str, operation: str,
+                 now: float) -> Subscription:
+        current = self.store.get(subscription_id)
+        if (current is None or current.version is not version or not current.is_active
+                or current.expired_at(now)):
+            raise UnknownSubscription(version, subscription_id, operation)
+        return current
+
+    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        request = msg.parse_renew(message.body, version)
+        now = self.clock()
+        self._current(version, subscription_id, "Renew", now)
+        grant = self._grant(version, request.expires, now)
+        renewed = self.store.renew(subscription_id, grant.expires, grant.kind, now)
+        if renewed is None:  # lost a race with Unsubscribe, the sweeper or a delivery failure
+            raise UnknownSubscription(version, subscription_id, "Renew")
+        self.view.committed(renewed)
+        return Reply(version.action("RenewResponse"),
+                     msg.renew_response(version, self._render_grant(version, grant, now)))
+
+    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        now = self.clock()
+        current = self._current(version, subscription_id, "GetStatus", now)
+        grant = Grant(current.expires, current.expires_kind)
+        return Reply(version.action("GetStatusResponse"),
+                     msg.get_status_response(version, self._render_grant(version, grant, now)))
+
+    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        now = self.clock()
+        self._current(version, subscription_id, "Unsubscribe", now)
+        gone = self.store.unsubscribe(subscription_id, now)
+        if gone is None:
+            raise UnknownSubscription(version, subscription_id, "Unsubscribe")
+        self.view.committed(gone)
+        log.info("subscription %s unsubscribed", subscription_id)
+        return Reply(version.action("UnsubscribeResponse"), msg.unsubscribe_response(version))

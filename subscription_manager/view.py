@@ -1,0 +1,244 @@
+"""One process's in-memory view of the active subscriptions, following the durable store.
+
+Theory of operation
+-------------------
+The store (:mod:`.store`) is the truth every worker process follows. Each process keeps a
+view of it: the active subscriptions, their filters installed in their topic's matcher, and
+a pre-rendered notification template each, so that publication does no SQL and compiles
+nothing (:meth:`SubscriptionView.match` reads under a shared lock).
+
+A row enters the view through :meth:`~SubscriptionView.apply`: this process's own changes
+right after they are committed (``local=True``), other processes' through
+:meth:`~SubscriptionView.sync`, which reads the rows stamped above the last generation it
+applied. Newer rows win and older ones are ignored; a subscription that left the view is
+remembered for a while (:meth:`~SubscriptionView.forget_gone` prunes it) so that a late,
+older row -- a slow request thread applying what it stored -- cannot bring it back.
+
+Topics come and go under the view: a topic created again (another process's namespace
+change) gets its subscriptions' filters back; a deleted topic's filters are forgotten (the
+manager ends those subscriptions in the store).
+
+The owner's hooks (``on_added`` / ``on_removed``) run outside the view's locks, in whichever
+thread made or learned the change; a failing hook is logged, not propagated.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from lxml import etree
+
+from wsframework.matching import InvalidFilter, Matcher, UnsupportedDialect
+from wsframework.namespace import NamespaceEntry, UnknownEntry
+
+from .exceptions import RefusedFilter
+from .notifications import NotificationTemplate
+from .rwlock import RWLock
+from .store import Subscription, SubscriptionStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SubscriptionView"]
+
+Hook = Callable[..., None]  # hook(subscription, *, local: bool)
+
+
+class SubscriptionView:
+    """The active subscriptions of ``store`` on ``topics``, with their filters installed in
+    ``matcher_for(entry)``; ``on_added(subscription, local=...)`` / ``on_removed`` hear about
+    subscriptions entering and leaving."""
+
+    def __init__(self, store: SubscriptionStore, topics, *,
+                 matcher_for: Callable[[NamespaceEntry], Matcher],
+                 on_added: Hook, on_removed: Hook):
+        self.store = store
+        self.topics = topics
+        self._matcher_for = matcher_for
+        self._on_added = on_added
+        self._on_removed = on_removed
+        self.lock = RWLock()
+        self.subscriptions: dict[str, Subscription] = {}
+        self.templates: dict[str, NotificationTemplate] = {}
+        # What each topic's matcher holds for us: id -> (topic uid, filter spec or None,
+        # the matcher holding the filter or None).
+        self._installed: dict[str, tuple[str, object, Matcher | None]] = {}
+        self._unfiltered: dict[str, dict[str, None]] = {}
+        # Subscriptions that left the view: id -> (seq, when).
+        self._gone: dict[str, tuple[int, float]] = {}
+        self._sync_lock = threading.Lock()
+        self._applied = -1
+
+    def __len__(self) -> int:
+        return len(self.subscriptions)
+
+    # -- matching ----------------------------------------------------------------------------
+    def match(self, entry: NamespaceEntry, event: etree._Element, action: str) -> list[str]:
+        """The ids of the subscriptions to ``entry`` whose filters ``event`` matches (and of
+        those without a filter)."""
+        matcher = self._matcher_for(entry)
+        with self.lock.read():
+            ids = matcher.match(event, variables={"action": action}) if len(matcher) else []
+            everything = self._unfiltered.get(entry.uid)
+            if everything:
+                ids = ids + list(everything)
+        return ids
+
+    def entry_of(self, subscription: Subscription) -> NamespaceEntry | None:
+        """The topic ``subscription`` belongs to, if it still exists (same uid)."""
+        try:
+            entry = self.topics.get(subscription.topic)
+        except UnknownEntry:
+            return None
+        return entry if entry.uid == subscription.topic_uid else None
+
+    # -- filters -----------------------------------------------------------------------------
+    def install(self, entry: NamespaceEntry, subscription: Subscription) -> None:
+        """Put the subscription's filter into its topic's matcher (validating it) before the
+        subscription is stored; :class:`RefusedFilter` if the matcher refuses it."""
+        with self.lock.write():
+            self._install(entry, subscription)
+
+    def uninstall(self, subscription_id: str) -> None:
+        with self.lock.write():
+            self._uninstall(subscription_id)
+
+    def _install(self, entry: NamespaceEntry, subscription: Subscription) -> None:
+        installed = self._installed.get(subscription.id)
+        if installed is not None and installed[:2] == (entry.uid, subscription.filter):
+            return
+        if installed is not None:
+            self._uninstall(subscription.id)
+        spec = subscription.filter
+        matcher = None
+        if spec is None:
+            self._unfiltered.setdefault(entry.uid, {})[subscription.id] = None
+        else:
+            matcher = self._matcher_for(entry)
+            try:
+                matcher.add_filter(subscription.id, spec)
+            except (InvalidFilter, UnsupportedDialect) as exc:  # adm:InvalidRequest elsewhere
+                raise RefusedFilter(subscription.version, exc) from None
+        # the matcher is kept so that removal needs no topic lookup (it runs under the
+        # write lock, for every expiry and unsubscribe)
+        self._installed[subscription.id] = (entry.uid, spec, matcher)
+
+    def _uninstall(self, subscription_id: str) -> None:
+        installed = self._installed.pop(subscription_id, None)
+        if installed is None:
+            return
+        topic_uid, spec, matcher = installed
+        if spec is None:
+            self._unfiltered.get(topic_uid, {}).pop(subscription_id, None)
+        elif subscription_id in matcher:
+            matcher.remove_filter(subscription_id)
+
+    def _reinstall(self, entry: NamespaceEntry, subscription: Subscription) -> None:
+        try:
+            self._install(entry, subscription)
+        except RefusedFilter as refused:  # stored by a process with other plugins
+            log.error("cannot install the filter of subscription %s: %s", subscription.id,
+                      refused)
+
+    # -- applying stored rows ----------------------------------------------------------------
+    def apply(self, subscription: Subscription, *, local: bool) -> None:
+        """Make the view agree with one stored row (newer rows win; older ones are ignored)."""
+        added = removed = None
+        with self.lock.write():
+            old = self.subscriptions.get(subscription.id)
+            seen = old.seq if old is not None else self._gone.get(subscription.id, (None,))[0]
+            if seen is not None and seen >= subscription.seq:
+                return
+            if subscription.is_active:
+                entry = self.entry_of(subscription)
+                if entry is not None:
+                    self._reinstall(entry, subscription)
+                self.subscriptions[subscription.id] = subscription
+                if old is None or old.notify_to != subscription.notify_to or \
+                        old.format != subscription.format:
+                    self.templates[subscription.id] = NotificationTemplate(subscription)
+                added = subscription if old is None else None
+            else:
+                self._uninstall(subscription.id)
+                self.templates.pop(subscription.id, None)
+                self._gone[subscription.id] = (subscription.seq, time.monotonic())
+                if self.subscriptions.pop(subscription.id, None) is not None:
+                    removed = subscription
+        if added is not None:
+            _safely(self._on_added, added, local)
+        if removed is not None:
+            _safely(self._on_removed, removed, local)
+
+    def load(self) -> set[str]:
+        """Take every active stored subscription into the view; returns the uids of topics
+        that hold some of them but no longer exist."""
+        with self._sync_lock:
+            generation = self.store.generation()
+            active = self.store.active()
+            # Topics are committed before their subscriptions: syncing the namespace after
+            # reading the subscriptions means a missing topic really is gone.
+            self.topics.sync()
+            for subscription in active:
+                self.apply(subscription, local=False)
+            self._applied = generation
+        live = {entry.uid for entry in self.topics.entries()}
+        return {s.topic_uid for s in active if s.topic_uid not in live}
+
+    def sync(self) -> bool:
+        """Apply changes other processes committed; True if there were any. One indexed
+        read when nothing changed."""
+        generation = self.store.generation()
+        if generation == self._applied:
+            return False
+        with self._sync_lock:
+            generation = self.store.generation()
+            if generation == self._applied:
+                return False
+            changes = self.store.changed_since(self._applied)
+            for subscription in changes:
+                self.apply(subscription, local=False)
+            self._applied = max([generation] + [s.seq for s in changes])
+        return True
+
+    def advance(self, seq: int) -> None:
+        """This process committed the change stamped ``seq``."""
+        # Our own commit moved the generation by one; if another process committed in
+        # between, stay behind so the next sync fetches its rows.
+        with self._sync_lock:
+            if seq == self._applied + 1:
+                self._applied = seq
+
+    def committed(self, subscription: Subscription) -> None:
+        """Take in a row this process just committed (and the generation it moved)."""
+        self.advance(subscription.seq)
+        self.apply(subscription, local=True)
+
+    def forget_gone(self, older_than: float) -> None:
+        """Forget subscriptions that left the view before ``older_than`` (monotonic)."""
+        with self.lock.write():
+            for subscription_id in [i for i, (_, when) in self._gone.items() if when < older_than]:
+                del self._gone[subscription_id]
+
+    # -- topics ------------------------------------------------------------------------------
+    def topic_added(self, entry: NamespaceEntry) -> None:
+        """Install the filters of the view's subscriptions to ``entry``."""
+        with self.lock.write():
+            for subscription in list(self.subscriptions.values()):
+                if subscription.topic_uid == entry.uid:
+                    self._reinstall(entry, subscription)
+
+    def topic_removed(self, entry: NamespaceEntry) -> None:
+        """Forget the filters installed for ``entry`` (its matcher is gone with it)."""
+        with self.lock.write():
+            for subscription_id, (topic_uid, _, _) in list(self._installed.items()):
+                if topic_uid == entry.uid:
+                    del self._installed[subscription_id]
+            self._unfiltered.pop(entry.uid, None)
+
+
+def _safely(hook: Hook, subscription: Subscription, local: bool) -> None:
+    try:
+        hook(subscription, local=local)
+    except Exception:
+        log.exception("subscription hook %s failed", getattr(hook, "__name__", hook))

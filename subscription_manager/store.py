@@ -21,6 +21,7 @@ from typing import Iterable
 from lxml import etree
 
 from matchers import FilterSpec
+from wsframework import ns
 from wsframework.addressing import EndpointReference
 from wsframework.store import Store
 from wsframework.xmlparse import parse_xml
@@ -59,7 +60,7 @@ CREATE INDEX IF NOT EXISTS {_TABLE}_status_expires ON {_TABLE}(status, expires);
 CREATE INDEX IF NOT EXISTS {_TABLE}_topic ON {_TABLE}(topic_uid, status);
 """
 
-_EPR_TAG = "{urn:wsframework:eventing}EndpointReference"
+_EPR_TAG = ns.qname(ns.EVENTING, "EndpointReference")
 
 
 @dataclass(frozen=True)

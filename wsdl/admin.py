@@ -25,23 +25,17 @@ import functools
 
 from lxml import etree
 
+from wsframework import ns
 from wsframework.admin_contracts import (ADMIN_NS, OPERATIONS, AdminToken, action_for,
                                          element_qname, spyne_wsdl)
 
 __all__ = ["admin_wsdl", "serve_admin_wsdl"]
 
-WSDL_NS = "http://schemas.xmlsoap.org/wsdl/"
-SOAP11_BINDING_NS = "http://schemas.xmlsoap.org/wsdl/soap/"
-SOAP12_BINDING_NS = "http://schemas.xmlsoap.org/wsdl/soap12/"
-XSD_NS = "http://www.w3.org/2001/XMLSchema"
-WSAM_NS = "http://www.w3.org/2007/05/addressing/metadata"
-WSAW_NS = "http://www.w3.org/2006/05/addressing/wsdl"
-
 SERVICE_NAME = "AdminService"
 PORT_TYPE_NAME = "AdminPortType"
 _BINDINGS = {  # SOAP binding namespace -> (binding name, port name)
-    SOAP11_BINDING_NS: ("AdminSoap11Binding", "AdminSoap11Port"),
-    SOAP12_BINDING_NS: ("AdminSoap12Binding", "AdminSoap12Port"),
+    ns.WSDL11_SOAP11: ("AdminSoap11Binding", "AdminSoap11Port"),
+    ns.WSDL11_SOAP12: ("AdminSoap12Binding", "AdminSoap12Port"),
 }
 # Prefixes whose namespaces appear inside attribute values (QNames), so they must survive
 # namespace cleanup even where no element or attribute name uses them.
@@ -49,7 +43,7 @@ _KEPT_PREFIXES = ["xs", "tns", "wsdl", "wsdlsoap11", "wsdlsoap12"]
 
 
 def _w(local):
-    return "{%s}%s" % (WSDL_NS, local)
+    return "{%s}%s" % (ns.WSDL11, local)
 
 
 @functools.lru_cache(maxsize=64)
@@ -63,7 +57,7 @@ def admin_wsdl(address: str) -> bytes:
     _add_actions(soap11.find(_w("portType")))
     _declare_header_element(soap11)
     _any_xml_as_one_element(soap11)
-    etree.cleanup_namespaces(soap11, top_nsmap={"wsam": WSAM_NS, "wsaw": WSAW_NS},
+    etree.cleanup_namespaces(soap11, top_nsmap={"wsam": ns.WSAM, "wsaw": ns.WSAW},
                              keep_ns_prefixes=_KEPT_PREFIXES)
     return etree.tostring(soap11, xml_declaration=True, encoding="UTF-8")
 
@@ -116,21 +110,21 @@ def _add_actions(port_type):
         name = operation.get("name")
         for tag, message in ((_w("input"), name), (_w("output"), responses[name])):
             node = operation.find(tag)
-            node.set("{%s}Action" % WSAM_NS, action_for(message))
-            node.set("{%s}Action" % WSAW_NS, action_for(message))
+            node.set("{%s}Action" % ns.WSAM, action_for(message))
+            node.set("{%s}Action" % ns.WSAW, action_for(message))
 
 
 def _declare_header_element(root):
-    schema = root.find("%s/{%s}schema[@targetNamespace='%s']" % (_w("types"), XSD_NS, ADMIN_NS))
+    schema = root.find("%s/{%s}schema[@targetNamespace='%s']" % (_w("types"), ns.XSD, ADMIN_NS))
     name = AdminToken.get_type_name()
-    if schema.find("{%s}element[@name='%s']" % (XSD_NS, name)) is None:
-        etree.SubElement(schema, "{%s}element" % XSD_NS, name=name, type="tns:" + name)
+    if schema.find("{%s}element[@name='%s']" % (ns.XSD, name)) is None:
+        etree.SubElement(schema, "{%s}element" % ns.XSD, name=name, type="tns:" + name)
 
 
 def _any_xml_as_one_element(root):
-    for element in root.iter("{%s}element" % XSD_NS):
+    for element in root.iter("{%s}element" % ns.XSD):
         if element.get("type") == "xs:anyType":
             del element.attrib["type"]
-            sequence = etree.SubElement(etree.SubElement(element, "{%s}complexType" % XSD_NS),
-                                        "{%s}sequence" % XSD_NS)
-            etree.SubElement(sequence, "{%s}any" % XSD_NS, processContents="lax")
+            sequence = etree.SubElement(etree.SubElement(element, "{%s}complexType" % ns.XSD),
+                                        "{%s}sequence" % ns.XSD)
+            etree.SubElement(sequence, "{%s}any" % ns.XSD, processContents="lax")

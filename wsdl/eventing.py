@@ -20,11 +20,9 @@ from pathlib import Path
 
 from lxml import etree
 
-__all__ = ["eventing_wsdl", "serve_eventing_wsdl", "SOURCE", "MANAGER"]
+from wsframework import ns
 
-WSDL_NS = "http://schemas.xmlsoap.org/wsdl/"
-SOAP11_BINDING_NS = "http://schemas.xmlsoap.org/wsdl/soap/"
-SOAP12_BINDING_NS = "http://schemas.xmlsoap.org/wsdl/soap12/"
+__all__ = ["eventing_wsdl", "serve_eventing_wsdl", "SOURCE", "MANAGER"]
 
 SOURCE = "EventSource"
 MANAGER = "SubscriptionManager"
@@ -48,11 +46,11 @@ def eventing_wsdl(version: str, kind: str, address: str) -> bytes:
     root = etree.fromstring(_template(version), etree.XMLParser(remove_blank_text=False,
                                                                 resolve_entities=False,
                                                                 no_network=True))
-    service = etree.SubElement(root, f"{{{WSDL_NS}}}service", name=kind)
-    for soap_ns, suffix in ((SOAP11_BINDING_NS, "Soap11"), (SOAP12_BINDING_NS, "Soap12")):
-        port = etree.SubElement(service, f"{{{WSDL_NS}}}port", name=f"{kind}{suffix}Port",
+    service = etree.SubElement(root, ns.qname(ns.WSDL11, "service"), name=kind)
+    for soap_ns, suffix in ((ns.WSDL11_SOAP11, "Soap11"), (ns.WSDL11_SOAP12, "Soap12")):
+        port = etree.SubElement(service, ns.qname(ns.WSDL11, "port"), name=f"{kind}{suffix}Port",
                                 binding=f"wse:{kind}{suffix}Binding")
-        etree.SubElement(port, f"{{{soap_ns}}}address", location=address)
+        etree.SubElement(port, ns.qname(soap_ns, "address"), location=address)
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
 
 

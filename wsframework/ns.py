@@ -51,6 +51,14 @@ RANGES_DIALECT = "urn:wsframework:dialects:ranges"
 SUMMARY_DIALECT = "urn:wsframework:dialects:summary"
 GRID_EVENTS = "urn:edn-demo:events"  # events of the synthetic grid workload (route_manager.grid)
 
+# WSDL 1.1 documents (wsdl/): the document, its SOAP 1.1 and 1.2 bindings, XML Schema, and
+# the WS-Addressing action attributes (metadata: WSAM above; the older WSDL binding: WSAW).
+WSDL11 = "http://schemas.xmlsoap.org/wsdl/"
+WSDL11_SOAP11 = "http://schemas.xmlsoap.org/wsdl/soap/"
+WSDL11_SOAP12 = "http://schemas.xmlsoap.org/wsdl/soap12/"
+XSD = "http://www.w3.org/2001/XMLSchema"
+WSAW = "http://www.w3.org/2006/05/addressing/wsdl"
+
 
 def qname(namespace: str, local: str) -> str:
     """Clark notation, the form lxml uses for tags: ``{namespace}local``."""

@@ -4,8 +4,12 @@
 
 * :class:`HttpTransport` — real HTTP on ``requests`` with pooled keep-alive sessions and
   timeouts (one session per thread: ``requests.Session`` is not documented thread-safe).
-* :class:`InProcessTransport` — hands the bytes straight to a local service's WSGI-free entry
-  point, so protocol tests run without sockets.
+* :class:`InProcessTransport` — hands the bytes to a local service through the same WSGI
+  edge, called in process, so protocol tests run without sockets.
+
+Both pass one conformance suite (``tests/support/transport_conformance.py``): every status
+is a response, an unreachable peer a :class:`TransportError`, the action travels as
+SOAPAction (SOAP 1.1) or the content type's ``action`` parameter (SOAP 1.2).
 """
 from .base import Transport, TransportError, TransportResponse
 from .http import HttpTransport

@@ -18,6 +18,10 @@ class TransportResponse:
 
 
 class Transport(Protocol):
+    """Sends one SOAP message and returns the answer, whatever its status; raises
+    :class:`TransportError` when the peer cannot be reached (or, for a transport with
+    timeouts, does not answer in time)."""
+
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse: ...
 

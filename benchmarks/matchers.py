@@ -37,6 +37,7 @@ from matchers import (
     XPathFilterMatcher,
 )
 from matchers.ranges import RANGES_DIALECT
+from matchers.route_set import routing
 from matchers.schema import Attribute
 
 D = 4
@@ -201,8 +202,8 @@ def _route_set(figures: dict, servers: int, boxes: int, n_events: int, rng) -> N
             best = min(best, time.perf_counter() - start)
         figures[f"route_us_per_event_batch_{tag}"] = round(best / len(points) * 1e6, 2)
         table = routes._routes
-        for name, method in (("scan", routes._by_scan), ("rtree", routes._by_rtree),
-                             ("bitmap", routes._by_bitmaps)):
+        for name, method in (("scan", routing.by_scan), ("rtree", routing.by_rtree),
+                             ("bitmap", routing.by_bitmaps)):
             start = time.perf_counter()
             method(table, points, points)
             figures[f"route_us_per_event_batch_{name}_{tag}"] = round(

@@ -5,15 +5,14 @@ A topic or route names its engine when it is created; the engine stores filters 
 
     from lxml import etree
     from matchers import FilterSpec, create_matcher
+    from wsframework import ns
 
     matcher = create_matcher(None)  # the XPath 1.0 default; or a URI from known_matchers()
     wse_filter = etree.fromstring(
         '<wse:Filter xmlns:wse="http://www.w3.org/2011/03/ws-evt" xmlns:q="urn:quotes">'
         "/q:quote[q:price &gt; 30]</wse:Filter>"
     )
-    spec = FilterSpec.from_element(
-        wse_filter, default_dialect="http://www.w3.org/2011/03/ws-evt/Dialects/XPath10"
-    )
+    spec = FilterSpec.from_element(wse_filter, default_dialect=ns.XPATH10_DIALECT_2011)
     matcher.add_filter("sub-1", spec)  # UnsupportedDialect / InvalidFilter on bad input
     event = etree.fromstring('<q:quote xmlns:q="urn:quotes"><q:price>42</q:price></q:quote>')
     matcher.match(event)  # -> ["sub-1"]
@@ -60,7 +59,7 @@ _LAZY = {
     "BruteForceMatcher": "bruteforce", "BRUTE_FORCE_MATCHER_URI": "bruteforce",
     "RANGES_DIALECT": "ranges", "RangeFilter": "ranges", "parse_range_filter": "ranges",
     "RTreeRouteSet": "route_set", "RTreeMatchingEngine": "rtree_engine",
-    "EDN_NS": "schema", "Attribute": "schema", "InvalidSchema": "schema", "Schema": "schema",
+    "Attribute": "schema", "InvalidSchema": "schema", "Schema": "schema",
     "SUMMARY_DIALECT": "summary", "Summary": "summary",
 }
 
@@ -98,7 +97,6 @@ __all__ = [
     "Schema",
     "Attribute",
     "InvalidSchema",
-    "EDN_NS",
     "Summary",
     "SUMMARY_DIALECT",
     "RANGES_DIALECT",

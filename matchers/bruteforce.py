@@ -2,7 +2,7 @@
 
 The baseline the R-tree engines are measured against, and the oracle their tests compare
 with.  Same dialects, schema and meaning as :class:`~matchers.rtree_engine.RTreeMatchingEngine`
-(it compiles filters with the same :func:`~matchers.ranges.compile_filter`), but no index:
+(it compiles filters with the same :func:`~matchers.box_filters.compile_filter`), but no index:
 rectangles live in column-major arrays, and an event's box is intersected with all of them
 (``mins <= event.hi and maxs >= event.lo`` on every dimension: containment for point events,
 intersection for eCube boxes), before the same exact checks run on the candidates.
@@ -18,11 +18,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from lxml import etree
 
+from wsframework import ns
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import UnknownFilter
-from .ranges import box_dialects, compile_filter
-from .schema import CompiledFilter, Schema, standalone
-from wsframework import ns
+
+from .box_filters import box_dialects, compile_filter
+from .compiled_filter import CompiledFilter
+from .schema import Schema
+from .schema.extraction import standalone
 
 __all__ = ["BRUTE_FORCE_MATCHER_URI", "BruteForceMatcher"]
 
@@ -177,9 +180,9 @@ class BruteForceMatcher(Matcher):
 
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
-        dialect = "http://www.w3.org/TR/1999/REC-xpath-19991116"
-        q = (("q", "urn:quotes"),)
-        quote = etree.fromstring('<q:quote xmlns:q="urn:quotes"><q:price>42</q:price></q:quote>')
+        dialect = ns.XPATH10_DIALECT_2004
+        q = (("q", ns.EXAMPLE_QUOTES),)
+        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:price>42</q:price></q:quote>')
         return [
             (FilterSpec(dialect, "/q:quote[q:price >= 42]", q), quote, True),
             (FilterSpec(dialect, "/q:quote[q:price > 42]", q), quote, False),

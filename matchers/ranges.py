@@ -46,10 +46,8 @@ There is no ``not`` and no ``!=``: both would make a rectangle a complement.  Wr
 
 Errors raise :class:`~wsframework.matching.errors.InvalidFilter` with the column and what was expected.
 
-:func:`compile_filter` turns a :class:`~wsframework.matching.base.FilterSpec` of this dialect, or of
-XPath 1.0 (through :mod:`matchers.xpath_ranges`), or XPath 2.0 (no ranges extracted: one box
-spanning the space, elementpath evaluating every event), into the
-:class:`~matchers.schema.CompiledFilter` that the box engines store.
+:func:`bind_range_filter` gives the :class:`~matchers.compiled_filter.CompiledFilter` the box
+engines store; :func:`matchers.box_filters.compile_filter` does so for every box dialect.
 """
 
 from __future__ import annotations
@@ -58,26 +56,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
-import numpy as np
-
-from wsframework.matching.base import FilterSpec
-from wsframework.matching.errors import InvalidFilter, UnsupportedDialect
-from .schema import (
-    DATETIME,
-    NUMBER,
-    STRING,
-    RESERVED_NAMES,
-    CompiledFilter,
-    EventBox,
-    Interval,
-    Schema,
-    parse_datetime,
-    prefix_upper_bound,
-)
-from .xpath import XPATH10_DIALECTS
-from .xpath2 import XPATH20_DIALECTS, compile_xpath2
-from .xpath_ranges import _MIRROR, compile_xpath_filter
 from wsframework import ns
+from wsframework.matching.errors import InvalidFilter
+
+from .compiled_filter import CompiledFilter, frozen_rows
+from .schema import DATETIME, NUMBER, STRING, Schema
+from .schema.codecs import parse_datetime, prefix_upper_bound
+from .schema.extraction import EventBox
+from .schema.intervals import MIRROR, Interval
+from .schema.model import RESERVED_NAMES
 
 __all__ = [
     "RANGES_DIALECT",
@@ -86,8 +73,6 @@ __all__ = [
     "RangeFilter",
     "parse_range_filter",
     "bind_range_filter",
-    "compile_filter",
-    "box_dialects",
 ]
 
 RANGES_DIALECT = ns.RANGES_DIALECT
@@ -265,7 +250,7 @@ class _Parser:
             if name.kind != "name":
                 raise self.fail("an attribute name")
             self.advance()
-            return Predicate(name.text, _MIRROR[op], token.value)
+            return Predicate(name.text, MIRROR[op], token.value)
         if token.kind != "name":
             raise self.fail("an attribute name, a literal or '('")
         self.advance()
@@ -413,42 +398,4 @@ def bind_range_filter(parsed: RangeFilter, schema: Schema) -> CompiledFilter:
                 return True
         return False
 
-    return CompiledFilter(_rows(mins, schema.d), _rows(maxs, schema.d), box_exact, check)
-
-
-def _rows(rows: list[np.ndarray], d: int) -> np.ndarray:
-    array = np.array(rows, dtype=np.float64).reshape(len(rows), d)
-    array.setflags(write=False)
-    return array
-
-
-# -- any supported dialect ------------------------------------------------------------------
-
-def box_dialects() -> frozenset[str]:
-    """The dialects :func:`compile_filter` understands: ranges, XPath 1.0 (both URIs) and
-    XPath 2.0."""
-    return frozenset({RANGES_DIALECT}) | XPATH10_DIALECTS | XPATH20_DIALECTS
-
-
-def compile_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
-    """A :class:`CompiledFilter` for ``spec``: range filters bound to ``schema``; XPath 1.0
-    filters with the ranges :mod:`matchers.xpath_ranges` can prove, checked exactly by lxml."""
-    if spec.dialect == RANGES_DIALECT:
-        return bind_range_filter(parse_range_filter(spec.expression), schema)
-    if spec.dialect in XPATH10_DIALECTS:
-        return compile_xpath_filter(spec, schema)
-    if spec.dialect in XPATH20_DIALECTS:
-        return _whole_space(compile_xpath2(spec), schema)
-    raise UnsupportedDialect(spec.dialect, box_dialects())
-
-
-def _whole_space(evaluate: Any, schema: Schema) -> CompiledFilter:
-    """A filter no ranges are extracted from (XPath 2.0): one box spanning the whole space,
-    every event checked by ``evaluate(event, **variables) -> bool``."""
-    lo, hi = schema.everything()
-
-    def check(event: Any, box: EventBox, variables: Any = None) -> bool:
-        return bool(evaluate(event, **variables) if variables else evaluate(event))
-
-    return CompiledFilter(_rows([lo], schema.d), _rows([hi], schema.d), False, check)
-
+    return CompiledFilter(frozen_rows(mins, schema.d), frozen_rows(maxs, schema.d), box_exact, check)

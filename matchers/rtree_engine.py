@@ -4,7 +4,7 @@
 
     from matchers import FilterSpec, RTreeMatchingEngine
     from matchers.ranges import RANGES_DIALECT
-    XPATH10 = "http://www.w3.org/2011/03/ws-evt/Dialects/XPath10"
+    from wsframework.ns import XPATH10_DIALECT_2011 as XPATH10
 
     engine = RTreeMatchingEngine(schema_element)        # an edn:Schema (the topic's Options)
     engine.add_filter("s1", FilterSpec(RANGES_DIALECT, "price >= 30 and symbol = 'GE'"))
@@ -49,13 +49,15 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from lxml import etree
 
-from wsframework.ns import MATCHER_RTREE_ENGINE
-
-from ._rtree import PagedBoxIndex
+from wsframework import ns
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import UnknownFilter
-from .ranges import box_dialects, compile_filter
-from .schema import CompiledFilter, Schema, standalone
+
+from ._rtree import PagedBoxIndex
+from .box_filters import box_dialects, compile_filter
+from .compiled_filter import CompiledFilter
+from .schema import Schema
+from .schema.extraction import standalone
 from .summary import MaximalRectangles, Summary, summary_target
 from .xpath import XPATH10_DIALECTS
 
@@ -160,7 +162,7 @@ class RTreeMatchingEngine(Matcher):
     evaluated (correct, but no faster than the XPath matcher).
     """
 
-    uri = MATCHER_RTREE_ENGINE
+    uri = ns.MATCHER_RTREE_ENGINE
     dialects = box_dialects()
 
     def __init__(self, config: Any = None) -> None:
@@ -235,9 +237,9 @@ class RTreeMatchingEngine(Matcher):
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
         # No config in the conformance test, so no schema: XPath filters, evaluated exactly.
         dialect = sorted(XPATH10_DIALECTS)[0]
-        q = (("q", "urn:quotes"),)
-        quote = etree.fromstring(
-            '<q:quote xmlns:q="urn:quotes"><q:symbol>GE</q:symbol><q:price>42</q:price></q:quote>')
+        q = (("q", ns.EXAMPLE_QUOTES),)
+        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:symbol>GE</q:symbol>'
+                                 '<q:price>42</q:price></q:quote>')
         return [
             (FilterSpec(dialect, "/q:quote[q:price > 30 and q:symbol = 'GE']", q), quote, True),
             (FilterSpec(dialect, "/q:quote[q:price < 10]", q), quote, False),

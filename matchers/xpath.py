@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from lxml import etree
 
+from wsframework import ns
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
@@ -17,11 +18,11 @@ __all__ = ["XPATH_MATCHER_URI", "XPATH10_DIALECTS", "XPATH20_DIALECTS", "ACTION_
 
 log = logging.getLogger(__name__)
 
-XPATH_MATCHER_URI = "urn:wsframework:matchers:xpath"
+XPATH_MATCHER_URI = ns.MATCHER_XPATH
 XPATH10_DIALECTS = frozenset(
     {
-        "http://www.w3.org/TR/1999/REC-xpath-19991116",  # WS-Eventing 2004/08 default
-        "http://www.w3.org/2011/03/ws-evt/Dialects/XPath10",  # WS-Eventing 2011 default
+        ns.XPATH10_DIALECT_2004,  # WS-Eventing 2004/08 default
+        ns.XPATH10_DIALECT_2011,  # WS-Eventing 2011 default
     }
 )
 
@@ -98,12 +99,12 @@ class XPathFilterMatcher(Matcher):
 
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
-        dialect = "http://www.w3.org/2011/03/ws-evt/Dialects/XPath10"
+        dialect = ns.XPATH10_DIALECT_2011
         quote = etree.fromstring(
-            '<q:quote xmlns:q="urn:quotes" symbol="ACME"><q:price>42</q:price></q:quote>'
+            f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}" symbol="ACME"><q:price>42</q:price></q:quote>'
         )
-        spec = FilterSpec(dialect, "/q:quote[q:price > 30]", (("q", "urn:quotes"),))
-        cheap = FilterSpec(dialect, "q:price < 10", (("q", "urn:quotes"),))
+        spec = FilterSpec(dialect, "/q:quote[q:price > 30]", (("q", ns.EXAMPLE_QUOTES),))
+        cheap = FilterSpec(dialect, "q:price < 10", (("q", ns.EXAMPLE_QUOTES),))
         return [(spec, quote, True), (cheap, quote, False)]
 
 

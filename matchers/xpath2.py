@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from wsframework import ns
 from wsframework.matching.base import FilterSpec
 from wsframework.matching.errors import InvalidFilter
 
@@ -30,13 +31,8 @@ __all__ = [
     "compile_action",
 ]
 
-XPATH20_DIALECTS = frozenset({"http://www.w3.org/2011/03/ws-evt/Dialects/XPath20"})
-ACTION_DIALECTS = frozenset(
-    {
-        "http://docs.oasis-open.org/ws-dd/ns/dpws/2009/01/Action",  # DPWS 1.1
-        "http://schemas.xmlsoap.org/ws/2006/02/devprof/Action",  # DPWS 2006
-    }
-)
+XPATH20_DIALECTS = frozenset({ns.XPATH20_DIALECT_2011})
+ACTION_DIALECTS = frozenset({ns.ACTION_DIALECT_DPWS11, ns.ACTION_DIALECT_DPWS2006})
 
 CompiledFilter = Callable[..., Any]
 

@@ -49,22 +49,15 @@ import logging
 from decimal import Decimal
 from typing import Any, Mapping
 
-import numpy as np
 from elementpath import XPath1Parser
 from lxml import etree
 
 from wsframework.matching.base import FilterSpec
-from .schema import (
-    DATETIME,
-    NUMBER,
-    STRING,
-    CompiledFilter,
-    EventBox,
-    Interval,
-    Schema,
-    parse_datetime,
-    parse_number,
-)
+from .compiled_filter import CompiledFilter, frozen_rows
+from .schema import DATETIME, NUMBER, STRING, Schema
+from .schema.codecs import parse_datetime, parse_number
+from .schema.extraction import EventBox
+from .schema.intervals import MIRROR, Interval
 from .xpath import _compile as _compile_xpath
 from .xpath import xpath_boolean
 
@@ -75,8 +68,7 @@ log = logging.getLogger(__name__)
 MAX_BOXES = 16
 _RELATIVE = ("rel", ())
 _ROOT = ("abs", ())
-_MIRROR = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_COMPARISONS = frozenset(_MIRROR)
+_COMPARISONS = frozenset(MIRROR)
 _NUMERIC_SLACK = 1e-12
 
 Terms = list  # list[dict[int, Interval]]: a union of boxes; [] never holds, [{}] always may
@@ -245,7 +237,7 @@ class _Extractor:
         left, right = token[0], token[1]
         left_literal, right_literal = self._literal(left), self._literal(right)
         if left_literal is not None and right_literal is None and self._is_path(right):
-            left, right, op = right, left, _MIRROR[op]
+            left, right, op = right, left, MIRROR[op]
             left_literal, right_literal = right_literal, left_literal
         if not self._is_path(left):
             return _ANYTHING
@@ -266,7 +258,7 @@ class _Extractor:
         """The schema attributes a path key reads. An absolute ``/R/s...`` that no
         attribute names reads what the relative ``s...`` reads: a comparison on it holds only
         when the document element is ``R``, and events are matched as the roots of their own
-        documents (:func:`.schema.standalone`), so ``s...`` from the event element selects
+        documents (:func:`.schema.extraction.standalone`), so ``s...`` from the event element selects
         the same nodes."""
         dims = self.keys.get(key, ())
         if not dims and key is not None and key[0] == "abs" and len(key[1]) >= 2 \
@@ -348,11 +340,6 @@ def compile_xpath_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
         lo, hi, _ = schema.box(term)
         mins.append(lo)
         maxs.append(hi)
-    shape = (len(mins), schema.d)
-    mins_array = np.array(mins, dtype=np.float64).reshape(shape)
-    maxs_array = np.array(maxs, dtype=np.float64).reshape(shape)
-    mins_array.setflags(write=False)
-    maxs_array.setflags(write=False)
 
     def check(event: Any, box: EventBox, variables: Mapping[str, Any] | None = None) -> bool:
         try:
@@ -361,4 +348,4 @@ def compile_xpath_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
             return False
         return xpath_boolean(result)
 
-    return CompiledFilter(mins_array, maxs_array, False, check)
+    return CompiledFilter(frozen_rows(mins, schema.d), frozen_rows(maxs, schema.d), False, check)

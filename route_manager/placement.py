@@ -50,7 +50,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from wsframework.matching.base import FilterSpec
-from matchers.ranges import compile_filter
+from matchers.box_filters import compile_filter
 from matchers.schema import Schema
 
 from .partitioning import (CapacityExceeded, OnlineKMeansPartitioner, OnlineRTreePartitioner,

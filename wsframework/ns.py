@@ -63,3 +63,9 @@ WSAW = "http://www.w3.org/2006/05/addressing/wsdl"
 def qname(namespace: str, local: str) -> str:
     """Clark notation, the form lxml uses for tags: ``{namespace}local``."""
     return "{%s}%s" % (namespace, local)
+
+
+# Matchers (matchers/): the DPWS 2006 action dialect (DPWS 1.1's is above) and the example
+# event vocabulary of the engines' ``example_filters()`` and docs.
+ACTION_DIALECT_DPWS2006 = "http://schemas.xmlsoap.org/ws/2006/02/devprof/Action"
+EXAMPLE_QUOTES = "urn:quotes"

@@ -35,7 +35,7 @@ import numpy as np
 from lxml import etree
 
 from matchers import FilterSpec
-from matchers.ranges import compile_filter
+from matchers.box_filters import compile_filter
 from matchers.schema import Schema
 
 from .. import workloads

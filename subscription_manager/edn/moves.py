@@ -58,7 +58,7 @@ from lxml import etree
 
 from matchers import FilterSpec
 from wsframework.matching.errors import MatcherError
-from matchers.ranges import compile_filter
+from matchers.box_filters import compile_filter
 from route_manager.forwarding import EDN_NS
 from route_manager.placement import subscription_box
 from wsframework import admin_contracts as contracts

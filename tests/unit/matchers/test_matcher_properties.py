@@ -29,7 +29,8 @@ from matchers import (
     Schema,
     XPathFilterMatcher,
 )
-from matchers.ranges import RANGES_DIALECT, compile_filter, parse_range_filter
+from matchers.box_filters import compile_filter
+from matchers.ranges import RANGES_DIALECT, parse_range_filter
 from matchers.schema import Attribute
 
 Q = "urn:q"

@@ -10,10 +10,11 @@ from matchers.ranges import (
     RANGES_DIALECT,
     Predicate,
     bind_range_filter,
-    compile_filter,
     parse_range_filter,
 )
-from matchers.schema import Attribute, parse_datetime, string_coordinate
+from matchers.box_filters import compile_filter
+from matchers.schema import Attribute
+from matchers.schema.codecs import parse_datetime, string_coordinate
 
 from test_matcher_properties import RANGE_FILTER  # shared strategy (same directory)
 

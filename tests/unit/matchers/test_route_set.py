@@ -7,7 +7,6 @@ import pytest
 from lxml import etree
 
 from matchers import (
-    EDN_NS,
     FilterSpec,
     InvalidFilter,
     RTreeMatchingEngine,
@@ -17,10 +16,12 @@ from matchers import (
     UnknownFilter,
     create_matcher,
 )
-from matchers.route_set import CALIBRATION_POINTS
+from matchers.route_set import CALIBRATION_POINTS, routing
+from matchers.route_set import table as route_table
+from matchers.route_set.bitmaps import RankBitmaps
 from matchers.schema import Attribute
 from matchers.summary import SUMMARY_DIALECT
-from wsframework.ns import MATCHER_RTREE_ROUTE_SET
+from wsframework.ns import EDN, MATCHER_RTREE_ROUTE_SET
 
 SCHEMA = Schema((Attribute("x", "number", "/e/@x", (), 0, 10),
                  Attribute("y", "number", "/e/@y", (), 0, 10)))
@@ -73,11 +74,11 @@ def test_batch_equals_single_for_both_strategies(routes):
     points = rng.uniform(-1, 11, (300, 2))
     single = [routes.route(p) for p in points]
     table = routes._routes
-    for method in (routes._by_scan, routes._by_rtree, routes._by_bitmaps):
+    for method in (routing.by_scan, routing.by_rtree, routing.by_bitmaps):
         assert table.sets(method(table, points, points)) == single
         highs = points + 0.7
         assert table.sets(method(table, points, highs)) == [routes.route_box(a, b) for a, b in zip(points, highs)]
-    for method in (routes._by_columns, routes._by_rtree, routes._by_bitmaps):
+    for method in (routing.by_columns, routing.by_rtree, routing.by_bitmaps):
         assert [table.sets(method(table, p[None], p[None]))[0] for p in points] == single
     assert table.choice["single"] in ("columns", "rtree")  # calibrated after 64 single events
     assert routes.route_batch(points) == single  # calibrates, then routes
@@ -93,7 +94,7 @@ def test_replacing_a_summary_is_atomic_and_recalibrates(routes):
     before = routes._routes
     routes.set_summary("low", summary(([8, 0], [9, 1])))
     assert routes._routes is not before and routes._routes.choice == {"batch": None, "single": None}
-    assert before.sets(routes._by_scan(before, np.ones((1, 2)), np.ones((1, 2)))) == [frozenset({"low"})]
+    assert before.sets(routing.by_scan(before, np.ones((1, 2)), np.ones((1, 2)))) == [frozenset({"low"})]
     assert routes.filter_ids() == ["low", "high", "middle"]  # keeps its place
     assert routes.match(event(1, 1)) == []
     assert routes.match(event(8.5, 0.5)) == ["low"]
@@ -138,7 +139,7 @@ def test_incompatible_summaries_are_refused(routes):
     with pytest.raises(InvalidFilter, match="schema"):
         routes.set_summary("x", summary(([0, 0], [1, 1]), schema=renamed))
     with pytest.raises(InvalidFilter):
-        routes.add_filter("bad", FilterSpec(SUMMARY_DIALECT, "<edn:Summary xmlns:edn='%s'/>" % EDN_NS))
+        routes.add_filter("bad", FilterSpec(SUMMARY_DIALECT, "<edn:Summary xmlns:edn='%s'/>" % EDN))
     assert routes.filter_ids() == ["low", "high", "middle"]
 
 
@@ -207,13 +208,11 @@ def test_readers_never_see_a_half_updated_table(routes):
 
 
 def test_servers_with_many_boxes_skip_the_bitmaps(routes, monkeypatch):
-    import matchers.route_set as route_set
-
-    monkeypatch.setattr(route_set, "MAX_BITMAP_BOXES", 1)
+    monkeypatch.setattr(route_table, "MAX_BITMAP_BOXES", 1)
     routes.set_summary("big", summary(([0, 0], [1, 1]), ([9, 9], [10, 10])))
     table = routes._routes
     assert table.bitmaps[-1] is None and table.bitmaps[0] is not None
-    assert "bitmap" not in routes._candidates(table, single=False)
+    assert "bitmap" not in routing.candidates(table, single=False)
     points = np.array([[0.5, 0.5], [9.5, 9.5], [4.0, 9.0]] * 30)
     assert routes.route_batch(points)[:3] == [frozenset({"low", "big"}), frozenset({"high", "big"}),
                                               frozenset()]
@@ -221,13 +220,12 @@ def test_servers_with_many_boxes_skip_the_bitmaps(routes, monkeypatch):
 
 
 def test_rank_bitmaps_against_numpy():
-    from matchers.route_set import _RankBitmaps
 
     rng = np.random.default_rng(7)
     for k, d in ((0, 2), (1, 1), (63, 2), (64, 3), (65, 3), (300, 4)):
         mins = rng.integers(0, 6, (k, d)).astype(float)
         maxs = mins + rng.integers(0, 3, (k, d))
-        bitmaps = _RankBitmaps(mins, maxs)
+        bitmaps = RankBitmaps(mins, maxs)
         lo = rng.integers(-1, 8, (200, d)).astype(float)
         hi = lo + rng.integers(0, 2, (200, d))
         expected = [bool(np.any(np.all((mins <= b) & (maxs >= a), axis=1))) for a, b in zip(lo, hi)]

@@ -5,7 +5,6 @@ import pytest
 from lxml import etree
 
 from matchers import (
-    EDN_NS,
     FilterSpec,
     InvalidFilter,
     InvalidSchema,
@@ -17,10 +16,10 @@ from matchers import (
 )
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
-from wsframework.ns import MATCHER_RTREE_ENGINE
+from wsframework.ns import EDN, MATCHER_RTREE_ENGINE
 
 OPTIONS = f"""<adm:Options xmlns:adm="urn:wsframework:admin">
-<edn:Schema xmlns:edn="{EDN_NS}" xmlns:q="urn:quotes">
+<edn:Schema xmlns:edn="{EDN}" xmlns:q="urn:quotes">
   <edn:Attribute name="price"  type="number" xpath="/q:quote/q:price" min="0" max="1000"/>
   <edn:Attribute name="symbol" type="string" xpath="/q:quote/q:symbol"/>
   <edn:Attribute name="volume" type="number" xpath="/q:quote/@volume" min="0" max="1e9"/>

@@ -8,17 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from matchers import EDN_NS, InvalidSchema, Schema
-from matchers.schema import (
-    Interval,
+from matchers import InvalidSchema, Schema
+from matchers.schema.codecs import (
     parse_datetime,
     parse_number,
     prefix_upper_bound,
     string_coordinate,
 )
+from matchers.schema.intervals import Interval
+from wsframework.ns import EDN
 
 SCHEMA_XML = f"""
-<edn:Schema xmlns:edn="{EDN_NS}" xmlns:q="urn:quotes">
+<edn:Schema xmlns:edn="{EDN}" xmlns:q="urn:quotes">
   <edn:Attribute name="price"  type="number"   xpath="/q:quote/q:price" min="0" max="1000"/>
   <edn:Attribute name="symbol" type="string"   xpath="/q:quote/q:symbol"/>
   <edn:Attribute name="time"   type="dateTime" xpath="/q:quote/@time"
@@ -63,18 +64,18 @@ def test_element_round_trip(schema):
     ('name="x" xpath="" min="0" max="1"', "no xpath"),
 ])
 def test_invalid_attributes(attribute, message):
-    element = etree.fromstring(f'<edn:Schema xmlns:edn="{EDN_NS}"><edn:Attribute {attribute}/></edn:Schema>')
+    element = etree.fromstring(f'<edn:Schema xmlns:edn="{EDN}"><edn:Attribute {attribute}/></edn:Schema>')
     with pytest.raises(InvalidSchema, match=message):
         Schema.from_element(element)
 
 
 def test_duplicate_names_and_foreign_children_are_refused():
-    twice = (f'<edn:Schema xmlns:edn="{EDN_NS}"><edn:Attribute name="a" xpath="/a" min="0" max="1"/>'
+    twice = (f'<edn:Schema xmlns:edn="{EDN}"><edn:Attribute name="a" xpath="/a" min="0" max="1"/>'
              '<edn:Attribute name="a" xpath="/b" min="0" max="1"/></edn:Schema>')
     with pytest.raises(InvalidSchema, match="unique"):
         Schema.from_element(etree.fromstring(twice))
     with pytest.raises(InvalidSchema, match="unexpected element"):
-        Schema.from_element(etree.fromstring(f'<edn:Schema xmlns:edn="{EDN_NS}"><x/></edn:Schema>'))
+        Schema.from_element(etree.fromstring(f'<edn:Schema xmlns:edn="{EDN}"><x/></edn:Schema>'))
 
 
 def test_from_config_forms(schema):

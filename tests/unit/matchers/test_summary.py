@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 from lxml import etree
 
-from matchers import EDN_NS, FilterSpec, InvalidFilter, RTreeMatchingEngine, Schema, Summary
+from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, Schema, Summary
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
-from matchers.summary import MaximalRectangles, _bulk_parents, str_groups, summary_target
+from matchers.summary import MaximalRectangles, str_groups, summary_target
+from matchers.summary.maximal import _bulk_parents
+from wsframework.ns import EDN
 
 SCHEMA = Schema((Attribute("x", "number", "/e/x", (), 0, 10),
                  Attribute("y", "number", "/e/y", (), 0, 10)))
@@ -43,7 +45,7 @@ def test_wire_form_round_trips_exactly():
     mins = rng.uniform(0, 5, (50, 2))
     summary = Summary(("x", "y"), mins, mins + rng.uniform(0, 5, (50, 2)), SCHEMA)
     element = summary.to_element()
-    assert element.tag == f"{{{EDN_NS}}}Summary" and element.get("boxes") == "50"
+    assert element.tag == f"{{{EDN}}}Summary" and element.get("boxes") == "50"
     assert Summary.from_element(element) == summary
     assert Summary.from_text(summary.to_text()) == summary
     bare = Summary.from_element(summary.to_element(with_schema=False))
@@ -61,7 +63,7 @@ def _summary_xml(boxes="1", dims="x y", mins=None, maxs=None, extra=""):
     encode = lambda values: base64.b64encode(np.array(values, dtype="<f8").tobytes()).decode()
     mins = encode([0.0, 0.0]) if mins is None else mins
     maxs = encode([1.0, 1.0]) if maxs is None else maxs
-    return (f'<edn:Summary xmlns:edn="{EDN_NS}" dims="{dims}" boxes="{boxes}">{extra}'
+    return (f'<edn:Summary xmlns:edn="{EDN}" dims="{dims}" boxes="{boxes}">{extra}'
             f'<edn:Mins>{mins}</edn:Mins><edn:Maxs>{maxs}</edn:Maxs></edn:Summary>')
 
 
@@ -72,8 +74,8 @@ def _summary_xml(boxes="1", dims="x y", mins=None, maxs=None, extra=""):
     (_summary_xml(mins="@@@"), "base64"),
     (_summary_xml(maxs=base64.b64encode(np.array([-1.0, 0.0]).tobytes()).decode()), "minimum above"),
     (_summary_xml(mins=base64.b64encode(np.array([np.inf, 0.0]).tobytes()).decode()), "finite"),
-    (f'<edn:Summary xmlns:edn="{EDN_NS}" dims="x" boxes="0"><edn:Mins/></edn:Summary>', "missing"),
-    (_summary_xml(extra=f'<edn:Schema xmlns:edn="{EDN_NS}"><edn:Attribute name="x"/></edn:Schema>'),
+    (f'<edn:Summary xmlns:edn="{EDN}" dims="x" boxes="0"><edn:Mins/></edn:Summary>', "missing"),
+    (_summary_xml(extra=f'<edn:Schema xmlns:edn="{EDN}"><edn:Attribute name="x"/></edn:Schema>'),
      "summary"),
     ("<not-a-summary/>", "expected"),
 ])

@@ -4,7 +4,8 @@ import pytest
 from lxml import etree
 
 from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, Schema, XPathFilterMatcher
-from matchers.schema import Attribute, Interval
+from matchers.schema import Attribute
+from matchers.schema.intervals import Interval
 from matchers.xpath_ranges import MAX_BOXES, compile_xpath_filter, extract_constraints, path_key
 
 NS = {"q": "urn:quotes"}

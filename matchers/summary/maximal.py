@@ -1,29 +1,11 @@
-"""Routing summaries: the boxes a subscription server ships to the dispatcher, and the
-summary manager that keeps the maximal rectangles they are cut from.
+"""The summary manager of the paper: the maximal rectangles of a changing set of boxes.
 
-:class:`Summary` is a small frozen value: ``k`` boxes ``mins``/``maxs`` of shape ``(k, d)``
-over the named dimensions ``dims`` (coordinates as :mod:`matchers.schema` defines them), and
-optionally the schema, so that a dispatcher can read events without being configured.  It
-covers a set of filters when every event any of them can match lies in one of its boxes.
-
-Wire form (:meth:`Summary.to_element`), the content of a route update::
-
-    <edn:Summary xmlns:edn="urn:wsframework:edn" dims="price symbol" boxes="2">
-      <edn:Schema>...</edn:Schema>                         (optional)
-      <edn:Mins encoding="base64-float64le">AAAAAAAAPkA...</edn:Mins>
-      <edn:Maxs encoding="base64-float64le">AAAAAAAASUA...</edn:Maxs>
-    </edn:Summary>
-
-Coordinates are little-endian float64, row by row, base64-encoded: exact (a summary must
-cover its filters to the last bit, so no decimal rounding), and ~11 bytes per coordinate
-against ~20 for decimal text; 1,000 boxes in d = 4 are ~85 KB.
-
-:class:`MaximalRectangles` is the summary manager of the paper: the set of boxes none of
-which is covered by another (identical boxes: the earliest stays maximal), kept current
-under insertions and removals.  A box that arrives covered is filed under one maximal box
-that covers it; a new box that covers maximal boxes demotes them (with everything filed
-under them); removing a maximal box re-inserts what was filed under it, largest first, so
-the boxes it covered are promoted again exactly when nothing else covers them.
+:class:`MaximalRectangles` keeps the set of boxes none of which is covered by another
+(identical boxes: the earliest stays maximal) current under insertions and removals.  A box
+that arrives covered is filed under one maximal box that covers it; a new box that covers
+maximal boxes demotes them (with everything filed under them); removing a maximal box
+re-inserts what was filed under it, largest first, so the boxes it covered are promoted
+again exactly when nothing else covers them.
 
 Its R-tree indexes each maximal box ``[lo, hi]`` as the **corner point** ``(lo, -hi)`` in
 ``2d`` dimensions.  Then "c covers b" (``c.lo <= b.lo`` and ``c.hi >= b.hi``) is
@@ -32,231 +14,23 @@ boxes cover b* and *which does b cover*, are box queries in that space whose ans
 exact: no candidate filtering, however much the rectangles overlap (in d-space, the
 maximal boxes containing a corner of b are ~1% of all of them in the benchmark workload).
 
-:func:`str_groups` cuts a summary at any precision from the maximal boxes, see there.
+:meth:`MaximalRectangles.boxes_at` cuts a summary of any size from them
+(:func:`~matchers.summary.cuts.str_groups`).
 """
 
 from __future__ import annotations
 
-import base64
-import math
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
-from lxml import etree
 
-from ._rtree import BoxIndex, str_labels
-from wsframework.matching.errors import InvalidFilter
-from .schema import EDN_NS, InvalidSchema, Schema
-from wsframework import ns
+from .._rtree import BoxIndex
+from .cuts import str_groups
 
-__all__ = [
-    "SUMMARY_DIALECT",
-    "MAX_SUMMARY_BOXES",
-    "Summary",
-    "MaximalRectangles",
-    "str_groups",
-    "summary_target",
-]
+__all__ = ["MaximalRectangles"]
 
-SUMMARY_DIALECT = ns.SUMMARY_DIALECT
-MAX_SUMMARY_BOXES = 1_000_000
-_ENCODING = "base64-float64le"
-_SUMMARY = f"{{{EDN_NS}}}Summary"
 _UNUSED, _MAXIMAL = -2, -1
 
-
-def _frozen(array: Any, shape: tuple[int, int]) -> np.ndarray:
-    result = np.array(array, dtype=np.float64, order="C").reshape(shape)
-    result.setflags(write=False)
-    return result
-
-
-@dataclass(frozen=True, eq=False)
-class Summary:
-    """``k`` boxes over ``dims`` (see the module docstring).  Zero boxes route nothing."""
-
-    dims: tuple[str, ...]
-    mins: np.ndarray
-    maxs: np.ndarray
-    schema: Schema | None = field(default=None)
-
-    def __post_init__(self) -> None:
-        dims = tuple(self.dims)
-        object.__setattr__(self, "dims", dims)
-        arrays = []
-        for array in (self.mins, self.maxs):
-            array = np.asarray(array, dtype=np.float64)
-            if array.ndim != 2 and array.size == 0:
-                array = array.reshape(0, len(dims))
-            if array.ndim != 2 or array.shape[1] != len(dims):
-                raise ValueError(f"summary boxes must be (k, {len(dims)}) arrays, got {array.shape}")
-            arrays.append(_frozen(array, array.shape))
-        mins, maxs = arrays
-        if mins.shape != maxs.shape:
-            raise ValueError(f"summary mins {mins.shape} and maxs {maxs.shape} differ")
-        if not (np.all(np.isfinite(mins)) and np.all(np.isfinite(maxs))):
-            raise ValueError("summary coordinates must be finite")
-        if not np.all(mins <= maxs):
-            raise ValueError("a summary box has a minimum above its maximum")
-        if self.schema is not None and self.schema.dims != dims:
-            raise ValueError(f"summary dims {dims} differ from its schema's {self.schema.dims}")
-        object.__setattr__(self, "mins", mins)
-        object.__setattr__(self, "maxs", maxs)
-
-    # -- construction ------------------------------------------------------------------------
-    @classmethod
-    def everything(cls, schema: Schema) -> "Summary":
-        """One box spanning the whole space: "no summary", every event routes here."""
-        lo, hi = schema.everything()
-        return cls(schema.dims, lo[None, :], hi[None, :], schema)
-
-    @classmethod
-    def nothing(cls, schema: Schema) -> "Summary":
-        """No boxes: no event routes here (a server without subscriptions)."""
-        return cls(schema.dims, np.empty((0, schema.d)), np.empty((0, schema.d)), schema)
-
-    # -- queries -----------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return self.mins.shape[0]
-
-    @property
-    def d(self) -> int:
-        return len(self.dims)
-
-    def covers(self, point: Any) -> bool:
-        """Is ``point`` (d coordinates) inside some box?"""
-        point = np.asarray(point, dtype=np.float64)
-        return bool(np.any(np.all((self.mins <= point) & (self.maxs >= point), axis=1)))
-
-    def intersects(self, lo: Any, hi: Any) -> bool:
-        """Does the box [lo, hi] (an eCube event) meet some box?"""
-        lo = np.asarray(lo, dtype=np.float64)
-        hi = np.asarray(hi, dtype=np.float64)
-        return bool(np.any(np.all((self.mins <= hi) & (self.maxs >= lo), axis=1)))
-
-    def contains_box(self, lo: Any, hi: Any) -> bool:
-        """Is the box [lo, hi] inside a single summary box?"""
-        lo = np.asarray(lo, dtype=np.float64)
-        hi = np.asarray(hi, dtype=np.float64)
-        return bool(np.any(np.all((self.mins <= lo) & (self.maxs >= hi), axis=1)))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Summary):
-            return NotImplemented
-        return (self.dims == other.dims and self.schema == other.schema
-                and np.array_equal(self.mins, other.mins) and np.array_equal(self.maxs, other.maxs))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<Summary dims={','.join(self.dims)} boxes={len(self)}>"
-
-    # -- XML ---------------------------------------------------------------------------------
-    def to_element(self, *, with_schema: bool = True) -> etree._Element:
-        root = etree.Element(_SUMMARY, nsmap={"edn": EDN_NS})
-        root.set("dims", " ".join(self.dims))
-        root.set("boxes", str(len(self)))
-        if with_schema and self.schema is not None:
-            root.append(self.schema.to_element())
-        for tag, array in (("Mins", self.mins), ("Maxs", self.maxs)):
-            child = etree.SubElement(root, f"{{{EDN_NS}}}{tag}")
-            child.set("encoding", _ENCODING)
-            child.text = base64.b64encode(array.astype("<f8").tobytes()).decode("ascii")
-        return root
-
-    def to_text(self) -> str:
-        return etree.tostring(self.to_element(), encoding="unicode")
-
-    @classmethod
-    def from_element(cls, element: Any) -> "Summary":
-        """Parse an ``edn:Summary``; :class:`InvalidFilter` on anything malformed."""
-        if getattr(element, "tag", None) != _SUMMARY:
-            raise InvalidFilter(f"expected an {_SUMMARY} element, got "
-                                f"{getattr(element, 'tag', type(element).__name__)!r}")
-        dims = tuple((element.get("dims") or "").split())
-        try:
-            count = int(element.get("boxes", ""))
-        except ValueError:
-            raise InvalidFilter("summary: 'boxes' must be an integer") from None
-        if not 0 <= count <= MAX_SUMMARY_BOXES:
-            raise InvalidFilter(f"summary: 'boxes' must be in [0, {MAX_SUMMARY_BOXES}]")
-        schema = None
-        schema_element = element.find(f"{{{EDN_NS}}}Schema")
-        if schema_element is not None:
-            try:
-                schema = Schema.from_element(schema_element)
-            except InvalidSchema as exc:
-                raise InvalidFilter(f"summary: {exc.reason}") from None
-        arrays = []
-        for tag in ("Mins", "Maxs"):
-            child = element.find(f"{{{EDN_NS}}}{tag}")
-            if child is None:
-                raise InvalidFilter(f"summary: missing edn:{tag}")
-            if child.get("encoding", _ENCODING) != _ENCODING:
-                raise InvalidFilter(f"summary: edn:{tag} encoding must be {_ENCODING}")
-            try:
-                raw = base64.b64decode((child.text or "").strip(), validate=True)
-            except ValueError:
-                raise InvalidFilter(f"summary: edn:{tag} is not base64") from None
-            if len(raw) != 8 * count * len(dims):
-                raise InvalidFilter(f"summary: edn:{tag} holds {len(raw)} bytes; {count} boxes "
-                                    f"in {len(dims)} dimensions need {8 * count * len(dims)}")
-            arrays.append(np.frombuffer(raw, dtype="<f8").astype(np.float64))
-        try:
-            return cls(dims, arrays[0].reshape(count, len(dims)),
-                       arrays[1].reshape(count, len(dims)), schema)
-        except ValueError as exc:
-            raise InvalidFilter(f"summary: {exc}") from None
-
-    @classmethod
-    def from_text(cls, text: str | bytes) -> "Summary":
-        from wsframework.xmlparse import parse_xml  # the hardened parser
-
-        try:
-            element = parse_xml(text.encode() if isinstance(text, str) else text)
-        except Exception as exc:
-            raise InvalidFilter(f"summary: not well-formed XML: {exc}") from None
-        return cls.from_element(element)
-
-
-# -- cutting a summary at a precision -------------------------------------------------------
-
-def summary_target(precision: float, rectangles: int) -> int:
-    """Boxes wanted at ``precision`` (in (0, 1]): ceil(precision x subscription rectangles)."""
-    if not (isinstance(precision, (int, float)) and 0 < precision <= 1):
-        raise ValueError(f"precision must be in (0, 1], got {precision!r}")
-    return max(1, math.ceil(precision * rectangles)) if rectangles else 0
-
-
-def str_groups(mins: np.ndarray, maxs: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bounding boxes of ``groups`` groups of neighbouring boxes (Sort-Tile-Recursive).
-
-    Why STR (the packing R-tree bulk loaders use, Leutenegger et al. 1997): box centres are
-    sorted on the first dimension and cut into ``s = ceil(g^(1/d))`` slabs of equal counts,
-    each slab is cut the same way on the next dimension, and so on, so the groups are tiles
-    that are compact in *every* dimension and hold equal numbers of boxes.  A single
-    space-filling-curve order (Hilbert, Z) cut into runs is as cheap but makes some runs
-    straddle a jump of the curve, and their bounding boxes span far more space (more false
-    positives at the dispatcher); agglomerative merging by least volume growth is better
-    still on small inputs but costs O(m^2) per cut and summaries are cut often (every
-    precision change of the self-tuning dispatcher).  STR is O(m log m), deterministic, and
-    gives exactly ``groups`` groups when there are at least as many boxes.
-    """
-    m, d = mins.shape
-    if groups >= m:
-        return mins.copy(), maxs.copy()
-    if groups < 1:
-        raise ValueError("groups must be >= 1")
-    labels = str_labels((mins + maxs) / 2.0, groups)
-    order = np.argsort(labels, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(labels[order]) != 0])
-    group_mins = np.minimum.reduceat(mins[order], starts, axis=0)
-    group_maxs = np.maximum.reduceat(maxs[order], starts, axis=0)
-    return group_mins, group_maxs
-
-
-# -- the summary manager --------------------------------------------------------------------
 
 class MaximalRectangles:
     """The maximal rectangles of a changing set of boxes keyed by non-negative int rows.

@@ -1,0 +1,214 @@
+"""RTreeRouteSet: the route set as a :class:`~wsframework.matching.base.Matcher` whose filter
+ids are server ids and whose filters are the servers' summaries (see :mod:`matchers.route_set`).
+
+Every change builds a new immutable table (:mod:`.table`) and swaps one reference; readers
+take the reference once and never see a half-updated table; writers are serialized by a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+from lxml import etree
+
+from wsframework import ns
+from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.errors import InvalidFilter, UnknownFilter
+
+from ..schema import Schema
+from ..schema.extraction import standalone
+from ..summary import SUMMARY_DIALECT, Summary
+from .routing import route
+from .table import NO_SUMMARY, PRECISE, RoutingTable, SummaryCuts, build_table
+from .wire import rectangles_of, summary_of
+
+__all__ = ["RTreeRouteSet"]
+
+_MAX_TABLES = 16  # routing tables kept per route set (one per precision used)
+
+
+class RTreeRouteSet(Matcher):
+    """Routing summaries per server; answers which servers an event must go to.
+
+    ``config``: the event schema (as for the engines) used to read events in :meth:`match`;
+    without one, the schema shipped inside the first summary that carries one is adopted.
+    Summaries must all have the same dimensions (and schema, when both carry one).
+    """
+
+    uri = ns.MATCHER_RTREE_ROUTE_SET
+    dialects = frozenset({SUMMARY_DIALECT})
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(config)
+        configured = isinstance(config, Schema) or isinstance(getattr(config, "tag", None), str)
+        self.schema: Schema | None = Schema.from_config(config) if configured else None
+        self.dims: tuple[str, ...] | None = self.schema.dims if self.schema is not None else None
+        self._write = threading.Lock()
+        self._precision = PRECISE
+        self._cuts = SummaryCuts()
+        self._tables: dict[float, RoutingTable] = {}  # precision -> table of the current summaries
+        self._routes = self._build((), {})
+
+    # -- changing the table ------------------------------------------------------------------
+    def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
+        self.check_dialect(spec)
+        self.set_summary(filter_id, summary_of(spec), rectangles=rectangles_of(spec))
+
+    def set_summary(self, server_id: str, summary: Summary | None, *,
+                    rectangles: int | None = None) -> None:
+        """Install (or atomically replace) ``server_id``'s summary; None means no summary:
+        every event is routed to that server.  ``rectangles``: how many subscription
+        rectangles the summary covers (the denominator of precision)."""
+        with self._write:
+            if summary is not None:
+                self._check_compatible(summary)
+            routes = self._routes
+            servers = routes.servers if server_id in routes.summaries else routes.servers + (server_id,)
+            summaries = dict(routes.summaries)
+            summaries[server_id] = summary
+            self._cuts.replace(server_id, rectangles if summary is not None else None)
+            self._swap(servers, summaries)
+
+    def remove_filter(self, filter_id: str) -> None:
+        with self._write:
+            routes = self._routes
+            if filter_id not in routes.summaries:
+                raise UnknownFilter(filter_id)
+            summaries = dict(routes.summaries)
+            del summaries[filter_id]
+            self._cuts.forget(filter_id)
+            self._swap(tuple(s for s in routes.servers if s != filter_id), summaries)
+
+    def _swap(self, servers: tuple[str, ...], summaries: dict) -> None:
+        """The summaries changed: every cached table is stale; build the current one."""
+        self._tables.clear()
+        table = self._build(servers, summaries, self._precision)
+        self._tables[self._precision] = table
+        self._routes = table
+
+    # -- precision ---------------------------------------------------------------------------
+    @property
+    def precision(self) -> float:
+        """The precision routing uses now: 0.0 no summary, 1.0 precise, else a cut."""
+        return self._routes.precision
+
+    def set_precision(self, precision: float) -> None:
+        """Route with every summary cut to ``precision`` (0.0: no summary, 1.0: precise).
+
+        The new table is built (or taken from the cache) first and then swapped in with one
+        reference assignment: an event is routed either by the old table or by the new one,
+        never by a mixture."""
+        precision = float(precision)
+        if not 0.0 <= precision <= 1.0:
+            raise ValueError(f"precision must be in [0, 1], got {precision!r}")
+        with self._write:
+            self._precision = precision
+            table = self._tables.get(precision)
+            if table is None:
+                routes = self._routes
+                table = self._build(routes.servers, dict(routes.summaries), precision)
+                if len(self._tables) >= _MAX_TABLES:
+                    self._tables.clear()
+                self._tables[precision] = table
+            self._routes = table
+
+    def rectangles_of(self, server_id: str) -> int | None:
+        """The subscription rectangles ``server_id`` said its summary covers (None: unsaid)."""
+        return self._cuts.rectangles_of(server_id)
+
+    def _check_compatible(self, summary: Summary) -> None:
+        if self.dims is None:
+            self.dims = summary.dims
+        elif summary.dims != self.dims:
+            raise InvalidFilter(f"summary dimensions {summary.dims} differ from the route "
+                                f"set's {self.dims}")
+        if summary.schema is not None:
+            if self.schema is None:
+                self.schema = summary.schema
+            elif summary.schema != self.schema:
+                raise InvalidFilter("the summary's schema differs from the route set's")
+
+    def _build(self, servers: tuple[str, ...], summaries: dict,
+               precision: float = PRECISE) -> RoutingTable:
+        d = len(self.dims) if self.dims is not None else 0
+        return build_table(servers, summaries, self._cuts, d, precision)
+
+    # -- routing -----------------------------------------------------------------------------
+    def route(self, point: Any) -> frozenset:
+        """Servers with a box containing ``point`` (d coordinates)."""
+        point = np.asarray(point, dtype=np.float64)
+        return self.route_box(point, point)
+
+    def route_box(self, lo: Any, hi: Any) -> frozenset:
+        """Servers with a box meeting [lo, hi] (an eCube event; a point when lo == hi)."""
+        routes = self._routes
+        lo = np.asarray(lo, dtype=np.float64).reshape(1, -1)
+        hi = np.asarray(hi, dtype=np.float64).reshape(1, -1)
+        return route(routes, lo, hi)[0]
+
+    def route_batch(self, points: Any, highs: Any = None) -> list[frozenset]:
+        """One frozenset of server ids per row of ``points`` (m, d); with ``highs``, rows are
+        eCube boxes [points[i], highs[i]]."""
+        routes = self._routes
+        lo = np.asarray(points, dtype=np.float64)
+        if lo.ndim != 2:
+            raise ValueError("points must be an (m, d) array")
+        hi = lo if highs is None else np.asarray(highs, dtype=np.float64)
+        return route(routes, lo, hi)
+
+    # -- the Matcher interface ---------------------------------------------------------------
+    def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
+        routes = self._routes
+        if not routes.servers:
+            return []
+        if routes.precision <= NO_SUMMARY:
+            return list(routes.servers)  # no summary: nothing to read, every server
+        schema = self.schema
+        if schema is None or (self.dims is not None and schema.dims != self.dims):
+            # Cannot read events without a schema: forwarding everything is the safe answer.
+            chosen = {s for s in routes.servers
+                      if routes.summaries[s] is None or len(routes.summaries[s])}
+        else:
+            event = standalone(event)  # absolute and relative paths start at one element
+            box = schema.extract(event)
+            chosen = route(routes, box.lo[None, :], box.hi[None, :])[0]
+        return [server for server in routes.servers if server in chosen]
+
+    def filter_ids(self) -> list[str]:
+        return list(self._routes.servers)
+
+    def __len__(self) -> int:
+        return len(self._routes.servers)
+
+    def __contains__(self, filter_id: object) -> bool:
+        return filter_id in self._routes.summaries
+
+    def summary_of(self, server_id: str) -> Summary | None:
+        routes = self._routes
+        if server_id not in routes.summaries:
+            raise UnknownFilter(server_id)
+        return routes.summaries[server_id]
+
+    def describe(self) -> dict[str, Any]:
+        routes = self._routes
+        return {**super().describe(), "boxes": int(len(routes.owner)),
+                "precision": routes.precision,
+                "batch_strategy": routes.choice["batch"] or "undecided",
+                "single_strategy": routes.choice["single"] or "undecided",
+                "without_summary": [s for s in routes.servers if routes.summaries[s] is None]}
+
+    @classmethod
+    def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
+        from ..schema import Attribute
+
+        schema = Schema((Attribute("price", "number", "/q:quote/q:price", (("q", ns.EXAMPLE_QUOTES),),
+                                   0, 100),))
+        around_40 = Summary(schema.dims, [[30.0]], [[50.0]], schema)
+        below_10 = Summary(schema.dims, [[0.0]], [[10.0]], schema)
+        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:price>42</q:price></q:quote>')
+        return [
+            (FilterSpec(SUMMARY_DIALECT, around_40.to_text()), quote, True),
+            (FilterSpec(SUMMARY_DIALECT, below_10.to_text()), quote, False),
+        ]

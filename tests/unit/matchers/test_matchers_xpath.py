@@ -193,3 +193,26 @@ def test_context_node_is_the_event_element(matcher):
 def test_config_is_kept():
     config = etree.fromstring("<config/>")
     assert XPathFilterMatcher(config).config is config
+
+
+def test_the_default_matcher_loads_no_engine_library_until_xpath20():
+    """The messaging layer gets this matcher through the registry: importing it, and
+    compiling XPath 1.0 and action filters, loads neither numpy, rtree nor elementpath."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from matchers import FilterSpec, XPathFilterMatcher, ACTION_DIALECTS, XPATH20_DIALECTS\n"
+        "from wsframework import ns\n"
+        "m = XPathFilterMatcher()\n"
+        "m.add_filter('a', FilterSpec(ns.XPATH10_DIALECT_2011, '/a'))\n"
+        "m.add_filter('b', FilterSpec(ns.ACTION_DIALECT_DPWS11, 'urn:x/a'))\n"
+        "before = sorted({'numpy', 'rtree', 'elementpath'} & set(sys.modules))\n"
+        "m.add_filter('c', FilterSpec(ns.XPATH20_DIALECT_2011, '1 = 1'))\n"
+        "print(before, 'elementpath' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[] True"

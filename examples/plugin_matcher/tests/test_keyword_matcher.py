@@ -12,7 +12,15 @@ from matchers import (
     create_matcher,
     known_matchers,
 )
+from matchers.conformance import MATCHER_CHECKS
 from wsframework.matching.registry import refresh
+
+
+@pytest.mark.parametrize("check", MATCHER_CHECKS, ids=lambda check: check.__name__)
+def test_keeps_the_matcher_contract(check):
+    """The framework's conformance checks, run on the plugin as on every shipped engine;
+    they use the cases of KeywordMatcher.example_filters()."""
+    check(KeywordMatcher)
 
 
 def keywords(text):

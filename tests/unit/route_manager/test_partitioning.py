@@ -1,4 +1,5 @@
 """Partitioners: estimator conformance, load thresholds, TGS bulk loading, K-means."""
+import functools
 import inspect
 
 import numpy as np
@@ -20,6 +21,7 @@ from route_manager.partitioning import (
     rtree_summary,
     tree_height,
 )
+from route_manager.partitioning import conformance
 from route_manager.partitioning.overlap_index import MaxOverlapIndex
 from route_manager.partitioning.tgs import rtree_levels
 
@@ -37,62 +39,50 @@ def rects():
     return workloads.uniform_rectangles(1200, 3, seed=11)
 
 
-# ---- one conformance test over every partitioner -------------------------------------------
+# ---- one conformance suite over every partitioner (route_manager.partitioning.conformance) --
+
+def factory(cls):
+    """The class, with its random_state pinned when it has one (fit must repeat itself)."""
+    return functools.partial(make, cls)
+
 
 @pytest.mark.parametrize("cls", ALL_PARTITIONERS, ids=lambda c: c.__name__)
-def test_estimator_conformance(cls, rects):
+def test_estimator_conventions(cls):
+    conformance.check_estimator_conventions(factory(cls))
+
+
+@pytest.mark.parametrize("cls", ALL_PARTITIONERS, ids=lambda c: c.__name__)
+def test_fit_and_online_use(cls, rects):
     mins, maxs = rects
-    est = make(cls)
-    params = est.get_params()
-    # parameters only in __init__, stored unchanged, nothing learned before fit
-    assert set(params) == set(inspect.signature(cls.__init__).parameters) - {"self"}
-    assert not [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
-    assert clone(est).get_params() == params
-    assert est.set_params(**params) is est
-    with pytest.raises(ValueError):
-        est.set_params(no_such_parameter=1)
-    with pytest.raises(RuntimeError):
-        est.assign(mins[0], maxs[0])
-    # fit returns self, labels_ covers every subscription once, within the threshold
-    assert est.fit(mins, maxs, 4) is est
-    assert est.labels_.shape == (len(mins),) and est.labels_.dtype == np.int64
-    assert est.labels_.min() >= 0 and est.labels_.max() < 4
-    assert est.capacity_ == 600 and est.n_servers_ == 4
-    assert np.array_equal(est.loads_, np.bincount(est.labels_, minlength=4))
-    assert est.loads_.max() <= est.capacity_
-    assert est.get_params() == params  # fit does not touch parameters
-    # deterministic
-    again = clone(est).fit(mins, maxs, 4)
-    assert np.array_equal(again.labels_, est.labels_)
-    # online use after fit
-    extra_mins, extra_maxs = workloads.uniform_rectangles(50, 3, seed=12)
-    labels = est.assign_batch(extra_mins, extra_maxs)
-    assert labels.shape == (50,) and ((labels >= 0) & (labels < 4)).all()
-    assert est.loads_.sum() == len(mins) + 50 and est.loads_.max() <= est.capacity_
-    with pytest.raises(ValueError):
-        est.assign(np.zeros(2), np.ones(2))  # wrong dimension
-    with pytest.raises(ValueError):
-        est.assign(np.ones(3), np.zeros(3))  # lo > hi
+    extra = workloads.uniform_rectangles(50, 3, seed=12)
+    conformance.check_fit_and_online_use(factory(cls), mins, maxs, 4, extra=extra)
 
 
 @pytest.mark.parametrize("cls", ALL_PARTITIONERS, ids=lambda c: c.__name__)
 def test_empty_fit_then_live_assignment_respects_capacity(cls):
     mins, maxs = workloads.uniform_rectangles(40, 2, seed=3)
-    est = make(cls, capacity=10).fit(mins[:0], maxs[:0], 4)
-    assert est.labels_.shape == (0,)
-    labels = est.assign_batch(mins, maxs)
-    assert np.bincount(labels, minlength=4).tolist() == [10, 10, 10, 10]
-    with pytest.raises(CapacityExceeded):
-        est.assign(mins[0], maxs[0])
+    conformance.check_empty_fit_then_live_assignment(factory(cls), mins, maxs, 4)
 
 
 @pytest.mark.parametrize("cls", ALL_PARTITIONERS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("load_factor", [1.0, 1.3])
 def test_threshold_never_exceeded(cls, load_factor):
     mins, maxs = workloads.zipf_rectangles(900, 3, 1.0, seed=5, bins=6)  # clustered
-    est = make(cls, load_factor=load_factor).fit(mins, maxs, 6)
-    assert est.loads_.max() <= est.capacity_ == int(np.ceil(load_factor * 900 / 6))
-    assert est.loads_.sum() == 900
+    conformance.check_threshold_never_exceeded(factory(cls), mins, maxs, 6, load_factor)
+
+
+class _Greedy(RandomPartitioner):
+    """Breaks the contract: ignores the load threshold."""
+
+    def _assign_one(self, lo, hi):
+        return 0
+
+
+def test_a_broken_partitioner_fails_with_a_clear_message():
+    with pytest.raises(AssertionError, match=r"_Greedy placed \[40, 0, 0, 0\] live"):
+        conformance.check_empty_fit_then_live_assignment(factory(_Greedy))
+    with pytest.raises(AssertionError, match="_Greedy"):
+        conformance.check_partitioner(factory(_Greedy))
 
 
 def test_too_many_subscriptions_rejected():

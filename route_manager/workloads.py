@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .partitioning.base import as_generator
+
 __all__ = [
     "as_generator",
     "uniform_rectangles",
@@ -53,13 +55,6 @@ __all__ = [
 LOW, HIGH = 0.0, 10.0
 # Up to this many ranks the Zipf law is sampled from an exact cumulative table.
 _EXACT_TABLE_LIMIT = 1 << 22
-
-
-def as_generator(seed) -> np.random.Generator:
-    """A numpy Generator from an int, a Generator (returned as is) or None."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    return np.random.default_rng(seed)
 
 
 def uniform_rectangles(n: int, d: int, seed=None, *, low: float = LOW, high: float = HIGH):

@@ -17,11 +17,19 @@ import math
 
 import numpy as np
 
-__all__ = ["Partitioner", "CapacityExceeded", "check_rectangles", "clone"]
+__all__ = ["Partitioner", "CapacityExceeded", "as_generator", "check_rectangles", "clone"]
 
 
 class CapacityExceeded(RuntimeError):
     """Every server has reached the load threshold: the subscription cannot be placed."""
+
+
+def as_generator(seed) -> np.random.Generator:
+    """A numpy Generator from an int, a Generator (returned as is) or None: what a
+    partitioner's ``random_state`` (and a workload's ``seed``) may be."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(seed)
 
 
 def check_rectangles(mins, maxs) -> tuple[np.ndarray, np.ndarray]:

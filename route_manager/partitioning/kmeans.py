@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..workloads import as_generator
-from .base import Partitioner
+from .base import Partitioner, as_generator
 
 __all__ = ["KMeansPartitioner", "OnlineKMeansPartitioner", "padded_centroids"]
 

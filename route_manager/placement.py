@@ -36,7 +36,7 @@ distances no longer depend on the units of the attributes (a price in cents woul
 outweigh everything else).
 
 A subscription's rectangle (:func:`subscription_box`) is the bounding box of the rectangles
-its filter compiles to in the topic's engine (:func:`matchers.ranges.compile_filter`: one per
+its filter compiles to in the topic's engine (:func:`matchers.box_filters.compile_filter`: one per
 ``or`` alternative of a range filter, the extracted ranges of an XPath filter, the whole space
 when nothing constrains it).
 """
@@ -67,7 +67,7 @@ SCALE = 10.0  # the partitioners' native space is [0, 10]^d (paper III-C)
 def subscription_box(schema: Schema, spec: FilterSpec | None) -> tuple[np.ndarray, np.ndarray]:
     """The bounding box, in ``schema`` coordinates, of the rectangles ``spec`` compiles to
     (the whole space for a subscription without a filter). Raises what
-    :func:`~matchers.ranges.compile_filter` raises for a filter the engine would refuse."""
+    :func:`~matchers.box_filters.compile_filter` raises for a filter the engine would refuse."""
     if spec is None or schema.d == 0:
         return schema.everything()
     compiled = compile_filter(spec, schema)

@@ -11,7 +11,7 @@ Subscriptions come from one of two places:
   topic's schema is read from the ``ns_topics`` table (the options it was created with),
   its active, unexpired subscriptions from ``eventing_subscriptions``, and every filter
   is compiled to its rectangles with the engine's own compiler
-  (:func:`matchers.ranges.compile_filter`); a subscription without a filter is the whole
+  (:func:`matchers.box_filters.compile_filter`); a subscription without a filter is the whole
   space, as the servers' placement treats it.  The files are opened read-only, so a
   running server is not disturbed (SQLite WAL readers do not block the writer).  This
   needs no admin credential and no running process; the alternative, the

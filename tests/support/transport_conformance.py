@@ -10,7 +10,8 @@ may be called twice. A transport with a read timeout (``HttpTransport``) honours
 
 Every check is a function of a :class:`TransportSetup`: the transport, the base URL at which
 an :class:`EchoEndpoint` is reachable through it, a URL nobody answers, and optionally a
-factory for the same transport with a short read timeout. ``tests/unit/wsframework/
+factory for the same transport with a short read timeout and a peer that breaks off
+mid-answer (checks that need what a setup lacks are skipped). ``tests/unit/wsframework/
 test_transport_conformance.py`` runs them over the in-process transport (no sockets),
 ``tests/integration/test_transport_http.py`` over HTTP against a real server on loopback.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 
@@ -88,7 +89,9 @@ class TransportSetup:
     endpoint: EchoEndpoint
     # The same kind of transport with a short read timeout, when the kind promises one.
     with_read_timeout: Callable[[float], object] | None = None
-    extra: dict = field(default_factory=dict)
+    # A peer that answers the headers and part of the body, then stalls (``/stall``) or
+    # closes the connection (``/cut``): only a transport over a network can meet one.
+    broken_peer_url: str | None = None
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -184,6 +187,26 @@ def check_read_timeout_is_honoured(t: TransportSetup) -> None:
         transport.close()
 
 
+def check_a_peer_stalling_mid_answer_is_a_transport_error(t: TransportSetup) -> None:
+    if t.with_read_timeout is None or t.broken_peer_url is None:
+        pytest.skip("this transport promises no timeout")
+    transport = t.with_read_timeout(0.2)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransportError):
+            transport.post(t.broken_peer_url + "/stall", ENVELOPE, SOAP12, "urn:x")
+        assert time.monotonic() - started < SLOW_SECONDS
+    finally:
+        transport.close()
+
+
+def check_a_peer_breaking_off_mid_answer_is_a_transport_error(t: TransportSetup) -> None:
+    if t.broken_peer_url is None:
+        pytest.skip("no peer of this transport can break off mid-answer")
+    with pytest.raises(TransportError):
+        t.transport.post(t.broken_peer_url + "/cut", ENVELOPE, SOAP12, "urn:x")
+
+
 def check_close_twice(t: TransportSetup) -> None:
     t.transport.close()
     t.transport.close()
@@ -201,5 +224,7 @@ CHECKS = [
     check_large_bodies_arrive_intact,
     check_concurrent_posts_get_their_own_answers,
     check_read_timeout_is_honoured,
+    check_a_peer_stalling_mid_answer_is_a_transport_error,
+    check_a_peer_breaking_off_mid_answer_is_a_transport_error,
     check_close_twice,
 ]

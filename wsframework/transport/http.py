@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 
 from .base import TransportError, TransportResponse, soap_http_headers
@@ -44,14 +45,19 @@ class HttpTransport:
             response = self._session().post(url, data=payload, timeout=self.timeout,
                                             headers=soap_http_headers(content_type, soap_action),
                                             allow_redirects=False, stream=True)
-            body = response.raw.read(self.max_response_bytes + 1, decode_content=True)
-            response.close()
         except requests.RequestException as exc:
             raise TransportError(f"POST {url} failed: {exc}") from exc
+        try:
+            # Reading the streamed body raises urllib3's errors, not requests' (a read timeout
+            # or a peer that breaks off after the headers).
+            body = response.raw.read(self.max_response_bytes + 1, decode_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransportError(f"POST {url} failed reading the answer: {exc}") from exc
+        finally:
+            response.close()
         if len(body) > self.max_response_bytes:
             raise TransportError(f"response from {url} exceeds {self.max_response_bytes} bytes")
         return TransportResponse(response.status_code, response.headers.get("Content-Type"), body)
-
 
     def close(self) -> None:
         with self._lock:

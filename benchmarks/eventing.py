@@ -30,7 +30,7 @@ import requests
 from lxml import etree
 
 from subscription_manager.client import EventingClient
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
 from edn.sink import NotificationSink

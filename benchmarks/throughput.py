@@ -51,9 +51,9 @@ from route_manager.grid import EVENTS_NS, event_element, range_filter
 from route_manager.measurement import Counters, Measurement, between
 from route_manager.precision import format_precision, parse_precision
 from route_manager.throughput import OperatingPoint, SystemParameters, predict
-from wsframework import admin_contracts as contracts
+from route_manager import edn_wire
 from wsframework import ns
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
 
@@ -139,7 +139,7 @@ def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi:
                                     (("e", EVENTS_NS),))),
             notify_to=EndpointReference(f"{network.sink.url}/n/{first + i}"), end_to=None,
             format=UNWRAP, expires=None, expires_kind="duration", created=now) for i in rows]
-        admin.call(contracts.ImportSubscriptions(
+        admin.call(edn_wire.ImportSubscriptions(
             Topic=TOPIC, Subscriptions=subscriptions_element(TOPIC, subscriptions)))
 
 

@@ -127,7 +127,7 @@ def _initial_precision(args):
 
 
 def _admin_client(args, transport=None):
-    from wsframework.admin_client import AdminClient
+    from wsframework.admin import AdminClient
     from wsframework.service import ADMIN_TOKEN_ENV
     token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV)
     if not token:
@@ -216,10 +216,10 @@ def _add_partition(sub):
 
 
 def cmd_partition(args) -> int:
-    from wsframework import admin_contracts as contracts
+    from route_manager import edn_wire
     from wsframework.transport import HttpTransport
     client = _admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
-    response = client.call(contracts.Repartition(Topic=args.topic, Algorithm=args.algorithm))
+    response = client.call(edn_wire.Repartition(Topic=args.topic, Algorithm=args.algorithm))
     figures = {f.Name: number(f.Value) for f in (response.Figure or [])}
     result = {"topic": args.topic, "algorithm": args.algorithm, **figures,
               "moved": response.Moved}
@@ -303,7 +303,7 @@ def _add_precision(sub):
 
 
 def cmd_precision(args) -> int:
-    from wsframework import admin_contracts as contracts
+    from wsframework.admin import contracts
     settings = []
     if args.self_tuning is not None:
         settings.append(contracts.Figure(Name="self_tuning", Value=args.self_tuning))
@@ -329,7 +329,7 @@ def _add_status(sub):
 
 
 def cmd_status(args) -> int:
-    from wsframework import admin_contracts as contracts
+    from wsframework.admin import contracts
     figures = {f.Name: f.Value for f in
                _admin_client(args).call(contracts.GetStats()).Figure or []}
     trace = [json.loads(v) for k, v in sorted(figures.items()) if k.startswith("selftuning.trace.")]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from edn.localnet.processes import ServerProcess
 from wsframework.publisher import publish
 from edn.sink import NotificationSink

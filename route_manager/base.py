@@ -17,12 +17,13 @@ import logging
 
 from lxml import etree
 
-from wsframework import admin_contracts as contracts
 from wsframework.addressing import destination_unreachable
 from wsframework.admin import NamespaceAdmin
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
+
+from . import edn_wire
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,9 @@ class BaseRouteManager:
         self.service = service
         self.routes = namespace or service.topics
         self.route_admin = NamespaceAdmin(None, self.routes, default_matcher=self.default_route_matcher)
-        service.admin.register(contracts.CreateRoute, self._create_route)
-        service.admin.register(contracts.DeleteRoute, self._delete_route)
-        service.admin.register(contracts.ListRoutes, self._list_routes)
+        service.admin.register(edn_wire.CreateRoute, self._create_route)
+        service.admin.register(edn_wire.DeleteRoute, self._delete_route)
+        service.admin.register(edn_wire.ListRoutes, self._list_routes)
         prefix = f"/{self.routes.kind}/"
         service.messaging.route(f"route-manager:{self.routes.kind}", MessageFilter(path_prefix=prefix),
                                 self._on_message, priority=self.routing_priority)
@@ -64,22 +65,22 @@ class BaseRouteManager:
         return None
 
     # -- route administration ----------------------------------------------------------------
-    def describe_route(self, entry: NamespaceEntry) -> contracts.RouteInfo:
-        return contracts.RouteInfo(Name=entry.name, Matcher=entry.matcher_uri,
-                                   Address=self.routes.address_of(entry.name),
-                                   Servers=len(entry.matcher))
+    def describe_route(self, entry: NamespaceEntry) -> edn_wire.RouteInfo:
+        return edn_wire.RouteInfo(Name=entry.name, Matcher=entry.matcher_uri,
+                                  Address=self.routes.address_of(entry.name),
+                                  Servers=len(entry.matcher))
 
     def create_route(self, name: str, matcher: str | None, options: etree._Element | None) -> NamespaceEntry:
         return self.route_admin.create(name, matcher, options)
 
     def _create_route(self, request, message):
         entry = self.create_route(request.Name, request.Matcher, request.Options)
-        return contracts.CreateRouteResponse(Name=entry.name, Matcher=entry.matcher_uri,
-                                             Address=self.routes.address_of(entry.name))
+        return edn_wire.CreateRouteResponse(Name=entry.name, Matcher=entry.matcher_uri,
+                                            Address=self.routes.address_of(entry.name))
 
     def _delete_route(self, request, message):
-        return contracts.DeleteRouteResponse(Name=self.route_admin.delete(request.Name))
+        return edn_wire.DeleteRouteResponse(Name=self.route_admin.delete(request.Name))
 
     def _list_routes(self, request, message):
-        return contracts.ListRoutesResponse(
+        return edn_wire.ListRoutesResponse(
             Route=[self.describe_route(e) for e in self.route_admin.entries(request.Prefix)])

@@ -64,16 +64,17 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from matchers import FilterSpec, MatcherError
-from wsframework import admin_contracts as contracts
 from wsframework import ns
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.busy import BusyMeter
 from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, validate_name
 from wsframework.transport import HttpTransport
 
+from . import edn_wire
 from .base import BaseRouteManager
+from .edn_wire import FAULT_UNKNOWN_SERVER
 from .forwarding import EVENT_BATCH, Forwarder, TokenBucket
 from .measurement import Counters, SlidingWindow, thread_cpu_seconds
 from .precision import PRECISE, format_precision, parse_precision
@@ -82,7 +83,6 @@ from .selftuning import SelfTuner, SelfTuningConfig, Ticker
 log = logging.getLogger(__name__)
 
 SUMMARY_DIALECT = ns.SUMMARY_DIALECT
-FAULT_UNKNOWN_SERVER = ns.qname(ns.ADMIN, "UnknownServer")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_servers (
@@ -423,19 +423,19 @@ class Dispatcher(BaseRouteManager):
         admin.register(contracts.CreateTopic, self._create_topic)
         admin.register(contracts.DeleteTopic, self._delete_topic)
         admin.register(contracts.ListTopics, self._list_topics)
-        admin.register(contracts.RegisterServer, self._register_server)
-        admin.register(contracts.ListServers, self._list_servers)
-        admin.register(contracts.UpdateSummary, self._update_summary)
+        admin.register(edn_wire.RegisterServer, self._register_server)
+        admin.register(edn_wire.ListServers, self._list_servers)
+        admin.register(edn_wire.UpdateSummary, self._update_summary)
         admin.register(contracts.GetStats, self._get_stats)
         admin.register(contracts.Configure, self._configure)
 
-    def topic_specs(self) -> list[contracts.TopicSpec]:
+    def topic_specs(self) -> list[edn_wire.TopicSpec]:
         specs = []
         for row in self.store.query("SELECT name, server_matcher, options FROM edn_topics ORDER BY name"):
             if row["name"] in self.routes:
                 options = etree.fromstring(row["options"]) if row["options"] else None
-                specs.append(contracts.TopicSpec(Name=row["name"], Matcher=row["server_matcher"],
-                                                 Options=options))
+                specs.append(edn_wire.TopicSpec(Name=row["name"], Matcher=row["server_matcher"],
+                                                Options=options))
         return specs
 
     def _create_topic(self, request, message):
@@ -491,16 +491,16 @@ class Dispatcher(BaseRouteManager):
                          "registered = excluded.registered", (name, address, time.time()))
         self._add_server(name, address)
         log.info("server %s registered at %s", name, address)
-        return contracts.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
-                                                Peer=self._server_infos(exclude=name))
+        return edn_wire.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
+                                               Peer=self._server_infos(exclude=name))
 
     def _server_infos(self, exclude: str | None = None, prefix: str | None = None):
-        return [contracts.ServerInfo(Name=n, Address=a, Load=self._loads.get(n, 0))
+        return [edn_wire.ServerInfo(Name=n, Address=a, Load=self._loads.get(n, 0))
                 for n, a in sorted(self.servers.items())
                 if n != exclude and (not prefix or n.startswith(prefix))]
 
     def _list_servers(self, request, message):
-        return contracts.ListServersResponse(Server=self._server_infos(prefix=request.Prefix))
+        return edn_wire.ListServersResponse(Server=self._server_infos(prefix=request.Prefix))
 
     def _update_summary(self, request, message):
         server = _server_name(request.Server)
@@ -514,7 +514,7 @@ class Dispatcher(BaseRouteManager):
             accepted = self._apply_summary(entry, server, request)
         if accepted:
             log.info("summary of %s for %s: generation %s", server, route, request.Generation)
-        return contracts.UpdateSummaryResponse(Route=route, Accepted=int(accepted))
+        return edn_wire.UpdateSummaryResponse(Route=route, Accepted=int(accepted))
 
     def _apply_summary(self, entry: NamespaceEntry, server: str, request) -> bool:
         route = entry.name
@@ -606,7 +606,7 @@ def build_dispatcher(config, *, transport=None, **kwargs):
     from wsdl.admin import serve_admin_wsdl
     from wsframework.service import Service
     service = Service(config, topic_admin=False, **kwargs)
-    serve_admin_wsdl(service)
+    serve_admin_wsdl(service, edn_wire.ADMIN_OPERATIONS)
     try:
         service.dispatcher = Dispatcher(service, transport=transport)
     except BaseException:

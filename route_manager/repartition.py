@@ -28,8 +28,7 @@ import time
 
 import numpy as np
 
-from wsframework import admin_contracts as contracts
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault, receiver_fault, sender_fault
 from wsframework.namespace import validate_name
@@ -37,7 +36,7 @@ from wsframework.ns import qname
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
-from . import hit_ratio
+from . import edn_wire, hit_ratio
 from .forwarding import EDN_NS
 from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
 
@@ -67,7 +66,7 @@ class Repartitioner:
         # An export holds ~8 elements per subscription: far above the default element cap.
         self._soap = SoapClient(self.transport, limits=ParserLimits(
             max_bytes=512 * 1024 * 1024, max_depth=100, max_elements=50_000_000))
-        dispatcher.service.admin.register(contracts.Repartition, self._repartition)
+        dispatcher.service.admin.register(edn_wire.Repartition, self._repartition)
         dispatcher.service.add_component(self)
 
     def _client(self, address: str) -> AdminClient:
@@ -80,7 +79,7 @@ class Repartitioner:
 
     def _repartition(self, request, message):
         moved, figures = self.repartition(request.Topic, request.Algorithm)
-        return contracts.RepartitionResponse(Moved=moved, Figure=[
+        return edn_wire.RepartitionResponse(Moved=moved, Figure=[
             contracts.Figure(Name=k, Value=repr(v) if isinstance(v, float) else str(v))
             for k, v in figures.items()])
 
@@ -140,7 +139,7 @@ class Repartitioner:
         seen: set[str] = set()
         for index, (name, address) in enumerate(servers):
             try:
-                response = self._client(address).call(contracts.ExportSubscriptions(Topic=topic))
+                response = self._client(address).call(edn_wire.ExportSubscriptions(Topic=topic))
             except (TransportError, SoapFault) as exc:
                 raise receiver_fault(f"server {name} did not export {topic}: "
                                      f"{getattr(exc, 'reason', exc)}; nothing moved") from None
@@ -164,7 +163,7 @@ class Repartitioner:
     def _move(self, source, destination, topic: str, batch: list[str]) -> int:
         (source_name, source_address), (destination_name, destination_address) = source, destination
         try:
-            response = self._client(source_address).call(contracts.MoveSubscriptions(
+            response = self._client(source_address).call(edn_wire.MoveSubscriptions(
                 Topic=topic, Target=destination_address, Id=batch))
         except (TransportError, SoapFault) as exc:
             log.error("moving %d subscriptions of %s from %s to %s failed: %s", len(batch), topic,

@@ -13,6 +13,8 @@
 ``settings_groups``  the role's settings groups (default :attr:`build_source.settings`,
                      the event source's :class:`EventingSettings`)
 ``manager_class``    a :class:`SubscriptionManager` subclass (the EDN manager uses this)
+``admin_operations`` the admin operations the admin WSDL describes (default the base ones,
+                     ``wsframework.admin.OPERATIONS``)
 ``start_sweeper``    run the expiry sweeper thread (default True)
 ``clock``            epoch-seconds clock for expiry decisions (tests pin it)
 """
@@ -31,9 +33,10 @@ __all__ = ["build_source"]
 def build_source(config: ServiceConfig, *, resolver=None, settings=None,
                  settings_groups: tuple | None = None,
                  manager_class: type[SubscriptionManager] = SubscriptionManager,
-                 start_sweeper: bool = True, clock=None, **kwargs) -> Service:
+                 start_sweeper: bool = True, clock=None, admin_operations: tuple | None = None,
+                 **kwargs) -> Service:
     service = Service(config, **kwargs)
-    serve_admin_wsdl(service)
+    serve_admin_wsdl(service, admin_operations)
     serve_eventing_wsdl(service)
     try:
         pinned = {"clock": clock} if clock is not None else {}

@@ -1,7 +1,7 @@
 """The WSDL 1.1 document of the administration service, generated from the contracts.
 
-spyne builds one document per SOAP version (``admin_contracts.spyne_wsdl``, since only
-that module imports spyne); we merge them into one document with a
+spyne builds one document per SOAP version (``wsframework.admin.spyne_wsdl``, since only
+the admin package imports spyne); we merge them into one document with a
 single port type (``AdminPortType``), a SOAP 1.1 and a SOAP 1.2 binding and a port for
 each, then fix what spyne gets wrong for us:
 
@@ -16,7 +16,9 @@ each, then fix what spyne gets wrong for us:
 
 The messages are document/literal with the contract as the body element
 (``{urn:wsframework:admin}CreateTopic`` with ``Name``, ``Matcher``, ``Options``). The
-document describes the base contracts, not application extensions.
+document describes the base contracts (``wsframework.admin.OPERATIONS``), not application
+extensions; a role that answers more operations passes them (the EDN roles pass
+``route_manager.edn_wire.ADMIN_OPERATIONS``).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import functools
 from lxml import etree
 
 from wsframework import ns
-from wsframework.admin_contracts import (ADMIN_NS, OPERATIONS, AdminToken, action_for,
-                                         element_qname, spyne_wsdl)
+from wsframework.admin import (ADMIN_NS, OPERATIONS, AdminToken, action_for, element_qname,
+                               spyne_wsdl)
 
 __all__ = ["admin_wsdl", "serve_admin_wsdl"]
 
@@ -47,14 +49,15 @@ def _w(local):
 
 
 @functools.lru_cache(maxsize=64)
-def admin_wsdl(address: str) -> bytes:
-    """The admin WSDL with ``address`` as the location of both ports (cached per address)."""
-    soap11 = _spyne_document("1.1", address)
-    soap12 = _spyne_document("1.2", address)
+def admin_wsdl(address: str, operations: tuple = OPERATIONS) -> bytes:
+    """The admin WSDL of ``operations`` ((name, request, response) contracts; default the
+    base ones) with ``address`` as the location of both ports (cached per address)."""
+    soap11 = _spyne_document("1.1", address, operations)
+    soap12 = _spyne_document("1.2", address, operations)
     _adopt_soap12(soap11, soap12)
     for binding in soap11.iterfind(_w("binding")):
         _fix_binding(binding)
-    _add_actions(soap11.find(_w("portType")))
+    _add_actions(soap11.find(_w("portType")), operations)
     _declare_header_element(soap11)
     _any_xml_as_one_element(soap11)
     etree.cleanup_namespaces(soap11, top_nsmap={"wsam": ns.WSAM, "wsaw": ns.WSAW},
@@ -62,13 +65,16 @@ def admin_wsdl(address: str) -> bytes:
     return etree.tostring(soap11, xml_declaration=True, encoding="UTF-8")
 
 
-def serve_admin_wsdl(service) -> None:
-    """Answer ``{base}/admin?wsdl`` of ``service`` with :func:`admin_wsdl` (roles call this)."""
-    service.add_wsdl("/admin", lambda path, address: admin_wsdl(address) if path == "/admin" else None)
+def serve_admin_wsdl(service, operations: tuple | None = None) -> None:
+    """Answer ``{base}/admin?wsdl`` of ``service`` with :func:`admin_wsdl` of ``operations``
+    (default the base ones; roles call this)."""
+    operations = tuple(operations or OPERATIONS)
+    service.add_wsdl("/admin", lambda path, address: admin_wsdl(address, operations)
+                     if path == "/admin" else None)
 
 
-def _spyne_document(version, address):
-    return etree.fromstring(spyne_wsdl(address, version))
+def _spyne_document(version, address, operations):
+    return etree.fromstring(spyne_wsdl(address, version, operations))
 
 
 def _adopt_soap12(root, soap12_root):
@@ -104,8 +110,8 @@ def _fix_binding(binding):
                                                       action_for(operation.get("name")))
 
 
-def _add_actions(port_type):
-    responses = {name: element_qname(resp).split("}", 1)[1] for name, _, resp in OPERATIONS}
+def _add_actions(port_type, operations):
+    responses = {name: element_qname(resp).split("}", 1)[1] for name, _, resp in operations}
     for operation in port_type.iterfind(_w("operation")):
         name = operation.get("name")
         for tag, message in ((_w("input"), name), (_w("output"), responses[name])):

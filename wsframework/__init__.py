@@ -14,8 +14,8 @@ Handlers register with the messaging layer by a filter over the message::
 Modules, bottom up: ``ns`` (every URI), ``exceptions`` (SoapFault renders itself per SOAP
 version), ``xmlparse`` (the hardened parser), ``soap`` (envelopes), ``addressing``
 (WS-Addressing 2004/08 and 1.0), ``messaging`` (dispatch and reply routing), ``store``
-(SQLite), ``namespace`` (the hierarchical namespace bound to matchers), ``admin`` and
-``admin_contracts`` (authenticated, typed, extensible admin messages; the only spyne user),
+(SQLite), ``namespace`` (the hierarchical namespace bound to matchers), ``admin``
+(authenticated, typed, extensible admin messages; the only spyne user),
 ``service`` (composition), ``transport`` (HTTP and in-process clients), ``client``,
 ``wsgi`` and ``server`` (the HTTP edge under gunicorn), ``cli`` (the ``edn`` command).
 """

@@ -15,9 +15,9 @@ import numpy as np
 from lxml import etree
 
 from subscription_manager.client import EventingClient
-from wsframework import admin_contracts as contracts
+from route_manager import edn_wire
 from wsframework import ns
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from edn.localnet.processes import ServerProcess
 from wsframework.publisher import PUBLISH_ACTION
@@ -116,7 +116,7 @@ class LocalNetwork:
         return any(t["name"] == topic for t in AdminClient(server.base_url, self.token).list_topics())
 
     def repartition(self, algorithm: str, topic: str = TOPIC):
-        return self.admin.call(contracts.Repartition(Topic=topic, Algorithm=algorithm))
+        return self.admin.call(edn_wire.Repartition(Topic=topic, Algorithm=algorithm))
 
     # -- subscriptions -------------------------------------------------------------------------
     def subscribe(self, lo: np.ndarray, hi: np.ndarray, *, threads: int = 4, topic: str = TOPIC,

@@ -45,6 +45,7 @@ Placement rules live in :mod:`route_manager.placement`, peer state in
 """
 from __future__ import annotations
 
+from route_manager import edn_wire
 from wsframework.service import Service, ServiceConfig
 
 from ..settings import EventingSettings
@@ -70,7 +71,8 @@ def build_server(config: ServiceConfig, *, start_background: bool = True, settin
         # Subscriptions belong to the network: a server restart must not end them.
         overrides["keep_subscriptions_on_shutdown"] = True
     service = build_source(config, manager_class=EdnSubscriptionManager, settings=overrides,
-                           settings_groups=build_server.settings, **kwargs)
+                           settings_groups=build_server.settings,
+                           admin_operations=edn_wire.ADMIN_OPERATIONS, **kwargs)
     if start_background:
         try:
             service.subscription_manager.start()

@@ -32,11 +32,11 @@ from lxml import etree
 
 from wsframework.matching.errors import MatcherError
 from matchers.rtree_engine import RTreeMatchingEngine
+from route_manager import edn_wire
 from route_manager.forwarding import EDN_NS, EVENT_BATCH, EVENT_BATCH_ACTION
 from route_manager.peers import PeerSummary, PeerTable
 from route_manager.placement import Candidate, PlacementRouter, Space, subscription_box
-from wsframework import admin_contracts as contracts
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.elements import detached
 from wsframework.exceptions import SoapFault, sender_fault
@@ -89,10 +89,10 @@ class EdnSubscriptionManager(SubscriptionManager):
                                 MessageFilter(action=EVENT_BATCH_ACTION, path_prefix=TOPICS_PREFIX),
                                 self._on_event_batch, priority=20)
         admin = service.admin
-        admin.register(contracts.PeerUpdate, self._peer_update)
-        admin.register(contracts.ExportSubscriptions, self._export)
-        admin.register(contracts.ImportSubscriptions, self._import)
-        admin.register(contracts.MoveSubscriptions, self._move)
+        admin.register(edn_wire.PeerUpdate, self._peer_update)
+        admin.register(edn_wire.ExportSubscriptions, self._export)
+        admin.register(edn_wire.ImportSubscriptions, self._import)
+        admin.register(edn_wire.MoveSubscriptions, self._move)
         admin.register(contracts.GetStats, self._get_stats)
 
     # == engines ===========================================================================
@@ -220,7 +220,7 @@ class EdnSubscriptionManager(SubscriptionManager):
                               summary)
             self.mark_up(request.Server)
         self.count("peer_updates_received")
-        return contracts.PeerUpdateResponse(Server=self.edn.name)
+        return edn_wire.PeerUpdateResponse(Server=self.edn.name)
 
     # == events from the dispatcher ========================================================
     def _on_event_batch(self, message: IncomingMessage) -> None:
@@ -359,14 +359,14 @@ class EdnSubscriptionManager(SubscriptionManager):
 
     # == offline partitioning ==============================================================
     def _export(self, request, message):
-        return contracts.ExportSubscriptionsResponse(Subscriptions=self.mover.export(request.Topic))
+        return edn_wire.ExportSubscriptionsResponse(Subscriptions=self.mover.export(request.Topic))
 
     def _import(self, request, message):
-        return contracts.ImportSubscriptionsResponse(
+        return edn_wire.ImportSubscriptionsResponse(
             Imported=self.mover.import_(request.Topic, request.Subscriptions))
 
     def _move(self, request, message):
-        return contracts.MoveSubscriptionsResponse(
+        return edn_wire.MoveSubscriptionsResponse(
             Moved=self.mover.move(request.Topic, request.Target, request.Id or []))
 
     # == statistics and control ============================================================

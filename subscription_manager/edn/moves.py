@@ -59,9 +59,10 @@ from lxml import etree
 from matchers import FilterSpec
 from wsframework.matching.errors import MatcherError
 from matchers.box_filters import compile_filter
+from route_manager import edn_wire
 from route_manager.forwarding import EDN_NS
 from route_manager.placement import subscription_box
-from wsframework import admin_contracts as contracts
+from wsframework.admin import contracts
 from wsframework.addressing import EndpointReference
 from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.ns import qname
@@ -342,7 +343,7 @@ class Mover:
     def _import_at(self, target: str, topic: str, subscriptions: list[Subscription]) -> None:
         manager = self.manager
         # no rectangles: the importer compiles the filters itself (parse_subscriptions)
-        request = contracts.ImportSubscriptions(
+        request = edn_wire.ImportSubscriptions(
             Topic=topic, Subscriptions=subscriptions_element(topic, subscriptions))
         client = manager.admin_client(target)
         for attempt in range(_IMPORT_ATTEMPTS):

@@ -36,8 +36,8 @@ import threading
 import time
 from pathlib import Path
 
-from route_manager.dispatcher import FAULT_UNKNOWN_SERVER
-from wsframework import admin_contracts as contracts
+from route_manager import edn_wire
+from route_manager.edn_wire import FAULT_UNKNOWN_SERVER
 from wsframework.exceptions import SoapFault
 from wsframework.namespace import EntryExists
 from wsframework.ns import MATCHER_RTREE_ENGINE
@@ -120,7 +120,7 @@ class NetworkAgent:
         every summary. False when the dispatcher did not answer (or refused)."""
         m = self.manager
         try:
-            response = self._dispatcher().call(contracts.RegisterServer(
+            response = self._dispatcher().call(edn_wire.RegisterServer(
                 Name=self.edn.name, Address=m.service.base_url))
         except (TransportError, SoapFault) as exc:
             log.warning("registration at %s failed: %s", self.edn.dispatcher,
@@ -173,9 +173,9 @@ class NetworkAgent:
                 # the denominator of the dispatcher's precision cuts (paper: summary boxes /
                 # subscription rectangles of this server)
                 element.set("rectangles", str(rectangles))
-                request = contracts.UpdateSummary(Server=self.edn.name, Route=entry.name,
-                                                  Generation=generation, Load=load,
-                                                  Summary=element)
+                request = edn_wire.UpdateSummary(Server=self.edn.name, Route=entry.name,
+                                                 Generation=generation, Load=load,
+                                                 Summary=element)
                 try:
                     client.call(request)
                 except TransportError as exc:
@@ -198,7 +198,7 @@ class NetworkAgent:
         and load per topic; returns how many PeerUpdates were sent."""
         m = self.manager
         try:
-            listed = self._dispatcher().call(contracts.ListServers()).Server or []
+            listed = self._dispatcher().call(edn_wire.ListServers()).Server or []
             m.peers.set_servers([(s.Name, s.Address, s.Load) for s in listed],
                                 exclude=self.edn.name)
             if self.registered.is_set() and self.edn.name not in {s.Name for s in listed}:
@@ -223,7 +223,7 @@ class NetworkAgent:
                 if element is None:
                     element = m.peer_summary(entry).to_element()
                 try:
-                    m.admin_client(address).call(contracts.PeerUpdate(
+                    m.admin_client(address).call(edn_wire.PeerUpdate(
                         Server=self.edn.name, Address=m.service.base_url, Route=entry.name,
                         Load=load, Summary=element))
                 except TransportError as exc:

@@ -14,7 +14,7 @@ from subscription_manager.versions import V2004, V2011
 from tests.support.processes import ServerProcess, free_port
 from wsframework import ns
 from wsframework.addressing import EndpointReference
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from wsframework.exceptions import SoapFault
 from wsframework.publisher import publish
 from wsframework.soap import SoapVersion

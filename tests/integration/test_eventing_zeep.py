@@ -20,7 +20,7 @@ from zeep.wsdl.utils import get_or_create_header
 
 from tests.support.processes import ServerProcess
 from wsframework import ns
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from wsframework.publisher import publish
 
 Q = "urn:quotes"

@@ -15,7 +15,7 @@ import pytest
 
 from edn.localnet.network import LocalNetwork, wait_until
 from tests.support.processes import ADMIN_TOKEN
-from wsframework import admin_contracts as contracts
+from wsframework.admin import contracts
 
 D = 3
 SERVERS = (("p1", "random", 1), ("p2", "random", 1), ("p3", "random", 1))

@@ -10,7 +10,7 @@ import requests
 from lxml import etree
 
 from wsframework import ns
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from wsframework.exceptions import SoapFault
 from wsframework.soap import SoapVersion, parse_envelope
 from wsframework.xmlparse import ParserLimits

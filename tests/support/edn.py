@@ -20,7 +20,7 @@ from subscription_manager.client import EventingClient
 from subscription_manager.edn import build_server
 from subscription_manager.source import build_source
 from tests.support.eventing import FAST, SINK, TOKEN, RecordingSink, fake_resolver
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.service import ServiceConfig

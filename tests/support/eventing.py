@@ -14,7 +14,7 @@ from lxml import etree
 
 from subscription_manager.client import EventingClient
 from subscription_manager.source import build_source
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from wsframework.namespace import EntryExists
 from wsframework.service import ServiceConfig
 from wsframework.soap import SoapVersion, parse_envelope

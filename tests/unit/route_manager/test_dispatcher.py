@@ -4,10 +4,11 @@ from lxml import etree
 
 from matchers.schema import Schema
 from matchers.summary import Summary
-from route_manager.dispatcher import FAULT_UNKNOWN_SERVER, build_dispatcher
+from route_manager import edn_wire
+from route_manager.dispatcher import build_dispatcher
+from route_manager.edn_wire import FAULT_UNKNOWN_SERVER
 from route_manager.forwarding import EVENT_BATCH
-from wsframework import admin_contracts as contracts
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
 from wsframework.publisher import PUBLISH_ACTION
@@ -77,12 +78,12 @@ def network(tmp_path):
 
 
 def register(admin, name):
-    return admin.call(contracts.RegisterServer(Name=name, Address=f"http://{name}.test"))
+    return admin.call(edn_wire.RegisterServer(Name=name, Address=f"http://{name}.test"))
 
 
 def update(admin, server, generation, lo, hi, route="grid"):
-    return admin.call(contracts.UpdateSummary(Server=server, Route=route, Generation=generation,
-                                              Load=1, Summary=box_summary(lo, hi)))
+    return admin.call(edn_wire.UpdateSummary(Server=server, Route=route, Generation=generation,
+                                             Load=1, Summary=box_summary(lo, hi)))
 
 
 def publish_all(transport, points):
@@ -130,13 +131,13 @@ def test_bad_updates_are_refused_and_change_nothing(network):
     assert info.value.subcode == contracts.FAULT_UNKNOWN_TOPIC
     garbage = etree.fromstring(b'<edn:Summary xmlns:edn="urn:wsframework:edn" encoding="bogus">x</edn:Summary>')
     with pytest.raises(SoapFault) as info:
-        admin.call(contracts.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0, Summary=garbage))
+        admin.call(edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0, Summary=garbage))
     assert info.value.subcode == contracts.FAULT_INVALID_REQUEST
     assert service.store.query("SELECT COUNT(*) AS n FROM edn_summaries")[0]["n"] == 0
     with pytest.raises(SoapFault) as info:
         AdminClient(DISPATCHER, "wrong", transport=transport).call(
-            contracts.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0,
-                                    Summary=box_summary([0, 0], [1, 1])))
+            edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0,
+                                   Summary=box_summary([0, 0], [1, 1])))
     assert info.value.subcode == contracts.FAULT_ACCESS_DENIED
 
 
@@ -148,9 +149,9 @@ def test_restart_loses_no_route_server_or_summary(network):
     service.close()
     restarted = start()
     try:
-        listed = admin.call(contracts.ListRoutes())
+        listed = admin.call(edn_wire.ListRoutes())
         assert [(r.Name, r.Servers) for r in listed.Route] == [("grid", 1)]
-        assert [s.Name for s in admin.call(contracts.ListServers()).Server] == ["s1"]
+        assert [s.Name for s in admin.call(edn_wire.ListServers()).Server] == ["s1"]
         publish_all(transport, [(1, 1), (3, 3)])
         assert restarted.dispatcher.forwarder.drain(5)
         assert servers.events["s1"] == [(1, 1)]
@@ -167,7 +168,7 @@ def test_register_returns_topics_and_peers(network):
     assert reply.Topic[0].Matcher == "urn:wsframework:matchers:rtree-matching-engine"
     assert [p.Name for p in reply.Peer] == ["s1"]
     with pytest.raises(SoapFault):
-        admin.call(contracts.RegisterServer(Name="bad/name", Address="http://x"))
+        admin.call(edn_wire.RegisterServer(Name="bad/name", Address="http://x"))
 
 
 def test_unknown_topic_publication_is_destination_unreachable(network):

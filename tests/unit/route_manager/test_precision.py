@@ -204,8 +204,7 @@ def test_swaps_never_mix_two_tables(workload):
 
 def test_dispatcher_configure_precision_and_stats(tmp_path):
     from route_manager.dispatcher import build_dispatcher
-    from wsframework import admin_contracts as contracts
-    from wsframework.admin_client import AdminClient
+    from wsframework.admin import AdminClient, contracts
     from wsframework.exceptions import SoapFault
     from wsframework.service import ServiceConfig
     from wsframework.transport import InProcessTransport
@@ -246,8 +245,7 @@ def test_dispatcher_utilization_leaves_out_the_backpressure_wait_and_is_configur
     from types import SimpleNamespace
 
     from route_manager.dispatcher import build_dispatcher
-    from wsframework import admin_contracts as contracts
-    from wsframework.admin_client import AdminClient
+    from wsframework.admin import AdminClient, contracts
     from wsframework.busy import BusyMeter
     from wsframework.service import ServiceConfig
     from wsframework.transport import InProcessTransport

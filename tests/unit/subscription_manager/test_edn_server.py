@@ -12,6 +12,7 @@ from matchers.ranges import RANGES_DIALECT
 from matchers.rtree_engine import RTreeMatchingEngine
 from matchers.summary import Summary
 from route_manager.forwarding import EVENT_BATCH_ACTION
+from route_manager import edn_wire
 from route_manager.peers import PeerSummary
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.edn import PLACED, build_server
@@ -19,8 +20,7 @@ from tests.support.edn import (DISPATCHER, EV, TOPIC, Network, SingleSource,
                                          event_element, expected_notifications, random_boxes,
                                          random_points, range_filter, schema_element, server_url)
 from tests.support.eventing import FAST, SINK, TOKEN, fake_resolver
-from wsframework import admin_contracts as contracts
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
 from wsframework.service import ServiceConfig
@@ -287,20 +287,20 @@ def test_peer_updates_are_stored_and_validated(network):
     summary = Summary(("x0", "x1", "x2"), np.array([[1.0, 1.0, 1.0]]), np.array([[2.0, 2.0, 2.0]]))
     element = PeerSummary(summary, np.array([1.5, 1.5, 1.5]), 3).to_element()
     admin = AdminClient(server_url(0), TOKEN, transport=net.transport)
-    response = admin.call(contracts.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
-                                               Load=3, Summary=element))
+    response = admin.call(edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
+                                              Load=3, Summary=element))
     assert response.Server == "s0"
     (state,) = [s for s in m0.peers.route_states(TOPIC) if s.name == "s9"]
     assert state.load == 3 and state.count == 3 and state.mins.tolist() == [[1.0, 1.0, 1.0]]
     bad = etree.fromstring(etree.tostring(element))
     bad.find("{urn:wsframework:edn}Summary").set("boxes", "7")
     with pytest.raises(SoapFault) as caught:
-        admin.call(contracts.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
-                                        Load=3, Summary=bad))
+        admin.call(edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
+                                       Load=3, Summary=bad))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
     with pytest.raises(SoapFault) as caught:
         AdminClient(server_url(0), "wrong", transport=net.transport).call(
-            contracts.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC, Load=3))
+            edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC, Load=3))
     assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
     # The periodic exchange tells every peer our summary, centroid and load.
     net.subscribe(1, [3, 3, 3], [4, 4, 4], 0)

@@ -6,7 +6,7 @@ import zeep
 from lxml import etree
 
 from wsdl.admin import admin_wsdl
-from wsframework.admin_contracts import ADMIN_NS, ADMIN_TOKEN_QNAME, action_for, parse_request
+from wsframework.admin import ADMIN_NS, ADMIN_TOKEN_QNAME, action_for, parse_request
 
 ADDRESS = "http://127.0.0.1:8080/admin"
 WSDL = "http://schemas.xmlsoap.org/wsdl/"
@@ -15,7 +15,7 @@ SOAP12 = "http://schemas.xmlsoap.org/wsdl/soap12/"
 WSAM = "http://www.w3.org/2007/05/addressing/metadata"
 WSAW = "http://www.w3.org/2006/05/addressing/wsdl"
 NS = {"wsdl": WSDL, "s11": SOAP11, "s12": SOAP12, "xs": "http://www.w3.org/2001/XMLSchema"}
-from wsframework.admin_contracts import OPERATIONS as _CONTRACT_OPERATIONS
+from wsframework.admin import OPERATIONS as _CONTRACT_OPERATIONS
 
 # Every admin operation the contracts define, in WSDL order; the topic operations at least.
 OPERATIONS = [name for name, _, _ in _CONTRACT_OPERATIONS]

@@ -5,10 +5,10 @@ import pytest
 from lxml import etree
 
 from wsframework.matching.registry import DEFAULT_MATCHER_URI
-from wsframework import admin_contracts as contracts
+from wsframework import admin as contracts
 from wsframework import ns
 from wsframework.addressing import WsaVersion, request_headers
-from wsframework.admin_client import AdminClient
+from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.exceptions import SENDER, SoapFault
 from wsframework.service import Service, ServiceConfig
@@ -244,3 +244,33 @@ def test_admin_only_at_the_admin_path(service):
     outcome = service.handle_request(data, path="/elsewhere", content_type="application/soap+xml")
     fault = parse_envelope(outcome.body).fault()
     assert fault.subcode == ns.qname(ns.WSA10, "ActionNotSupported")
+
+
+# --- a message of the application's own ----------------------------------------------------
+
+ECHO_NS = "urn:example:echo"
+
+
+class Echo(contracts.Contract):
+    __namespace__ = ECHO_NS
+    _type_info = [("Text", contracts.required(contracts.Unicode))]
+
+
+class EchoResponse(contracts.Contract):
+    __namespace__ = ECHO_NS
+    _type_info = [("Text", contracts.required(contracts.Unicode))]
+
+
+contracts.register_contract(Echo, element="{%s}Echo" % ECHO_NS)
+contracts.register_contract(EchoResponse, request=False, element="{%s}EchoResponse" % ECHO_NS)
+
+
+def test_an_application_declares_and_serves_its_own_message(service, admin, transport):
+    service.admin.register(Echo, lambda request, message: EchoResponse(Text=request.Text.upper()))
+    assert admin.call(Echo(Text="hi")) == EchoResponse(Text="HI")
+    sent = etree.fromstring(transport.sent[-1][1])
+    assert [a.text for a in sent.iter("{*}Action")] == [ECHO_NS + "/Echo"]
+    outcome, reply = raw_admin(service, '<e:Echo xmlns:e="%s"><e:Text>a</e:Text></e:Echo>'
+                               % ECHO_NS, action=ECHO_NS + "/Echo")
+    assert [a.text for a in etree.fromstring(outcome.body).iter("{*}Action")] == \
+        [ECHO_NS + "/EchoResponse"]

@@ -4,8 +4,8 @@ import pytest
 from lxml import etree
 from spyne import Unicode
 
-from wsframework import admin_contracts as ac
-from wsframework.admin_contracts import (
+from wsframework import admin as ac
+from wsframework.admin import (
     ADMIN_NS, ContractError, CreateTopic, CreateTopicResponse, DeleteTopic,
     DeleteTopicResponse, ListTopics, ListTopicsResponse, TopicInfo, parse_request,
     parse_response, register_contract, render, reset_contracts, unregister_contract)
@@ -48,8 +48,7 @@ def test_actions_and_qnames():
     assert ac.ADMIN_TOKEN_QNAME == "{urn:wsframework:admin}AdminToken"
     assert ac.REQUEST_ACTIONS == {
         adm(name): f"urn:wsframework:admin/{name}" for name, _, _ in ac.OPERATIONS}
-    assert {adm("CreateTopic"), adm("DeleteTopic"), adm("ListTopics"), adm("CreateRoute"),
-            adm("UpdateSummary"), adm("RegisterServer")} <= set(ac.REQUEST_ACTIONS)
+    assert {adm("CreateTopic"), adm("DeleteTopic"), adm("ListTopics")} <= set(ac.REQUEST_ACTIONS)
     assert ac.RESPONSE_ACTIONS[adm("ListTopicsResponse")] == \
         "urn:wsframework:admin/ListTopicsResponse"
     faults = [ac.FAULT_ACCESS_DENIED, ac.FAULT_TOPIC_EXISTS, ac.FAULT_UNKNOWN_TOPIC,
@@ -349,3 +348,75 @@ def test_registration_rules():
         register_contract(TopicInfo)
     with pytest.raises(TypeError):
         register_contract(str)
+
+
+# --- messages of one's own -----------------------------------------------------------------
+
+PING_NS = "urn:example:ping"
+
+
+class Ping(ac.Contract):
+    __namespace__ = PING_NS
+    _type_info = [("Text", ac.required(ac.Unicode)), ("Count", ac.optional(ac.Integer32))]
+
+
+class PingResponse(ac.Contract):
+    __namespace__ = PING_NS
+    _type_info = [("Text", ac.repeated(ac.Unicode))]
+
+
+register_contract(Ping, element="{%s}Ping" % PING_NS)
+register_contract(PingResponse, request=False, element="{%s}PingResponse" % PING_NS)
+
+
+def test_declared_message_round_trips_under_its_element():
+    element = render(Ping(Text="hi", Count=2))
+    assert element.tag == "{%s}Ping" % PING_NS
+    assert [c.tag for c in element] == ["{%s}Text" % PING_NS, "{%s}Count" % PING_NS]
+    assert parse_request(xml(etree.tostring(element))) == Ping(Text="hi", Count=2)
+    assert parse_response(render(PingResponse(Text=["a", "b"]))).Text == ["a", "b"]
+    assert ac.action_for("Ping", PING_NS) == "urn:example:ping/Ping"
+    with pytest.raises(ContractError, match="Text is required"):
+        parse_request(xml('<Ping xmlns="%s"/>' % PING_NS))
+
+
+def test_declarations_survive_reset_and_unregister():
+    reset_contracts()
+    unregister_contract(Ping)
+    assert type(parse_request(render(Ping(Text="x")))) is Ping
+
+
+def test_declared_message_can_be_extended():
+    class LoudPing(Ping):
+        __namespace__ = OWNERS_NS
+        _type_info = [("Volume", ac.Integer32(nillable=False))]
+
+    register_contract(LoudPing)
+    element = render(LoudPing(Text="x", Volume=11))
+    assert element.tag == "{%s}Ping" % PING_NS
+    assert type(parse_request(element)) is LoudPing
+
+
+def test_declaration_rules():
+    class OtherPing(ac.Contract):
+        __namespace__ = PING_NS
+        _type_info = [("Text", ac.Unicode)]
+
+    class SubPing(Ping):
+        _type_info = [("More", ac.Unicode)]
+
+    assert register_contract(Ping, element="{%s}Ping" % PING_NS) is Ping  # again: fine
+    with pytest.raises(ValueError, match="already declared"):
+        register_contract(OtherPing, element="{%s}Ping" % PING_NS)
+    with pytest.raises(ValueError, match="already declared"):  # a request is not a response
+        register_contract(Ping, request=False, element="{%s}Ping" % PING_NS)
+    with pytest.raises(ValueError, match="already the contract"):
+        register_contract(Ping, element="{%s}Pong" % PING_NS)
+    with pytest.raises(ValueError, match="extends"):
+        register_contract(SubPing, element="{%s}SubPing" % PING_NS)
+    with pytest.raises(ValueError):
+        register_contract(OtherPing, element="Ping")
+    with pytest.raises(TypeError):
+        register_contract(str, element="{%s}Str" % PING_NS)
+    with pytest.raises(ContractError, match="not an admin request"):
+        parse_request(xml('<Pong xmlns="%s"/>' % PING_NS))

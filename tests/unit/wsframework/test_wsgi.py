@@ -8,7 +8,7 @@ import pytest
 from wsdl.admin import serve_admin_wsdl
 from lxml import etree
 
-from wsframework import admin_contracts as contracts
+from wsframework import admin as contracts
 from wsframework.addressing import AddressingHeaders, WsaVersion, request_headers
 from wsframework.exceptions import RECEIVER, SENDER
 from wsframework.messaging import MessageFilter, Reply

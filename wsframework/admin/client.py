@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from lxml import etree
 
-from . import admin_contracts as contracts
-from .client import SoapClient
+from ..client import SoapClient
+from . import contracts
+from .codec import parse_response, render
+from .registry import action_for
 
 
 class AdminClient:
@@ -16,12 +18,13 @@ class AdminClient:
 
     def call(self, request):
         """Send any admin contract instance; returns the parsed response contract."""
-        element = contracts.render(request)
+        element = render(request)
         token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": contracts.ADMIN_NS})
         token.text = self.token
-        reply = self.client.call(self.address, contracts.action_for(etree.QName(element).localname),
+        name = etree.QName(element)
+        reply = self.client.call(self.address, action_for(name.localname, name.namespace),
                                  element, headers=[token])
-        return contracts.parse_response(reply.body)
+        return parse_response(reply.body)
 
     def create_topic(self, name: str, matcher: str | None = None,
                      options: etree._Element | None = None) -> dict:

@@ -2,10 +2,10 @@
 
 Every admin message carries the credential as the ``adm:AdminToken`` header block. The token
 is checked (in constant time) before the body is even parsed; a missing or wrong token is an
-``adm:AccessDenied`` Sender fault and nothing changes. Bodies are typed contracts from
-:mod:`wsframework.admin_contracts` (spyne); components register one operation per request
-element, so the route manager can add route administration and applications can add their own
-messages without touching this module.
+``adm:AccessDenied`` Sender fault and nothing changes. Bodies are typed contracts
+(:mod:`.contracts`, parsed and rendered by :mod:`.codec`); components register one operation
+per request element, so the route manager can add route administration and applications can
+add their own messages without touching this module.
 """
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from typing import Callable
 
 from lxml import etree
 
-from . import admin_contracts as contracts
-from .exceptions import SoapFault, sender_fault
-from .matching import UnknownMatcher
-from .messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
-from .namespace import (EntryExists, InvalidName, Namespace, NamespaceEntry, UnknownEntry,
-                        validate_name)
+from ..exceptions import SoapFault, sender_fault
+from ..matching import UnknownMatcher
+from ..messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
+from ..namespace import (EntryExists, InvalidName, Namespace, NamespaceEntry, UnknownEntry,
+                         validate_name)
+from . import contracts
+from .codec import ContractError, parse_request, render
+from .registry import action_for, element_qname
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ class AdminEndpoint:
 
     def register(self, request_class, operation: Operation) -> None:
         """Serve requests whose body element is ``request_class``'s element."""
-        tag = contracts.element_qname(request_class)
+        tag = element_qname(request_class)
         if tag in self._operations:
             raise ValueError(f"an admin operation for {tag} is already registered")
         self._operations[tag] = operation
@@ -53,13 +55,14 @@ class AdminEndpoint:
         if operation is None:
             raise sender_fault(f"unknown admin message {body.tag}", contracts.FAULT_INVALID_REQUEST)
         try:
-            request = contracts.parse_request(body)
-        except contracts.ContractError as exc:
+            request = parse_request(body)
+        except ContractError as exc:
             raise sender_fault(f"invalid {etree.QName(body).localname}: {exc.reason}",
                                contracts.FAULT_INVALID_REQUEST) from None
         response = operation(request, message)
-        element = contracts.render(response)
-        return Reply(contracts.action_for(etree.QName(element).localname), element)
+        element = render(response)
+        name = etree.QName(element)
+        return Reply(action_for(name.localname, name.namespace), element)
 
     def _authenticate(self, message: IncomingMessage) -> None:
         header = message.header(contracts.ADMIN_TOKEN_QNAME)

@@ -1,0 +1,262 @@
+"""The event distribution network's admin messages, its fault subcodes and the names it
+uses on the wire; each message is declared with the base registry at import
+(:func:`wsframework.admin.register_contract`), exactly as an application declares its own.
+
+Route administration on a dispatcher mirrors topic administration; servers register with
+the dispatcher, ship their routing summaries in UpdateSummary (the paper's route update
+message), exchange subscription-routing summaries and load with their peers, and move
+subscriptions for offline partitioning. Summaries and subscriptions travel as XML (any XML)
+whose format belongs to the matcher / subscription manager that makes them::
+
+    CreateRoute {Name, Matcher?, Options?}       -> CreateRouteResponse {Name, Matcher, Address}
+    DeleteRoute {Name}                           -> DeleteRouteResponse {Name}
+    ListRoutes {Prefix?}                         -> ListRoutesResponse {Route* {Name, Matcher,
+                                                                         Address, Servers}}
+    RegisterServer {Name, Address}               -> RegisterServerResponse {Name, Topic*, Peer*}
+    ListServers {Prefix?}                        -> ListServersResponse {Server* {Name, Address,
+                                                                           Load?}}
+    UpdateSummary {Server, Route, Generation,    -> UpdateSummaryResponse {Route, Accepted}
+                   Load?, Summary}
+    PeerUpdate {Server, Address, Route, Load,    -> PeerUpdateResponse {Server}
+                Summary?}
+    ExportSubscriptions {Topic}                  -> ExportSubscriptionsResponse {Subscriptions}
+    MoveSubscriptions {Topic, Target, Id*}       -> MoveSubscriptionsResponse {Moved}
+    ImportSubscriptions {Topic, Subscriptions}   -> ImportSubscriptionsResponse {Imported}
+    Repartition {Topic, Algorithm}               -> RepartitionResponse {Moved, Figure*}
+
+The messages keep the admin namespace (``ns.ADMIN``) they have always had on the wire.
+Statistics and run-time settings (GetStats, Configure, Figure) are base contracts
+(:mod:`wsframework.admin.contracts`): any role may answer them.
+"""
+from __future__ import annotations
+
+from wsframework import ns
+from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Contract,
+                               EntryName, Figure, Integer32, Unicode, optional,
+                               register_contract, repeated, required)
+
+__all__ = [
+    "FAULT_UNKNOWN_SERVER", "OPERATIONS", "ADMIN_OPERATIONS",
+    "CreateRoute", "CreateRouteResponse", "DeleteRoute", "DeleteRouteResponse", "ListRoutes",
+    "ListRoutesResponse", "RouteInfo", "TopicSpec", "ServerInfo", "RegisterServer",
+    "RegisterServerResponse", "ListServers", "ListServersResponse", "UpdateSummary",
+    "UpdateSummaryResponse", "PeerUpdate", "PeerUpdateResponse", "ExportSubscriptions",
+    "ExportSubscriptionsResponse", "MoveSubscriptions", "MoveSubscriptionsResponse",
+    "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
+]
+
+EDN_NS = ns.ADMIN  # the namespace of the EDN's admin elements and fault subcodes
+
+# Fault subcodes of the EDN (the topic faults of wsframework.admin apply to routes as well).
+FAULT_UNKNOWN_SERVER = ns.qname(EDN_NS, "UnknownServer")
+
+
+# --- route administration (a dispatcher's routes, as topics are a source's) -----------
+
+class CreateRoute(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Name", EntryName), ("Matcher", optional(AnyUri)),
+                  ("Options", optional(AnyXml))]
+
+
+class CreateRouteResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Name", EntryName), ("Matcher", required(AnyUri)),
+                  ("Address", required(AnyUri))]
+
+
+class DeleteRoute(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Name", EntryName)]
+
+
+class DeleteRouteResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Name", EntryName)]
+
+
+class ListRoutes(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Prefix", optional(Unicode))]
+
+
+class RouteInfo(Contract):
+    """One ``<adm:Route>``: a route entry and how many servers hold a summary in it."""
+
+    __namespace__ = EDN_NS
+    _type_info = [
+        ("Name", EntryName),
+        ("Matcher", required(AnyUri)),
+        ("Address", required(AnyUri)),
+        ("Servers", Integer32(min_occurs=1, nillable=False, ge=0)),
+    ]
+
+
+class ListRoutesResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Route", repeated(RouteInfo))]
+
+
+# --- membership and route updates (servers and the dispatcher) -------------------------
+
+class TopicSpec(Contract):
+    """A topic a subscription server must host (name, matcher, matcher options)."""
+
+    __namespace__ = EDN_NS
+    _type_info = [("Name", EntryName), ("Matcher", optional(AnyUri)),
+                  ("Options", optional(AnyXml))]
+
+
+class ServerInfo(Contract):
+    """One subscription server as the dispatcher knows it."""
+
+    __namespace__ = EDN_NS
+    _type_info = [
+        ("Name", EntryName),
+        ("Address", required(AnyUri)),
+        ("Load", Integer32(nillable=False, ge=0)),
+    ]
+
+
+class RegisterServer(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Name", EntryName), ("Address", required(AnyUri))]
+
+
+class RegisterServerResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [
+        ("Name", EntryName),
+        ("Topic", repeated(TopicSpec)),
+        ("Peer", repeated(ServerInfo)),
+    ]
+
+
+class ListServers(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Prefix", optional(Unicode))]
+
+
+class ListServersResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Server", repeated(ServerInfo))]
+
+
+class UpdateSummary(Contract):
+    """The route update message: a server's routing summary for one route (topic).
+
+    ``Generation`` increases with every summary a server sends for a route, so a late,
+    reordered update never replaces a newer one."""
+
+    __namespace__ = EDN_NS
+    _type_info = [
+        ("Server", EntryName),
+        ("Route", EntryName),
+        ("Generation", Integer32(min_occurs=1, nillable=False, ge=0)),
+        ("Load", Integer32(nillable=False, ge=0)),
+        ("Summary", required(AnyXml)),
+    ]
+
+
+class UpdateSummaryResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Route", EntryName), ("Accepted", Integer32(min_occurs=1, nillable=False))]
+
+
+class PeerUpdate(Contract):
+    """Subscription-routing summary and load of one server, sent to its peers."""
+
+    __namespace__ = EDN_NS
+    _type_info = [
+        ("Server", EntryName),
+        ("Address", required(AnyUri)),
+        ("Route", EntryName),
+        ("Load", Integer32(min_occurs=1, nillable=False, ge=0)),
+        ("Summary", optional(AnyXml)),
+    ]
+
+
+class PeerUpdateResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Server", EntryName)]
+
+
+# --- moving subscriptions (offline partitioning) --------------------------------------
+
+class ExportSubscriptions(Contract):
+    """Ask a server for its subscriptions on a topic (offline partitioning)."""
+
+    __namespace__ = EDN_NS
+    _type_info = [("Topic", EntryName)]
+
+
+class ExportSubscriptionsResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Subscriptions", required(AnyXml))]
+
+
+class MoveSubscriptions(Contract):
+    """Move the listed subscriptions of a topic to another server, keeping their
+    identifiers; the old server forwards requests for them from then on."""
+
+    __namespace__ = EDN_NS
+    _type_info = [
+        ("Topic", EntryName),
+        ("Target", required(AnyUri)),
+        ("Id", repeated(Unicode, min_len=1)),
+    ]
+
+
+class MoveSubscriptionsResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Moved", Integer32(min_occurs=1, nillable=False, ge=0))]
+
+
+class ImportSubscriptions(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Topic", EntryName), ("Subscriptions", required(AnyXml))]
+
+
+class ImportSubscriptionsResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Imported", Integer32(min_occurs=1, nillable=False, ge=0))]
+
+
+class Repartition(Contract):
+    """Ask a dispatcher to re-partition a topic's subscriptions offline across its servers."""
+
+    __namespace__ = EDN_NS
+    _type_info = [("Topic", EntryName), ("Algorithm", required(Unicode))]
+
+
+class RepartitionResponse(Contract):
+    __namespace__ = EDN_NS
+    _type_info = [("Moved", Integer32(min_occurs=1, nillable=False, ge=0)),
+                  ("Figure", repeated(Figure))]
+
+
+def _declare(request, response):
+    """Declare both elements of an operation with the base registry."""
+    register_contract(request, element=ns.qname(EDN_NS, request.get_type_name()))
+    register_contract(response, request=False,
+                      element=ns.qname(EDN_NS, response.get_type_name()))
+    return (request.get_type_name(), request, response)
+
+
+# (operation, request contract, response contract); the order of the WSDL.
+OPERATIONS = (
+    _declare(CreateRoute, CreateRouteResponse),
+    _declare(DeleteRoute, DeleteRouteResponse),
+    _declare(ListRoutes, ListRoutesResponse),
+    _declare(RegisterServer, RegisterServerResponse),
+    _declare(ListServers, ListServersResponse),
+    _declare(UpdateSummary, UpdateSummaryResponse),
+    _declare(PeerUpdate, PeerUpdateResponse),
+    _declare(ExportSubscriptions, ExportSubscriptionsResponse),
+    _declare(MoveSubscriptions, MoveSubscriptionsResponse),
+    _declare(ImportSubscriptions, ImportSubscriptionsResponse),
+    _declare(Repartition, RepartitionResponse),
+)
+
+# What the admin WSDL of an EDN role (dispatcher, server) describes.
+ADMIN_OPERATIONS = BASE_OPERATIONS + OPERATIONS

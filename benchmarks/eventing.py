@@ -52,8 +52,8 @@ class _Source:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "edn.cli", "serve", "source", "--host",
-                   "127.0.0.1", "--port", str(self.port), "--data", data_dir, "--admin-token",
-                   _TOKEN, "--workers", "1", "--threads", "8", "--log-level", "warning"]
+                   "127.0.0.1", "--port", str(self.port), "--data", data_dir,
+                   f"--admin-token={_TOKEN}", "--workers", "1", "--threads", "8", "--log-level", "warning"]
         for key, value in settings.items():
             command += ["--set", f"{key}={value}"]
         self.log = tempfile.TemporaryFile()

@@ -43,8 +43,10 @@ class ServerProcess:
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "edn.cli", "serve", self.role, "--host", "127.0.0.1",
-                "--port", str(self.port), "--data", str(self.data_dir), "--admin-token",
-                self.admin_token, "--workers", str(self.workers), *self.extra_args]
+                "--port", str(self.port), "--data", str(self.data_dir),
+                # one argument: a token may start with '-' (token_urlsafe), which argparse
+                # would read as an option
+                f"--admin-token={self.admin_token}", "--workers", str(self.workers), *self.extra_args]
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         env = dict(os.environ, **(self.env or {}))

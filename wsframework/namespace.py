@@ -48,8 +48,15 @@ class EntryExists(NamespaceError):
 
 
 class UnknownEntry(NamespaceError, KeyError):
+    """No entry of that name; ``kind`` is what the namespace holds ("topic", "route")."""
+
+    def __init__(self, name: str, kind: str = "entry"):
+        super().__init__(name)
+        self.name = name
+        self.kind = kind
+
     def __str__(self):
-        return f"no entry named {self.args[0]!r}"
+        return f"no {self.kind} named {self.name!r}"
 
 
 def validate_name(name: str) -> str:
@@ -151,7 +158,7 @@ class Namespace:
             with self.store.transaction() as conn:
                 deleted = conn.execute(f"DELETE FROM {self._table} WHERE name = ?", (name,)).rowcount
                 if not deleted:
-                    raise UnknownEntry(name)
+                    raise UnknownEntry(name, self.kind[:-1])
                 generation = Store.bump(conn, self._generation_name)
             # An entry whose matcher could not be bound in this process (plugin missing here)
             # is in the store but not in the cache: deleting it is still a success.
@@ -169,7 +176,7 @@ class Namespace:
     def get(self, name: str) -> NamespaceEntry:
         entry = self._entries.get(name.strip("/"))
         if entry is None:
-            raise UnknownEntry(name)
+            raise UnknownEntry(name, self.kind[:-1])
         return entry
 
     def __contains__(self, name: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Callable
 from lxml import etree
 
 from ..exceptions import SoapFault, sender_fault
+from ..faults import translate
 from ..matching import UnknownMatcher
 from ..messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
 from ..namespace import (EntryExists, InvalidName, Namespace, NamespaceEntry, UnknownEntry,
@@ -56,7 +57,7 @@ class AdminEndpoint:
             raise sender_fault(f"unknown admin message {body.tag}", contracts.FAULT_INVALID_REQUEST)
         try:
             request = parse_request(body)
-        except ContractError as exc:
+        except ContractError as exc:  # the peer's request (a render error is our own bug)
             raise sender_fault(f"invalid {etree.QName(body).localname}: {exc.reason}",
                                contracts.FAULT_INVALID_REQUEST) from None
         response = operation(request, message)
@@ -74,7 +75,8 @@ class AdminEndpoint:
 
 
 class NamespaceAdmin:
-    """Create / delete / list entries of a :class:`Namespace`, with the faults translated.
+    """Create / delete / list entries of a :class:`Namespace` (its errors become the admin
+    faults registered at the end of this module).
 
     Registered for the topic messages by default; a route manager reuses the same operations
     for its route messages (:meth:`create`, :meth:`delete`, :meth:`entries`)."""
@@ -90,26 +92,13 @@ class NamespaceAdmin:
 
     # -- operations ------------------------------------------------------------------------
     def create(self, name: str, matcher: str | None, options) -> NamespaceEntry:
-        try:
-            entry = self.namespace.create(name, matcher or self.default_matcher, options)
-        except InvalidName as exc:
-            raise sender_fault(str(exc), contracts.FAULT_INVALID_NAME) from None
-        except EntryExists as exc:
-            raise sender_fault(str(exc), contracts.FAULT_TOPIC_EXISTS) from None
-        except UnknownMatcher as exc:
-            raise unknown_matcher_fault(exc) from None
+        entry = self.namespace.create(name, matcher or self.default_matcher, options)
         log.info("created %s %s bound to %s", self.namespace.kind[:-1], entry.name, entry.matcher_uri)
         return entry
 
     def delete(self, name: str) -> str:
-        try:
-            self.namespace.delete(name)
-            name = validate_name(name)
-        except InvalidName as exc:
-            raise sender_fault(str(exc), contracts.FAULT_INVALID_NAME) from None
-        except UnknownEntry:
-            raise sender_fault(f"no {self.namespace.kind[:-1]} named {name!r}",
-                               contracts.FAULT_UNKNOWN_TOPIC) from None
+        self.namespace.delete(name)
+        name = validate_name(name)
         log.info("deleted %s %s", self.namespace.kind[:-1], name)
         return name
 
@@ -133,6 +122,24 @@ class NamespaceAdmin:
         return contracts.ListTopicsResponse(Topic=topics)
 
 
+# -- the admin faults of the framework's own errors (consulted at the messaging edge) ----------
+
+@translate(InvalidName)
+def _invalid_name(exc: InvalidName) -> SoapFault:
+    return sender_fault(str(exc), contracts.FAULT_INVALID_NAME)
+
+
+@translate(EntryExists)
+def _entry_exists(exc: EntryExists) -> SoapFault:
+    return sender_fault(str(exc), contracts.FAULT_TOPIC_EXISTS)
+
+
+@translate(UnknownEntry)
+def _unknown_entry(exc: UnknownEntry) -> SoapFault:
+    return sender_fault(str(exc), contracts.FAULT_UNKNOWN_TOPIC)
+
+
+@translate(UnknownMatcher)
 def unknown_matcher_fault(exc: UnknownMatcher) -> SoapFault:
     detail = []
     for uri in exc.known:

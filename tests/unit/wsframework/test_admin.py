@@ -187,7 +187,7 @@ def test_topic_exists(admin):
 def test_unknown_topic(admin):
     fault = admin_fault(lambda: admin.delete_topic("missing"))
     assert (fault.code, fault.subcode) == (SENDER, contracts.FAULT_UNKNOWN_TOPIC)
-    assert "missing" in fault.reason
+    assert fault.reason == "no topic named 'missing'"
 
 
 @pytest.mark.parametrize("name", ["..", "a//b", "bad name", "/".join("x" * 17), "-x"])

@@ -2,9 +2,7 @@
 the hardened parser alone (no sockets: this isolates the framework from HTTP)."""
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 
 from wsframework import ns
 from wsframework.messaging import MessageFilter, MessagingLayer, Reply

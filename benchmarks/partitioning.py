@@ -227,7 +227,7 @@ def _derive(cfg: Config, figures: dict) -> dict:
     for dim in cfg.dims:
         r, off = merged[f"dimensions.d_{dim}.random"], merged[f"dimensions.d_{dim}.offline_rtree"]
         out[f"derived.dimensions.d_{dim}.offline_rtree_reduction_vs_random"] = round(1 - off / r, 3)
-    online = merged.get(f"offline_share.share_0.rtree")
+    online = merged.get("offline_share.share_0.rtree")
     if online:
         for share in cfg.shares:
             if share > 0:

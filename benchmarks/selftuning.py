@@ -32,8 +32,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.throughput import (Publisher, Setup, batch_payloads, configure, event_workload,
-                                   measure, start_network)
+from benchmarks.livenet import (Publisher, Setup, batch_payloads, configure, event_workload,
+                                measure, start_network)
 from route_manager.precision import format_precision, parse_precision
 
 LEVELS = ("none", 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, "precise")

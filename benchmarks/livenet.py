@@ -1,0 +1,349 @@
+"""A populated event distribution network under publisher load, and its readings.
+
+What the throughput and self-tuning benchmarks share: a dispatcher and servers on loopback
+(:class:`~edn.localnet.network.LocalNetwork`) holding narrow random range subscriptions
+imported in bulk, publisher threads that saturate the dispatcher with pre-built
+``edn:EventBatch`` messages, and the dispatcher's counters and every process's CPU over a
+measured window.
+"""
+from __future__ import annotations
+
+import http.client
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+from lxml import etree
+
+from edn.localnet.network import LocalNetwork, wait_until
+from route_manager.grid import EVENTS_NS, event_element, range_filter
+from route_manager.measurement import Counters, Measurement, between
+from route_manager import edn_wire
+from wsframework import ns
+from wsframework.admin import AdminClient, contracts
+from wsframework.client import SoapClient
+from wsframework.publisher import PUBLISH_ACTION
+
+D = 8
+TOPIC = "grid"
+XPATH10 = ns.XPATH10_DIALECT_2011
+EVENT_BATCH = ns.qname(ns.EDN, "EventBatch")
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Setup:
+    servers: int = 10
+    per_server: int = 10_000
+    half_width: float = 2.5
+    partition: str = "rtree"        # offline R-tree bulk loading (paper III-A) | random
+    symbols: int = 16               # subscriptions also ask @sym = one of this many symbols
+    link_mbps: float = 6.4
+    batch: int = 64
+    publishers: int = 6
+    warmup: float = 3.0
+    seconds: float = 6.0
+    levels: tuple = ("none", 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, "precise")
+    seed: int = 7
+    dispatcher_settings: dict = field(default_factory=dict)
+
+    @classmethod
+    def quick(cls) -> "Setup":
+        return cls(servers=4, per_server=2000, half_width=2.5, link_mbps=2.0, warmup=1.0,
+                   seconds=2.0, levels=("none", 0.3, 0.6, "precise"))
+
+
+# -- workload ----------------------------------------------------------------------------------
+
+def narrow_rectangles(n: int, half_width: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centre = rng.uniform(0, 10, (n, D))
+    half = rng.uniform(0, half_width, (n, D))
+    return np.round(np.clip(centre - half, 0, 10), 3), np.round(np.clip(centre + half, 0, 10), 3)
+
+
+def partition_labels(lo: np.ndarray, hi: np.ndarray, setup: Setup) -> np.ndarray:
+    """Server of each subscription: offline R-tree bulk loading (root fan-out = servers,
+    equal loads) or at random."""
+    if setup.partition == "random":
+        return np.arange(len(lo)) % setup.servers
+    from route_manager.partitioning import OfflineRTreePartitioner
+    return OfflineRTreePartitioner().fit(lo, hi, setup.servers).labels_
+
+
+def xpath_filter(lo, hi, symbol: int | None) -> str:
+    """An XPath 1.0 filter: the ranges (extracted into the engine's box, the summary) and,
+    with ``symbol``, an equality on the event's ``@sym`` that no summary carries (paper II:
+    summaries over a subset of the attributes) -- it only makes exact matches rarer."""
+    ranges = " and ".join(f"e:x{k} >= {float(a)!r} and e:x{k} <= {float(b)!r}"
+                          for k, (a, b) in enumerate(zip(lo, hi)))
+    return ranges if symbol is None else f"{ranges} and @sym = 'S{symbol}'"
+
+
+def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi: np.ndarray,
+                         first: int, *, symbols: np.ndarray | None = None,
+                         chunk: int = 2500) -> None:
+    """Store one subscription per row on ``server`` (NotifyTo: the sink) in bulk."""
+    from matchers import FilterSpec
+    from subscription_manager.edn.moves import subscriptions_element
+    from subscription_manager.messages import UNWRAP
+    from subscription_manager.store import Subscription
+    from subscription_manager.versions import VERSIONS
+    from wsframework.addressing import EndpointReference
+    from wsframework.soap import SoapVersion
+    from wsframework.transport import HttpTransport
+
+    admin = AdminClient(network.servers[server].base_url, network.token,
+                        transport=HttpTransport(timeout=(3.0, 600.0)))
+    now = time.time()
+    for start in range(0, len(lo), chunk):
+        rows = range(start, min(start + chunk, len(lo)))
+        subscriptions = [Subscription(
+            id=f"b{first + i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
+            soap_version=SoapVersion.SOAP12.value,
+            filter=(FilterSpec(ns.RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
+                    else FilterSpec(XPATH10, xpath_filter(lo[i], hi[i], int(symbols[i])),
+                                    (("e", EVENTS_NS),))),
+            notify_to=EndpointReference(f"{network.sink.url}/n/{first + i}"), end_to=None,
+            format=UNWRAP, expires=None, expires_kind="duration", created=now) for i in rows]
+        admin.call(edn_wire.ImportSubscriptions(
+            Topic=TOPIC, Subscriptions=subscriptions_element(TOPIC, subscriptions)))
+
+
+def batch_payloads(network: LocalNetwork, points: np.ndarray, batch: int,
+                   first_id: int = 0, symbols: np.ndarray | None = None) -> list[bytes]:
+    """Pre-built SOAP envelopes, each an ``edn:EventBatch`` of ``batch`` events."""
+    client = SoapClient()
+    url = f"{network.dispatcher.base_url}/topics/{TOPIC}"
+    payloads = []
+    for start in range(0, len(points) - batch + 1, batch):
+        body = etree.Element(EVENT_BATCH, nsmap={"edn": ns.EDN})
+        body.set("Topic", TOPIC)
+        for k in range(start, start + batch):
+            event = event_element(points[k], first_id + k)
+            if symbols is not None:
+                event.set("sym", f"S{int(symbols[k])}")
+            body.append(event)
+        payloads.append(client.envelope(url, PUBLISH_ACTION, body))
+    return payloads
+
+
+class Publisher:
+    """``threads`` closed-loop publishers, each POSTing pre-built batches over one keep-alive
+    connection as fast as the dispatcher answers. ``payloads`` can be swapped while running
+    (the event distribution change of Fig. 17)."""
+
+    def __init__(self, base_url: str, payloads: list[bytes], batch: int, threads: int = 3):
+        parts = urlsplit(base_url)
+        self.host, self.port = parts.hostname, parts.port
+        self.path = f"/topics/{TOPIC}"
+        self.payloads = payloads
+        self.batch = batch
+        self.sent_events = 0
+        self.errors = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(k,), daemon=True,
+                                          name=f"publisher-{k}") for k in range(threads)]
+
+    def start(self) -> "Publisher":
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _run(self, k: int) -> None:
+        headers = {"Content-Type": 'application/soap+xml; charset=utf-8; action="%s"' % PUBLISH_ACTION}
+        connection = None
+        i = k
+        while not self._stop.is_set():
+            payloads = self.payloads
+            payload = payloads[i % len(payloads)]
+            i += len(self._threads)
+            try:
+                if connection is None:
+                    connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                connection.request("POST", self.path, payload, headers)
+                response = connection.getresponse()
+                response.read()
+                if response.status >= 300:
+                    raise RuntimeError(f"HTTP {response.status}")
+                with self._lock:
+                    self.sent_events += self.batch
+            except Exception:
+                with self._lock:
+                    self.errors += 1
+                if connection is not None:
+                    connection.close()
+                connection = None
+                self._stop.wait(0.1)
+        if connection is not None:
+            connection.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(35)
+
+
+# -- reading the processes -----------------------------------------------------------------
+
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU seconds (user + system) of every live process in process group ``pgid``."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after "comm": state ppid pgrp ...
+            total += int(fields[11]) + int(fields[12])
+    return total / _CLK_TCK
+
+
+def dispatcher_counters(network: LocalNetwork) -> tuple[Counters, dict]:
+    figures = network.dispatcher_stats()
+    seconds = ("time", "cpu", "route_cpu", "forward_cpu", "busy")
+    reading = Counters(**{name: (float if name in seconds else int)(float(figures[f"counters.{name}"]))
+                          for name in seconds + ("events", "copies", "sent", "bytes_out")},
+                       servers=int(figures["servers"]))
+    return reading, figures
+
+
+class CpuMeter:
+    """CPU seconds per process kind between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, network: LocalNetwork):
+        self.network = network
+
+    def read(self) -> dict[str, float]:
+        n = self.network
+        return {"dispatcher": group_cpu_seconds(n.dispatcher.proc.pid),
+                "servers": sum(group_cpu_seconds(s.proc.pid) for s in n.servers.values()),
+                "bench": time.process_time(), "time": time.monotonic()}
+
+    @staticmethod
+    def loads(a: dict, b: dict) -> dict[str, float]:
+        wall = b["time"] - a["time"]
+        loads = {k: round((b[k] - a[k]) / wall, 3) for k in a if k != "time"}
+        loads["machine"] = round(sum(loads.values()), 3)
+        return loads
+
+
+def configure(network: LocalNetwork, **settings) -> dict[str, str]:
+    response = network.admin.call(contracts.Configure(Setting=[
+        contracts.Figure(Name=k, Value=str(v)) for k, v in settings.items()]))
+    return {f.Name: f.Value for f in response.Setting or []}
+
+
+def measure(network: LocalNetwork, seconds: float) -> tuple[Measurement, dict]:
+    meter = CpuMeter(network)
+    a, _ = dispatcher_counters(network)
+    cpu_a = meter.read()
+    time.sleep(seconds)
+    b, figures = dispatcher_counters(network)
+    cpu_b = meter.read()
+    return between(a, b), {"cpu": CpuMeter.loads(cpu_a, cpu_b), "boxes": int(figures["route_boxes"]),
+                           "strategy": figures.get("route_strategy", "?"),
+                           "backpressure_timeouts": int(figures["backpressure_timeouts"])}
+
+
+# -- the network -----------------------------------------------------------------------------
+
+def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
+                  log=print) -> tuple[LocalNetwork, dict]:
+    """A running network with the subscriptions imported and every server's summary routed."""
+    token = secrets.token_urlsafe(16)
+    args = ["--link-mbps", str(setup.link_mbps), "--max-body", str(64 * 1024 * 1024),
+            "--log-level", "warning"]
+    if not self_tuning:
+        args.append("--no-self-tuning")
+    for key, value in setup.dispatcher_settings.items():
+        args += ["--set", f"{key}={value}"]
+    servers = [(f"s{i + 1:02d}", "local", 1) for i in range(setup.servers)]
+    network = LocalNetwork(data_dir, servers, token=token, d=D, keep_bodies=False,
+                           load_threshold=10 * setup.per_server, dispatcher_args=args)
+    for process in network.servers.values():
+        # Peers exchange subscription-routing summaries (unused with the "local" placement
+        # of imported subscriptions): keep those tiny and rare, so that the servers' CPU
+        # goes to events.
+        process.extra_args += ["--max-body", str(64 * 1024 * 1024), "--log-level", "warning",
+                               "--set", "routing_precision=0.0005", "--set", "peer_interval=30"]
+    started = time.perf_counter()
+    try:
+        network.start()
+        _populate(network, setup)
+    except BaseException:
+        network.close()
+        raise
+    info = _populate.info
+    took = time.perf_counter() - started
+    log(f"  {setup.servers} servers x {setup.per_server} subscriptions in d = {D} ready in "
+        f"{took:.0f} s")
+    return network, {**info, "setup_s": round(took, 1)}
+
+
+def _populate(network: LocalNetwork, setup: Setup) -> None:
+    network.create_topic(TOPIC)
+    lo, hi = narrow_rectangles(setup.servers * setup.per_server, setup.half_width, setup.seed)
+    labels = partition_labels(lo, hi, setup)
+    symbols = (np.random.default_rng(setup.seed + 2).integers(0, setup.symbols, len(lo))
+               if setup.symbols else None)
+    names = list(network.servers)
+    threads = [threading.Thread(target=import_subscriptions, args=(
+        network, name, lo[labels == k], hi[labels == k], k * setup.per_server * 10),
+        kwargs={"symbols": symbols[labels == k] if symbols is not None else None})
+        for k, name in enumerate(names)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    total = len(lo)
+
+    def routed():
+        figures = network.dispatcher_stats("server.")
+        return sum(int(v) for k, v in figures.items() if k.endswith(".load")) == total
+    wait_until(routed, timeout=600, what="every server's route update")
+    _populate.info = {"lo": lo, "hi": hi, "symbols": symbols}
+
+
+def exact_matches_per_event(lo: np.ndarray, hi: np.ndarray, points: np.ndarray,
+                            symbols=None, event_symbols=None) -> float:
+    hits = 0
+    for start in range(0, len(points), 50):
+        p = points[start:start + 50, None, :]
+        inside = ((lo[None] <= p) & (hi[None] >= p)).all(axis=2)
+        if symbols is not None:
+            inside &= symbols[None, :] == event_symbols[start:start + 50, None]
+        hits += int(inside.sum())
+    return hits / len(points)
+
+
+def event_workload(setup: Setup, n: int, seed: int, kind: str = "uniform"):
+    """``n`` event points (uniform in [0, 10]^8, or normal(9.5, 0.25) as in Fig. 17) and
+    their symbols."""
+    from route_manager.workloads import normal_events, uniform_events
+    rng = np.random.default_rng(seed)
+    points = uniform_events(n, D, rng) if kind == "uniform" else normal_events(n, D, rng)
+    symbols = rng.integers(0, setup.symbols, n) if setup.symbols else None
+    return np.round(points, 3), symbols
+
+
+def warm_cuts(network: LocalNetwork, levels) -> float:
+    """Cut every server's summary at every level once (cached at the dispatcher), so the
+    measurements do not include the first cut's cost."""
+    started = time.perf_counter()
+    for level in levels:
+        configure(network, precision=level)
+    configure(network, precision="precise")
+    return time.perf_counter() - started
+
+
+# -- the experiment ----------------------------------------------------------------------------

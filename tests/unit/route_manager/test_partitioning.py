@@ -16,7 +16,6 @@ from route_manager.partitioning import (
     OnlineKMeansPartitioner,
     OnlineRTreePartitioner,
     RandomPartitioner,
-    clone,
     partition,
     rtree_summary,
     tree_height,

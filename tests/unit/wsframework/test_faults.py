@@ -7,7 +7,7 @@ from tests.support.xml import assert_xml_equal
 from wsframework import ns
 from wsframework.exceptions import (MUST_UNDERSTAND, RECEIVER, SENDER, VERSION_MISMATCH, SoapFault,
                                     receiver_fault, sender_fault)
-from wsframework.soap import SoapVersion, fault_envelope, parse_envelope
+from wsframework.soap import SoapVersion, fault_envelope
 
 ENV = ns.SOAP12
 WSA_INVALID = ns.qname(ns.WSA10, "InvalidAddressingHeader")

@@ -6,7 +6,6 @@ from importlib.metadata import EntryPoint
 import pytest
 
 import wsframework.matching.registry as registry
-from wsframework.ns import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET
 from matchers import (
     DEFAULT_MATCHER_URI,
     XPATH_MATCHER_URI,

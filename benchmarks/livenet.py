@@ -21,7 +21,7 @@ import numpy as np
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
-from route_manager.grid import EVENTS_NS, event_element, range_filter
+from route_manager.grid import event_element, range_filter
 from route_manager.measurement import Counters, Measurement, between
 from route_manager import edn_wire
 from wsframework import ns
@@ -108,7 +108,7 @@ def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi:
             soap_version=SoapVersion.SOAP12.value,
             filter=(FilterSpec(ns.RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
                     else FilterSpec(XPATH10, xpath_filter(lo[i], hi[i], int(symbols[i])),
-                                    (("e", EVENTS_NS),))),
+                                    (("e", ns.GRID_EVENTS),))),
             notify_to=EndpointReference(f"{network.sink.url}/n/{first + i}"), end_to=None,
             format=UNWRAP, expires=None, expires_kind="duration", created=now) for i in rows]
         admin.call(edn_wire.ImportSubscriptions(

@@ -45,45 +45,43 @@ __all__ = [
     "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
 ]
 
-EDN_NS = ns.ADMIN  # the namespace of the EDN's admin elements and fault subcodes
-
 # Fault subcodes of the EDN (the topic faults of wsframework.admin apply to routes as well).
-FAULT_UNKNOWN_SERVER = ns.qname(EDN_NS, "UnknownServer")
+FAULT_UNKNOWN_SERVER = ns.qname(ns.ADMIN, "UnknownServer")
 
 
 # --- route administration (a dispatcher's routes, as topics are a source's) -----------
 
 class CreateRoute(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName), ("Matcher", optional(AnyUri)),
                   ("Options", optional(AnyXml))]
 
 
 class CreateRouteResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName), ("Matcher", required(AnyUri)),
                   ("Address", required(AnyUri))]
 
 
 class DeleteRoute(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName)]
 
 
 class DeleteRouteResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName)]
 
 
 class ListRoutes(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Prefix", optional(Unicode))]
 
 
 class RouteInfo(Contract):
     """One ``<adm:Route>``: a route entry and how many servers hold a summary in it."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Name", EntryName),
         ("Matcher", required(AnyUri)),
@@ -93,7 +91,7 @@ class RouteInfo(Contract):
 
 
 class ListRoutesResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Route", repeated(RouteInfo))]
 
 
@@ -102,7 +100,7 @@ class ListRoutesResponse(Contract):
 class TopicSpec(Contract):
     """A topic a subscription server must host (name, matcher, matcher options)."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName), ("Matcher", optional(AnyUri)),
                   ("Options", optional(AnyXml))]
 
@@ -110,7 +108,7 @@ class TopicSpec(Contract):
 class ServerInfo(Contract):
     """One subscription server as the dispatcher knows it."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Name", EntryName),
         ("Address", required(AnyUri)),
@@ -119,12 +117,12 @@ class ServerInfo(Contract):
 
 
 class RegisterServer(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName), ("Address", required(AnyUri))]
 
 
 class RegisterServerResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Name", EntryName),
         ("Topic", repeated(TopicSpec)),
@@ -133,12 +131,12 @@ class RegisterServerResponse(Contract):
 
 
 class ListServers(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Prefix", optional(Unicode))]
 
 
 class ListServersResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Server", repeated(ServerInfo))]
 
 
@@ -148,7 +146,7 @@ class UpdateSummary(Contract):
     ``Generation`` increases with every summary a server sends for a route, so a late,
     reordered update never replaces a newer one."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Server", EntryName),
         ("Route", EntryName),
@@ -159,14 +157,14 @@ class UpdateSummary(Contract):
 
 
 class UpdateSummaryResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Route", EntryName), ("Accepted", Integer32(min_occurs=1, nillable=False))]
 
 
 class PeerUpdate(Contract):
     """Subscription-routing summary and load of one server, sent to its peers."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Server", EntryName),
         ("Address", required(AnyUri)),
@@ -177,7 +175,7 @@ class PeerUpdate(Contract):
 
 
 class PeerUpdateResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Server", EntryName)]
 
 
@@ -186,12 +184,12 @@ class PeerUpdateResponse(Contract):
 class ExportSubscriptions(Contract):
     """Ask a server for its subscriptions on a topic (offline partitioning)."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Topic", EntryName)]
 
 
 class ExportSubscriptionsResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Subscriptions", required(AnyXml))]
 
 
@@ -199,7 +197,7 @@ class MoveSubscriptions(Contract):
     """Move the listed subscriptions of a topic to another server, keeping their
     identifiers; the old server forwards requests for them from then on."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Topic", EntryName),
         ("Target", required(AnyUri)),
@@ -208,38 +206,38 @@ class MoveSubscriptions(Contract):
 
 
 class MoveSubscriptionsResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Moved", Integer32(min_occurs=1, nillable=False, ge=0))]
 
 
 class ImportSubscriptions(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Topic", EntryName), ("Subscriptions", required(AnyXml))]
 
 
 class ImportSubscriptionsResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Imported", Integer32(min_occurs=1, nillable=False, ge=0))]
 
 
 class Repartition(Contract):
     """Ask a dispatcher to re-partition a topic's subscriptions offline across its servers."""
 
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Topic", EntryName), ("Algorithm", required(Unicode))]
 
 
 class RepartitionResponse(Contract):
-    __namespace__ = EDN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Moved", Integer32(min_occurs=1, nillable=False, ge=0)),
                   ("Figure", repeated(Figure))]
 
 
 def _declare(request, response):
     """Declare both elements of an operation with the base registry."""
-    register_contract(request, element=ns.qname(EDN_NS, request.get_type_name()))
+    register_contract(request, element=ns.qname(ns.ADMIN, request.get_type_name()))
     register_contract(response, request=False,
-                      element=ns.qname(EDN_NS, response.get_type_name()))
+                      element=ns.qname(ns.ADMIN, response.get_type_name()))
     return (request.get_type_name(), request, response)
 
 

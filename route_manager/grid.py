@@ -8,12 +8,11 @@ from lxml import etree
 
 from wsframework import ns
 
-EVENTS_NS = ns.GRID_EVENTS
-
 
 def schema_element(d: int, low: float = 0.0, high: float = 10.0) -> etree._Element:
     """An ``edn:Schema`` of ``d`` numeric attributes x0..x{d-1} in [low, high]."""
-    root = etree.Element(ns.qname(ns.EDN, "Schema"), nsmap={"edn": ns.EDN, "e": EVENTS_NS})
+    root = etree.Element(ns.qname(ns.EDN, "Schema"),
+                         nsmap={"edn": ns.EDN, "e": ns.GRID_EVENTS})
     for i in range(d):
         etree.SubElement(root, ns.qname(ns.EDN, "Attribute"), name=f"x{i}", type="number",
                          xpath=f"e:x{i}", min=repr(low), max=repr(high))
@@ -21,10 +20,10 @@ def schema_element(d: int, low: float = 0.0, high: float = 10.0) -> etree._Eleme
 
 
 def event_element(values, event_id: int) -> etree._Element:
-    event = etree.Element(f"{{{EVENTS_NS}}}event", nsmap={"e": EVENTS_NS})
+    event = etree.Element(f"{{{ns.GRID_EVENTS}}}event", nsmap={"e": ns.GRID_EVENTS})
     event.set("id", str(event_id))
     for i, v in enumerate(values):
-        etree.SubElement(event, f"{{{EVENTS_NS}}}x{i}").text = repr(float(v))
+        etree.SubElement(event, f"{{{ns.GRID_EVENTS}}}x{i}").text = repr(float(v))
     return event
 
 

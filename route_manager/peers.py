@@ -35,16 +35,14 @@ from lxml import etree
 
 from wsframework.matching.errors import InvalidFilter
 from matchers.summary import Summary
-from wsframework.ns import qname
+from wsframework import ns
 from wsframework.store import Store
-
-from .forwarding import EDN_NS
 
 __all__ = ["PEER_SUMMARY", "PeerSummary", "PeerState", "PeerTable"]
 
-PEER_SUMMARY = qname(EDN_NS, "PeerSummary")
-CENTROID = qname(EDN_NS, "Centroid")
-SUMMARY = qname(EDN_NS, "Summary")
+PEER_SUMMARY = ns.qname(ns.EDN, "PeerSummary")
+CENTROID = ns.qname(ns.EDN, "Centroid")
+SUMMARY = ns.qname(ns.EDN, "Summary")
 GENERATION = "edn:peers"
 
 _SCHEMA = """
@@ -66,7 +64,7 @@ class PeerSummary:
     count: int = 0
 
     def to_element(self) -> etree._Element:
-        root = etree.Element(PEER_SUMMARY, nsmap={"edn": EDN_NS})
+        root = etree.Element(PEER_SUMMARY, nsmap={"edn": ns.EDN})
         if self.summary is not None:
             root.append(self.summary.to_element(with_schema=False))
         if self.centroid is not None and self.count > 0:

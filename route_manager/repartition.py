@@ -32,12 +32,11 @@ from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault, receiver_fault, sender_fault
 from wsframework.namespace import validate_name
-from wsframework.ns import qname
+from wsframework import ns
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
 from . import edn_wire, hit_ratio
-from .forwarding import EDN_NS
 from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
 
 log = logging.getLogger(__name__)
@@ -45,8 +44,8 @@ log = logging.getLogger(__name__)
 __all__ = ["Repartitioner", "ALGORITHMS"]
 
 ALGORITHMS = ("rtree", "kmeans")
-_SUBSCRIPTION = qname(EDN_NS, "Subscription")
-_BOX = qname(EDN_NS, "Box")
+_SUBSCRIPTION = ns.qname(ns.EDN, "Subscription")
+_BOX = ns.qname(ns.EDN, "Box")
 
 
 class Repartitioner:

@@ -69,3 +69,6 @@ def qname(namespace: str, local: str) -> str:
 # event vocabulary of the engines' ``example_filters()`` and docs.
 ACTION_DIALECT_DPWS2006 = "http://schemas.xmlsoap.org/ws/2006/02/devprof/Action"
 EXAMPLE_QUOTES = "urn:quotes"
+
+# The EDN's event batches (route_manager.forwarding): the action a dispatcher posts them with.
+EDN_EVENT_BATCH_ACTION = EDN + "/EventBatch"

@@ -22,7 +22,7 @@ from wsframework.client import SoapClient
 from edn.localnet.processes import ServerProcess
 from wsframework.publisher import PUBLISH_ACTION
 from edn.sink import NotificationSink
-from route_manager.grid import EVENTS_NS, event_element, range_filter, schema_element
+from route_manager.grid import event_element, range_filter, schema_element
 
 TOPIC = "grid"
 
@@ -171,7 +171,7 @@ class LocalNetwork:
     def received(self, first: int = 0, last: int | None = None) -> list[tuple[str, str]]:
         out = []
         for message in list(self.sink.messages):
-            event = etree.fromstring(message.body).find(f".//{{{EVENTS_NS}}}event")
+            event = etree.fromstring(message.body).find(f".//{{{ns.GRID_EVENTS}}}event")
             event_id = int(event.get("id"))
             if event_id >= first and (last is None or event_id < last):
                 out.append((message.path, str(event_id)))

@@ -15,11 +15,12 @@ from lxml import etree
 
 from matchers.ranges import RANGES_DIALECT
 from route_manager.dispatcher import build_dispatcher
-from route_manager.grid import EVENTS_NS, event_element, range_filter, schema_element
+from route_manager.grid import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from subscription_manager.edn import build_server
 from subscription_manager.source import build_source
 from tests.support.eventing import FAST, SINK, TOKEN, RecordingSink, fake_resolver
+from wsframework import ns
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
@@ -27,7 +28,7 @@ from wsframework.service import ServiceConfig
 from wsframework.transport import InProcessTransport
 
 DISPATCHER = "http://dispatcher.test"
-EV = EVENTS_NS
+EV = ns.GRID_EVENTS
 TOPIC = "grid"
 
 

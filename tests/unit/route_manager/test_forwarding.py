@@ -5,8 +5,8 @@ import threading
 import pytest
 from lxml import etree
 
-from route_manager.forwarding import (EVENT_BATCH, EVENT_BATCH_ACTION, Forwarder, ServerChannel,
-                                      TokenBucket)
+from route_manager.forwarding import EVENT_BATCH, Forwarder, ServerChannel, TokenBucket
+from wsframework import ns
 from wsframework.soap import parse_envelope
 from wsframework.transport import TransportError, TransportResponse
 
@@ -40,7 +40,7 @@ class FakeServer:
     def wait_events(self, count, timeout=5):
         with self.cond:
             assert self.cond.wait_for(lambda: len(self.events()) >= count, timeout), self.events()
-            assert self.seen == {(EVENT_BATCH_ACTION, EVENT_BATCH)}
+            assert self.seen == {(ns.EDN_EVENT_BATCH_ACTION, EVENT_BATCH)}
 
     def close(self):
         pass

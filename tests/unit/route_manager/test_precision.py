@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from lxml import etree
 
-from matchers import RTreeMatchingEngine, RTreeRouteSet, Schema, Summary
+from matchers import RTreeMatchingEngine, RTreeRouteSet, Schema
 from matchers.schema import Attribute
 from route_manager.precision import Ladder, format_precision, parse_precision
 from route_manager.workloads import uniform_events, uniform_rectangles
@@ -273,14 +273,14 @@ def test_dispatcher_utilization_leaves_out_the_backpressure_wait_and_is_configur
             clock[0] += 0.5  # answer
         assert meter.seconds() == pytest.approx(1.5)  # 5.5 s in hand, 4 of them held back
         del dispatcher.forwarder.channels["slow"]
-        assert dispatcher.counters_now().busy == pytest.approx(1.5)
+        assert dispatcher.control.counters_now().busy == pytest.approx(1.5)
 
         admin = AdminClient("http://d.test", "tok", transport=transport)
         response = admin.call(contracts.Configure(Setting=[
             contracts.Figure(Name="selftuning.busy_threshold", Value="0.9")]))
         in_force = {f.Name: f.Value for f in response.Setting}
         assert in_force["selftuning.busy_threshold"] == "0.9"
-        assert dispatcher.tuning_config.busy_threshold == 0.9
+        assert dispatcher.control.tuning_config.busy_threshold == 0.9
         figures = {f.Name: f.Value for f in admin.call(contracts.GetStats()).Figure}
         assert float(figures["counters.busy"]) == pytest.approx(1.5)
     finally:

@@ -1,75 +1,24 @@
-"""Forwarding events from the dispatcher to subscription servers without serializing on the
-slowest one.
-
-Each server has a :class:`ServerChannel`: a bounded queue and one sender thread that drains
-it in batches (one HTTP POST carries up to ``batch_max`` events as an ``edn:EventBatch``, so
-the per-message HTTP cost is shared). A server that is down or slow only fills its own queue;
-its sender retries with exponential backoff and delivers the backlog in order when the server
-returns. When a queue is full the **overflow policy** decides, explicitly and counted:
-
-``drop-newest`` (default)  the new event is not queued for that server; ``dropped`` counts it
-``drop-oldest``            the oldest queued event is discarded to make room; ``dropped`` counts it
-
-Either way the publisher is never blocked by one server. The queue lives in memory: a
-dispatcher crash loses what was queued (publication is acknowledged once the event is queued;
-routes and summaries are durable, see the dispatcher).
-
-An optional :class:`TokenBucket` caps outgoing bytes per second across all channels (the
-"outgoing link" of the throughput model; loopback would never be the bottleneck otherwise).
-"""
+"""Per-server channels: a bounded queue and one sender thread per server, so no server stalls
+the others; :class:`Forwarder` holds the channels of every server (see the package docstring
+for the overflow policies and why the queues live in memory)."""
 from __future__ import annotations
 
 import collections
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterable
-
-from lxml import etree
+from dataclasses import dataclass
+from typing import Iterable
 
 from wsframework import ns
-from wsframework.addressing import WsaVersion, request_headers
-from wsframework.soap import SoapVersion, build_envelope
+from wsframework.soap import SoapVersion
+
+from .batch import batch_envelope
+from .link import TokenBucket
 
 log = logging.getLogger(__name__)
 
-EDN_NS = ns.EDN
-EVENT_BATCH = ns.qname(EDN_NS, "EventBatch")
-EVENT_BATCH_ACTION = EDN_NS + "/EventBatch"
 POLICIES = ("drop-newest", "drop-oldest")
-
-
-class TokenBucket:
-    """Bytes-per-second limiter shared by all senders (thread-safe)."""
-
-    def __init__(self, bytes_per_second: float, burst_bytes: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep=time.sleep):
-        if bytes_per_second <= 0:
-            raise ValueError("rate must be positive")
-        self.rate = float(bytes_per_second)
-        self.capacity = float(burst_bytes or max(bytes_per_second / 20, 64 * 1024))
-        self._tokens = self.capacity
-        self._stamp = clock()
-        self._clock = clock
-        self._sleep = sleep
-        self._lock = threading.Lock()
-
-    @classmethod
-    def megabits(cls, mbps: float) -> "TokenBucket":
-        return cls(mbps * 1_000_000 / 8)
-
-    def take(self, amount: int) -> float:
-        """Block until ``amount`` bytes may be sent; returns the time waited."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
-            self._stamp = now
-            self._tokens -= amount  # may go negative: the debt is paid by waiting
-            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
-        if wait > 0:
-            self._sleep(wait)
-        return wait
 
 
 @dataclass
@@ -201,7 +150,7 @@ class ServerChannel:
         url = f"{self.address}/topics/{batch[0].topic}"
         try:
             response = self.transport.post(url, payload, self.soap_version.content_type,
-                                           EVENT_BATCH_ACTION)
+                                           ns.EDN_EVENT_BATCH_ACTION)
         except Exception as exc:
             if self.stats.up:
                 log.warning("server %s unreachable (%s); queueing its events", self.server_id, exc)
@@ -214,22 +163,13 @@ class ServerChannel:
         return True
 
     def envelope(self, topic: str, events: Iterable[bytes]) -> bytes:
-        parts = b"".join(events)
-        body = etree.fromstring(b'<edn:EventBatch xmlns:edn="%s" Topic="%s">%s</edn:EventBatch>'
-                                % (EDN_NS.encode(), _attr(topic), parts))
-        url = f"{self.address}/topics/{topic}"
-        return build_envelope(self.soap_version, body,
-                              request_headers(WsaVersion.WSA10, url, EVENT_BATCH_ACTION))
+        return batch_envelope(self.soap_version, self.address, topic, events)
 
     def close(self, timeout: float = 5.0) -> None:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         self._thread.join(timeout)
-
-
-def _attr(value: str) -> bytes:
-    return (value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")).encode()
 
 
 class Forwarder:

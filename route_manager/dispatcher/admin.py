@@ -1,0 +1,138 @@
+"""The dispatcher's administration (all authenticated, :mod:`wsframework.admin`):
+
+=======================================  =======================================================
+``CreateTopic`` / ``DeleteTopic``        the whole network: the route here and the topic on
+                                         every registered server (a server that is down gets
+                                         it when it registers)
+``ListTopics``                           the routes, as topics
+``RegisterServer`` / ``ListServers``     membership (a new server learns the topics and peers)
+``UpdateSummary``                        the route update message
+``GetStats``                             the figures of :mod:`.stats`
+``Configure``                            the run-time settings (:mod:`.control`)
+=======================================  =======================================================
+
+``CreateRoute`` / ``DeleteRoute`` / ``ListRoutes`` (the route table only) are the base route
+manager's (:mod:`route_manager.base`).
+"""
+from __future__ import annotations
+
+import logging
+
+from lxml import etree
+
+from wsframework.admin import AdminClient, contracts
+from wsframework.exceptions import SoapFault, sender_fault
+
+from .. import edn_wire
+
+log = logging.getLogger(__name__)
+
+
+class DispatcherAdmin:
+    """Registers the dispatcher's admin operations with the service's admin endpoint."""
+
+    def __init__(self, dispatcher, endpoint):
+        self.dispatcher = dispatcher
+        endpoint.register(contracts.CreateTopic, self._create_topic)
+        endpoint.register(contracts.DeleteTopic, self._delete_topic)
+        endpoint.register(contracts.ListTopics, self._list_topics)
+        endpoint.register(edn_wire.RegisterServer, self._register_server)
+        endpoint.register(edn_wire.ListServers, self._list_servers)
+        endpoint.register(edn_wire.UpdateSummary, self._update_summary)
+        endpoint.register(contracts.GetStats, self._get_stats)
+        endpoint.register(contracts.Configure, self._configure)
+
+    # -- topics across the network -------------------------------------------------------------
+    def topic_specs(self) -> list[edn_wire.TopicSpec]:
+        specs = []
+        for row in self.dispatcher.tables.topics():
+            if row["name"] in self.dispatcher.routes:
+                options = etree.fromstring(row["options"]) if row["options"] else None
+                specs.append(edn_wire.TopicSpec(Name=row["name"], Matcher=row["server_matcher"],
+                                                Options=options))
+        return specs
+
+    def _create_topic(self, request, message):
+        d = self.dispatcher
+        server_matcher = request.Matcher or d.default_server_matcher
+        entry = d.create_route(request.Name, None, request.Options)
+        options = etree.tostring(request.Options) if request.Options is not None else None
+        d.tables.save_topic(entry.name, server_matcher, options)
+        for server, address in sorted(d.servers.items()):
+            self._propagate_topic(server, address, entry.name, server_matcher, request.Options)
+        return contracts.CreateTopicResponse(Name=entry.name, Matcher=server_matcher,
+                                             Address=d.routes.address_of(entry.name))
+
+    def _propagate_topic(self, server, address, name, matcher, options) -> None:
+        client = self._admin_client(address)
+        try:
+            client.create_topic(name, matcher, options)
+        except SoapFault as fault:
+            if fault.subcode != contracts.FAULT_TOPIC_EXISTS:
+                log.warning("server %s refused topic %s: %s", server, name, fault.reason)
+        except Exception as exc:  # a server that is down gets the topic when it registers
+            log.warning("server %s unreachable for topic %s: %s", server, name, exc)
+
+    def _admin_client(self, address: str) -> AdminClient:
+        d = self.dispatcher
+        return AdminClient(address, d.service.config.admin_token, transport=d.admin_transport)
+
+    def _delete_topic(self, request, message):
+        d = self.dispatcher
+        name = d.route_admin.delete(request.Name)
+        d.tables.delete_topic(name)
+        for server, address in sorted(d.servers.items()):
+            client = self._admin_client(address)
+            try:
+                client.delete_topic(name)
+            except Exception as exc:
+                log.warning("server %s: deleting topic %s failed: %s", server, name, exc)
+        return contracts.DeleteTopicResponse(Name=name)
+
+    def _list_topics(self, request, message):
+        d = self.dispatcher
+        return contracts.ListTopicsResponse(Topic=[
+            contracts.TopicInfo(Name=e.name, Matcher=e.matcher_uri,
+                                Address=d.routes.address_of(e.name), FilterCount=len(e.matcher))
+            for e in d.route_admin.entries(request.Prefix)])
+
+    # -- membership and route updates ----------------------------------------------------------
+    def _register_server(self, request, message):
+        name = server_name(request.Name)
+        self.dispatcher.register_server(name, request.Address)
+        return edn_wire.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
+                                               Peer=self._server_infos(exclude=name))
+
+    def _server_infos(self, exclude: str | None = None, prefix: str | None = None):
+        d = self.dispatcher
+        return [edn_wire.ServerInfo(Name=n, Address=a, Load=d.loads.get(n, 0))
+                for n, a in sorted(d.servers.items())
+                if n != exclude and (not prefix or n.startswith(prefix))]
+
+    def _list_servers(self, request, message):
+        return edn_wire.ListServersResponse(Server=self._server_infos(prefix=request.Prefix))
+
+    def _update_summary(self, request, message):
+        route, accepted = self.dispatcher.update_summary(server_name(request.Server), request)
+        return edn_wire.UpdateSummaryResponse(Route=route, Accepted=int(accepted))
+
+    # -- figures and run-time settings ---------------------------------------------------------
+    def _get_stats(self, request, message):
+        prefix = request.Prefix or ""
+        with_trace = "selftuning.trace".startswith(prefix) or prefix.startswith("selftuning.trace")
+        return contracts.GetStatsResponse(Figure=[
+            contracts.Figure(Name=k, Value=repr(v) if isinstance(v, float) else str(v))
+            for k, v in self.dispatcher.stats(with_trace).items() if k.startswith(prefix)])
+
+    def _configure(self, request, message):
+        in_force = self.dispatcher.control.configure(
+            (setting.Name, setting.Value) for setting in request.Setting or [])
+        return contracts.ConfigureResponse(Setting=[
+            contracts.Figure(Name=k, Value=v) for k, v in in_force.items()])
+
+
+def server_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name or len(name) > 128 or any(c in name for c in "/<>&\"' \t\n"):
+        raise sender_fault(f"invalid server name {name!r}", contracts.FAULT_INVALID_NAME)
+    return name

@@ -1,0 +1,197 @@
+"""The dispatcher's summary precision and what moves it: operators (``Configure``) and the
+self-tuner (:mod:`route_manager.selftuning`), fed every ``monitor_interval`` by the monitor
+thread with a reading of the cumulative counters (:mod:`route_manager.measurement`).
+
+A precision change builds the new routing tables and swaps one reference per route (cuts and
+tables are cached per precision), so every event is routed by exactly one table.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+
+from wsframework.admin import contracts
+from wsframework.exceptions import sender_fault
+
+from ..measurement import Counters, SlidingWindow, thread_cpu_seconds
+from ..precision import PRECISE, format_precision, parse_precision
+from ..selftuning import SelfTuner, SelfTuningConfig, Ticker
+from .stats import log_measurement
+
+log = logging.getLogger(__name__)
+
+_TUNING_FIELDS = {f.name for f in dataclasses.fields(SelfTuningConfig)}
+
+
+def _flag(value) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+class PrecisionControl:
+    """Precision, measurement and self-tuning of one dispatcher."""
+
+    def __init__(self, dispatcher, settings: dict):
+        self.dispatcher = dispatcher
+        initial = settings.get("initial_precision")
+        self.precision = parse_precision(initial) if initial not in (None, "") else PRECISE
+        self.lock = threading.Lock()  # precision, tuner and tuning_config change together
+        self.changes = 0
+        self.monitor_interval = float(settings.get("monitor_interval", 0.25))
+        self.window = SlidingWindow(float(settings.get("measure_window", 10.0)))
+        self.stats_log_interval = float(settings.get("stats_log_interval", 10.0))
+        self._last_log = time.monotonic()
+        self._forward_cpu = 0.0
+        self._forward_seen: dict[int, float] = {}
+        self._reading_lock = threading.Lock()
+        self.tuning_config = SelfTuningConfig.from_settings(settings)
+        self.tuner: SelfTuner | None = None
+        self._monitor: Ticker | None = None
+        if _flag(settings.get("self_tuning", "true")):
+            self._start_tuner()
+
+    def start(self) -> None:
+        """Start the monitor thread (once the dispatcher is complete)."""
+        self._monitor = Ticker(self._tick, self.monitor_interval, name="dispatcher-monitor").start()
+
+    def stop(self) -> None:
+        if self._monitor is not None:
+            self._monitor.stop()
+
+    # -- precision and self-tuning -------------------------------------------------------------
+    def _start_tuner(self) -> None:
+        reading = self.counters_now()
+        self.tuner = SelfTuner(self.tuning_config, self.precision, reading)
+
+    def set_precision(self, precision: float, *, source: str = "operator") -> None:
+        """Route every route with summaries cut to ``precision`` (0.0 none .. 1.0 precise)."""
+        with self.lock:
+            changed = precision != self.precision
+            self.precision = precision
+            for entry in list(self.dispatcher.routes.entries()):
+                if hasattr(entry.matcher, "set_precision"):
+                    entry.matcher.set_precision(precision)
+            if changed:
+                self.changes += 1
+        if changed:
+            log.log(logging.DEBUG if source == "self-tuning" else logging.INFO,
+                    "precision %s (%s)", format_precision(precision), source)
+
+    def set_self_tuning(self, on: bool) -> None:
+        with self.lock:
+            if on and self.tuner is None:
+                self._start_tuner()
+            elif not on:
+                self.tuner = None
+
+    # -- readings and the monitor thread -------------------------------------------------------
+    def counters_now(self) -> Counters:
+        """One reading of the cumulative counters (:mod:`route_manager.measurement`)."""
+        d = self.dispatcher
+        with d._lock:
+            events, copies, route = (d.counters.events_in, d.counters.copies_out,
+                                     d.counters.route_seconds)
+        sent = bytes_out = backlog = 0
+        with self._reading_lock:  # the monitor thread and GetStats both read
+            forward = self._forward_cpu
+            for channel in list(d.forwarder.channels.values()):
+                sent += channel.stats.sent
+                bytes_out += channel.stats.bytes_out
+                if channel.stats.up:  # a dead server's queue says nothing of the link
+                    backlog += channel.stats.depth
+                thread = channel.sender_thread
+                now = thread_cpu_seconds(thread)
+                seen = self._forward_seen.get(id(thread), 0.0)
+                if now > seen:
+                    forward += now - seen
+                    self._forward_seen[id(thread)] = now
+            self._forward_cpu = forward
+        return Counters(time=time.monotonic(), cpu=time.process_time(), route_cpu=route,
+                        forward_cpu=forward, events=events, copies=copies, sent=sent,
+                        bytes_out=bytes_out, servers=len(d.servers),
+                        busy=d._busy.seconds(), backlog=backlog)
+
+    def _tick(self, now: float) -> None:
+        reading = self.counters_now()
+        self.window.add(reading)
+        tuner = self.tuner
+        if tuner is not None:
+            with self.lock:
+                step = tuner.sample(reading) \
+                    if tuner is self.tuner else None
+            if step is not None:
+                self.set_precision(step.precision, source="self-tuning")
+        if self.stats_log_interval and reading.time - self._last_log >= self.stats_log_interval:
+            self._last_log = reading.time
+            m = self.window.measurement(self.stats_log_interval)
+            if m is not None and m.events:
+                log_measurement(self.precision, self.tuner is not None, m)
+
+    # -- run-time settings (Configure) ---------------------------------------------------------
+    def settings_in_force(self) -> dict[str, str]:
+        c = self.tuning_config
+        d = self.dispatcher
+        return {"precision": format_precision(self.precision),
+                "self_tuning": "on" if self.tuner is not None else "off",
+                "link_mbps": repr(d.link_mbps) if d.link_mbps else "none",
+                "backpressure": str(d.backpressure),
+                "selftuning.step": repr(c.step), "selftuning.threshold": repr(c.threshold),
+                "selftuning.busy_threshold": repr(c.busy_threshold),
+                "selftuning.backlog_growth": repr(c.backlog_growth),
+                "selftuning.backlog_floor": repr(c.backlog_floor),
+                "selftuning.interval": repr(c.interval), "selftuning.factor": repr(c.factor),
+                "selftuning.max_interval": repr(c.max_interval),
+                "selftuning.throughput_change": repr(c.throughput_change)}
+
+    def configure(self, settings) -> dict[str, str]:
+        """``Configure``: ``precision`` (none | precise | 0..1 | N%) and ``self_tuning``
+        (on | off), ``(name, value)`` pairs. Everything is validated before anything changes;
+        answers :meth:`settings_in_force`."""
+        changes = {}
+        for raw_name, raw_value in settings:
+            name = (raw_name or "").strip().lower().replace("-", "_")
+            try:
+                if name == "precision":
+                    changes[name] = parse_precision(raw_value)
+                elif name in ("self_tuning", "selftuning"):
+                    value = str(raw_value).strip().lower()
+                    if value not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
+                        raise ValueError(f"self_tuning is on or off, not {raw_value!r}")
+                    changes["self_tuning"] = _flag(value)
+                elif name.startswith("selftuning.") and name[11:] in _TUNING_FIELDS:
+                    field_name = name[11:]
+                    kind = type(getattr(self.tuning_config, field_name))
+                    value = (_flag(raw_value) if kind is bool else kind(raw_value))
+                    changes.setdefault("tuning", {})[field_name] = value
+                else:
+                    raise ValueError(f"unknown setting {raw_name!r} (known: precision, "
+                                     "self_tuning, selftuning.<field>)")
+            except ValueError as exc:
+                raise sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST) from None
+        if "tuning" in changes:
+            try:
+                config = dataclasses.replace(self.tuning_config, **changes["tuning"])
+            except ValueError as exc:
+                raise sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST) from None
+            with self.lock:
+                self.tuning_config = config
+                if self.tuner is not None:  # a new tuner with the new parameters
+                    self.tuner = None
+                    restart = True
+                else:
+                    restart = False
+            if restart:
+                self.set_self_tuning(True)
+        if "self_tuning" in changes and not changes["self_tuning"]:
+            self.set_self_tuning(False)
+        if "precision" in changes:
+            self.set_precision(changes["precision"])
+            tuner = self.tuner
+            if tuner is not None:  # self-tuning goes on from the operator's precision
+                reading = self.counters_now()
+                with self.lock:
+                    tuner.reset(self.precision, reading)
+        if changes.get("self_tuning"):
+            self.set_self_tuning(True)
+        return self.settings_in_force()

@@ -1,0 +1,229 @@
+"""The dispatcher itself: its route table and servers, and the hot path (publish -> route ->
+forward, with backpressure). Administration (:mod:`.admin`), precision and self-tuning
+(:mod:`.control`), statistics (:mod:`.stats`) and the tables (:mod:`.tables`) are its parts."""
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from matchers import FilterSpec, MatcherError
+from wsframework import ns
+from wsframework.admin import contracts
+from wsframework.busy import BusyMeter
+from wsframework.exceptions import sender_fault
+from wsframework.messaging import IncomingMessage, Reply
+from wsframework.namespace import NamespaceEntry, validate_name
+from wsframework.transport import HttpTransport
+
+from .. import edn_wire
+from ..base import BaseRouteManager
+from ..edn_wire import FAULT_UNKNOWN_SERVER
+from ..forwarding import EVENT_BATCH, Forwarder, TokenBucket
+from .admin import DispatcherAdmin
+from .control import PrecisionControl
+from .stats import dispatcher_figures
+from .tables import DispatcherTables
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Dispatcher", "DispatcherCounters", "build_dispatcher"]
+
+
+@dataclass
+class DispatcherCounters:
+    events_in: int = 0
+    copies_out: int = 0
+    route_seconds: float = 0.0  # CPU seconds of the routing threads inside match()
+    per_server_hits: dict = field(default_factory=dict)
+
+
+class Dispatcher(BaseRouteManager):
+    default_route_matcher = ns.MATCHER_RTREE_ROUTE_SET
+    default_server_matcher = ns.MATCHER_RTREE_ENGINE
+
+    def __init__(self, service, *, settings: dict | None = None, transport=None):
+        settings = dict(service.config.settings, **(settings or {}))
+        super().__init__(service)
+        self.tables = DispatcherTables(service.store)
+        link = settings.get("link_mbps")
+        self.link_mbps = float(link) if link else None
+        self.forwarder = Forwarder(
+            transport or HttpTransport(timeout=(2.0, float(settings.get("forward_timeout", 10.0)))),
+            capacity=int(settings.get("queue_capacity", 10_000)),
+            batch_max=int(settings.get("batch_max", 64)),
+            policy=settings.get("overflow_policy", "drop-newest"),
+            link=TokenBucket.megabits(float(link)) if link else None)
+        # Admin propagation to servers reuses one pooled transport (the service's own
+        # unless a test injects one), not a new connection pool per message.
+        self.admin_transport = transport or service.transport
+        self._summary_lock = threading.Lock()  # generation check, install and store are one step
+        self.counters = DispatcherCounters()
+        self._lock = threading.Lock()        # counters
+        self._match_lock = threading.Lock()  # libspatialindex is not thread-safe
+        self.servers: dict[str, str] = {}
+        self.loads: dict[str, int] = {}
+        # utilization: the service counts requests in hand; the hold-back wait is taken out
+        self._busy: BusyMeter = getattr(service, "busy", None) or BusyMeter()
+        self.backpressure = int(settings.get("backpressure", 1000))
+        self.backpressure_timeout = float(settings.get("backpressure_timeout", 5.0))
+        self.backpressure_timeouts = 0
+        self.control = PrecisionControl(self, settings)
+        DispatcherAdmin(self, service.admin)
+        from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
+        self.repartitioner = Repartitioner(self, transport=transport)
+        self.routes.on_change(self._on_route_change)
+        self._load()
+        service.add_component(self)
+        self.control.start()
+
+    @property
+    def precision(self) -> float:
+        """The summary precision every route is routed with now (0.0 none .. 1.0 precise)."""
+        return self.control.precision
+
+    # -- durable state -------------------------------------------------------------------------
+    def _load(self) -> None:
+        for name, address in self.tables.servers():
+            self.add_server(name, address)
+        for entry in list(self.routes.entries()):
+            self._fill(entry)
+
+    def _on_route_change(self, event: str, entry: NamespaceEntry) -> None:
+        if event == "added":
+            self._fill(entry)
+
+    def _fill(self, entry: NamespaceEntry) -> None:
+        """Install the stored summaries of a (re)loaded route entry into its matcher."""
+        if hasattr(entry.matcher, "set_precision"):
+            entry.matcher.set_precision(self.precision)
+        for row in self.tables.summaries(entry.name):
+            try:
+                self._install(entry, row["server"], etree.fromstring(row["summary"]), row["load"])
+                self.loads[row["server"]] = row["load"]
+            except (MatcherError, etree.XMLSyntaxError) as exc:
+                log.error("stored summary of %s for %s unusable: %s", row["server"], entry.name, exc)
+
+    def _install(self, entry: NamespaceEntry, server: str, summary: etree._Element,
+                 load: int | None = None) -> None:
+        if summary.get("rectangles") is None and load:
+            # A server that does not say how many rectangles its summary covers: its load
+            # (subscriptions on all its topics) is the best denominator for precision.
+            summary.set("rectangles", str(load))
+        with self._match_lock:
+            entry.matcher.add_filter(server, FilterSpec(ns.SUMMARY_DIALECT, "", (), summary))
+
+    def add_server(self, name: str, address: str) -> None:
+        self.servers[name] = address.rstrip("/")
+        self.forwarder.ensure(name, address)
+
+    def register_server(self, name: str, address: str) -> None:
+        address = address.rstrip("/")
+        self.tables.save_server(name, address)
+        self.add_server(name, address)
+        log.info("server %s registered at %s", name, address)
+
+    def update_summary(self, server: str, request: edn_wire.UpdateSummary) -> tuple[str, bool]:
+        """Apply ``server``'s route update message; (route, whether it was newer than the
+        stored one)."""
+        if server not in self.servers:
+            raise sender_fault(f"server {server!r} is not registered", FAULT_UNKNOWN_SERVER)
+        route = validate_name(request.Route)
+        if route not in self.routes:
+            raise sender_fault(f"no route named {route!r}", contracts.FAULT_UNKNOWN_TOPIC)
+        entry = self.routes.get(route)
+        with self._summary_lock:
+            accepted = self._apply_summary(entry, server, request)
+        if accepted:
+            log.info("summary of %s for %s: generation %s", server, route, request.Generation)
+        return route, accepted
+
+    def _apply_summary(self, entry: NamespaceEntry, server: str, request) -> bool:
+        route = entry.name
+        stored = self.tables.generation(route, server)
+        if stored is not None and stored >= request.Generation:
+            return False
+        try:
+            self._install(entry, server, request.Summary, request.Load)  # validates first
+        except MatcherError as exc:
+            raise sender_fault(f"unusable summary from {server}: {exc}",
+                               contracts.FAULT_INVALID_REQUEST) from None
+        self.tables.save_summary(route, server, request.Generation, request.Load or 0,
+                                 etree.tostring(request.Summary))
+        self.loads[server] = request.Load or 0
+        return True
+
+    # -- routing (the hot path) ----------------------------------------------------------------
+    def dispatch(self, entry: NamespaceEntry, message: IncomingMessage) -> Reply | None:
+        body = message.body
+        events = [e for e in body if isinstance(e.tag, str)] if body.tag == EVENT_BATCH else [body]
+        self.route_events(entry, events)
+        return None
+
+    def route_events(self, entry: NamespaceEntry, events) -> int:
+        copies = 0
+        route_seconds = 0.0
+        hits: dict[str, int] = {}
+        for event in events:
+            # Match the event as its own document: schema XPaths are absolute (/q:quote/...)
+            # and would see the SOAP envelope above an event left in place.
+            event = copy.deepcopy(event)
+            with self._match_lock:
+                started = time.thread_time()  # CPU of this thread: GIL waits excluded
+                targets = entry.matcher.match(event)
+                route_seconds += time.thread_time() - started
+            if targets:
+                copies += self.forwarder.forward(entry.name, etree.tostring(event), targets)
+                for server in targets:
+                    hits[server] = hits.get(server, 0) + 1
+        with self._lock:
+            c = self.counters
+            c.events_in += len(events)
+            c.copies_out += copies
+            c.route_seconds += route_seconds
+            for server, n in hits.items():
+                c.per_server_hits[server] = c.per_server_hits.get(server, 0) + n
+        if self.backpressure and hits:
+            self._hold_back(hits)
+        return copies
+
+    def _hold_back(self, servers) -> None:
+        """Wait until the queues of the live servers just used are short again (see the
+        package docstring); never longer than ``backpressure_timeout`` in all."""
+        deadline = time.monotonic() + self.backpressure_timeout
+        for server in servers:
+            channel = self.forwarder.channels.get(server)
+            if channel is not None and channel.stats.depth > self.backpressure:
+                with self._busy.idle():  # waiting on the link, not working
+                    room = channel.wait_for_room(self.backpressure,
+                                                 max(0.0, deadline - time.monotonic()))
+                if not room:
+                    with self._lock:
+                        self.backpressure_timeouts += 1
+                    return
+
+    # -- statistics and lifetime ---------------------------------------------------------------
+    def stats(self, with_trace: bool = True) -> dict[str, float]:
+        return dispatcher_figures(self, with_trace)
+
+    def close(self) -> None:
+        self.control.stop()
+        self.forwarder.close()
+
+
+def build_dispatcher(config, *, transport=None, **kwargs):
+    """The ``dispatcher`` role: a service whose topics are routes to subscription servers."""
+    from wsdl.admin import serve_admin_wsdl
+    from wsframework.service import Service
+    service = Service(config, topic_admin=False, **kwargs)
+    serve_admin_wsdl(service, edn_wire.ADMIN_OPERATIONS)
+    try:
+        service.dispatcher = Dispatcher(service, transport=transport)
+    except BaseException:
+        service.close()
+        raise
+    return service

@@ -1,0 +1,109 @@
+"""What the dispatcher reports: the figures of ``GetStats`` (and ``edn status``) and the INFO
+line the monitor logs while events flow.
+
+==========================  ================================================================
+figures                     meaning
+==========================  ================================================================
+events_in, copies_out, ...  cumulative counters; ``counters.*`` one reading of them
+precision, precision_*      the precision in force and how often it changed
+measure.*                   the sliding window (:mod:`route_manager.measurement`): T_f, T_d,
+                            T_c, R, S_m, events/s, CPU, utilization, bytes out
+selftuning.*                the self-tuner's parameters, state and trace (one JSON per step)
+server.NAME.*               each server's channel, hits and load
+==========================  ================================================================
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+from ..measurement import Measurement
+from ..precision import format_precision
+
+log = logging.getLogger(__name__)
+
+
+def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]:
+    d, control = dispatcher, dispatcher.control
+    with d._lock:
+        c = d.counters
+        figures = {
+            "events_in": c.events_in,
+            "copies_out": c.copies_out,
+            "servers": len(d.servers),
+            "hit_ratio": (c.copies_out / (c.events_in * len(d.servers))
+                          if c.events_in and d.servers else 0.0),
+            "route_us_per_event": (c.route_seconds / c.events_in * 1e6) if c.events_in else 0.0,
+            "backpressure_timeouts": d.backpressure_timeouts,
+        }
+        hits = dict(c.per_server_hits)
+    figures["precision"] = format_precision(control.precision)
+    figures["precision_value"] = float(control.precision)
+    figures["precision_changes"] = control.changes
+    figures["link_mbps"] = float(d.link_mbps or 0.0)
+    described = [e.matcher.describe() for e in list(d.routes.entries())
+                 if hasattr(e.matcher, "set_precision")]
+    figures["route_boxes"] = sum(int(x.get("boxes", 0)) for x in described)
+    # how single events are matched (measured per table: numpy columns or the R-tree)
+    figures["route_strategy"] = ",".join(sorted({str(x.get("single_strategy"))
+                                                 for x in described})) or "none"
+    reading = control.counters_now()
+    for name in ("time", "cpu", "route_cpu", "forward_cpu", "events", "copies", "sent",
+                 "bytes_out", "busy"):
+        figures[f"counters.{name}"] = getattr(reading, name)
+    m = control.window.measurement()
+    if m is not None:
+        figures.update({
+            "measure.window_s": m.seconds, "measure.events_per_s": m.events_per_s,
+            "measure.cpu": m.cpu, "measure.busy": m.busy, "measure.t_f_us": m.t_f * 1e6,
+            "measure.t_d_us": m.t_d * 1e6,
+            "measure.t_c_us": m.t_c * 1e6, "measure.hit_ratio": m.hit_ratio,
+            "measure.message_bytes": m.message_size,
+            "measure.bytes_out_per_s": m.bytes_out_per_s,
+            "measure.copies_per_s": m.copies_per_s,
+            "measure.tp_d": m.tp_d if m.events else 0.0,
+        })
+    figures.update(tuning_figures(control, with_trace))
+    for server, channel in d.forwarder.stats().items():
+        for key, value in channel.items():
+            figures[f"server.{server}.{key}"] = value
+        figures[f"server.{server}.hits"] = hits.get(server, 0)
+        figures[f"server.{server}.load"] = d.loads.get(server, 0)
+    return figures
+
+
+def tuning_figures(control, with_trace: bool = True) -> dict[str, object]:
+    tuner = control.tuner
+    c = control.tuning_config
+    figures: dict[str, object] = {
+        "selftuning.on": int(tuner is not None),
+        "selftuning.threshold": c.threshold, "selftuning.busy_threshold": c.busy_threshold,
+        "selftuning.backlog_growth": c.backlog_growth,
+        "selftuning.backlog_floor": c.backlog_floor, "selftuning.step_size": c.step,
+        "selftuning.base_interval": c.interval, "selftuning.factor": c.factor,
+        "selftuning.max_interval": c.max_interval,
+    }
+    if tuner is not None:
+        figures["selftuning.steps"] = tuner.p
+        figures["selftuning.interval"] = tuner.t
+        figures["selftuning.oscillations"] = tuner.num_oscillations
+        if with_trace:
+            for step in list(tuner.trace):
+                figures[f"selftuning.trace.{step.step:06d}"] = json.dumps(
+                    {"step": step.step, "time": round(step.time, 3),
+                     "precision": step.precision, "previous": step.previous,
+                     "events_per_s": round(step.events_per_s, 2), "cpu": round(step.cpu, 4),
+                     "busy": round(step.busy, 4), "backlog": round(step.backlog),
+                     "copies": round(step.copies), "signal": step.signal,
+                     "cpu_bound": step.cpu_bound, "interval": step.interval,
+                     "reason": step.reason}, separators=(",", ":"))
+    return figures
+
+
+def log_measurement(precision: float, self_tuning: bool, m: Measurement) -> None:
+    log.info("precision %s%s: %.1f events/s, cpu %.2f, busy %.2f, T_f %.0f us, "
+             "T_d %.1f us, T_c %.1f us, R %.3f, S_m %.0f B, out %.2f MB/s "
+             "(last %.0f s)", format_precision(precision),
+             " (self-tuning)" if self_tuning else "", m.events_per_s,
+             m.cpu, m.busy, m.t_f * 1e6, m.t_d * 1e6, m.t_c * 1e6, m.hit_ratio,
+             m.message_size, m.bytes_out_per_s / 1e6, m.seconds)

@@ -1,0 +1,71 @@
+"""The dispatcher's durable state in the service store (SQLite): registered servers, every
+server's latest summary per route (with its generation, so a reordered update never wins over
+a newer one) and the topics with the matcher and options the servers host them with. A
+restarted dispatcher reloads all of it: it loses no route."""
+from __future__ import annotations
+
+import time
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS edn_servers (
+    name TEXT PRIMARY KEY, address TEXT NOT NULL, registered REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS edn_summaries (
+    route TEXT NOT NULL, server TEXT NOT NULL, generation INTEGER NOT NULL,
+    load INTEGER NOT NULL DEFAULT 0, summary BLOB NOT NULL, PRIMARY KEY (route, server));
+CREATE TABLE IF NOT EXISTS edn_topics (
+    name TEXT PRIMARY KEY, server_matcher TEXT, options BLOB);
+"""
+
+
+class DispatcherTables:
+    """The three tables, one method per statement the dispatcher runs."""
+
+    def __init__(self, store):
+        self.store = store
+        store.executescript(_SCHEMA)
+
+    # -- servers -------------------------------------------------------------------------------
+    def servers(self) -> list[tuple[str, str]]:
+        """(name, address) of every registered server."""
+        return [(row["name"], row["address"])
+                for row in self.store.query("SELECT name, address FROM edn_servers")]
+
+    def save_server(self, name: str, address: str) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("INSERT INTO edn_servers(name, address, registered) VALUES (?, ?, ?) "
+                         "ON CONFLICT(name) DO UPDATE SET address = excluded.address, "
+                         "registered = excluded.registered", (name, address, time.time()))
+
+    # -- summaries -----------------------------------------------------------------------------
+    def summaries(self, route: str) -> list:
+        """Rows (server, summary, load) of the summaries stored for ``route``."""
+        return self.store.query("SELECT server, summary, load FROM edn_summaries WHERE route = ?",
+                                (route,))
+
+    def generation(self, route: str, server: str) -> int | None:
+        """The generation of ``server``'s stored summary for ``route`` (None: none stored)."""
+        row = self.store.query("SELECT generation FROM edn_summaries WHERE route = ? AND server = ?",
+                               (route, server))
+        return row[0]["generation"] if row else None
+
+    def save_summary(self, route: str, server: str, generation: int, load: int,
+                     summary: bytes) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO edn_summaries(route, server, generation, load, summary) "
+                         "VALUES (?, ?, ?, ?, ?)", (route, server, generation, load, summary))
+
+    # -- topics --------------------------------------------------------------------------------
+    def topics(self) -> list:
+        """Rows (name, server_matcher, options) of every topic, by name."""
+        return self.store.query("SELECT name, server_matcher, options FROM edn_topics ORDER BY name")
+
+    def save_topic(self, name: str, server_matcher: str, options: bytes | None) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO edn_topics(name, server_matcher, options) "
+                         "VALUES (?, ?, ?)", (name, server_matcher, options))
+
+    def delete_topic(self, name: str) -> None:
+        """The topic and every summary of its route."""
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM edn_topics WHERE name = ?", (name,))
+            conn.execute("DELETE FROM edn_summaries WHERE route = ?", (name,))

@@ -1,0 +1,38 @@
+"""The outgoing link: one byte-rate cap shared by every server's sender (``--link-mbps``)."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+
+class TokenBucket:
+    """Bytes-per-second limiter shared by all senders (thread-safe)."""
+
+    def __init__(self, bytes_per_second: float, burst_bytes: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep=time.sleep):
+        if bytes_per_second <= 0:
+            raise ValueError("rate must be positive")
+        self.rate = float(bytes_per_second)
+        self.capacity = float(burst_bytes or max(bytes_per_second / 20, 64 * 1024))
+        self._tokens = self.capacity
+        self._stamp = clock()
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+
+    @classmethod
+    def megabits(cls, mbps: float) -> "TokenBucket":
+        return cls(mbps * 1_000_000 / 8)
+
+    def take(self, amount: int) -> float:
+        """Block until ``amount`` bytes may be sent; returns the time waited."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            self._tokens -= amount  # may go negative: the debt is paid by waiting
+            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+        return wait

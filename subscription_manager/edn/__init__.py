@@ -19,14 +19,20 @@ drive :meth:`EdnSubscriptionManager.step` themselves.
 
 Modules, one idea each:
 
-============  ================================================================================
-``manager``   the EDN subscription manager: R-tree engines, event batches, placement of
-              Subscribes, forwarding of requests for moved subscriptions, admin operations
-``network``   registration, route updates (coalesced, with generations), peer exchange, and
-              the election of the one worker process that runs them
-``moves``     export / import / move of subscriptions and the forwarding records
-``settings``  the role's settings
-============  ================================================================================
+=============  ===============================================================================
+``manager``    the EDN subscription manager: composes the parts below (mixins and the parts
+               it holds) and publishes the dispatcher's event batches locally
+``summaries``  R-tree engines per topic, the subscriptions' centres, the load, peer summaries
+``placement``  where a Subscribe goes (the best server under the load threshold)
+``relay``      a Subscribe placed elsewhere, and requests for moved subscriptions, carried to
+               the server that holds them; the answer relayed back
+``admin``      the admin messages: PeerUpdate, Export / Import / MoveSubscriptions, GetStats
+``moves``      export / import / move of subscriptions and the forwarding records
+``wire``       the ``edn:Subscriptions`` element subscriptions travel in
+``network``    registration, route updates (coalesced, with generations), peer exchange
+``election``   the one worker process that runs the network conversation
+``settings``   the role's settings
+=============  ===============================================================================
 
 Limits worth knowing:
 
@@ -50,7 +56,8 @@ from wsframework.service import Service, ServiceConfig
 
 from ..settings import EventingSettings
 from ..source import build_source
-from .manager import PLACED, EdnSubscriptionManager
+from .manager import EdnSubscriptionManager
+from .placement import PLACED
 from .settings import EdnSettings
 
 __all__ = ["build_server", "EdnSubscriptionManager", "EdnSettings", "PLACED"]

@@ -29,9 +29,7 @@ generations as long as it made fewer changes than seconds have passed.
 """
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import threading
 import time
 from pathlib import Path
@@ -43,6 +41,8 @@ from wsframework.namespace import EntryExists
 from wsframework.ns import MATCHER_RTREE_ENGINE
 from wsframework.transport import TransportError
 
+from .election import Election
+
 log = logging.getLogger(__name__)
 
 __all__ = ["NetworkAgent", "Election"]
@@ -53,40 +53,6 @@ _INT32_MAX = 2**31 - 1
 _STATE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_server_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
-
-
-class Election:
-    """Exclusive ``flock`` on a file: held by one process at a time, released by the kernel
-    when the holder dies."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def try_acquire(self) -> bool:
-        if self._fd is not None:
-            return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._fd)
-                self._fd = None
 
 
 class NetworkAgent:

@@ -1,0 +1,114 @@
+"""What a subscription server knows about its own subscriptions, for routing and placement:
+one R-tree engine per topic, the subscriptions' centres (K-means placement), its load, and
+the summary it tells its peers (paper II, III-A).
+
+:class:`RoutingSummaries` is a mixin of
+:class:`~subscription_manager.edn.EdnSubscriptionManager`. It overrides the base manager's
+hooks (:meth:`matcher_for`, :meth:`on_subscription_added`, :meth:`on_subscription_removed`),
+which fire while the base loads its view: the host calls :meth:`_init_summaries` *before*
+``super().__init__``. The host provides ``edn`` (its settings), ``router`` (placement),
+``_rw`` (the view's lock), ``_subscriptions`` and ``_entry_of`` (the base manager's).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from matchers.rtree_engine import RTreeMatchingEngine
+from route_manager.peers import PeerSummary
+from route_manager.placement import subscription_box
+from wsframework.matching.errors import MatcherError
+from wsframework.namespace import NamespaceEntry
+
+from ..store import Subscription
+
+__all__ = ["RoutingSummaries"]
+
+
+class RoutingSummaries:
+    """Engines, centres, load and peer summaries; mixed into the EDN subscription manager."""
+
+    def _init_summaries(self) -> None:
+        self._engines: dict[str, RTreeMatchingEngine] = {}   # topic uid -> engine (fallback)
+        self._centres: dict[str, tuple[str, np.ndarray]] = {}  # sub id -> (topic uid, centre)
+        self._sums: dict[str, list] = {}                       # topic uid -> [sum, count]
+        self._centre_lock = threading.Lock()
+
+    # == engines ===========================================================================
+    def matcher_for(self, entry: NamespaceEntry) -> RTreeMatchingEngine:
+        """The topic's R-tree engine (a topic bound to another engine gets one built from
+        its options)."""
+        if isinstance(entry.matcher, RTreeMatchingEngine):
+            return entry.matcher
+        engine = self._engines.get(entry.uid)
+        if engine is None:
+            try:
+                engine = RTreeMatchingEngine(entry.config_element())
+            except MatcherError:
+                engine = RTreeMatchingEngine(None)
+            engine = self._engines.setdefault(entry.uid, engine)
+        return engine
+
+    def _forget_engine(self, event: str, entry: NamespaceEntry) -> None:
+        if event == "removed":
+            self._engines.pop(entry.uid, None)
+            self.router.forget(entry.name)
+
+    def reading(self):
+        """The view's shared lock: hold it to read an engine (summaries) safely."""
+        return self._rw.read()
+
+    # == the subscriptions' centres (K-means placement) ====================================
+    def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
+        entry = self._entry_of(subscription)
+        if entry is None:
+            return
+        try:
+            lo, hi = subscription_box(self.matcher_for(entry).schema, subscription.filter)
+        except MatcherError:
+            return
+        centre = (lo + hi) / 2.0
+        with self._centre_lock:
+            if subscription.id in self._centres:
+                return
+            self._centres[subscription.id] = (entry.uid, centre)
+            acc = self._sums.setdefault(entry.uid, [np.zeros_like(centre), 0])
+            acc[0] = acc[0] + centre
+            acc[1] += 1
+
+    def on_subscription_removed(self, subscription: Subscription, *, local: bool) -> None:
+        with self._centre_lock:
+            found = self._centres.pop(subscription.id, None)
+            if found is None:
+                return
+            uid, centre = found
+            acc = self._sums.get(uid)
+            if acc is not None:
+                acc[1] -= 1
+                acc[0] = acc[0] - centre if acc[1] > 0 else np.zeros_like(centre)
+
+    def route_count(self, entry: NamespaceEntry) -> int:
+        with self._centre_lock:
+            acc = self._sums.get(entry.uid)
+            return acc[1] if acc else 0
+
+    def centroid(self, entry: NamespaceEntry) -> tuple[np.ndarray | None, int]:
+        with self._centre_lock:
+            acc = self._sums.get(entry.uid)
+            if not acc or acc[1] <= 0:
+                return None, 0
+            return acc[0] / acc[1], acc[1]
+
+    # == what the server tells others ======================================================
+    def load(self) -> int:
+        """Subscriptions held by this server (all topics): the paper's server load."""
+        return len(self._subscriptions)
+
+    def peer_summary(self, entry: NamespaceEntry) -> PeerSummary:
+        """What this server tells its peers about ``entry`` (subscription routing)."""
+        engine = self.matcher_for(entry)
+        with self.reading():
+            summary = engine.summary(self.edn.routing_precision)
+        centroid, count = self.centroid(entry)
+        return PeerSummary(summary, centroid, count)

@@ -43,7 +43,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Iterable
+from typing import ClassVar, Iterable
 
 from lxml import etree
 
@@ -81,16 +81,22 @@ _HOUSEKEEPING_INTERVAL = 600.0
 class SubscriptionManager(SubscriptionOperations):
     """Event source and subscription manager for every topic of ``service.topics``."""
 
+    # The settings groups this manager reads (a subclass adds its own, the EDN's EdnSettings).
+    settings_groups: ClassVar[tuple[type[Settings], ...]] = (EventingSettings,)
+
     def __init__(self, service, *, resolver=None, clock=time.time, settings=None,
                  settings_groups: tuple[type[Settings], ...] = (), start_sweeper: bool = True):
-        """``settings`` override ``service.config.settings``; the merged mapping is read into
-        :class:`EventingSettings` and the role's other ``settings_groups`` (the server's
-        EdnSettings), and a key none of them knows is refused."""
+        """``settings`` override ``service.config.settings``; the merged mapping is read
+        once, into the class's :attr:`settings_groups` and the role's ``settings_groups``,
+        and a key none of them knows is refused. ``role_settings`` holds every group read
+        (by type); ``settings`` is the :class:`EventingSettings`."""
         self.service = service
         merged = dict(service.config.settings or {})
         merged.update(settings or {})
-        groups = tuple(dict.fromkeys((EventingSettings, *settings_groups)))
-        self.settings = read_settings(merged, *groups)[0]
+        groups = tuple(dict.fromkeys((EventingSettings, *self.settings_groups, *settings_groups)))
+        self.role_settings: dict[type[Settings], Settings] = dict(
+            zip(groups, read_settings(merged, *groups)))
+        self.settings = self.role_settings[EventingSettings]
         self.topics = service.topics
         self.clock = clock
         self.store = SubscriptionStore(service.store)

@@ -54,7 +54,6 @@ from __future__ import annotations
 from route_manager import edn_wire
 from wsframework.service import Service, ServiceConfig
 
-from ..settings import EventingSettings
 from ..source import build_source
 from .manager import EdnSubscriptionManager
 from .placement import PLACED
@@ -89,6 +88,6 @@ def build_server(config: ServiceConfig, *, start_background: bool = True, settin
     return service
 
 
-# The settings groups the role reads from one mapping (``edn serve server --set`` is
-# validated against them before anything starts).
-build_server.settings = (EdnSettings, EventingSettings)
+# The settings groups the role reads from one mapping, the manager's own (``edn serve server
+# --set`` is validated against them before anything starts).
+build_server.settings = EdnSubscriptionManager.settings_groups

@@ -38,6 +38,7 @@ from wsframework.namespace import NamespaceEntry, UnknownEntry
 from wsframework.transport import HttpTransport
 
 from ..manager import TOPICS_PREFIX, SubscriptionManager
+from ..settings import EventingSettings
 from .admin import ServerAdmin
 from .moves import Mover
 from .network import NetworkAgent
@@ -51,16 +52,18 @@ __all__ = ["EdnSubscriptionManager"]
 
 class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdmin,
                              RoutingSummaries, SubscriptionManager):
-    def __init__(self, service, *, settings=None, **kwargs):
-        merged = dict(service.config.settings or {})
-        merged.update(settings or {})
-        self.edn = EdnSettings.from_mapping(merged, service.base_url)
+    # Read once, with the base's, from the role's one mapping (the base manager refuses a
+    # key no group knows); the server role declares the same groups (build_server.settings).
+    settings_groups = (EdnSettings, EventingSettings)
+
+    def __init__(self, service, **kwargs):
         # What the hooks need exists before the base loads the view (hooks fire in there).
         self._init_summaries()
         self._counters: collections.Counter = collections.Counter()
         self._counter_lock = threading.Lock()
         self._down: dict[str, float] = {}
-        super().__init__(service, settings=settings, **kwargs)
+        super().__init__(service, **kwargs)
+        self.edn: EdnSettings = self.role_settings[EdnSettings].named_after(service.base_url)
         # Admin calls and forwarded subscribes; HTTP with this role's read timeout.
         self._own_transport = isinstance(service.transport, HttpTransport)
         self.peer_transport = (HttpTransport(timeout=(2.0, self.edn.forward_timeout))

@@ -20,9 +20,11 @@ placement_seed         --                         seed of the random placement
 =====================  =========================  ===============================================
 
 The server's mapping also holds the base event source's settings
-(:mod:`subscription_manager.settings`): the role reads it with
-``read_settings(mapping, EdnSettings, EventingSettings)``, so a key neither group knows is
-refused. The server role defaults ``keep_subscriptions_on_shutdown`` to true (subscriptions
+(:mod:`subscription_manager.settings`): the manager declares both groups
+(``EdnSubscriptionManager.settings_groups``, also the role's ``build_server.settings``) and
+the base manager reads the mapping once into them
+(``read_settings(mapping, EdnSettings, EventingSettings)``), so a key neither group knows is
+refused in that one place. The server role defaults ``keep_subscriptions_on_shutdown`` to true (subscriptions
 belong to the network and survive a restart of the server holding them).
 """
 from __future__ import annotations
@@ -85,13 +87,18 @@ class EdnSettings(Settings):
     def refresh(self) -> float:
         return self.summary_interval if self.placement_refresh is None else self.placement_refresh
 
+    def named_after(self, base_url: str | None) -> "EdnSettings":
+        """These settings, with ``name`` defaulting to the host:port of ``base_url``."""
+        if self.name or not base_url:
+            return self
+        return replace(self, name=urlsplit(base_url).netloc or base_url)
+
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None,
                      base_url: str | None = None) -> "EdnSettings":
         """The server role's EDN settings from its whole mapping (the event source's keys
         are read too, and a key neither group knows is refused); ``name`` defaults to the
-        host:port of ``base_url``."""
+        host:port of ``base_url``. The server itself reads its mapping once, in the base
+        manager (``role_settings``); this is for tools and tests."""
         edn, _ = read_settings(mapping, cls, EventingSettings)
-        if not edn.name and base_url:
-            edn = replace(edn, name=urlsplit(base_url).netloc or base_url)
-        return edn
+        return edn.named_after(base_url)

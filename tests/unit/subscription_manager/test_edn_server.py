@@ -14,7 +14,9 @@ from matchers.summary import Summary
 from route_manager import edn_wire
 from route_manager.peers import PeerSummary
 from subscription_manager.client import EventingClient, subscribe_body
-from subscription_manager.edn import PLACED, build_server
+from subscription_manager import manager as base_manager
+from subscription_manager.edn import PLACED, EdnSettings, build_server
+from subscription_manager.settings import EventingSettings
 from tests.support.edn import (DISPATCHER, EV, TOPIC, Network, SingleSource,
                                          event_element, expected_notifications, random_boxes,
                                          random_points, range_filter, schema_element, server_url)
@@ -106,6 +108,35 @@ def test_registration_retries_in_the_background_until_the_dispatcher_answers(tmp
 def test_the_server_role_needs_a_dispatcher(tmp_path):
     with pytest.raises(ValueError, match="dispatcher"):
         build_server(ServiceConfig("http://x.test", tmp_path, TOKEN), start_background=False)
+
+
+def test_the_server_reads_its_mapping_once_into_both_groups(tmp_path, monkeypatch):
+    reads = []
+    read = base_manager.read_settings
+
+    def counting(mapping, *groups, **kwargs):
+        reads.append(groups)
+        return read(mapping, *groups, **kwargs)
+
+    def never(cls, *args, **kwargs):
+        raise AssertionError("the manager reads its settings through the base, once")
+
+    monkeypatch.setattr(base_manager, "read_settings", counting)
+    monkeypatch.setattr(EdnSettings, "from_mapping", classmethod(never))
+    config = ServiceConfig("http://s7.test:8081", tmp_path, TOKEN,
+                           settings={"dispatcher": "http://d.test/", "load_threshold": "7",
+                                     "delivery_retries": "1"})
+    service = build_server(config, start_background=False, start_sweeper=False)
+    try:
+        manager = service.subscription_manager
+        assert len(reads) == 1 and set(reads[0]) == {EdnSettings, EventingSettings}
+        assert (manager.edn.dispatcher, manager.edn.load_threshold) == ("http://d.test", 7)
+        assert manager.edn.name == "s7.test:8081"  # defaults to the base URL's host:port
+        assert manager.settings is manager.role_settings[EventingSettings]
+        assert manager.settings.delivery_retries == 1
+        assert manager.settings.keep_subscriptions_on_shutdown  # the server role's default
+    finally:
+        service.close()
 
 
 # -- route updates --------------------------------------------------------------------------

@@ -71,10 +71,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable, NamedTuple
 
+from wsframework.settings import Settings, setting
+
 from .measurement import Counters
 from .precision import Ladder, format_precision
 
-__all__ = ["Averages", "SelfTuningConfig", "SelfTuner", "Step", "Ticker"]
+__all__ = ["Averages", "SelfTuningSettings", "SelfTuner", "Step", "Ticker"]
 
 _BOTTLENECK = ("cpu", "busy", "cpu+busy")  # Step.signal values that lower precision
 
@@ -82,22 +84,30 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SelfTuningConfig:
-    step: float = 0.1               # x: precision change per step (must divide 1)
-    threshold: float = 0.85         # CPU load (of one core) at or above which we are CPU-bound
-    busy_threshold: float = 0.97    # ... or utilization at or above which we are (0: off)
-    backlog_growth: float = 0.1     # ... unless the outgoing backlog grew by this share of
-    backlog_floor: int = 256        # the copies queued, and by at least this many (0: off)
-    interval: float = 2.0           # base t, seconds ("t = 1" of the pseudo-code)
-    factor: float = 2.0             # n >= 1: t = n*t after repeated oscillations (1: no damping)
-    max_interval: float = 16.0      # maxT, seconds
-    oscillations: int = 3           # repeated oscillations before t grows
-    throughput_change: float = 0.2  # relative events/s change that ends an interval (0: off)
-    with_none: bool = True          # may go below the first step to "no summary"
-    settle: float = 0.0             # seconds after a step left out of the averages
-    trace: int = 2000               # steps kept in memory
+class SelfTuningSettings(Settings):
+    """The self-tuner's parameters: ``edn serve dispatcher --set selftuning_<field>=VALUE`` at
+    start, ``Configure`` (the same names) at run time."""
 
-    def __post_init__(self):
+    PREFIX = "selftuning_"
+
+    step: float = setting(0.1, "x: precision change per step (must divide 1)")
+    threshold: float = setting(0.85, "CPU load (of one core) at or above which the dispatcher "
+                               "is the bottleneck")
+    busy_threshold: float = setting(0.97, "... or utilization at or above which it is (0: off)")
+    backlog_growth: float = setting(0.1, "... unless the outgoing backlog grew by this share of "
+                                    "the copies queued (0: off)")
+    backlog_floor: int = setting(256, "... and by at least this many copies")
+    interval: float = setting(2.0, "base interval t, seconds")
+    factor: float = setting(2.0, "n >= 1: t = n*t after repeated oscillations (1: no damping)")
+    max_interval: float = setting(16.0, "maxT, seconds")
+    oscillations: int = setting(3, "repeated oscillations before t grows")
+    throughput_change: float = setting(0.2, "relative events/s change that ends an interval "
+                                       "(0: off)")
+    with_none: bool = setting(True, "may go below the first step to no summary")
+    settle: float = setting(0.0, "seconds after a step left out of the averages")
+    trace: int = setting(2000, "steps kept in memory")
+
+    def validate(self) -> None:
         Ladder(self.step, self.with_none)  # validates the step
         if not 0 < self.threshold <= 2:
             raise ValueError("threshold is a CPU load in (0, 2] (cores)")
@@ -113,21 +123,6 @@ class SelfTuningConfig:
             raise ValueError("oscillations and trace must be >= 1")
         if self.throughput_change < 0 or not 0 <= self.settle < self.interval:
             raise ValueError("throughput_change >= 0 and 0 <= settle < interval")
-
-    @classmethod
-    def from_settings(cls, settings: dict) -> "SelfTuningConfig":
-        """From dispatcher settings ``selftuning_step``, ``selftuning_threshold``, ... (any
-        field, prefixed ``selftuning_``)."""
-        kwargs = {}
-        for name, default in asdict(cls()).items():
-            value = settings.get(f"selftuning_{name}")
-            if value is None or value == "":
-                continue
-            if isinstance(default, bool):
-                kwargs[name] = str(value).strip().lower() in ("1", "true", "yes", "on")
-            else:
-                kwargs[name] = type(default)(value)
-        return cls(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -174,7 +169,7 @@ class SelfTuner:
     """The algorithm of paper IV-B. Feed :meth:`sample` readings of the cumulative counters;
     it answers a :class:`Step` when precision must change (None otherwise)."""
 
-    def __init__(self, config: SelfTuningConfig, precision: float, reading: Counters):
+    def __init__(self, config: SelfTuningSettings, precision: float, reading: Counters):
         self.config = config
         self.ladder = Ladder(config.step, config.with_none)
         self.level = self.ladder.level(precision)

@@ -24,6 +24,7 @@ module          what lives there
                 GetStats, Configure)
 ``control``     precision, the monitor thread and self-tuning
 ``stats``       the GetStats figures and the INFO line
+``settings``    :class:`DispatcherSettings`
 ==============  ==============================================================================
 
 Precision and self-tuning (paper IV, V; :mod:`route_manager.precision`, :mod:`route_manager.selftuning`)
@@ -50,16 +51,15 @@ Backpressure
     self-tuning relies on that): the wait does not count as busy time. Servers marked down
     are not waited for.
 
-Settings (``edn serve dispatcher --set KEY=VALUE``; flags where noted)
-    ``initial_precision`` (precise | none | 0..1; the Spark profile job's choice),
-    ``self_tuning`` (true; ``--no-self-tuning``), ``selftuning_step`` / ``_threshold`` /
-    ``_busy_threshold`` / ``_backlog_growth`` / ``_backlog_floor`` / ``_interval`` /
-    ``_factor`` / ``_max_interval`` / ``_oscillations`` / ``_throughput_change`` /
-    ``_with_none`` / ``_settle`` (:class:`route_manager.selftuning.SelfTuningConfig`),
-    ``link_mbps`` (outgoing cap; ``--link-mbps``), ``backpressure`` (1000; 0: off),
-    ``backpressure_timeout`` (5 s), ``monitor_interval`` (0.25 s), ``measure_window`` (10 s),
-    ``stats_log_interval`` (10 s; 0: off).
+Settings (``edn serve dispatcher --set KEY=VALUE``; ``--set help`` lists them)
+    :class:`DispatcherSettings` (``settings``: ``link_mbps``, ``initial_precision``,
+    ``self_tuning``, ``backpressure``, ...) and the self-tuner's
+    :class:`route_manager.selftuning.SelfTuningSettings` (``selftuning_threshold``, ...),
+    declared as ``build_dispatcher.settings`` and read when the dispatcher is built.
+    ``Configure`` changes ``precision``, ``self_tuning`` and ``selftuning_*`` at run time,
+    under the same names.
 """
 from .core import Dispatcher, DispatcherCounters, build_dispatcher
+from .settings import DispatcherSettings
 
-__all__ = ["Dispatcher", "DispatcherCounters", "build_dispatcher"]
+__all__ = ["Dispatcher", "DispatcherCounters", "DispatcherSettings", "build_dispatcher"]

@@ -7,48 +7,59 @@ tables are cached per precision), so every event is routed by exactly one table.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
+from typing import Iterable
 
 from wsframework.admin import contracts
 from wsframework.exceptions import sender_fault
+from wsframework.settings import SettingsError, read_settings
 
 from ..measurement import Counters, SlidingWindow, thread_cpu_seconds
-from ..precision import PRECISE, format_precision, parse_precision
-from ..selftuning import SelfTuner, SelfTuningConfig, Ticker
+from ..precision import format_precision, parse_precision
+from ..selftuning import SelfTuner, SelfTuningSettings, Ticker
+from .settings import DispatcherSettings
 from .stats import log_measurement
 
 log = logging.getLogger(__name__)
 
-_TUNING_FIELDS = {f.name for f in dataclasses.fields(SelfTuningConfig)}
+# The names Configure takes: precision (the precision now) and the --set names of the
+# settings that may change at run time (self_tuning, selftuning_<field>). Older spellings stay
+# accepted as aliases, as Configure took them before: the dotted selftuning.<field> (which
+# tests/integration/test_precision_live.py sends; the figures of GetStats and of the Configure
+# answer keep their dotted names on the wire) and "selftuning" for self_tuning.
+_DOTTED = "selftuning."
+_ALIASES = {"selftuning": "self_tuning"}
 
 
-def _flag(value) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
+def configure_key(name: str | None) -> str:
+    """The --set name of a Configure setting name (case, ``-`` and the aliases above folded)."""
+    key = (name or "").strip().lower().replace("-", "_")
+    if key.startswith(_DOTTED):
+        key = SelfTuningSettings.PREFIX + key[len(_DOTTED):]
+    return _ALIASES.get(key, key)
 
 
 class PrecisionControl:
     """Precision, measurement and self-tuning of one dispatcher."""
 
-    def __init__(self, dispatcher, settings: dict):
+    def __init__(self, dispatcher, settings: DispatcherSettings, tuning: SelfTuningSettings):
         self.dispatcher = dispatcher
-        initial = settings.get("initial_precision")
-        self.precision = parse_precision(initial) if initial not in (None, "") else PRECISE
+        self.precision = settings.initial_precision
         self.lock = threading.Lock()  # precision, tuner and tuning_config change together
         self.changes = 0
-        self.monitor_interval = float(settings.get("monitor_interval", 0.25))
-        self.window = SlidingWindow(float(settings.get("measure_window", 10.0)))
-        self.stats_log_interval = float(settings.get("stats_log_interval", 10.0))
+        self.monitor_interval = settings.monitor_interval
+        self.window = SlidingWindow(settings.measure_window)
+        self.stats_log_interval = settings.stats_log_interval
         self._last_log = time.monotonic()
         self._forward_cpu = 0.0
         self._forward_seen: dict[int, float] = {}
         self._reading_lock = threading.Lock()
-        self.tuning_config = SelfTuningConfig.from_settings(settings)
+        self.tuning_config = tuning
         self.tuner: SelfTuner | None = None
         self._monitor: Ticker | None = None
-        if _flag(settings.get("self_tuning", "true")):
+        if settings.self_tuning:
             self._start_tuner()
 
     def start(self) -> None:
@@ -144,35 +155,32 @@ class PrecisionControl:
                 "selftuning.max_interval": repr(c.max_interval),
                 "selftuning.throughput_change": repr(c.throughput_change)}
 
-    def configure(self, settings) -> dict[str, str]:
-        """``Configure``: ``precision`` (none | precise | 0..1 | N%) and ``self_tuning``
-        (on | off), ``(name, value)`` pairs. Everything is validated before anything changes;
-        answers :meth:`settings_in_force`."""
+    def configure(self, settings: Iterable[tuple[str, str]]) -> dict[str, str]:
+        """``Configure`` with ``(name, value)`` pairs: ``precision`` (none | precise | 0..1 |
+        N%), ``self_tuning`` (on | off) and ``selftuning_<field>``, read by the settings'
+        own parsers. Everything is validated before anything changes; answers
+        :meth:`settings_in_force`."""
         changes = {}
-        for raw_name, raw_value in settings:
-            name = (raw_name or "").strip().lower().replace("-", "_")
+        tuning = {}
+        for raw_name, value in settings:
+            key = configure_key(raw_name)
             try:
-                if name == "precision":
-                    changes[name] = parse_precision(raw_value)
-                elif name in ("self_tuning", "selftuning"):
-                    value = str(raw_value).strip().lower()
-                    if value not in ("on", "off", "true", "false", "1", "0", "yes", "no"):
-                        raise ValueError(f"self_tuning is on or off, not {raw_value!r}")
-                    changes["self_tuning"] = _flag(value)
-                elif name.startswith("selftuning.") and name[11:] in _TUNING_FIELDS:
-                    field_name = name[11:]
-                    kind = type(getattr(self.tuning_config, field_name))
-                    value = (_flag(raw_value) if kind is bool else kind(raw_value))
-                    changes.setdefault("tuning", {})[field_name] = value
+                if key == "precision":
+                    changes["precision"] = parse_precision(value)
+                elif key == "self_tuning":
+                    changes["self_tuning"] = DispatcherSettings.parse_value(key, value)
+                elif key in SelfTuningSettings.keys():
+                    tuning[key] = value
                 else:
                     raise ValueError(f"unknown setting {raw_name!r} (known: precision, "
-                                     "self_tuning, selftuning.<field>)")
+                                     f"self_tuning, {', '.join(SelfTuningSettings.keys())})")
             except ValueError as exc:
                 raise sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST) from None
-        if "tuning" in changes:
+        if tuning:
             try:
-                config = dataclasses.replace(self.tuning_config, **changes["tuning"])
-            except ValueError as exc:
+                config, = read_settings({**self.tuning_config.as_mapping(), **tuning},
+                                        SelfTuningSettings)
+            except SettingsError as exc:
                 raise sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST) from None
             with self.lock:
                 self.tuning_config = config

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from lxml import etree
 
@@ -18,14 +19,17 @@ from wsframework.busy import BusyMeter
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, validate_name
+from wsframework.settings import read_settings
 from wsframework.transport import HttpTransport
 
 from .. import edn_wire
 from ..base import BaseRouteManager
 from ..edn_wire import FAULT_UNKNOWN_SERVER
 from ..forwarding import EVENT_BATCH, Forwarder, TokenBucket
+from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .control import PrecisionControl
+from .settings import DispatcherSettings
 from .stats import dispatcher_figures
 from .tables import DispatcherTables
 
@@ -46,18 +50,20 @@ class Dispatcher(BaseRouteManager):
     default_route_matcher = ns.MATCHER_RTREE_ROUTE_SET
     default_server_matcher = ns.MATCHER_RTREE_ENGINE
 
-    def __init__(self, service, *, settings: dict | None = None, transport=None):
-        settings = dict(service.config.settings, **(settings or {}))
+    def __init__(self, service, *, settings: Mapping | None = None, transport=None):
+        """``settings`` (text or typed values) add to the service's; both are read into
+        :class:`DispatcherSettings` and :class:`SelfTuningSettings` first, and an unknown or
+        unusable one is a :class:`~wsframework.settings.SettingsError`."""
+        self.settings, tuning = read_settings(dict(service.config.settings, **(settings or {})),
+                                              DispatcherSettings, SelfTuningSettings)
         super().__init__(service)
         self.tables = DispatcherTables(service.store)
-        link = settings.get("link_mbps")
-        self.link_mbps = float(link) if link else None
+        self.link_mbps = self.settings.link_mbps or None
         self.forwarder = Forwarder(
-            transport or HttpTransport(timeout=(2.0, float(settings.get("forward_timeout", 10.0)))),
-            capacity=int(settings.get("queue_capacity", 10_000)),
-            batch_max=int(settings.get("batch_max", 64)),
-            policy=settings.get("overflow_policy", "drop-newest"),
-            link=TokenBucket.megabits(float(link)) if link else None)
+            transport or HttpTransport(timeout=(2.0, self.settings.forward_timeout)),
+            capacity=self.settings.queue_capacity, batch_max=self.settings.batch_max,
+            policy=self.settings.overflow_policy,
+            link=TokenBucket.megabits(self.link_mbps) if self.link_mbps else None)
         # Admin propagation to servers reuses one pooled transport (the service's own
         # unless a test injects one), not a new connection pool per message.
         self.admin_transport = transport or service.transport
@@ -69,10 +75,10 @@ class Dispatcher(BaseRouteManager):
         self.loads: dict[str, int] = {}
         # utilization: the service counts requests in hand; the hold-back wait is taken out
         self._busy: BusyMeter = getattr(service, "busy", None) or BusyMeter()
-        self.backpressure = int(settings.get("backpressure", 1000))
-        self.backpressure_timeout = float(settings.get("backpressure_timeout", 5.0))
+        self.backpressure = self.settings.backpressure
+        self.backpressure_timeout = self.settings.backpressure_timeout
         self.backpressure_timeouts = 0
-        self.control = PrecisionControl(self, settings)
+        self.control = PrecisionControl(self, self.settings, tuning)
         DispatcherAdmin(self, service.admin)
         from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
         self.repartitioner = Repartitioner(self, transport=transport)
@@ -227,3 +233,6 @@ def build_dispatcher(config, *, transport=None, **kwargs):
         service.close()
         raise
     return service
+
+
+build_dispatcher.settings = (DispatcherSettings, SelfTuningSettings)  # edn serve checks --set

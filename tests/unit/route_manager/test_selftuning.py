@@ -5,14 +5,15 @@ import threading
 import pytest
 
 from route_manager.measurement import Counters
-from route_manager.selftuning import SelfTuner, SelfTuningConfig, Ticker
+from route_manager.selftuning import SelfTuner, SelfTuningSettings, Ticker
+from wsframework.settings import SettingsError, UnknownSetting, read_settings
 
 
 class Driver:
     """Feeds a tuner cumulative counters: ``cpu`` (load) and ``rate`` (events/s) per tick."""
 
     def __init__(self, config=None, precision=0.5, tick=0.25):
-        self.config = config or SelfTuningConfig(interval=1.0, factor=2.0, max_interval=4.0,
+        self.config = config or SelfTuningSettings(interval=1.0, factor=2.0, max_interval=4.0,
                                                  threshold=0.9, throughput_change=0.2)
         self.now = 100.0
         self.cpu_seconds = 0.0
@@ -70,12 +71,12 @@ def test_steps_come_every_interval_and_clamp_at_the_ends():
     assert [round(s.time - 100.0, 2) for s in steps] == [1.0, 2.0, 3.0, 4.0]
     d = Driver(precision=0.9)
     assert [s.precision for s in d.run(3.0, cpu=0.1)] == [1.0, 1.0, 1.0]  # precise: the top
-    no_none = Driver(SelfTuningConfig(interval=1.0, with_none=False), precision=0.1)
+    no_none = Driver(SelfTuningSettings(interval=1.0, with_none=False), precision=0.1)
     assert [s.precision for s in no_none.run(2.0, cpu=1.0)] == [0.1, 0.1]
 
 
 def test_threshold_is_inclusive_and_configurable():
-    d = Driver(SelfTuningConfig(interval=1.0, threshold=0.96), precision=0.5)
+    d = Driver(SelfTuningSettings(interval=1.0, threshold=0.96), precision=0.5)
     assert not d.until_step(cpu=0.95).cpu_bound
     assert d.until_step(cpu=0.96).cpu_bound
 
@@ -83,7 +84,7 @@ def test_threshold_is_inclusive_and_configurable():
 def test_a_saturated_dispatcher_is_the_bottleneck_even_below_the_cpu_threshold():
     # A Python dispatcher with its publishers always waiting on it, but reading only 0.8
     # of a core (GIL hand-offs, other processes on the machine): utilization decides.
-    d = Driver(SelfTuningConfig(interval=1.0, threshold=0.85, busy_threshold=0.97), precision=1.0)
+    d = Driver(SelfTuningSettings(interval=1.0, threshold=0.85, busy_threshold=0.97), precision=1.0)
     step = d.until_step(cpu=0.80, busy=0.99)
     assert step.cpu_bound and step.precision == 0.9 and step.busy == pytest.approx(0.99)
     assert step.signal == "busy"
@@ -92,14 +93,14 @@ def test_a_saturated_dispatcher_is_the_bottleneck_even_below_the_cpu_threshold()
     assert d.until_step(cpu=0.90, busy=0.5).signal == "cpu"  # the paper's test still applies
     assert d.until_step(cpu=0.90, busy=1.0).signal == "cpu+busy"
     assert d.until_step(cpu=0.50, busy=0.5).signal == "none"
-    paper = Driver(SelfTuningConfig(interval=1.0, threshold=0.85, busy_threshold=0), precision=1.0)
+    paper = Driver(SelfTuningSettings(interval=1.0, threshold=0.85, busy_threshold=0), precision=1.0)
     assert not paper.until_step(cpu=0.80, busy=1.0).cpu_bound  # 0: CPU only, as in the paper
 
 
 def test_a_growing_outgoing_backlog_means_the_link_is_the_bottleneck():
     # Just after precision dropped below what the link can carry: the dispatcher routes
     # flat out (CPU and utilization high) while its copies pile up in the queues.
-    config = SelfTuningConfig(interval=1.0, backlog_growth=0.1, backlog_floor=256)
+    config = SelfTuningSettings(interval=1.0, backlog_growth=0.1, backlog_floor=256)
     d = Driver(config, precision=0.3)
     step = d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=900)
     assert not step.cpu_bound and step.precision == 0.4 and step.signal == "backlog"
@@ -108,7 +109,7 @@ def test_a_growing_outgoing_backlog_means_the_link_is_the_bottleneck():
     assert d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=200).cpu_bound
     assert d.until_step(cpu=0.95, busy=1.0, copies=30_000, growth=2000).cpu_bound
     assert d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=-900).cpu_bound  # draining
-    off = Driver(SelfTuningConfig(interval=1.0, backlog_growth=0), precision=0.3)
+    off = Driver(SelfTuningSettings(interval=1.0, backlog_growth=0), precision=0.3)
     assert off.until_step(cpu=0.95, busy=1.0, copies=3000, growth=900).cpu_bound
 
 
@@ -139,7 +140,7 @@ def test_oscillation_damping_multiplies_the_interval_by_n_up_to_max_t():
 
 
 def test_n_equal_one_never_damps():
-    d = Driver(SelfTuningConfig(interval=1.0, factor=1.0, max_interval=8.0), precision=0.5)
+    d = Driver(SelfTuningSettings(interval=1.0, factor=1.0, max_interval=8.0), precision=0.5)
     assert {s.interval for s in oscillate(d, steps=15)} == {1.0}
 
 
@@ -154,7 +155,7 @@ def test_a_broken_pattern_resets_t_to_the_base_interval():
 
 
 def test_update_t_verbatim_on_a_history():
-    tuner = SelfTuner(SelfTuningConfig(interval=1.0, factor=3.0, max_interval=9.0), 0.5,
+    tuner = SelfTuner(SelfTuningSettings(interval=1.0, factor=3.0, max_interval=9.0), 0.5,
                       Counters(time=0.0))
     tuner.history.clear()
     trace = []
@@ -193,7 +194,7 @@ def test_small_throughput_changes_do_not_trigger():
 
 
 def test_trace_is_bounded_and_records_each_step():
-    d = Driver(SelfTuningConfig(interval=1.0, trace=5), precision=0.5)
+    d = Driver(SelfTuningSettings(interval=1.0, trace=5), precision=0.5)
     d.run(12.0, cpu=0.2)
     assert len(d.tuner.trace) == 5 and d.tuner.p == 12
     last = d.tuner.trace[-1].as_dict()
@@ -202,7 +203,7 @@ def test_trace_is_bounded_and_records_each_step():
 
 
 def test_settle_leaves_the_first_part_of_an_interval_out():
-    d = Driver(SelfTuningConfig(interval=2.0, settle=1.0, threshold=0.9), precision=0.5)
+    d = Driver(SelfTuningSettings(interval=2.0, settle=1.0, threshold=0.9), precision=0.5)
     d.run(1.0, cpu=2.0)         # a transient right after the (initial) switch
     step = d.until_step(cpu=0.5)
     assert not step.cpu_bound and step.cpu == pytest.approx(0.5)
@@ -214,15 +215,20 @@ def test_operator_reset_starts_again_from_their_precision():
     assert d.until_step(cpu=0.2).precision == 0.3
 
 
-def test_config_from_settings_and_validation():
-    config = SelfTuningConfig.from_settings({"selftuning_threshold": "0.96", "selftuning_factor": "1",
-                                             "selftuning_with_none": "false", "other": "x"})
+def test_settings_from_the_set_names_and_validation():
+    config, = read_settings({"selftuning_threshold": "0.96", "selftuning_factor": "1",
+                             "selftuning_with_none": "false"}, SelfTuningSettings)
     assert config.threshold == 0.96 and config.factor == 1.0 and config.with_none is False
+    assert config.interval == SelfTuningSettings().interval  # the rest keep their defaults
+    with pytest.raises(UnknownSetting):
+        read_settings({"selftuning_threshhold": "0.9"}, SelfTuningSettings)
+    with pytest.raises(SettingsError):  # one boolean parser: a typo is no "false"
+        read_settings({"selftuning_with_none": "flase"}, SelfTuningSettings)
     for bad in ({"step": 0.3}, {"factor": 0.5}, {"interval": 5, "max_interval": 2},
                 {"threshold": 0}, {"busy_threshold": 1.5}, {"busy_threshold": -0.1},
                 {"backlog_growth": -1}, {"backlog_floor": -1}):
         with pytest.raises(ValueError):
-            SelfTuningConfig(**bad)
+            SelfTuningSettings(**bad)
 
 
 def test_ticker_calls_until_stopped():

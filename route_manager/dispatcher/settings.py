@@ -1,0 +1,67 @@
+"""The dispatcher's settings (``edn serve dispatcher --set KEY=VALUE``, flags where noted);
+the self-tuner's are :class:`route_manager.selftuning.SelfTuningSettings` (``selftuning_*``).
+Both are read by :func:`wsframework.settings.read_settings` when the dispatcher is built: an
+unknown key or a value that makes no sense is refused before it starts.
+
+``self_tuning`` and the ``selftuning_*`` settings may be changed at run time with
+``Configure`` (:mod:`.control`), under the same names; ``precision`` there is the precision
+in force (``initial_precision`` is where it starts).
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from wsframework.settings import Settings, parse_list, setting
+
+from ..forwarding import POLICIES
+from ..precision import PRECISE, parse_precision
+
+__all__ = ["DispatcherSettings"]
+
+
+def _ip_ranges(value) -> tuple[str, ...]:
+    ranges = parse_list(value)
+    for text in ranges:
+        ipaddress.ip_network(text, strict=False)  # its ValueError names the bad range
+    return ranges
+
+
+@dataclass(frozen=True)
+class DispatcherSettings(Settings):
+    link_mbps: float | None = setting(None, "cap on the outgoing link to the servers, megabits/s "
+                                      "(--link-mbps; none or 0: uncapped)")
+    forward_timeout: float = setting(10.0, "seconds a server has to answer an event batch")
+    queue_capacity: int = setting(10_000, "events queued per server before the overflow policy")
+    batch_max: int = setting(64, "events per edn:EventBatch")
+    overflow_policy: str = setting("drop-newest", "a full server queue drops the newest or the "
+                                   "oldest event (drop-newest | drop-oldest)")
+    initial_precision: float = setting(PRECISE, "precision at start: precise | none | 0..1 | N% "
+                                       "(--precision-profile)", parse=parse_precision)
+    self_tuning: bool = setting(True, "move the precision to the bottleneck (--no-self-tuning)")
+    backpressure: int = setting(1000, "events queued for a live server above which publishers "
+                                "wait (0: off)")
+    backpressure_timeout: float = setting(5.0, "longest wait of a publisher held back (seconds)")
+    monitor_interval: float = setting(0.25, "seconds between readings of the counters")
+    measure_window: float = setting(10.0, "seconds of readings behind the measure.* figures")
+    stats_log_interval: float = setting(10.0, "seconds between INFO lines while events flow "
+                                        "(0: off)")
+    # edn serve passes --allow-private to every role. The dispatcher sends only to servers an
+    # administrator registered, never to an address a subscriber chose, so it has no targets
+    # to restrict: the ranges are checked and otherwise unused.
+    allow_private: tuple[str, ...] = setting((), "CIDRs notification targets may be in (unused "
+                                             "by the dispatcher: it has no notification targets)",
+                                             parse=_ip_ranges)
+
+    def validate(self) -> None:
+        if self.link_mbps is not None and self.link_mbps < 0:
+            raise ValueError("link_mbps must not be negative")
+        if self.queue_capacity < 1 or self.batch_max < 1:
+            raise ValueError("queue_capacity and batch_max must be >= 1")
+        if self.overflow_policy not in POLICIES:
+            raise ValueError(f"overflow_policy must be one of {', '.join(POLICIES)}")
+        if min(self.forward_timeout, self.monitor_interval, self.measure_window) <= 0:
+            raise ValueError("forward_timeout, monitor_interval and measure_window must be > 0")
+        if min(self.backpressure, self.backpressure_timeout, self.stats_log_interval) < 0:
+            raise ValueError("backpressure, backpressure_timeout and stats_log_interval must "
+                             "not be negative")

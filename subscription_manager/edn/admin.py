@@ -13,9 +13,10 @@ from __future__ import annotations
 from route_manager import edn_wire
 from route_manager.peers import PeerSummary
 from wsframework.admin import AdminEndpoint, contracts
-from wsframework.exceptions import sender_fault
 from wsframework.matching.errors import MatcherError
 from wsframework.messaging import IncomingMessage
+
+from .exceptions import UnusablePeerSummary
 
 __all__ = ["ServerAdmin"]
 
@@ -37,8 +38,7 @@ class ServerAdmin:
             try:
                 summary = PeerSummary.from_element(request.Summary)
             except MatcherError as exc:
-                raise sender_fault(f"unusable peer summary from {request.Server}: {exc}",
-                                   contracts.FAULT_INVALID_REQUEST) from None
+                raise UnusablePeerSummary(request.Server, exc) from None
         if request.Server != self.edn.name:
             self.peers.update(request.Server, request.Address, request.Route, request.Load,
                               summary)

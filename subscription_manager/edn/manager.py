@@ -31,7 +31,7 @@ from route_manager.forwarding import EVENT_BATCH
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
 from wsframework import ns
-from wsframework.admin import AdminClient, contracts
+from wsframework.admin import AdminClient
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter
 from wsframework.namespace import NamespaceEntry, UnknownEntry
@@ -40,6 +40,7 @@ from wsframework.transport import HttpTransport
 from ..manager import TOPICS_PREFIX, SubscriptionManager
 from ..settings import EventingSettings
 from .admin import ServerAdmin
+from .exceptions import TopicNotHere
 from .moves import Mover
 from .network import NetworkAgent
 from .placement import SubscriptionPlacement
@@ -82,12 +83,11 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         self._register_admin(service.admin)
 
     def topic(self, name: str) -> NamespaceEntry:
-        """The local topic ``name``; an ``adm:UnknownTopic`` fault if there is none."""
+        """The local topic ``name``; :class:`~.exceptions.TopicNotHere` if there is none."""
         try:
             return self.topics.get(name)
         except UnknownEntry:
-            raise sender_fault(f"no topic named {name!r} here",
-                               contracts.FAULT_UNKNOWN_TOPIC) from None
+            raise TopicNotHere(name) from None
 
     def default_action(self, entry: NamespaceEntry) -> str:
         # Subscribers see the network's topic address, whichever server holds them.

@@ -38,8 +38,6 @@ from lxml import etree
 
 from route_manager import edn_wire
 from route_manager.placement import subscription_box
-from wsframework.admin import contracts
-from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.matching.errors import MatcherError
 from wsframework.store import Store
 from wsframework.transport import TransportError
@@ -48,6 +46,7 @@ from ..client import EventingClient
 from ..manager import MANAGER_PATH
 from ..messages import manager_epr
 from ..store import Subscription
+from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
 from .wire import filter_boxes, parse_subscriptions, subscriptions_element
 
 log = logging.getLogger(__name__)
@@ -124,8 +123,9 @@ class Mover:
     # -- import ----------------------------------------------------------------------------
     def import_(self, topic: str, element) -> int:
         """Store the subscriptions of ``element`` here under their ids (see the module
-        docstring); returns how many. Faults (nothing stored) for an unknown topic or a
-        subscription whose filter this server's engine refuses."""
+        docstring); returns how many. Nothing is stored when the topic is not here
+        (:class:`~.exceptions.TopicNotHere`) or a subscription is malformed or has a filter
+        this server's engine refuses (:class:`~.exceptions.UnusableImport`)."""
         manager = self.manager
         entry = manager.topic(topic)
         engine = manager.matcher_for(entry)
@@ -136,8 +136,7 @@ class Mover:
                     engine.check_dialect(s.filter)
                     subscription_box(engine.schema, s.filter)
         except (ValueError, MatcherError) as exc:
-            raise sender_fault(f"cannot import into {entry.name}: {exc}",
-                               contracts.FAULT_INVALID_REQUEST) from None
+            raise UnusableImport(entry.name, exc) from None
         if not subscriptions:
             return 0
         with manager.service.store.transaction() as conn:
@@ -211,18 +210,17 @@ class Mover:
         for attempt in range(_IMPORT_ATTEMPTS):
             try:
                 response = client.call(request)
-                if response.Imported != len(subscriptions):
-                    raise sender_fault(f"{target} imported {response.Imported} of "
-                                       f"{len(subscriptions)} subscriptions")
-                return
             except TransportError as exc:
                 if attempt + 1 == _IMPORT_ATTEMPTS:
                     log.error("import of %s into %s at %s got no answer (%s): the move "
                               "failed; the target may hold copies", [s.id for s in subscriptions],
                               topic, target, exc)
-                    raise SoapFault("Receiver", f"{target} did not answer the import: {exc}") \
-                        from None
+                    raise UnansweredImport(target, exc) from None
                 time.sleep(0.2 * (attempt + 1))
+                continue
+            if response.Imported != len(subscriptions):
+                raise IncompleteImport(target, response.Imported, len(subscriptions))
+            return
 
     def _unsubscribe_at(self, target: str, subscription: Subscription) -> None:
         client = EventingClient(subscription.version.name, transport=self.manager.service.transport)

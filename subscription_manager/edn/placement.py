@@ -21,13 +21,14 @@ from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.placement import Candidate, Space, subscription_box
 from wsframework import ns
 from wsframework.admin import contracts
-from wsframework.exceptions import SoapFault, sender_fault
+from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
 
 from .. import messages as msg
 from ..versions import EventingVersion, check_pairing
+from .exceptions import PlacementRefused
 
 __all__ = ["SubscriptionPlacement", "PLACED"]
 
@@ -72,8 +73,7 @@ class SubscriptionPlacement:
         header = message.header(contracts.ADMIN_TOKEN_QNAME)
         offered = (header.text or "").strip().encode() if header is not None else b""
         if not offered or not hmac.compare_digest(offered, self.service.config.admin_token.encode()):
-            raise sender_fault("edn:Placed needs the network's admin credential",
-                               contracts.FAULT_ACCESS_DENIED)
+            raise PlacementRefused()
 
 
 class _RouteView:

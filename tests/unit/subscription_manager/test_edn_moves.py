@@ -128,11 +128,14 @@ def test_a_failed_import_changes_nothing(net):
     net.manager(1).topics.delete(TOPIC)  # the target does not host the topic
     with pytest.raises(SoapFault) as caught:
         move(net, 0, 1, [h.id for h in handles])
-    assert caught.value.subcode == contracts.FAULT_UNKNOWN_TOPIC
+    assert caught.value.subcode == contracts.FAULT_UNKNOWN_TOPIC  # relayed from the target
+    assert caught.value.reason == f"no topic named {TOPIC!r} here"
     assert m0.load() == 5 and m0.mover.forwarding.count() == 0
     net.transport._endpoints.pop(server_url(2))  # unreachable target
-    with pytest.raises(SoapFault):
+    with pytest.raises(SoapFault) as caught:
         move(net, 0, 2, [h.id for h in handles])
+    assert caught.value.code == "Receiver" and caught.value.subcodes == ()
+    assert caught.value.reason.startswith(f"{server_url(2)} did not answer the import: ")
     assert m0.load() == 5 and m0.mover.forwarding.count() == 0
     assert {s.id for s in m0.store.active()} == {h.id for h in handles}
     assert net.manager(1).load() == 0 and net.manager(2).load() == 0
@@ -149,6 +152,7 @@ def test_import_refuses_what_the_engine_cannot_hold(net):
     with pytest.raises(SoapFault) as caught:
         admin.call(edn_wire.ImportSubscriptions(Topic=TOPIC, Subscriptions=element))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
+    assert caught.value.reason.startswith(f"cannot import into {TOPIC}: invalid filter")
     assert net.manager(1).load() == 0
 
 

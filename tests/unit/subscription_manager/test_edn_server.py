@@ -292,6 +292,7 @@ def test_placement_by_a_client_is_refused(network):
         soap.call(f"{server_url(0)}/topics/{TOPIC}",
                   "http://www.w3.org/2011/03/ws-evt/Subscribe", body, [placed, token])
     assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+    assert caught.value.reason == "edn:Placed needs the network's admin credential"
     assert sum(m.load() for m in net.managers) == 0
 
 
@@ -329,6 +330,7 @@ def test_peer_updates_are_stored_and_validated(network):
         admin.call(edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
                                        Load=3, Summary=bad))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
+    assert caught.value.reason.startswith("unusable peer summary from s9: ")
     with pytest.raises(SoapFault) as caught:
         AdminClient(server_url(0), "wrong", transport=net.transport).call(
             edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC, Load=3))

@@ -47,7 +47,7 @@ class SubscriptionRelay:
     def _credential_headers(self) -> list[etree._Element]:
         placed = etree.Element(PLACED, nsmap={"edn": ns.EDN})
         placed.text = "1"
-        token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": contracts.ADMIN_NS})
+        token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
         token.text = self.service.config.admin_token
         return [placed, token]
 

@@ -153,7 +153,7 @@ class SingleSource:
                                     start_sweeper=False)
         self.transport.mount("http://single.test", self.service)
         AdminClient("http://single.test", TOKEN, transport=self.transport).create_topic(
-            TOPIC, "urn:wsframework:matchers:rtree-matching-engine", schema_element(d))
+            TOPIC, ns.MATCHER_RTREE_ENGINE, schema_element(d))
 
     def subscribe(self, lo, hi, index):
         EventingClient("2011", transport=self.transport).subscribe(

@@ -30,13 +30,14 @@ import numpy as np
 
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
-from wsframework.exceptions import SoapFault, receiver_fault, sender_fault
-from wsframework.namespace import validate_name
+from wsframework.exceptions import SoapFault
+from wsframework.namespace import UnknownEntry, validate_name
 from wsframework import ns
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
 from . import edn_wire, hit_ratio
+from .exceptions import RepartitionFailed, UnknownAlgorithm
 from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,9 @@ class Repartitioner:
         topic = validate_name(topic)
         algorithm = (algorithm or "").strip().lower()
         if algorithm not in ALGORITHMS:
-            raise sender_fault(f"unknown algorithm {algorithm!r}; use one of "
-                               f"{', '.join(ALGORITHMS)}", contracts.FAULT_INVALID_REQUEST)
+            raise UnknownAlgorithm(algorithm, ALGORITHMS)
         if topic not in self.dispatcher.routes:
-            raise sender_fault(f"no topic named {topic!r}", contracts.FAULT_UNKNOWN_TOPIC)
+            raise UnknownEntry(topic, "topic")
         servers = sorted(self.dispatcher.servers.items())
         if not servers:
             return 0, {"subscriptions": 0, "servers": 0}
@@ -139,9 +139,9 @@ class Repartitioner:
         for index, (name, address) in enumerate(servers):
             try:
                 response = self._client(address).call(edn_wire.ExportSubscriptions(Topic=topic))
-            except (TransportError, SoapFault) as exc:
-                raise receiver_fault(f"server {name} did not export {topic}: "
-                                     f"{getattr(exc, 'reason', exc)}; nothing moved") from None
+            except (TransportError, SoapFault) as exc:  # which server, and that nothing moved
+                raise RepartitionFailed(f"server {name} did not export {topic}: "
+                                        f"{getattr(exc, 'reason', exc)}; nothing moved") from exc
             for element in response.Subscriptions.iter(_SUBSCRIPTION):
                 subscription_id = element.get("id")
                 hull = _hull(element)
@@ -156,7 +156,7 @@ class Repartitioner:
             return ids, np.empty((0, 1)), np.empty((0, 1)), np.empty(0, dtype=np.int64)
         dims = {len(b) for b in boxes_lo}
         if len(dims) != 1:
-            raise receiver_fault(f"the servers disagree on the dimensions of {topic}")
+            raise RepartitionFailed(f"the servers disagree on the dimensions of {topic}")
         return ids, np.vstack(boxes_lo), np.vstack(boxes_hi), np.asarray(owner, dtype=np.int64)
 
     def _move(self, source, destination, topic: str, batch: list[str]) -> int:

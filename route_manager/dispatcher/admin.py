@@ -21,7 +21,8 @@ import logging
 from lxml import etree
 
 from wsframework.admin import AdminClient, contracts
-from wsframework.exceptions import SoapFault, sender_fault
+from wsframework.exceptions import SoapFault
+from wsframework.namespace import InvalidName
 
 from .. import edn_wire
 
@@ -134,5 +135,5 @@ class DispatcherAdmin:
 def server_name(name: str) -> str:
     name = (name or "").strip()
     if not name or len(name) > 128 or any(c in name for c in "/<>&\"' \t\n"):
-        raise sender_fault(f"invalid server name {name!r}", contracts.FAULT_INVALID_NAME)
+        raise InvalidName(f"invalid server name {name!r}")
     return name

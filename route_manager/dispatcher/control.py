@@ -12,10 +12,9 @@ import threading
 import time
 from typing import Iterable
 
-from wsframework.admin import contracts
-from wsframework.exceptions import sender_fault
-from wsframework.settings import SettingsError, read_settings
+from wsframework.settings import read_settings
 
+from ..exceptions import InvalidConfiguration
 from ..measurement import Counters, SlidingWindow, thread_cpu_seconds
 from ..precision import format_precision, parse_precision
 from ..selftuning import SelfTuner, SelfTuningSettings, Ticker
@@ -160,28 +159,11 @@ class PrecisionControl:
         N%), ``self_tuning`` (on | off) and ``selftuning_<field>``, read by the settings'
         own parsers. Everything is validated before anything changes; answers
         :meth:`settings_in_force`."""
-        changes = {}
-        tuning = {}
-        for raw_name, value in settings:
-            key = configure_key(raw_name)
-            try:
-                if key == "precision":
-                    changes["precision"] = parse_precision(value)
-                elif key == "self_tuning":
-                    changes["self_tuning"] = DispatcherSettings.parse_value(key, value)
-                elif key in SelfTuningSettings.keys():
-                    tuning[key] = value
-                else:
-                    raise ValueError(f"unknown setting {raw_name!r} (known: precision, "
-                                     f"self_tuning, {', '.join(SelfTuningSettings.keys())})")
-            except ValueError as exc:
-                raise sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST) from None
-        if tuning:
-            try:
-                config, = read_settings({**self.tuning_config.as_mapping(), **tuning},
-                                        SelfTuningSettings)
-            except SettingsError as exc:
-                raise sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST) from None
+        try:
+            changes, config = self._read_configure(settings)
+        except ValueError as exc:  # SettingsError too: the request is refused as a whole
+            raise InvalidConfiguration(str(exc)) from exc
+        if config is not None:
             with self.lock:
                 self.tuning_config = config
                 if self.tuner is not None:  # a new tuner with the new parameters
@@ -203,3 +185,23 @@ class PrecisionControl:
         if changes.get("self_tuning"):
             self.set_self_tuning(True)
         return self.settings_in_force()
+
+    def _read_configure(self, settings) -> tuple[dict, SelfTuningSettings | None]:
+        """The changes asked for (``precision``, ``self_tuning``: those given) and the new
+        self-tuning settings (None: unchanged); ValueError for an unknown name or a bad value."""
+        changes, tuning = {}, {}
+        for name, value in settings:
+            key = configure_key(name)
+            if key == "precision":
+                changes["precision"] = parse_precision(value)
+            elif key == "self_tuning":
+                changes["self_tuning"] = DispatcherSettings.parse_value(key, value)
+            elif key in SelfTuningSettings.keys():
+                tuning[key] = value
+            else:
+                raise ValueError(f"unknown setting {name!r} (known: precision, self_tuning, "
+                                 f"{', '.join(SelfTuningSettings.keys())})")
+        if not tuning:
+            return changes, None
+        config, = read_settings({**self.tuning_config.as_mapping(), **tuning}, SelfTuningSettings)
+        return changes, config

@@ -14,17 +14,15 @@ from lxml import etree
 
 from matchers import FilterSpec, MatcherError
 from wsframework import ns
-from wsframework.admin import contracts
 from wsframework.busy import BusyMeter
-from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
-from wsframework.namespace import NamespaceEntry, validate_name
+from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
 from wsframework.settings import read_settings
 from wsframework.transport import HttpTransport
 
 from .. import edn_wire
 from ..base import BaseRouteManager
-from ..edn_wire import FAULT_UNKNOWN_SERVER
+from ..exceptions import UnknownServer, UnusableSummary
 from ..forwarding import EVENT_BATCH, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
@@ -137,10 +135,10 @@ class Dispatcher(BaseRouteManager):
         """Apply ``server``'s route update message; (route, whether it was newer than the
         stored one)."""
         if server not in self.servers:
-            raise sender_fault(f"server {server!r} is not registered", FAULT_UNKNOWN_SERVER)
+            raise UnknownServer(server)
         route = validate_name(request.Route)
         if route not in self.routes:
-            raise sender_fault(f"no route named {route!r}", contracts.FAULT_UNKNOWN_TOPIC)
+            raise UnknownEntry(route, "route")
         entry = self.routes.get(route)
         with self._summary_lock:
             accepted = self._apply_summary(entry, server, request)
@@ -155,9 +153,8 @@ class Dispatcher(BaseRouteManager):
             return False
         try:
             self._install(entry, server, request.Summary, request.Load)  # validates first
-        except MatcherError as exc:
-            raise sender_fault(f"unusable summary from {server}: {exc}",
-                               contracts.FAULT_INVALID_REQUEST) from None
+        except MatcherError as exc:  # the route stays as it was; the sender is named
+            raise UnusableSummary(server, exc) from exc
         self.tables.save_summary(route, server, request.Generation, request.Load or 0,
                                  etree.tostring(request.Summary))
         self.loads[server] = request.Load or 0

@@ -1,0 +1,85 @@
+"""Precise errors of the route manager, and the fault each one is answered with.
+
+The dispatcher and the repartitioner raise these; the messaging edge answers them through
+:mod:`wsframework.faults` (translations registered below, once). Fault subcodes are the admin
+ones (:mod:`wsframework.admin.contracts`) and the EDN's own (:mod:`.edn_wire`).
+
+=======================  ==================================================================
+exception                fault
+=======================  ==================================================================
+UnknownServer            Sender adm:UnknownServer (an UpdateSummary from a server that did not
+                         register; the server registers again when it sees it)
+UnusableSummary          Sender adm:InvalidRequest
+InvalidConfiguration     Sender adm:InvalidRequest (a Configure refused; nothing changed)
+UnknownAlgorithm         Sender adm:InvalidRequest (Repartition)
+RepartitionFailed        Receiver (Repartition; nothing moved)
+=======================  ==================================================================
+
+The framework's own errors are translated where they are defined (:mod:`wsframework.admin`):
+the dispatcher raises :class:`~wsframework.namespace.InvalidName` for a bad server name
+(adm:InvalidName) and :class:`~wsframework.namespace.UnknownEntry` for an unknown route or
+topic (adm:UnknownTopic).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from wsframework.admin import contracts
+from wsframework.exceptions import SoapFault, WsFrameworkError, receiver_fault, sender_fault
+from wsframework.faults import translate
+
+from .edn_wire import FAULT_UNKNOWN_SERVER
+
+__all__ = ["RouteManagerError", "UnknownServer", "UnusableSummary", "InvalidConfiguration",
+           "UnknownAlgorithm", "RepartitionFailed"]
+
+
+class RouteManagerError(WsFrameworkError):
+    """Root of the route manager's own errors."""
+
+
+class UnknownServer(RouteManagerError):
+    def __init__(self, server: str):
+        super().__init__(f"server {server!r} is not registered")
+        self.server = server
+
+
+class UnusableSummary(RouteManagerError):
+    """A summary the route's matcher refused (``error``: its :class:`MatcherError`)."""
+
+    def __init__(self, server: str, error: Exception):
+        super().__init__(f"unusable summary from {server}: {error}")
+        self.server = server
+        self.error = error
+
+
+class InvalidConfiguration(RouteManagerError):
+    """A ``Configure`` request with an unknown setting or a value that does not make sense."""
+
+
+class UnknownAlgorithm(RouteManagerError):
+    def __init__(self, algorithm: str, known: Iterable[str]):
+        self.algorithm = algorithm
+        self.known = tuple(known)
+        super().__init__(f"unknown algorithm {algorithm!r}; use one of {', '.join(self.known)}")
+
+
+class RepartitionFailed(RouteManagerError):
+    """The servers could not be read consistently; nothing was moved."""
+
+
+@translate(UnknownServer)
+def _unknown_server(exc: UnknownServer) -> SoapFault:
+    return sender_fault(str(exc), FAULT_UNKNOWN_SERVER)
+
+
+@translate(UnusableSummary)
+@translate(InvalidConfiguration)
+@translate(UnknownAlgorithm)
+def _invalid_request(exc: RouteManagerError) -> SoapFault:
+    return sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST)
+
+
+@translate(RepartitionFailed)
+def _repartition_failed(exc: RepartitionFailed) -> SoapFault:
+    return receiver_fault(str(exc))

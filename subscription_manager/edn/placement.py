@@ -13,14 +13,12 @@ invalid Subscribe, or one the chosen server cannot be reached for, is answered h
 """
 from __future__ import annotations
 
-import hmac
-
 import numpy as np
 
 from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.placement import Candidate, Space, subscription_box
 from wsframework import ns
-from wsframework.admin import contracts
+from wsframework.admin import carries_credential
 from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
 from wsframework.messaging import IncomingMessage, Reply
@@ -70,9 +68,7 @@ class SubscriptionPlacement:
         return self.router.choose(entry.name, lo, hi, _RouteView(self, entry, engine))
 
     def _check_credential(self, message: IncomingMessage) -> None:
-        header = message.header(contracts.ADMIN_TOKEN_QNAME)
-        offered = (header.text or "").strip().encode() if header is not None else b""
-        if not offered or not hmac.compare_digest(offered, self.service.config.admin_token.encode()):
+        if not carries_credential(message, self.service.config.admin_token):
             raise PlacementRefused()
 
 

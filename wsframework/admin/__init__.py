@@ -68,7 +68,7 @@ from .contracts import (ADMIN_NS, ADMIN_TOKEN_QNAME, FAULT_ACCESS_DENIED, FAULT_
                         Configure, ConfigureResponse, CreateTopic, CreateTopicResponse,
                         DeleteTopic, DeleteTopicResponse, EntryName, Figure, GetStats,
                         GetStatsResponse, ListTopics, ListTopicsResponse, TopicInfo)
-from .endpoint import ADMIN_PATH, AdminEndpoint, NamespaceAdmin, unknown_matcher_fault
+from .endpoint import ADMIN_PATH, AdminEndpoint, NamespaceAdmin, carries_credential, unknown_matcher_fault
 from .model import (AnyUri, AnyXml, Contract, Integer32, Unicode, optional, repeated,
                     required)
 from .registry import (REQUEST_ACTIONS, RESPONSE_ACTIONS, action_for, element_qname,
@@ -87,5 +87,6 @@ __all__ = [
     "Contract", "AnyUri", "AnyXml", "Integer32", "Unicode", "required", "optional", "repeated",
     "register_contract", "unregister_contract", "reset_contracts",
     "parse_request", "parse_response", "render", "spyne_wsdl",
-    "ADMIN_PATH", "AdminEndpoint", "NamespaceAdmin", "unknown_matcher_fault", "AdminClient",
+    "ADMIN_PATH", "AdminEndpoint", "NamespaceAdmin", "carries_credential", "unknown_matcher_fault",
+    "AdminClient",
 ]

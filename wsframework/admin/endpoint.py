@@ -66,12 +66,20 @@ class AdminEndpoint:
         return Reply(action_for(name.localname, name.namespace), element)
 
     def _authenticate(self, message: IncomingMessage) -> None:
-        header = message.header(contracts.ADMIN_TOKEN_QNAME)
-        offered = (header.text or "").strip().encode() if header is not None else b""
-        if not offered or not hmac.compare_digest(offered, self._token):
+        if not carries_credential(message, self._token):
             log.warning("admin access denied from %s (%s token)", message.remote_addr,
-                        "wrong" if offered else "no")
+                        "wrong" if message.header(contracts.ADMIN_TOKEN_QNAME) is not None
+                        else "no")
             raise sender_fault("a valid admin credential is required", contracts.FAULT_ACCESS_DENIED)
+
+
+def carries_credential(message: IncomingMessage, token: bytes | str) -> bool:
+    """Whether ``message`` carries the admin credential ``token`` in its ``adm:AdminToken``
+    header (compared in constant time). The one credential check of every role."""
+    expected = token.encode() if isinstance(token, str) else token
+    header = message.header(contracts.ADMIN_TOKEN_QNAME)
+    offered = (header.text or "").strip().encode() if header is not None else b""
+    return bool(offered) and hmac.compare_digest(offered, expected)
 
 
 class NamespaceAdmin:

@@ -99,7 +99,7 @@ class PrecisionControl:
     def counters_now(self) -> Counters:
         """One reading of the cumulative counters (:mod:`route_manager.measurement`)."""
         d = self.dispatcher
-        with d._lock:
+        with d.counters_lock:
             events, copies, route = (d.counters.events_in, d.counters.copies_out,
                                      d.counters.route_seconds)
         sent = bytes_out = backlog = 0
@@ -120,7 +120,7 @@ class PrecisionControl:
         return Counters(time=time.monotonic(), cpu=time.process_time(), route_cpu=route,
                         forward_cpu=forward, events=events, copies=copies, sent=sent,
                         bytes_out=bytes_out, servers=len(d.servers),
-                        busy=d._busy.seconds(), backlog=backlog)
+                        busy=d.busy.seconds(), backlog=backlog)
 
     def _tick(self, now: float) -> None:
         reading = self.counters_now()

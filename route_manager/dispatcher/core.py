@@ -67,12 +67,12 @@ class Dispatcher(BaseRouteManager):
         self.admin_transport = transport or service.transport
         self._summary_lock = threading.Lock()  # generation check, install and store are one step
         self.counters = DispatcherCounters()
-        self._lock = threading.Lock()        # counters
+        self.counters_lock = threading.Lock()  # counters, backpressure_timeouts
         self._match_lock = threading.Lock()  # libspatialindex is not thread-safe
         self.servers: dict[str, str] = {}
         self.loads: dict[str, int] = {}
         # utilization: the service counts requests in hand; the hold-back wait is taken out
-        self._busy: BusyMeter = getattr(service, "busy", None) or BusyMeter()
+        self.busy: BusyMeter = getattr(service, "busy", None) or BusyMeter()
         self.backpressure = self.settings.backpressure
         self.backpressure_timeout = self.settings.backpressure_timeout
         self.backpressure_timeouts = 0
@@ -183,7 +183,7 @@ class Dispatcher(BaseRouteManager):
                 copies += self.forwarder.forward(entry.name, etree.tostring(event), targets)
                 for server in targets:
                     hits[server] = hits.get(server, 0) + 1
-        with self._lock:
+        with self.counters_lock:
             c = self.counters
             c.events_in += len(events)
             c.copies_out += copies
@@ -201,11 +201,11 @@ class Dispatcher(BaseRouteManager):
         for server in servers:
             channel = self.forwarder.channels.get(server)
             if channel is not None and channel.stats.depth > self.backpressure:
-                with self._busy.idle():  # waiting on the link, not working
+                with self.busy.idle():  # waiting on the link, not working
                     room = channel.wait_for_room(self.backpressure,
                                                  max(0.0, deadline - time.monotonic()))
                 if not room:
-                    with self._lock:
+                    with self.counters_lock:
                         self.backpressure_timeouts += 1
                     return
 

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]:
     d, control = dispatcher, dispatcher.control
-    with d._lock:
+    with d.counters_lock:
         c = d.counters
         figures = {
             "events_in": c.events_in,

@@ -258,7 +258,7 @@ def test_dispatcher_utilization_leaves_out_the_backpressure_wait_and_is_configur
     try:
         dispatcher = service.dispatcher
         clock = [0.0]
-        dispatcher._busy = meter = BusyMeter(lambda: clock[0])
+        dispatcher.busy = meter = BusyMeter(lambda: clock[0])
 
         def wait_for_room(limit, timeout):  # the link drains the queue in 4 s
             clock[0] += 4.0

@@ -200,10 +200,10 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                 saturated = max(r["cpu"] for r in sweep_uniform)
                 link_bound = sweep_uniform[0]["cpu"]  # no summary: link-bound, dispatcher idle-ish
                 in_force = configure(network)
-                threshold = float(in_force["selftuning.threshold"])
-                busy_threshold = float(in_force["selftuning.busy_threshold"])
-                backlog = (float(in_force["selftuning.backlog_growth"]),
-                           int(in_force["selftuning.backlog_floor"]))
+                threshold = float(in_force["selftuning_threshold"])
+                busy_threshold = float(in_force["selftuning_busy_threshold"])
+                backlog = (float(in_force["selftuning_backlog_growth"]),
+                           int(in_force["selftuning_backlog_floor"]))
                 _log(f"  optimum {format_precision(best['precision'])} ({best['events_per_s']} "
                      f"events/s); dispatcher CPU at most {saturated:.2f} of a core; bottleneck "
                      f"test: CPU >= {threshold} or utilization >= {busy_threshold}, unless "

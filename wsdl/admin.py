@@ -28,7 +28,7 @@ import functools
 from lxml import etree
 
 from wsframework import ns
-from wsframework.admin import (ADMIN_NS, OPERATIONS, AdminToken, action_for, element_qname,
+from wsframework.admin import (OPERATIONS, AdminToken, action_for, element_qname,
                                spyne_wsdl)
 
 __all__ = ["admin_wsdl", "serve_admin_wsdl"]
@@ -121,7 +121,7 @@ def _add_actions(port_type, operations):
 
 
 def _declare_header_element(root):
-    schema = root.find("%s/{%s}schema[@targetNamespace='%s']" % (_w("types"), ns.XSD, ADMIN_NS))
+    schema = root.find("%s/{%s}schema[@targetNamespace='%s']" % (_w("types"), ns.XSD, ns.ADMIN))
     name = AdminToken.get_type_name()
     if schema.find("{%s}element[@name='%s']" % (ns.XSD, name)) is None:
         etree.SubElement(schema, "{%s}element" % ns.XSD, name=name, type="tns:" + name)

@@ -146,13 +146,8 @@ class PrecisionControl:
                 "self_tuning": "on" if self.tuner is not None else "off",
                 "link_mbps": repr(d.link_mbps) if d.link_mbps else "none",
                 "backpressure": str(d.backpressure),
-                "selftuning.step": repr(c.step), "selftuning.threshold": repr(c.threshold),
-                "selftuning.busy_threshold": repr(c.busy_threshold),
-                "selftuning.backlog_growth": repr(c.backlog_growth),
-                "selftuning.backlog_floor": repr(c.backlog_floor),
-                "selftuning.interval": repr(c.interval), "selftuning.factor": repr(c.factor),
-                "selftuning.max_interval": repr(c.max_interval),
-                "selftuning.throughput_change": repr(c.throughput_change)}
+                # the self-tuner's settings under their --set names (selftuning_<field>)
+                **{key: repr(value) for key, value in c.as_mapping().items()}}
 
     def configure(self, settings: Iterable[tuple[str, str]]) -> dict[str, str]:
         """``Configure`` with ``(name, value)`` pairs: ``precision`` (none | precise | 0..1 |

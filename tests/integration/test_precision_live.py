@@ -108,8 +108,8 @@ def test_precision_changes_while_events_flow_lose_and_duplicate_nothing(edn):
 def test_self_tuning_lowers_precision_when_cpu_bound_and_raises_it_when_not(edn):
     # A threshold this low makes any steady publishing CPU-bound; idle is far below it
     # (polled slowly: every GetStats costs the dispatcher a little CPU too).
-    configure(edn, **{"selftuning.interval": 0.5, "selftuning.threshold": 0.05,
-                      "selftuning.max_interval": 4.0})
+    configure(edn, **{"selftuning_interval": 0.5, "selftuning_threshold": 0.05,
+                      "selftuning_max_interval": 4.0})
     configure(edn, self_tuning="on", precision="precise")
     stop = threading.Event()
 

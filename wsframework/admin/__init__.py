@@ -62,7 +62,7 @@ Adding a message of your own
 """
 from .client import AdminClient
 from .codec import ContractError, parse_request, parse_response, render
-from .contracts import (ADMIN_NS, ADMIN_TOKEN_QNAME, FAULT_ACCESS_DENIED, FAULT_INVALID_NAME,
+from .contracts import (ADMIN_TOKEN_QNAME, FAULT_ACCESS_DENIED, FAULT_INVALID_NAME,
                         FAULT_INVALID_REQUEST, FAULT_TOPIC_EXISTS, FAULT_UNKNOWN_MATCHER,
                         FAULT_UNKNOWN_TOPIC, KNOWN_MATCHER_QNAME, OPERATIONS, AdminToken,
                         Configure, ConfigureResponse, CreateTopic, CreateTopicResponse,
@@ -76,7 +76,7 @@ from .registry import (REQUEST_ACTIONS, RESPONSE_ACTIONS, action_for, element_qn
 from .wsdl_app import spyne_wsdl
 
 __all__ = [
-    "ADMIN_NS", "ADMIN_TOKEN_QNAME", "KNOWN_MATCHER_QNAME",
+    "ADMIN_TOKEN_QNAME", "KNOWN_MATCHER_QNAME",
     "FAULT_ACCESS_DENIED", "FAULT_TOPIC_EXISTS", "FAULT_UNKNOWN_TOPIC",
     "FAULT_UNKNOWN_MATCHER", "FAULT_INVALID_NAME", "FAULT_INVALID_REQUEST",
     "OPERATIONS", "REQUEST_ACTIONS", "RESPONSE_ACTIONS", "action_for", "element_qname",

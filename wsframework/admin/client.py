@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from lxml import etree
+from .. import ns
 
 from ..client import SoapClient
 from . import contracts
@@ -19,7 +20,7 @@ class AdminClient:
     def call(self, request):
         """Send any admin contract instance; returns the parsed response contract."""
         element = render(request)
-        token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": contracts.ADMIN_NS})
+        token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
         token.text = self.token
         name = etree.QName(element)
         reply = self.client.call(self.address, action_for(name.localname, name.namespace),

@@ -25,8 +25,8 @@ from lxml import etree
 from spyne import AnyXml, ComplexModel
 from spyne.error import Fault
 from spyne.protocol.xml import XmlDocument
+from .. import ns
 
-from .contracts import ADMIN_NS
 from .model import schema
 from .registry import contract_for, element_qname
 
@@ -126,7 +126,7 @@ def render(obj) -> etree._Element:
     namespace, name = qname[1:].split("}", 1)
     _check_complete(name, obj)
     obj = _with_copied_xml(obj)
-    parent = etree.Element("parent", nsmap={"adm": ADMIN_NS})
+    parent = etree.Element("parent", nsmap={"adm": ns.ADMIN})
     try:
         _PROTOCOL.to_parent(None, cls, obj, parent, namespace, name)
     except _SPYNE_ERRORS as exc:

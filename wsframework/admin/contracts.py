@@ -1,5 +1,5 @@
 """The base administrative contracts: topic administration, plus the statistics and run-time
-settings any role may answer. Body elements in ``ADMIN_NS`` (``urn:wsframework:admin``)::
+settings any role may answer. Body elements in ``ns.ADMIN`` (``urn:wsframework:admin``)::
 
     CreateTopic {Name, Matcher?, Options?}   -> CreateTopicResponse {Name, Matcher, Address}
     DeleteTopic {Name}                       -> DeleteTopicResponse {Name}
@@ -9,7 +9,7 @@ settings any role may answer. Body elements in ``ADMIN_NS`` (``urn:wsframework:a
     Configure   {Setting* {Name, Value}}     -> ConfigureResponse   {Setting* {Name, Value}}
 
 ``Options`` (engine configuration) is any XML: one element, or none. The credential travels
-as the ``adm:AdminToken`` header block. Fault subcodes are QNames in ``ADMIN_NS``; the edge
+as the ``adm:AdminToken`` header block. Fault subcodes are QNames in ``ns.ADMIN``; the edge
 renders the faults (:mod:`wsframework.exceptions`).
 
 Other messages (the event distribution network's, an application's) are declared where they
@@ -22,7 +22,7 @@ from wsframework import ns
 from .model import AnyUri, AnyXml, Contract, Integer32, Unicode, optional, repeated, required
 
 __all__ = [
-    "ADMIN_NS", "ADMIN_TOKEN_QNAME", "KNOWN_MATCHER_QNAME",
+    "ADMIN_TOKEN_QNAME", "KNOWN_MATCHER_QNAME",
     "FAULT_ACCESS_DENIED", "FAULT_TOPIC_EXISTS", "FAULT_UNKNOWN_TOPIC",
     "FAULT_UNKNOWN_MATCHER", "FAULT_INVALID_NAME", "FAULT_INVALID_REQUEST",
     "AdminToken", "EntryName", "OPERATIONS",
@@ -31,11 +31,10 @@ __all__ = [
     "Figure", "GetStats", "GetStatsResponse", "Configure", "ConfigureResponse",
 ]
 
-ADMIN_NS = ns.ADMIN
 
 
 def _qname(local: str) -> str:
-    return ns.qname(ADMIN_NS, local)
+    return ns.qname(ns.ADMIN, local)
 
 
 ADMIN_TOKEN_QNAME = _qname("AdminToken")
@@ -50,22 +49,22 @@ FAULT_INVALID_REQUEST = _qname("InvalidRequest")
 KNOWN_MATCHER_QNAME = _qname("KnownMatcher")
 
 
-_TopicName = Unicode.customize(type_name="TopicName", __namespace__=ADMIN_NS,
+_TopicName = Unicode.customize(type_name="TopicName", __namespace__=ns.ADMIN,
                                min_len=1, min_occurs=1, nillable=False)
 
 # The name of a namespace entry other than a topic, a server, a figure or a setting.
-EntryName = Unicode.customize(type_name="EntryName", __namespace__=ADMIN_NS,
+EntryName = Unicode.customize(type_name="EntryName", __namespace__=ns.ADMIN,
                               min_len=1, min_occurs=1, nillable=False)
 
 # The credential header; declared here so that the WSDL can describe it.
-AdminToken = Unicode.customize(type_name="AdminToken", __namespace__=ADMIN_NS,
+AdminToken = Unicode.customize(type_name="AdminToken", __namespace__=ns.ADMIN,
                                min_len=1, nillable=False)
 
 
 # --- topic administration ----------------------------------------------------------
 
 class CreateTopic(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Name", _TopicName),
         ("Matcher", optional(AnyUri)),
@@ -74,7 +73,7 @@ class CreateTopic(Contract):
 
 
 class CreateTopicResponse(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Name", _TopicName),
         ("Matcher", required(AnyUri)),
@@ -83,24 +82,24 @@ class CreateTopicResponse(Contract):
 
 
 class DeleteTopic(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", _TopicName)]
 
 
 class DeleteTopicResponse(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", _TopicName)]
 
 
 class ListTopics(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Prefix", optional(Unicode))]
 
 
 class TopicInfo(Contract):
     """One ``<adm:Topic>`` of a ListTopicsResponse."""
 
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [
         ("Name", _TopicName),
         ("Matcher", required(AnyUri)),
@@ -110,7 +109,7 @@ class TopicInfo(Contract):
 
 
 class ListTopicsResponse(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Topic", repeated(TopicInfo))]
 
 
@@ -125,31 +124,31 @@ class ListTopicsResponse(Contract):
 class Figure(Contract):
     """A named measurement (statistics are open-ended: new figures need no new contract)."""
 
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName), ("Value", required(Unicode))]
 
 
 class GetStats(Contract):
     """Figures whose names start with ``Prefix`` (all when absent)."""
 
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Prefix", optional(Unicode))]
 
 
 class GetStatsResponse(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Figure", repeated(Figure))]
 
 
 class Configure(Contract):
     """Change run-time settings (e.g. ``precision``); answers with the settings in force."""
 
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Setting", repeated(Figure))]
 
 
 class ConfigureResponse(Contract):
-    __namespace__ = ADMIN_NS
+    __namespace__ = ns.ADMIN
     _type_info = [("Setting", repeated(Figure))]
 
 

@@ -14,6 +14,7 @@ import logging
 from typing import Callable
 
 from lxml import etree
+from .. import ns
 
 from ..exceptions import SoapFault, sender_fault
 from ..faults import translate
@@ -151,7 +152,7 @@ def _unknown_entry(exc: UnknownEntry) -> SoapFault:
 def unknown_matcher_fault(exc: UnknownMatcher) -> SoapFault:
     detail = []
     for uri in exc.known:
-        element = etree.Element(contracts.KNOWN_MATCHER_QNAME, nsmap={"adm": contracts.ADMIN_NS})
+        element = etree.Element(contracts.KNOWN_MATCHER_QNAME, nsmap={"adm": ns.ADMIN})
         element.text = uri
         detail.append(element)
     return sender_fault(str(exc), contracts.FAULT_UNKNOWN_MATCHER, detail)

@@ -23,14 +23,15 @@ import threading
 from types import MappingProxyType
 from typing import Mapping
 
-from .contracts import ADMIN_NS, OPERATIONS
+from .. import ns
+from .contracts import OPERATIONS
 from .model import Contract, schema
 
 __all__ = ["REQUEST_ACTIONS", "RESPONSE_ACTIONS", "action_for", "element_qname",
            "contract_for", "register_contract", "unregister_contract", "reset_contracts"]
 
 
-def action_for(name: str, namespace: str = ADMIN_NS) -> str:
+def action_for(name: str, namespace: str = ns.ADMIN) -> str:
     """The WS-Addressing action of an admin message: ``namespace + "/" + name``."""
     if not name or "/" in name or "}" in name:
         raise ValueError("action_for() wants a message name such as 'CreateTopic', got %r"
@@ -39,7 +40,7 @@ def action_for(name: str, namespace: str = ADMIN_NS) -> str:
 
 
 def _base_table(contracts) -> dict[str, type]:
-    return {"{%s}%s" % (ADMIN_NS, cls.get_type_name()): cls for cls in contracts}
+    return {"{%s}%s" % (ns.ADMIN, cls.get_type_name()): cls for cls in contracts}
 
 
 _lock = threading.Lock()

@@ -14,7 +14,8 @@ from spyne import Application, ServiceBase, srpc
 from spyne.interface.wsdl import Wsdl11
 from spyne.util.appreg import unregister_application
 
-from .contracts import ADMIN_NS, OPERATIONS, AdminToken
+from .. import ns
+from .contracts import OPERATIONS, AdminToken
 
 with warnings.catch_warnings():
     # spyne's SOAP protocol imports ``cgi`` (deprecated, gone in 3.13); we are pinned below
@@ -39,7 +40,7 @@ def _application(soap_version, operations):
     service = type("AdminService", (ServiceBase,),
                    {name: operation(name, req, resp) for name, req, resp in operations})
     protocol = {"1.1": Soap11, "1.2": Soap12}[soap_version]
-    app = Application([service], tns=ADMIN_NS, name="AdminService",
+    app = Application([service], tns=ns.ADMIN, name="AdminService",
                       in_protocol=protocol(), out_protocol=protocol())
     app.transport = SOAP_HTTP_TRANSPORT
     # spyne's global registry keys applications by (tns, name); ours only describe

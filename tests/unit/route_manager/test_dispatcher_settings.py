@@ -73,9 +73,9 @@ def test_configure_takes_the_set_names_and_the_older_dotted_ones(tmp_path):
 
     try:
         tuning = service.dispatcher.control
-        assert configure(selftuning_threshold="0.7")["selftuning.threshold"] == "0.7"
-        assert configure(**{"selftuning.threshold": "0.6"})["selftuning.threshold"] == "0.6"
-        assert configure(**{"selftuning-busy-threshold": "0.5"})["selftuning.busy_threshold"] == "0.5"
+        assert configure(selftuning_threshold="0.7")["selftuning_threshold"] == "0.7"
+        assert configure(**{"selftuning.threshold": "0.6"})["selftuning_threshold"] == "0.6"
+        assert configure(**{"selftuning-busy-threshold": "0.5"})["selftuning_busy_threshold"] == "0.5"
         assert tuning.tuning_config.threshold == 0.6 and tuning.tuning_config.busy_threshold == 0.5
         assert configure(self_tuning="on", selftuning_with_none="no")["self_tuning"] == "on"
         assert tuning.tuning_config.with_none is False

@@ -7,7 +7,8 @@ from lxml import etree
 from route_manager import edn_wire
 from wsdl.admin import admin_wsdl
 from wsframework import admin
-from wsframework.admin import (ADMIN_NS, action_for, element_qname, parse_request,
+from wsframework import ns
+from wsframework.admin import (action_for, element_qname, parse_request,
                                parse_response, render, reset_contracts)
 
 WSDL = "http://schemas.xmlsoap.org/wsdl/"
@@ -15,7 +16,7 @@ NAMES = [name for name, _, _ in edn_wire.OPERATIONS]
 
 
 def adm(local):
-    return "{%s}%s" % (ADMIN_NS, local)
+    return "{%s}%s" % (ns.ADMIN, local)
 
 
 def xml(text):

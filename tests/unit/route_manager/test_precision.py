@@ -279,7 +279,7 @@ def test_dispatcher_utilization_leaves_out_the_backpressure_wait_and_is_configur
         response = admin.call(contracts.Configure(Setting=[
             contracts.Figure(Name="selftuning.busy_threshold", Value="0.9")]))
         in_force = {f.Name: f.Value for f in response.Setting}
-        assert in_force["selftuning.busy_threshold"] == "0.9"
+        assert in_force["selftuning_busy_threshold"] == "0.9"
         assert dispatcher.control.tuning_config.busy_threshold == 0.9
         figures = {f.Name: f.Value for f in admin.call(contracts.GetStats()).Figure}
         assert float(figures["counters.busy"]) == pytest.approx(1.5)

@@ -6,7 +6,8 @@ import zeep
 from lxml import etree
 
 from wsdl.admin import admin_wsdl
-from wsframework.admin import ADMIN_NS, ADMIN_TOKEN_QNAME, action_for, parse_request
+from wsframework import ns
+from wsframework.admin import ADMIN_TOKEN_QNAME, action_for, parse_request
 
 ADDRESS = "http://127.0.0.1:8080/admin"
 WSDL = "http://schemas.xmlsoap.org/wsdl/"
@@ -71,9 +72,9 @@ def test_addressing_actions_on_the_port_type(document):
     for operation in document.xpath("wsdl:portType/wsdl:operation", namespaces=NS):
         name = operation.get("name")
         input_, output = operation.find("{%s}input" % WSDL), operation.find("{%s}output" % WSDL)
-        for ns in (WSAM, WSAW):
-            assert input_.get("{%s}Action" % ns) == action_for(name)
-            assert output.get("{%s}Action" % ns) == action_for(name + "Response")
+        for namespace in (WSAM, WSAW):
+            assert input_.get("{%s}Action" % namespace) == action_for(name)
+            assert output.get("{%s}Action" % namespace) == action_for(name + "Response")
 
 
 def test_admin_token_header_is_declared(document):
@@ -98,8 +99,8 @@ def test_zeep_builds_a_create_topic_the_contracts_parse(client):
     envelope = client.create_message(client.service, "CreateTopic", Name="a/b",
                                      Matcher="urn:m", _soapheaders={"AdminToken": "s3cret"})
     element = body_child(envelope)
-    assert element.tag == "{%s}CreateTopic" % ADMIN_NS
-    assert [c.tag for c in element] == ["{%s}Name" % ADMIN_NS, "{%s}Matcher" % ADMIN_NS]
+    assert element.tag == "{%s}CreateTopic" % ns.ADMIN
+    assert [c.tag for c in element] == ["{%s}Name" % ns.ADMIN, "{%s}Matcher" % ns.ADMIN]
     header = [c for c in envelope if etree.QName(c).localname == "Header"][0]
     assert header.findtext(ADMIN_TOKEN_QNAME) == "s3cret"
     message = parse_request(element)
@@ -122,7 +123,7 @@ def test_zeep_sends_options_as_xml(client):
                                                ("ListTopics", {"Prefix": "a/"})])
 def test_zeep_builds_the_other_requests(client, operation, kwargs):
     element = body_child(client.create_message(client.service, operation, **kwargs))
-    assert element.tag == "{%s}%s" % (ADMIN_NS, operation)
+    assert element.tag == "{%s}%s" % (ns.ADMIN, operation)
     message = parse_request(element)
     for key, value in kwargs.items():
         assert getattr(message, key) == value

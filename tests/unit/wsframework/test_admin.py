@@ -18,7 +18,7 @@ from wsframework.transport import InProcessTransport
 BASE = "http://edn.example"
 TOKEN = "s3cret-token"
 KEYWORDS_URI = "urn:edn-example:matchers:keywords"
-ADM = contracts.ADMIN_NS
+ADM = ns.ADMIN
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ from lxml import etree
 from spyne import Unicode
 
 from wsframework import admin as ac
+from wsframework import ns
 from wsframework.admin import (
-    ADMIN_NS, ContractError, CreateTopic, CreateTopicResponse, DeleteTopic,
+    ContractError, CreateTopic, CreateTopicResponse, DeleteTopic,
     DeleteTopicResponse, ListTopics, ListTopicsResponse, TopicInfo, parse_request,
     parse_response, register_contract, render, reset_contracts, unregister_contract)
 
@@ -14,7 +15,7 @@ OWNERS_NS = "urn:example:owners"
 
 
 def adm(local):
-    return "{%s}%s" % (ADMIN_NS, local)
+    return "{%s}%s" % (ns.ADMIN, local)
 
 
 def xml(text):
@@ -23,7 +24,7 @@ def xml(text):
 
 def request(body):
     return xml('<adm:CreateTopic xmlns:adm="%s" xmlns:o="%s">%s</adm:CreateTopic>'
-               % (ADMIN_NS, OWNERS_NS, body))
+               % (ns.ADMIN, OWNERS_NS, body))
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +57,7 @@ def test_actions_and_qnames():
     assert [etree.QName(f).localname for f in faults] == [
         "AccessDenied", "TopicExists", "UnknownTopic", "UnknownMatcher", "InvalidName",
         "InvalidRequest"]
-    assert {etree.QName(f).namespace for f in faults} == {ADMIN_NS}
+    assert {etree.QName(f).namespace for f in faults} == {ns.ADMIN}
     assert ac.KNOWN_MATCHER_QNAME == adm("KnownMatcher")
 
 
@@ -99,7 +100,7 @@ RESPONSES = [
 def test_request_round_trip(message):
     element = render(message)
     assert element.tag == ac.element_qname(message)
-    assert all(child.tag.startswith("{%s}" % ADMIN_NS) for child in element)
+    assert all(child.tag.startswith("{%s}" % ns.ADMIN) for child in element)
     assert parse_request(element) == message
     # through bytes as well, as it travels
     assert parse_request(xml(etree.tostring(element))) == message
@@ -132,7 +133,7 @@ def test_parse_of_hand_written_request():
 
 
 def test_list_topics_without_topics_gives_an_empty_list():
-    parsed = parse_response(xml('<ListTopicsResponse xmlns="%s"/>' % ADMIN_NS))
+    parsed = parse_response(xml('<ListTopicsResponse xmlns="%s"/>' % ns.ADMIN))
     assert parsed.Topic == []
 
 
@@ -195,7 +196,7 @@ def test_invalid_create_topic(body):
 
 def test_missing_name_says_so():
     with pytest.raises(ContractError, match="Name is required"):
-        parse_request(xml('<DeleteTopic xmlns="%s"/>' % ADMIN_NS))
+        parse_request(xml('<DeleteTopic xmlns="%s"/>' % ns.ADMIN))
 
 
 @pytest.mark.parametrize("element", [
@@ -218,7 +219,7 @@ def test_malformed_filter_count(count):
     element = xml(
         '<ListTopicsResponse xmlns="%s"><Topic><Name>a</Name><Matcher>urn:m</Matcher>'
         '<Address>http://h/a</Address><FilterCount>%s</FilterCount></Topic>'
-        '</ListTopicsResponse>' % (ADMIN_NS, count))
+        '</ListTopicsResponse>' % (ns.ADMIN, count))
     with pytest.raises(ContractError, match="ListTopicsResponse"):
         parse_response(element)
 
@@ -282,7 +283,7 @@ def test_extension_validates_its_own_fields():
     register_contract(OwnedCreateTopic)
     with pytest.raises(ContractError, match="Owner is required"):
         parse_request(request("<adm:Name>a</adm:Name>"))
-    with pytest.raises(ContractError, match="Owner is required"):  # Owner in ADMIN_NS
+    with pytest.raises(ContractError, match="Owner is required"):  # Owner in ns.ADMIN
         parse_request(request("<adm:Name>a</adm:Name><adm:Owner>ann</adm:Owner>"))
     with pytest.raises(ContractError, match="Name is required"):
         parse_request(request("<o:Owner>ann</o:Owner>"))
@@ -304,12 +305,12 @@ def test_unregister_restores_the_base():
 
 
 def test_extension_in_the_admin_namespace():
-    class TaggedDeleteTopic(DeleteTopic):  # no __namespace__: inherits ADMIN_NS
+    class TaggedDeleteTopic(DeleteTopic):  # no __namespace__: inherits ns.ADMIN
         _type_info = [("Reason", Unicode(nillable=False))]
 
     register_contract(TaggedDeleteTopic)
     element = xml('<DeleteTopic xmlns="%s"><Name>a</Name><Reason>old</Reason></DeleteTopic>'
-                  % ADMIN_NS)
+                  % ns.ADMIN)
     message = parse_request(element)
     assert type(message) is TaggedDeleteTopic and message.Reason == "old"
     assert render(message)[1].tag == adm("Reason")
@@ -325,7 +326,7 @@ def test_response_extension():
     parsed = parse_response(element)
     assert type(parsed) is CountedDeleteTopicResponse and parsed.Dropped == 4
     assert type(parse_request(xml('<DeleteTopic xmlns="%s"><Name>a</Name></DeleteTopic>'
-                                  % ADMIN_NS))) is DeleteTopic
+                                  % ns.ADMIN))) is DeleteTopic
 
 
 def test_registration_rules():

@@ -24,6 +24,7 @@ from edn.localnet.network import LocalNetwork, wait_until
 from route_manager.grid import event_element, range_filter
 from route_manager.measurement import Counters, Measurement, between
 from route_manager import edn_wire
+from route_manager.edn_wire import EVENT_BATCH
 from wsframework import ns
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
@@ -32,7 +33,6 @@ from wsframework.publisher import PUBLISH_ACTION
 D = 8
 TOPIC = "grid"
 XPATH10 = ns.XPATH10_DIALECT_2011
-EVENT_BATCH = ns.qname(ns.EDN, "EventBatch")
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 

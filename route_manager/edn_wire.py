@@ -36,6 +36,8 @@ from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Co
                                register_contract, repeated, required)
 
 __all__ = [
+    "EVENT_BATCH", "PLACED", "SUBSCRIPTIONS", "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE",
+    "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
     "FAULT_UNKNOWN_SERVER", "OPERATIONS", "ADMIN_OPERATIONS",
     "CreateRoute", "CreateRouteResponse", "DeleteRoute", "DeleteRouteResponse", "ListRoutes",
     "ListRoutesResponse", "RouteInfo", "TopicSpec", "ServerInfo", "RegisterServer",
@@ -44,6 +46,22 @@ __all__ = [
     "ExportSubscriptionsResponse", "MoveSubscriptions", "MoveSubscriptionsResponse",
     "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
 ]
+
+# Elements of the EDN's own XML (in ns.EDN), carried in SOAP bodies and inside the contracts'
+# AnyXml fields; each is built and read by one module, named beside it.
+EVENT_BATCH = ns.qname(ns.EDN, "EventBatch")      # events publisher -> dispatcher -> server
+PLACED = ns.qname(ns.EDN, "Placed")               # header of a placed Subscribe (edn.placement)
+SUBSCRIPTIONS = ns.qname(ns.EDN, "Subscriptions")  # moved subscriptions (subscription_manager.edn.wire)
+SUBSCRIPTION = ns.qname(ns.EDN, "Subscription")
+FILTER = ns.qname(ns.EDN, "Filter")
+EXPRESSION = ns.qname(ns.EDN, "Expression")
+NAMESPACE = ns.qname(ns.EDN, "Namespace")
+NOTIFY_TO = ns.qname(ns.EDN, "NotifyTo")
+END_TO = ns.qname(ns.EDN, "EndTo")
+BOX = ns.qname(ns.EDN, "Box")
+PEER_SUMMARY = ns.qname(ns.EDN, "PeerSummary")    # server <-> server (route_manager.peers)
+CENTROID = ns.qname(ns.EDN, "Centroid")
+SUMMARY = ns.qname(ns.EDN, "Summary")
 
 # Fault subcodes of the EDN (the topic faults of wsframework.admin apply to routes as well).
 FAULT_UNKNOWN_SERVER = ns.qname(ns.ADMIN, "UnknownServer")

@@ -37,12 +37,10 @@ from wsframework.matching.errors import InvalidFilter
 from matchers.summary import Summary
 from wsframework import ns
 from wsframework.store import Store
+from .edn_wire import CENTROID, PEER_SUMMARY, SUMMARY
 
-__all__ = ["PEER_SUMMARY", "PeerSummary", "PeerState", "PeerTable"]
+__all__ = ["PeerSummary", "PeerState", "PeerTable"]
 
-PEER_SUMMARY = ns.qname(ns.EDN, "PeerSummary")
-CENTROID = ns.qname(ns.EDN, "Centroid")
-SUMMARY = ns.qname(ns.EDN, "Summary")
 GENERATION = "edn:peers"
 
 _SCHEMA = """

@@ -32,7 +32,6 @@ from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
 from wsframework.namespace import UnknownEntry, validate_name
-from wsframework import ns
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
@@ -45,8 +44,6 @@ log = logging.getLogger(__name__)
 __all__ = ["Repartitioner", "ALGORITHMS"]
 
 ALGORITHMS = ("rtree", "kmeans")
-_SUBSCRIPTION = ns.qname(ns.EDN, "Subscription")
-_BOX = ns.qname(ns.EDN, "Box")
 
 
 class Repartitioner:
@@ -142,7 +139,7 @@ class Repartitioner:
             except (TransportError, SoapFault) as exc:  # which server, and that nothing moved
                 raise RepartitionFailed(f"server {name} did not export {topic}: "
                                         f"{getattr(exc, 'reason', exc)}; nothing moved") from exc
-            for element in response.Subscriptions.iter(_SUBSCRIPTION):
+            for element in response.Subscriptions.iter(edn_wire.SUBSCRIPTION):
                 subscription_id = element.get("id")
                 hull = _hull(element)
                 if not subscription_id or subscription_id in seen or hull is None:
@@ -173,7 +170,7 @@ class Repartitioner:
 
 def _hull(element) -> tuple[np.ndarray, np.ndarray] | None:
     lows, highs = [], []
-    for box in element.findall(_BOX):
+    for box in element.findall(edn_wire.BOX):
         try:
             lows.append(np.array([float(v) for v in box.get("lo", "").split()]))
             highs.append(np.array([float(v) for v in box.get("hi", "").split()]))

@@ -23,7 +23,8 @@ from wsframework.transport import HttpTransport
 from .. import edn_wire
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
-from ..forwarding import EVENT_BATCH, Forwarder, TokenBucket
+from ..edn_wire import EVENT_BATCH
+from ..forwarding import Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .control import PrecisionControl

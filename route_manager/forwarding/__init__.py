@@ -25,9 +25,9 @@ An optional :class:`TokenBucket` (:mod:`.link`) caps outgoing bytes per second a
 channels (the "outgoing link" of the throughput model; loopback would never be the
 bottleneck otherwise).
 """
-from .batch import EVENT_BATCH, batch_envelope
+from .batch import batch_envelope
 from .channels import POLICIES, ChannelStats, Forwarder, ServerChannel
 from .link import TokenBucket
 
-__all__ = ["EVENT_BATCH", "POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
+__all__ = ["POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
            "batch_envelope"]

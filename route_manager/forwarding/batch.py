@@ -10,7 +10,6 @@ from wsframework import ns
 from wsframework.addressing import WsaVersion, request_headers
 from wsframework.soap import SoapVersion, build_envelope
 
-EVENT_BATCH = ns.qname(ns.EDN, "EventBatch")
 
 
 def batch_envelope(soap_version: SoapVersion, address: str, topic: str,

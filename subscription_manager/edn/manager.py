@@ -27,7 +27,7 @@ import copy
 import threading
 import time
 
-from route_manager.forwarding import EVENT_BATCH
+from route_manager.edn_wire import EVENT_BATCH
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
 from wsframework import ns

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from matchers.rtree_engine import RTreeMatchingEngine
+from route_manager.edn_wire import PLACED
 from route_manager.placement import Candidate, Space, subscription_box
-from wsframework import ns
 from wsframework.admin import carries_credential
 from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
@@ -30,7 +30,6 @@ from .exceptions import PlacementRefused
 
 __all__ = ["SubscriptionPlacement", "PLACED"]
 
-PLACED = ns.qname(ns.EDN, "Placed")
 
 
 class SubscriptionPlacement:

@@ -31,6 +31,8 @@ from lxml import etree
 
 from matchers import FilterSpec
 from matchers.box_filters import compile_filter
+from route_manager.edn_wire import (BOX, END_TO, EXPRESSION, FILTER, NAMESPACE, NOTIFY_TO,
+                                    SUBSCRIPTION, SUBSCRIPTIONS)
 from wsframework import ns
 from wsframework.addressing import EndpointReference
 from wsframework.exceptions import SoapFault
@@ -43,14 +45,6 @@ from ..versions import VERSIONS
 
 __all__ = ["subscriptions_element", "parse_subscriptions", "filter_boxes"]
 
-SUBSCRIPTIONS = ns.qname(ns.EDN, "Subscriptions")
-SUBSCRIPTION = ns.qname(ns.EDN, "Subscription")
-FILTER = ns.qname(ns.EDN, "Filter")
-EXPRESSION = ns.qname(ns.EDN, "Expression")
-NAMESPACE = ns.qname(ns.EDN, "Namespace")
-NOTIFY_TO = ns.qname(ns.EDN, "NotifyTo")
-END_TO = ns.qname(ns.EDN, "EndTo")
-BOX = ns.qname(ns.EDN, "Box")
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 

@@ -5,7 +5,8 @@ import threading
 import pytest
 from lxml import etree
 
-from route_manager.forwarding import EVENT_BATCH, Forwarder, ServerChannel, TokenBucket
+from route_manager.edn_wire import EVENT_BATCH
+from route_manager.forwarding import Forwarder, ServerChannel, TokenBucket
 from wsframework import ns
 from wsframework.soap import parse_envelope
 from wsframework.transport import TransportError, TransportResponse

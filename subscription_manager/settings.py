@@ -28,11 +28,10 @@ A key no settings group of the role knows is refused (:func:`wsframework.setting
 """
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from wsframework.settings import Settings, setting
+from wsframework.settings import Settings, parse_ip_ranges, setting
 
 from .delivery import DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
@@ -70,7 +69,8 @@ def parse_seconds(value: Any) -> float | None:
 @dataclass(frozen=True)
 class EventingSettings(Settings):
     allow_private: tuple[str, ...] = setting(
-        (), "CIDRs of private ranges notification targets may be in (--allow-private)")
+        (), "CIDRs of private ranges notification targets may be in (--allow-private)",
+        parse=parse_ip_ranges)
     allow_loopback: bool = setting(True, "loopback notification targets allowed")
     min_expires: float | None = setting(1.0, "shortest granted lifetime (seconds or "
                                         "xs:duration)", parse=parse_seconds)
@@ -105,11 +105,6 @@ class EventingSettings(Settings):
                self.target_cache_ttl) < 0:
             raise ValueError("sweep_interval, purge_after, delivery_timeout and "
                              "target_cache_ttl must not be negative")
-        for cidr in self.allow_private:
-            try:
-                ipaddress.ip_network(cidr, strict=False)
-            except ValueError as exc:
-                raise ValueError(f"invalid --allow-private range: {exc}") from None
 
     def expiry_policy(self) -> ExpiryPolicy:
         return ExpiryPolicy(min_seconds=self.min_expires or 0.0, max_seconds=self.max_expires,

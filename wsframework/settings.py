@@ -23,6 +23,7 @@ parser (:func:`parse_bool`), which refuses anything but the usual spellings.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import types
 import typing
 from typing import Any, Callable, Iterable, Mapping
@@ -30,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .exceptions import WsFrameworkError
 
 __all__ = ["Settings", "SettingsError", "UnknownSetting", "setting", "read_settings",
-           "parse_bool", "parse_list", "describe"]
+           "parse_bool", "parse_list", "parse_ip_ranges", "describe"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -66,6 +67,17 @@ def parse_list(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
     return tuple(str(v) for v in value)
+
+
+def parse_ip_ranges(value: Any) -> tuple[str, ...]:
+    """A comma-separated list of IP networks (``10.0.0.0/8``); a bad one is refused."""
+    ranges = parse_list(value)
+    for text in ranges:
+        try:
+            ipaddress.ip_network(text, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"invalid IP range: {exc}") from None
+    return ranges
 
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", *,

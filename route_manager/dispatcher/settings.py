@@ -9,22 +9,14 @@ in force (``initial_precision`` is where it starts).
 """
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
-from wsframework.settings import Settings, parse_list, setting
+from wsframework.settings import Settings, parse_ip_ranges, setting
 
 from ..forwarding import POLICIES
 from ..precision import PRECISE, parse_precision
 
 __all__ = ["DispatcherSettings"]
-
-
-def _ip_ranges(value) -> tuple[str, ...]:
-    ranges = parse_list(value)
-    for text in ranges:
-        ipaddress.ip_network(text, strict=False)  # its ValueError names the bad range
-    return ranges
 
 
 @dataclass(frozen=True)
@@ -51,7 +43,7 @@ class DispatcherSettings(Settings):
     # to restrict: the ranges are checked and otherwise unused.
     allow_private: tuple[str, ...] = setting((), "CIDRs notification targets may be in (unused "
                                              "by the dispatcher: it has no notification targets)",
-                                             parse=_ip_ranges)
+                                             parse=parse_ip_ranges)
 
     def validate(self) -> None:
         if self.link_mbps is not None and self.link_mbps < 0:

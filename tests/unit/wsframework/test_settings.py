@@ -90,3 +90,11 @@ def test_describe_lists_every_key_with_default_and_meaning():
     assert rows["timeout"][0] == "--"
     assert rows["selftuning_threshold"] == ("0.85", "CPU threshold")
     assert Tuning().as_mapping() == {"selftuning_threshold": 0.85, "selftuning_on": True}
+
+
+def test_ip_ranges_are_checked_when_read():
+    from wsframework.settings import parse_ip_ranges
+    assert parse_ip_ranges("10.0.0.0/8, fd00::/8") == ("10.0.0.0/8", "fd00::/8")
+    for bad in ("10.0.0.0/33", "not-a-range", "10.0.0.0/8,300.1.1.1"):
+        with pytest.raises(ValueError, match="invalid IP range"):
+            parse_ip_ranges(bad)

@@ -11,11 +11,14 @@ Handlers register with the messaging layer by a filter over the message::
     service.messaging.route("echo", MessageFilter(action="urn:x/Echo"),
                             lambda message: Reply("urn:x/EchoResponse", message.body))
 
-Modules, bottom up: ``ns`` (every URI), ``exceptions`` (SoapFault renders itself per SOAP
-version), ``xmlparse`` (the hardened parser), ``soap`` (envelopes), ``addressing``
-(WS-Addressing 2004/08 and 1.0), ``messaging`` (dispatch and reply routing), ``store``
-(SQLite), ``namespace`` (the hierarchical namespace bound to matchers), ``admin``
-(authenticated, typed, extensible admin messages; the only spyne user),
-``service`` (composition), ``transport`` (HTTP and in-process clients), ``client``,
-``wsgi`` and ``server`` (the HTTP edge under gunicorn), ``cli`` (the ``edn`` command).
+Modules, bottom up: ``ns`` (every URI and wire name), ``exceptions`` (SoapFault renders
+itself per SOAP version), ``faults`` (the one registry turning exceptions into faults at the
+edge), ``settings`` (typed role settings), ``xmlparse`` (the hardened parser), ``soap``
+(envelopes), ``addressing`` (WS-Addressing 2004/08 and 1.0), ``matching`` (the matcher
+contract and the registry that finds engines by URI), ``messaging`` (dispatch and reply
+routing), ``store`` (SQLite), ``namespace`` (the hierarchical namespace bound to matchers),
+``admin`` (authenticated, typed, extensible admin messages; the only spyne user),
+``service`` (composition), ``transport`` (HTTP and in-process clients), ``client``, ``wsgi``
+(the HTTP edge). The framework imports none of the packages above it (the application in
+``edn`` serves it with gunicorn and adds the ``edn`` command).
 """

@@ -76,11 +76,16 @@ class AdminEndpoint:
 
 def carries_credential(message: IncomingMessage, token: bytes | str) -> bool:
     """Whether ``message`` carries the admin credential ``token`` in its ``adm:AdminToken``
-    header (compared in constant time). The one credential check of every role."""
+    header. The one credential check of every role.
+
+    The header's text must equal the token exactly, compared in constant time: no stripping or
+    other normalisation (a token wrapped in spaces, tabs, newlines or Unicode spaces is a
+    different token), and a header with child elements carries no credential."""
     expected = token.encode() if isinstance(token, str) else token
     header = message.header(contracts.ADMIN_TOKEN_QNAME)
-    offered = (header.text or "").strip().encode() if header is not None else b""
-    return bool(offered) and hmac.compare_digest(offered, expected)
+    if header is None or len(header) or not header.text or not expected:
+        return False
+    return hmac.compare_digest(header.text.encode(), expected)
 
 
 class NamespaceAdmin:

@@ -146,6 +146,47 @@ def test_bad_credentials_change_nothing(admin, service, transport, token):
     assert [e.name for e in service.topics.entries()] == ["keep"]
 
 
+PADDINGS = [" ", "\t", "\n", "\r", "\u00a0", "\u2003"]
+
+
+@pytest.mark.parametrize("padding", PADDINGS, ids=repr)
+@pytest.mark.parametrize("where", ["leading", "trailing", "both"])
+def test_a_padded_token_is_refused_for_reads_and_writes(admin, service, transport, padding, where):
+    """The credential is compared exactly: whitespace or Unicode spaces around it make a
+    different token (no stripping, no normalisation), for every message."""
+    padded = {"leading": padding + TOKEN, "trailing": TOKEN + padding,
+              "both": padding + TOKEN + padding}[where]
+    admin.create_topic("keep")
+    intruder = client_with(padded, transport)
+    for call in (lambda: intruder.create_topic("evil"), lambda: intruder.delete_topic("keep"),
+                 lambda: intruder.list_topics()):
+        fault = admin_fault(call)
+        assert (fault.code, fault.subcode) == (SENDER, contracts.FAULT_ACCESS_DENIED)
+    assert [e.name for e in service.topics.entries()] == ["keep"]
+
+
+@pytest.mark.parametrize("padding", PADDINGS, ids=repr)
+def test_carries_credential_compares_exactly(padding):
+    from wsframework.admin import carries_credential
+    from wsframework.messaging import IncomingMessage
+
+    def message_with(text, child=False):
+        block = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ADM})
+        block.text = text
+        if child:
+            etree.SubElement(block, "x")
+        data = build_envelope(SoapVersion.SOAP12, etree.Element("b"), [block])
+        return IncomingMessage(envelope=parse_envelope(data), addressing=None, action=None,
+                               path="/admin", base_url=BASE)
+
+    assert carries_credential(message_with(TOKEN), TOKEN)
+    assert carries_credential(message_with(TOKEN), TOKEN.encode())
+    for text in (padding + TOKEN, TOKEN + padding, padding + TOKEN + padding):
+        assert not carries_credential(message_with(text), TOKEN)
+    assert not carries_credential(message_with(TOKEN, child=True), TOKEN)
+    assert not carries_credential(message_with(""), "")
+
+
 def test_token_is_checked_before_the_body(service):
     outcome, reply = raw_admin(service, "<garbage/>", token="wrong")
     assert reply.fault().subcode == contracts.FAULT_ACCESS_DENIED

@@ -94,6 +94,26 @@ _DURATION = re.compile(
 # Guard rails: a year count this large is either an attack or a typo, and datetime cannot
 # represent the result anyway.
 _MAX_YEARS = 9000
+# Lengths are checked before any int(): Python refuses to convert more than 4,300 digits
+# (a ValueError that is nobody's fault in particular), and no legitimate expiry comes near
+# these. A number in a duration may carry leading zeros; its significant digits may not
+# exceed _MAX_DIGITS (9000 years is 2.8e11 seconds: 12 digits).
+_MAX_LEXICAL = 128
+_MAX_DIGITS = 15
+_SHOWN = 40
+
+
+def _shown(text: str) -> str:
+    """``text`` for a fault reason: a hostile value is not echoed back in full."""
+    return repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}... ({len(text)} characters)"
+
+
+def _bounded_int(digits: str | None, text: str) -> int:
+    if not digits:
+        return 0
+    if len(digits.lstrip("0")) > _MAX_DIGITS:
+        raise InvalidExpiry(f"duration too long: {_shown(text)}")
+    return int(digits)
 
 
 @dataclass(frozen=True)
@@ -127,23 +147,27 @@ def parse_duration(text: str) -> Duration:
     """Parse an xs:duration lexically and strictly; :class:`InvalidExpiry` otherwise."""
     if not isinstance(text, str):
         raise InvalidExpiry("a duration must be text")
+    if len(text.strip()) > _MAX_LEXICAL:
+        raise InvalidExpiry(f"duration too long: {_shown(text)}")
     match = _DURATION.match(text.strip())
     if match is None or text.strip().endswith("T"):
-        raise InvalidExpiry(f"not an xs:duration: {text!r}")
+        raise InvalidExpiry(f"not an xs:duration: {_shown(text)}")
     parts = match.groupdict()
-    years = int(parts["years"] or 0)
+    years = _bounded_int(parts["years"], text)
     if years > _MAX_YEARS:
-        raise InvalidExpiry(f"duration too long: {text!r}")
-    months = years * 12 + int(parts["months"] or 0)
+        raise InvalidExpiry(f"duration too long: {_shown(text)}")
+    months = years * 12 + _bounded_int(parts["months"], text)
+    whole_seconds, _, fraction = (parts["seconds"] or "0").partition(".")
     try:
-        seconds = (Decimal(int(parts["days"] or 0)) * 86400
-                   + Decimal(int(parts["hours"] or 0)) * 3600
-                   + Decimal(int(parts["minutes"] or 0)) * 60
-                   + Decimal(parts["seconds"] or 0))
+        seconds = (Decimal(_bounded_int(parts["days"], text)) * 86400
+                   + Decimal(_bounded_int(parts["hours"], text)) * 3600
+                   + Decimal(_bounded_int(parts["minutes"], text)) * 60
+                   + Decimal(_bounded_int(whole_seconds, text))
+                   + (Decimal("0." + fraction) if fraction else Decimal(0)))
     except InvalidOperation:
-        raise InvalidExpiry(f"not an xs:duration: {text!r}") from None
-    if seconds > Decimal(_MAX_YEARS) * 366 * 86400:
-        raise InvalidExpiry(f"duration too long: {text!r}")
+        raise InvalidExpiry(f"not an xs:duration: {_shown(text)}") from None
+    if seconds > Decimal(_MAX_YEARS) * 366 * 86400 or months > _MAX_YEARS * 12:
+        raise InvalidExpiry(f"duration too long: {_shown(text)}")
     return Duration(months, seconds, bool(parts["sign"]))
 
 
@@ -188,13 +212,19 @@ def parse_datetime(text: str) -> datetime:
     """
     if not isinstance(text, str):
         raise InvalidExpiry("a dateTime must be text")
+    if len(text.strip()) > _MAX_LEXICAL:
+        raise InvalidExpiry(f"dateTime too long: {_shown(text)}")
     match = _DATETIME.match(text.strip())
     if match is None:
-        raise InvalidExpiry(f"not an xs:dateTime: {text!r}")
+        raise InvalidExpiry(f"not an xs:dateTime: {_shown(text)}")
     p = match.groupdict()
+    # More than four year digits is past 9999 or (with a leading zero) not canonical:
+    # refused before int() sees them.
+    if len(p["year"].lstrip("-")) > 4:
+        raise InvalidExpiry(f"year out of range in {_shown(text)}")
     year = int(p["year"])
-    if not 1 <= year <= 9999 or (len(p["year"].lstrip("-")) > 4 and p["year"].lstrip("-")[0] == "0"):
-        raise InvalidExpiry(f"year out of range in {text!r}")
+    if not 1 <= year <= 9999:
+        raise InvalidExpiry(f"year out of range in {_shown(text)}")
     month, day = int(p["month"]), int(p["day"])
     hour, minute, second = int(p["hour"]), int(p["minute"]), int(p["second"])
     fraction = Decimal(p["fraction"]) if p["fraction"] else Decimal(0)

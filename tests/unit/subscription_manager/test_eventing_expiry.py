@@ -206,3 +206,25 @@ def test_sweeper_expires_without_subscription_end(tmp_path):
         assert h.manager.sweep() == 0
     finally:
         h.close()
+
+
+def test_leading_zeros_are_not_significant_digits():
+    assert parse_duration("P" + "0" * 40 + "1D").seconds == 86400
+    assert parse_duration("PT1.25S").seconds == Decimal("1.25")
+
+
+@pytest.mark.parametrize("name", ["2004", "2011"])
+@pytest.mark.parametrize("expires", ["P" + "9" * 5000 + "D", "9" * 5000 + "-01-01T00:00:00Z",
+                                     "PT" + "9" * 60 + "S"], ids=["nines", "year", "seconds"])
+def test_a_hostile_subscribe_expires_is_a_sender_fault_not_a_server_error(tmp_path, name,
+                                                                            expires):
+    h = Harness(tmp_path)
+    try:
+        with pytest.raises(SoapFault) as raised:
+            h.subscribe(name, expires=expires)
+        fault = raised.value
+        assert fault.code.endswith("Sender") or fault.code.endswith("Client"), fault.code
+        assert fault.subcode.endswith("InvalidExpirationTime" if name == "2004"
+                                      else "UnsupportedExpirationValue")
+    finally:
+        h.close()

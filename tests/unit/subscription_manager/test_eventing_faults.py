@@ -56,3 +56,27 @@ def test_a_refused_grant_says_its_version_and_gets_its_fault(version, text, poli
 def test_renewing_an_unknown_2004_subscription_is_the_receivers_fault():
     fault = fault_for(UnknownSubscription(V2004, "abc", "Renew"))
     assert fault.code == RECEIVER and fault.subcode.endswith("UnableToRenew")
+
+
+_HOSTILE_EXPIRES = {
+    "5000 nines of days": "P" + "9" * 5000 + "D",
+    "5000 nines of seconds": "PT" + "9" * 5000 + "S",
+    "5000-digit year": "9" * 5000 + "-01-01T00:00:00Z",
+    "huge seconds": "PT" + "9" * 40 + "S",
+    "huge fraction": "PT1." + "9" * 5000 + "S",
+    "zero-padded years": "P" + "0" * 100 + "99999Y",
+    "five-digit year": "10000-01-01T00:00:00Z",
+}
+
+
+@pytest.mark.parametrize("text", list(_HOSTILE_EXPIRES.values()), ids=list(_HOSTILE_EXPIRES))
+@pytest.mark.parametrize("version, subcode", [("2004", "InvalidExpirationTime"),
+                                              ("2011", "UnsupportedExpirationValue")])
+def test_hostile_expires_values_are_the_senders_fault_in_both_versions(text, version, subcode):
+    # Python refuses int() of more than 4,300 digits; the lengths are bounded before that.
+    with pytest.raises(InvalidExpiry) as raised:
+        ExpiryPolicy().grant(ExpiryRequest(text), 1_700_000_000.0, version=version)
+    fault = fault_for(raised.value)
+    namespace = (V2004 if version == "2004" else V2011).namespace
+    assert fault.code == SENDER and fault.subcodes == (f"{{{namespace}}}{subcode}",)
+    assert len(fault.reason) < 200  # the hostile value is not echoed back in full

@@ -239,13 +239,22 @@ def is_none_address(epr: EndpointReference | None) -> bool:
 
 def reply_headers(request: AddressingHeaders | None, action: str, *,
                   fault: bool = False,
-                  default_version: WsaVersion = WsaVersion.WSA10) -> list[etree._Element]:
-    """Headers for the reply to ``request``: To (when not anonymous), Action, a new MessageID,
-    RelatesTo the request's MessageID, and the destination's reference parameters."""
+                  default_version: WsaVersion | None = None) -> list[etree._Element]:
+    """Headers for the reply to ``request``: To (when not anonymous; 2004/08 always names
+    one), Action, a new MessageID, RelatesTo the request's MessageID, and every reference
+    parameter (and 2004/08 reference property) of the reply EPR (FaultTo for a fault when
+    given, else ReplyTo) as a header block, whether that EPR is anonymous or not
+    (WS-Addressing 1.0 Core 3.4 and SOAP binding 2.1: WSA 1.0 marks each block
+    ``wsa:IsReferenceParameter="true"``).
+
+    A request without addressing headers gets an addressed reply anyway (it costs nothing and
+    lets clients correlate): in ``default_version`` when given, else in the addressing version
+    the reply's action belongs to (an action of the 2004/08 submission family, such as the
+    2004/08 eventing or addressing fault action, gets WS-Addressing 2004/08), else WSA 1.0."""
     if request is None:
-        # A request without addressing gets an addressed reply anyway: it costs nothing and
-        # lets clients correlate if they want to.
-        return AddressingHeaders(default_version, action=action,
+        version = default_version or unaddressed_reply_version(action)
+        return AddressingHeaders(version, action=action,
+                                 to=version.anonymous if version is WsaVersion.WSA2004 else None,
                                  message_id=new_message_id()).to_elements()
     version = request.version
     destination = reply_destination(request, fault)
@@ -257,9 +266,23 @@ def reply_headers(request: AddressingHeaders | None, action: str, *,
         message_id=new_message_id(),
         relates_to=request.message_id,
     ).to_elements()
-    if destination is not None:
-        headers.extend(destination.header_blocks(version))
+    reply_epr = request.fault_to if fault and request.fault_to is not None else request.reply_to
+    if reply_epr is not None and not is_none_address(reply_epr):
+        headers.extend(reply_epr.header_blocks(version))
     return headers
+
+
+# Specifications published under this root (WS-Addressing and WS-Eventing 2004/08, ...) pair
+# with WS-Addressing 2004/08.
+_SUBMISSION_ROOT = ns.WSA2004.rsplit("/", 1)[0] + "/"
+
+
+def unaddressed_reply_version(action: str | None) -> WsaVersion:
+    """The addressing version of a reply to a request that carried no addressing headers:
+    2004/08 for an action of the 2004/08 submission family, WSA 1.0 otherwise."""
+    if action and action.startswith(_SUBMISSION_ROOT):
+        return WsaVersion.WSA2004
+    return WsaVersion.WSA10
 
 
 def action_not_supported(version: WsaVersion | None, action: str | None) -> SoapFault:

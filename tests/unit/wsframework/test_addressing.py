@@ -371,3 +371,65 @@ def test_header_required_and_destination_unreachable(version):
     unreachable = destination_unreachable(version, "http://x/none")
     assert unreachable.subcodes == (version.q("DestinationUnreachable"),)
     assert "http://x/none" in unreachable.reason
+
+
+# --- reference parameters of an anonymous reply EPR (WSA 1.0 Core 3.4, SOAP binding 2.1) ----
+
+def _ref_blocks(blocks, tag):
+    return [b for b in blocks if b.tag == tag]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_anonymous_reply_to_echoes_its_reference_parameters(version):
+    props = ("<wsa:ReferenceProperties><app:Prop>p1</app:Prop></wsa:ReferenceProperties>"
+             if version is V2004 else "")
+    request = AddressingHeaders.parse(headers_xml(version, f"""
+        <wsa:MessageID>{MSG_ID}</wsa:MessageID>
+        <wsa:ReplyTo><wsa:Address>{version.anonymous}</wsa:Address>{props}
+          <wsa:ReferenceParameters><app:Ctx>r1</app:Ctx><app:More a="1"/></wsa:ReferenceParameters>
+        </wsa:ReplyTo>"""))
+    assert reply_destination(request, fault=False) is None
+    for fault in (False, True):  # no FaultTo: the fault goes to ReplyTo, with its parameters
+        blocks = reply_headers(request, "urn:reply", fault=fault)
+        ctx, = _ref_blocks(blocks, "{urn:app}Ctx")
+        more, = _ref_blocks(blocks, "{urn:app}More")
+        assert ctx.text == "r1" and more.get("a") == "1"
+        marker = ns.qname(ns.WSA10, "IsReferenceParameter")
+        assert ctx.get(marker) == more.get(marker) == ("true" if version is V10 else None)
+        if version is V2004:
+            prop, = _ref_blocks(blocks, "{urn:app}Prop")
+            assert prop.text == "p1"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_anonymous_fault_to_echoes_its_own_reference_parameters(version):
+    request = AddressingHeaders.parse(headers_xml(version, f"""
+        <wsa:MessageID>{MSG_ID}</wsa:MessageID>
+        <wsa:ReplyTo><wsa:Address>{version.anonymous}</wsa:Address>
+          <wsa:ReferenceParameters><app:Ctx>reply</app:Ctx></wsa:ReferenceParameters></wsa:ReplyTo>
+        <wsa:FaultTo><wsa:Address>{version.anonymous}</wsa:Address>
+          <wsa:ReferenceParameters><app:Ctx>fault</app:Ctx></wsa:ReferenceParameters></wsa:FaultTo>"""))
+    assert [b.text for b in _ref_blocks(reply_headers(request, "urn:f", fault=True),
+                                        "{urn:app}Ctx")] == ["fault"]
+    assert [b.text for b in _ref_blocks(reply_headers(request, "urn:r"), "{urn:app}Ctx")] == ["reply"]
+
+
+def test_no_reply_to_means_no_reference_parameters():
+    request = AddressingHeaders.parse(headers_xml(V10, f"<wsa:MessageID>{MSG_ID}</wsa:MessageID>"
+                                                  "<app:Ctx>not-a-reply-param</app:Ctx>"))
+    assert _ref_blocks(reply_headers(request, "urn:r"), "{urn:app}Ctx") == []
+
+
+@pytest.mark.parametrize("action, version", [
+    (ns.WSA2004_FAULT_ACTION, V2004),
+    ("http://schemas.xmlsoap.org/ws/2004/08/eventing/fault", V2004),
+    (ns.WSA10_FAULT_ACTION, V10),
+    ("http://www.w3.org/2011/03/ws-evt/fault", V10),
+    ("urn:r", V10),
+])
+def test_reply_to_unaddressed_request_uses_the_actions_addressing_family(action, version):
+    reply = reply_parsed(None, action)
+    assert reply.version is version
+    assert reply.to == (ns.WSA2004_ANONYMOUS if version is V2004 else None)
+    assert reply_parsed(None, action).version is version
+    assert AddressingHeaders.parse(reply_headers(None, action, default_version=V10)).version is V10

@@ -31,7 +31,20 @@ def _add_serve(sub):
     p.add_argument("--admin-token", default=None,
                    help="admin credential (default $EDN_ADMIN_TOKEN, else generated into DATA/admin-token)")
     p.add_argument("--workers", type=int, default=1, help="gunicorn worker processes")
-    p.add_argument("--threads", type=int, default=8, help="threads per worker")
+    p.add_argument("--threads", type=int, default=8,
+                   help="threads per worker (the gthread worker class only)")
+    p.add_argument("--worker-class", default=None, choices=("gevent", "gthread"),
+                   help="gunicorn worker model (default gevent when installed, else gthread): "
+                        "gevent keeps every connection in a greenlet, so idle and slow clients "
+                        "hold no worker thread; gthread serves --threads connections at a time "
+                        "per worker")
+    p.add_argument("--max-connections", type=int, default=None, metavar="N",
+                   help="simultaneous connections per worker (gunicorn worker_connections, "
+                        "default 4000); more wait in the listen backlog")
+    p.add_argument("--timeout", type=int, default=60, metavar="SECONDS",
+                   help="a worker silent for this long is restarted by the arbiter (default 60)")
+    p.add_argument("--keepalive", type=int, default=30, metavar="SECONDS",
+                   help="how long an idle keep-alive connection is kept open (default 30)")
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
     p.add_argument("--allow-private", action="append", default=[], metavar="CIDR",
                    help="allow notification targets in this private range (repeatable)")
@@ -88,8 +101,12 @@ def cmd_serve(args) -> int:
                            settings=settings)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, DEFAULT_WORKER_CLASS
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
-                   workers=args.workers, threads=args.threads, log_level=args.log_level).run()
+                   workers=args.workers, threads=args.threads, log_level=args.log_level,
+                   worker_class_name=args.worker_class or DEFAULT_WORKER_CLASS,
+                   max_connections=args.max_connections or DEFAULT_MAX_CONNECTIONS,
+                   timeout=args.timeout, keepalive=args.keepalive).run()
     return 0
 
 

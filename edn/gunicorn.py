@@ -3,19 +3,45 @@
 The application is built *in each worker after the fork* (no preload): SQLite connections,
 thread pools and R-tree indexes must never cross a fork. Workers share state only through
 the durable store (see :mod:`wsframework.store`).
+
+Worker models (``--worker-class``): ``gevent`` (the default when gevent is installed) keeps
+each connection in a greenlet, so idle and slow clients cost memory, not a worker thread;
+``gthread`` keeps gunicorn's thread pool (a client that sends slowly holds a thread). Both
+answer malformed HTTP that gunicorn itself refuses (a bad request line, an oversized or
+duplicate header, a bad chunk size) with a SOAP Sender fault instead of gunicorn's HTML
+error page: :class:`SoapErrorPages` replaces the worker's ``handle_error``.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import Callable
 
+from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
+from gunicorn.http import errors as http_errors
 
+from wsframework.exceptions import receiver_fault, sender_fault
+from wsframework.soap import SoapVersion, fault_envelope
 from wsframework.wsgi import WsgiApplication
 
 log = logging.getLogger(__name__)
 
 _services: list = []
+
+WORKER_CLASSES = ("gevent", "gthread")
+DEFAULT_WORKER_CLASS = "gthread"
+DEFAULT_MAX_CONNECTIONS = 4000
+
+# gunicorn's own statuses for the errors it raises before the application sees a request;
+# anything else it refuses is a plain 400. What a peer broke is never answered with a 5xx.
+_CLIENT_STATUS = {
+    http_errors.LimitRequestLine: (414, "URI Too Long"),
+    http_errors.LimitRequestHeaders: (431, "Request Header Fields Too Large"),
+    http_errors.ExpectationFailed: (417, "Expectation Failed"),
+    http_errors.UnsupportedTransferCoding: (501, "Not Implemented"),
+    http_errors.ForbiddenProxyRequest: (403, "Forbidden"),
+}
 
 
 def _worker_exit(server, worker):
@@ -29,18 +55,80 @@ def _worker_exit(server, worker):
             log.exception("service close failed")
 
 
+def error_response(exc: BaseException, content_type: str | None = None) -> tuple[int, bytes]:
+    """The status and bytes (head and SOAP fault) for an error gunicorn raised itself.
+
+    A peer's malformed HTTP (every ``gunicorn.http.errors.ParseException``, an ``OSError``
+    from the socket) is a Sender fault; anything else is ours, a Receiver fault with 500.
+    """
+    version = SoapVersion.from_content_type(content_type) or SoapVersion.SOAP11
+    if isinstance(exc, (http_errors.InvalidResponseHeader, http_errors.InvalidResponseHeaderName)):
+        status, reason, fault = 500, "Internal Server Error", receiver_fault("internal error")
+    elif isinstance(exc, (http_errors.ParseException, http_errors.NoMoreData, OSError)):
+        status, reason = next((pair for kind, pair in _CLIENT_STATUS.items()
+                               if isinstance(exc, kind)), (400, "Bad Request"))
+        fault = sender_fault(f"malformed HTTP request: {type(exc).__name__}: {str(exc)[:200]}")
+    else:
+        status, reason, fault = 500, "Internal Server Error", receiver_fault("internal error")
+    body = fault_envelope(version, fault)
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: {version.content_type}\r\nContent-Length: {len(body)}\r\n\r\n")
+    return status, head.encode("latin-1") + body
+
+
+class SoapErrorPages:
+    """Mixed into a gunicorn worker class: ``handle_error`` writes a SOAP fault, never the
+    HTML page of ``gunicorn.util.write_error``."""
+
+    def handle_error(self, req, client, addr, exc):
+        addr = addr or ("", -1)
+        content_type = None
+        if req is not None:
+            content_type = next((value for name, value in getattr(req, "headers", ())
+                                 if name == "CONTENT-TYPE"), None)
+        status, data = error_response(exc, content_type)
+        if status >= 500:
+            self.log.exception("Error handling request from ip=%s", addr[0])
+        else:
+            self.log.warning("Invalid request from ip=%s: %s", addr[0], str(exc)[:200])
+        try:
+            gunicorn_util.write_nonblock(client, data)
+        except Exception:
+            self.log.debug("Failed to send error message.")
+
+
+def worker_class(name: str) -> type:
+    """The gunicorn worker class for ``name`` (one of :data:`WORKER_CLASSES`) with
+    :class:`SoapErrorPages` mixed in."""
+    if name == "gevent":
+        from gunicorn.workers.ggevent import GeventWorker as base
+    elif name == "gthread":
+        from gunicorn.workers.gthread import ThreadWorker as base
+    else:
+        raise ValueError(f"unknown worker class {name!r}; known: {', '.join(WORKER_CLASSES)}")
+    return type(f"Edn{base.__name__}", (SoapErrorPages, base), {"__module__": __name__})
+
+
 class GunicornServer(BaseApplication):
+    """``threads`` counts for gthread; ``max_connections`` is gunicorn's
+    ``worker_connections`` (per worker: beyond it, connections wait in the listen backlog);
+    ``timeout`` is how long a silent worker lives before the arbiter restarts it."""
+
     def __init__(self, factory: Callable[[], object], *, host: str, port: int, workers: int = 1,
-                 threads: int = 8, timeout: int = 60, log_level: str = "info"):
+                 threads: int = 8, timeout: int = 60, log_level: str = "info",
+                 worker_class_name: str = DEFAULT_WORKER_CLASS,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive: int = 30):
         self._factory = factory
         self._options = {
             "bind": f"{host}:{port}",
             "workers": workers,
-            "worker_class": "gthread",
+            "worker_class": worker_class(worker_class_name),
             "threads": threads,
+            "worker_connections": max_connections,
+            "backlog": 2048,
             "timeout": timeout,
             "graceful_timeout": 15,
-            "keepalive": 30,
+            "keepalive": keepalive,
             "preload_app": False,
             "accesslog": None,
             "errorlog": "-",

@@ -2,8 +2,10 @@
 
 Every response to a POST is a SOAP envelope (or an empty 202), never an HTML error page:
 oversized bodies are refused with a Sender fault before they are read into memory (the
-excess is drained in small chunks so the client can read the fault), and any unexpected
-error becomes a Receiver fault.
+excess is drained in small chunks so the client can read the fault), a body the HTTP server
+cannot read as framed (a bad chunk size, a body cut short) is a Sender fault with HTTP 400
+(whatever the SOAP version: the message never reached SOAP processing) and a closed
+connection, and any unexpected error becomes a Receiver fault.
 """
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ import json
 import logging
 from urllib.parse import parse_qs
 
-from .exceptions import sender_fault
-from .faults import fault_for
+from .exceptions import SoapFault, WsFrameworkError, sender_fault
+from .faults import fault_for, translate
 from .soap import SoapVersion, fault_envelope
 
 log = logging.getLogger(__name__)
@@ -21,6 +23,16 @@ _DRAIN_CHUNK = 64 * 1024
 # Beyond this much excess the connection is simply closed: draining it would let a client
 # keep a worker busy for as long as it likes.
 _MAX_DRAIN = 256 * 1024 * 1024
+
+
+class MalformedRequestBody(WsFrameworkError):
+    """The request body could not be read as its HTTP framing declares (the server's own
+    error, e.g. gunicorn's InvalidChunkSize, is the cause)."""
+
+
+@translate(MalformedRequestBody)
+def _malformed_body(exc: MalformedRequestBody) -> SoapFault:
+    return sender_fault(f"malformed request body: {exc}")
 
 
 class WsgiApplication:
@@ -38,6 +50,12 @@ class WsgiApplication:
             else:
                 status, headers, body = 405, [("Allow", "GET, POST")], b"method not allowed\n"
                 headers.append(("Content-Type", "text/plain"))
+        except MalformedRequestBody as exc:
+            version = SoapVersion.from_content_type(environ.get("CONTENT_TYPE")) or SoapVersion.SOAP11
+            log.info("refused: %s", exc)
+            status, headers, body = (400, [("Content-Type", version.content_type),
+                                           ("Connection", "close")],
+                                     fault_envelope(version, fault_for(exc)))
         except Exception as exc:
             version = SoapVersion.from_content_type(environ.get("CONTENT_TYPE")) or SoapVersion.SOAP11
             fault = fault_for(exc, where=environ.get("PATH_INFO") or "/")
@@ -62,7 +80,7 @@ class WsgiApplication:
         if declared is not None and declared > limit:
             _drain(stream, declared)
             return self._refuse(content_type, f"message of {declared} bytes exceeds the limit of {limit}")
-        data = stream.read(declared) if declared is not None else stream.read(limit + 1)
+        data = _read(stream, declared if declared is not None else limit + 1)
         if len(data) > limit:
             _drain(stream, _MAX_DRAIN)
             return self._refuse(content_type, f"message exceeds the limit of {limit} bytes")
@@ -95,10 +113,18 @@ class WsgiApplication:
         return 404, [("Content-Type", "text/plain")], b"POST SOAP messages here; GET ?wsdl for WSDL\n"
 
 
+def _read(stream, size: int) -> bytes:
+    try:
+        return stream.read(size)
+    except Exception as exc:  # the server's framing error, whatever its class
+        reason = str(exc)[:200] or type(exc).__name__
+        raise MalformedRequestBody(f"{type(exc).__name__}: {reason}") from exc
+
+
 def _drain(stream, declared: int) -> None:
     remaining = min(declared, _MAX_DRAIN)
     while remaining > 0:
-        chunk = stream.read(min(_DRAIN_CHUNK, remaining))
+        chunk = _read(stream, min(_DRAIN_CHUNK, remaining))
         if not chunk:
             break
         remaining -= len(chunk)

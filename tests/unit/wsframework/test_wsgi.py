@@ -270,3 +270,44 @@ def test_admin_round_trip_over_wsgi(app):
     assert response.status == 200
     created = contracts.parse_response(response.envelope().body)
     assert created.Address == BASE + "/topics/w/t"
+
+
+# --- a body the HTTP server cannot read --------------------------------------------------
+
+class InvalidChunkSize(Exception):
+    """Stands in for gunicorn.http.errors.InvalidChunkSize (the edge must not care which)."""
+
+
+class BrokenChunkedStream:
+    def __init__(self, error):
+        self.error = error
+
+    def read(self, n=-1):
+        raise self.error
+
+
+@pytest.mark.parametrize("soap", [SoapVersion.SOAP11, SoapVersion.SOAP12])
+@pytest.mark.parametrize("error", [InvalidChunkSize("Invalid chunk size: 'zz'"),
+                                   OSError("connection reset"), ValueError("bad length")],
+                         ids=["chunk-size", "os-error", "value-error"])
+def test_a_body_that_cannot_be_read_is_a_sender_fault_with_400(app, soap, error):
+    response = Response(app, environ(stream=BrokenChunkedStream(error), length=None,
+                                     content_type=soap.content_type,
+                                     HTTP_TRANSFER_ENCODING="chunked"))
+    assert response.status == 400  # never 500, in SOAP 1.1 too: SOAP processing never began
+    assert response.content_type.startswith(soap.content_type)
+    assert response.headers["Connection"] == "close"
+    fault = response.envelope().fault()
+    assert fault.code == SENDER
+    assert type(error).__name__ in fault.reason
+
+
+def test_a_body_that_breaks_while_draining_is_a_sender_fault(app):
+    class BreaksLater(ZeroStream):
+        def read(self, n=-1):
+            if self.reads:
+                raise InvalidChunkSize("bad chunk")
+            return super().read(n)
+    response = Response(app, environ(stream=BreaksLater(LIMIT * 2), length=None,
+                                     content_type="application/soap+xml"))
+    assert response.status == 400 and response.envelope().fault().code == SENDER

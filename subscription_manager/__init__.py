@@ -36,7 +36,6 @@ Modules, one idea each:
 ``store``          durable subscriptions (SQLite), conditional transitions, change tracking
 ``delivery``       bounded queue, worker pool, retries with backoff, counters
 ``notifications``  notification envelopes from per-subscription templates (Wrap/Unwrap)
-``targets``        which NotifyTo/EndTo addresses may be used
 ``settings``       the ``--set KEY=VALUE`` settings of the source role
 ``source``         the ``source`` role: a Service with the manager and both WSDLs
 =================  ===========================================================================

@@ -2,7 +2,8 @@
 
 Publication hands each (subscription, event) pair to :meth:`Deliverer.submit`, which only
 puts a small job on a bounded queue; a fixed pool of worker threads (started once) renders
-the message, checks the target, and POSTs it through the injected transport (pooled
+the message, has the target approved (:class:`~wsframework.urlpolicy.UrlPolicy`), and POSTs
+it to the approved address through the injected transport (pooled
 keep-alive HTTP in production, an in-process transport in tests).
 
 Policies
@@ -36,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .targets import TargetRefused
+from wsframework.urlpolicy import UrlRefused
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +92,13 @@ class Delivery:
 
 class Deliverer:
     def __init__(self, transport, policy: DeliveryPolicy = DeliveryPolicy(), *,
-                 check_target: Callable[[str], None] | None = None,
+                 approve_target: Callable[[str], str] | None = None,
                  is_wanted: Callable[[str], bool] | None = None,
                  on_give_up: Callable[[Delivery], None] | None = None,
                  clock=time.monotonic):
         self.transport = transport
         self.policy = policy
-        self._check_target = check_target
+        self._approve_target = approve_target
         self._is_wanted = is_wanted
         self._on_give_up = on_give_up
         self._clock = clock
@@ -198,10 +199,13 @@ class Deliverer:
         if (job.kind == NOTIFICATION and job.subscription_id is not None
                 and self._is_wanted is not None and not self._is_wanted(job.subscription_id)):
             return "discarded"
+        url = job.url
         try:
-            if self._check_target is not None:
-                self._check_target(job.url)
-        except TargetRefused as refused:
+            if self._approve_target is not None:
+                # The approved URL carries the checked address: the transport connects there
+                # and does not resolve the name again (no DNS-rebinding window).
+                url = self._approve_target(job.url)
+        except UrlRefused as refused:
             job.last_error = refused.reason
             log.warning("refusing to deliver a %s to %s: %s", job.kind, job.url, refused.reason)
             with self._cond:
@@ -209,7 +213,7 @@ class Deliverer:
             self._give_up(job)
             return None
         try:
-            response = self.transport.post(job.url, job.body(), job.content_type, job.action)
+            response = self.transport.post(url, job.body(), job.content_type, job.action)
             ok = 200 <= response.status < 300
             if not ok:
                 job.last_error = f"HTTP {response.status}"

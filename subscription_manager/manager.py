@@ -55,6 +55,7 @@ from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.settings import Settings, read_settings
+from wsframework.urlpolicy import UrlPolicy
 from wsframework.soap import SoapVersion, build_envelope
 
 from . import messages as msg
@@ -64,7 +65,6 @@ from .notifications import notification_action
 from .operations import SubscriptionOperations
 from .settings import EventingSettings
 from .store import Subscription, SubscriptionStore
-from .targets import TargetPolicy
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
                        check_pairing, version_of)
 from .view import SubscriptionView
@@ -101,11 +101,13 @@ class SubscriptionManager(SubscriptionOperations):
         self.clock = clock
         self.store = SubscriptionStore(service.store)
         self.expiry_policy = self.settings.expiry_policy()
-        self.targets = TargetPolicy(allow_private=self.settings.allow_private,
-                                    allow_loopback=self.settings.allow_loopback,
-                                    resolver=resolver, cache_ttl=self.settings.target_cache_ttl)
+        # One reading of every address a peer makes this service contact (NotifyTo, EndTo).
+        self.targets = UrlPolicy(allow_private=self.settings.allow_private,
+                                 allow_loopback=self.settings.allow_loopback,
+                                 resolver=resolver, cache_ttl=self.settings.target_cache_ttl,
+                                 max_length=self.settings.max_url_length)
         self.deliverer = Deliverer(service.transport, self.settings.delivery_policy(),
-                                   check_target=self.targets.check, is_wanted=self._is_wanted,
+                                   approve_target=self.targets.approve, is_wanted=self._is_wanted,
                                    on_give_up=self._gave_up)
         self.manager_address = service.base_url + MANAGER_PATH
         self.view = SubscriptionView(self.store, self.topics, matcher_for=self.matcher_for,

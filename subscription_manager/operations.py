@@ -7,9 +7,10 @@ Each operation parses its request (:mod:`.messages`), decides against the durabl
 ``kill -9`` loses nothing acknowledged. Refusals are precise exceptions (:mod:`.exceptions`,
 :mod:`.expiry`) that the messaging edge answers with the version's fault.
 
-The host provides ``store``, ``view``, ``clock``, ``expiry_policy``, ``targets``,
-``manager_address`` and ``_topic_entry(message)``. Subclasses override the ``handle_*``
-methods (the EDN manager places and forwards) and call them through ``super()``.
+The host provides ``store``, ``view``, ``clock``, ``expiry_policy``, ``targets`` (a
+:class:`~wsframework.urlpolicy.UrlPolicy`), ``manager_address`` and ``_topic_entry(message)``.
+Subclasses override the ``handle_*`` methods (the EDN manager places and forwards) and call
+them through ``super()``.
 """
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ from wsframework import addressing as wsa
 from wsframework.addressing import EndpointReference
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
+from wsframework.urlpolicy import UrlRefused
 
 from . import messages as msg
 from .exceptions import RefusedEndpoint, UnknownSubscription
 from .expiry import ExpiryRequest, Grant
 from .store import Subscription
-from .targets import TargetRefused
 from .versions import V2004, EventingVersion, check_pairing
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class SubscriptionOperations:
                 continue
             try:
                 self.targets.check(epr.address)
-            except TargetRefused as refused:  # the same refusal is no fault to a delivery
+            except UrlRefused as refused:  # the same refusal is no fault to a delivery
                 raise RefusedEndpoint(version, epr.address, refused.reason) from None
 
     def _grant(self, version: EventingVersion, request: ExpiryRequest, now: float) -> Grant:

@@ -6,6 +6,7 @@ key                                 default     meaning
 allow_private                       (none)      CIDRs of private ranges notification targets may
                                                 be in (``--allow-private``)
 allow_loopback                      true        loopback targets allowed
+max_url_length                      2048        longest NotifyTo/EndTo/ReplyTo/FaultTo URL
 min_expires / max_expires           1.0 / --    bounds on granted lifetimes (xs:duration or
                                                 seconds; no max = subscriptions may be infinite)
 default_expires                     --          2011 Subscribe without Expires (default: max)
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wsframework.settings import Settings, parse_ip_ranges, setting
+from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
 from .delivery import DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
@@ -72,6 +74,8 @@ class EventingSettings(Settings):
         (), "CIDRs of private ranges notification targets may be in (--allow-private)",
         parse=parse_ip_ranges)
     allow_loopback: bool = setting(True, "loopback notification targets allowed")
+    max_url_length: int = setting(DEFAULT_MAX_URL_LENGTH, "longest URL (characters) a peer "
+                                  "may name as NotifyTo, EndTo, ReplyTo or FaultTo")
     min_expires: float | None = setting(1.0, "shortest granted lifetime (seconds or "
                                         "xs:duration)", parse=parse_seconds)
     max_expires: float | None = setting(None, "longest granted lifetime (none: subscriptions "
@@ -97,6 +101,8 @@ class EventingSettings(Settings):
             raise ValueError("min_expires must not be negative")
         if self.max_expires is not None and self.max_expires < (self.min_expires or 0.0):
             raise ValueError("max_expires must not be below min_expires")
+        if self.max_url_length < 1:
+            raise ValueError("max_url_length must be >= 1")
         if self.delivery_workers < 1 or self.delivery_queue_size < 1:
             raise ValueError("delivery_workers and delivery_queue_size must be >= 1")
         if min(self.delivery_retries, self.delivery_backoff, self.delivery_backoff_max) < 0:

@@ -6,7 +6,27 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
+from ..urlpolicy import ApprovedUrl
 from .base import TransportError, TransportResponse, soap_http_headers
+
+
+def _no_url_credentials(request):
+    # An auth handler that adds nothing: without one, requests turns a URL's userinfo into
+    # an Authorization header.
+    return request
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Connects a request marked with ``pinned_name`` to the address in its URL while TLS
+    (SNI and the certificate check) uses the marked name."""
+
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        name = getattr(request, "pinned_name", None)
+        if name is not None and host_params.get("scheme") == "https":
+            pool_kwargs["server_hostname"] = name
+            pool_kwargs["assert_hostname"] = name
+        return host_params, pool_kwargs
 
 
 class HttpTransport:
@@ -14,6 +34,11 @@ class HttpTransport:
 
     ``timeout`` is (connect, read) seconds. Each thread gets its own session, so a pool of
     delivery threads never contends on one connection pool lock.
+
+    A URL approved by a :class:`~wsframework.urlpolicy.UrlPolicy` (an
+    :class:`~wsframework.urlpolicy.ApprovedUrl`) is connected to at the address the policy
+    approved, never resolved again: the Host header and the TLS server name stay the URL's.
+    Credentials in a URL are never sent.
     """
 
     def __init__(self, *, timeout: tuple[float, float] = (3.0, 10.0), pool_size: int = 16,
@@ -30,8 +55,8 @@ class HttpTransport:
         if session is None:
             session = requests.Session()
             session.trust_env = False  # never route SOAP traffic through a proxy from the env
-            adapter = HTTPAdapter(pool_connections=self.pool_size, pool_maxsize=self.pool_size,
-                                  max_retries=0)
+            adapter = _PinnedAdapter(pool_connections=self.pool_size,
+                                     pool_maxsize=self.pool_size, max_retries=0)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             self._local.session = session
@@ -41,10 +66,19 @@ class HttpTransport:
 
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse:
+        headers = soap_http_headers(content_type, soap_action)
+        target = url
+        if isinstance(url, ApprovedUrl):
+            target = url.pinned_url
+            headers["Host"] = url.parsed.host_header
+        session = self._session()
         try:
-            response = self._session().post(url, data=payload, timeout=self.timeout,
-                                            headers=soap_http_headers(content_type, soap_action),
-                                            allow_redirects=False, stream=True)
+            request = session.prepare_request(requests.Request(
+                "POST", target, data=payload, headers=headers, auth=_no_url_credentials))
+            if isinstance(url, ApprovedUrl) and url.parsed.ip is None:
+                request.pinned_name = url.parsed.host
+            response = session.send(request, timeout=self.timeout, allow_redirects=False,
+                                    stream=True)
         except requests.RequestException as exc:
             raise TransportError(f"POST {url} failed: {exc}") from exc
         try:

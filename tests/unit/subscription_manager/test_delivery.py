@@ -10,12 +10,12 @@ import pytest
 from subscription_manager.delivery import (NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer,
                                            DeliveryPolicy)
 from subscription_manager.lifecycle import State
-from subscription_manager.targets import TargetRefused
 from subscription_manager.versions import V2004, V2011
 from tests.support.eventing import SINK, Harness, RecordingSink, quote
 from wsframework import ns
 from wsframework.soap import parse_envelope
 from wsframework.transport import TransportError, TransportResponse
+from wsframework.urlpolicy import UrlRefused
 
 
 class ScriptedTransport:
@@ -122,10 +122,10 @@ def test_unwanted_jobs_are_discarded_without_a_post():
 
 def test_refused_target_gives_up_at_once_without_a_post():
     def check(url):
-        raise TargetRefused("metadata")
+        raise UrlRefused("metadata")
     transport = ScriptedTransport(202)
     given_up = []
-    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, retries=5), check_target=check,
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, retries=5), approve_target=check,
                           on_give_up=given_up.append)
     deliverer.submit(job(subscription_id="s", kind=NOTIFICATION))
     assert deliverer.drain(5)

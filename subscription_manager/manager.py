@@ -101,11 +101,13 @@ class SubscriptionManager(SubscriptionOperations):
         self.clock = clock
         self.store = SubscriptionStore(service.store)
         self.expiry_policy = self.settings.expiry_policy()
-        # One reading of every address a peer makes this service contact (NotifyTo, EndTo).
+        # One reading of every address a peer makes this service contact: NotifyTo and EndTo
+        # here, ReplyTo and FaultTo in the messaging layer.
         self.targets = UrlPolicy(allow_private=self.settings.allow_private,
                                  allow_loopback=self.settings.allow_loopback,
                                  resolver=resolver, cache_ttl=self.settings.target_cache_ttl,
                                  max_length=self.settings.max_url_length)
+        service.messaging.reply_policy = self.targets
         self.deliverer = Deliverer(service.transport, self.settings.delivery_policy(),
                                    approve_target=self.targets.approve, is_wanted=self._is_wanted,
                                    on_give_up=self._gave_up)

@@ -33,6 +33,12 @@ class WsFrameworkError(Exception):
     """Root of the framework's own exceptions."""
 
 
+class AccessDenied(WsFrameworkError):
+    """A message without a valid credential (answered ``adm:AccessDenied``, see
+    :mod:`wsframework.admin`). Its fault goes back on the HTTP response only, never to the
+    message's ReplyTo or FaultTo: an unauthenticated peer cannot make the service send."""
+
+
 class SoapFault(WsFrameworkError):
     """A fault to send to (or received from) a peer.
 

@@ -15,10 +15,15 @@ publication on ``/topics/`` can sit below specific actions on the same addresses
 
 Protocol logic stays free of I/O: :meth:`MessagingLayer.handle` takes bytes and transport
 facts and returns an :class:`Outcome` (status, content type, bytes). Replies to a
-non-anonymous ReplyTo/FaultTo are handed to the injected transport.
+non-anonymous ReplyTo/FaultTo are handed to the injected transport, at the address the
+``reply_policy`` (:class:`~wsframework.urlpolicy.UrlPolicy`) approved; a destination the
+policy refuses gets its reply on the HTTP response instead. A message refused for want of a
+credential (:class:`~wsframework.exceptions.AccessDenied`) gets its fault on the HTTP
+response only: an unauthenticated peer never makes the service send anywhere.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -32,10 +37,11 @@ from lxml import etree
 from . import addressing as wsa
 from . import ns
 from .addressing import AddressingHeaders, WsaVersion
-from .exceptions import SoapFault
+from .exceptions import AccessDenied, SoapFault
 from .faults import fault_for
 from .matching import FilterSpec, create_matcher
 from .soap import Envelope, SoapVersion, build_envelope, parse_envelope
+from .urlpolicy import UrlPolicy, UrlRefused
 from .xmlparse import DEFAULT_LIMITS, ParserLimits
 
 log = logging.getLogger(__name__)
@@ -133,9 +139,13 @@ Handler = Callable[[IncomingMessage], "Reply | None"]
 
 class MessagingLayer:
     def __init__(self, *, limits: ParserLimits = DEFAULT_LIMITS, transport=None,
-                 reply_workers: int = 4):
+                 reply_workers: int = 4, reply_policy: UrlPolicy | None = None):
+        """``reply_policy`` judges ReplyTo/FaultTo addresses (default: a
+        :class:`~wsframework.urlpolicy.UrlPolicy` with its defaults); a role that takes
+        subscriptions replaces it with its own, so one policy covers every peer-chosen URL."""
         self.limits = limits
         self.transport = transport
+        self.reply_policy = reply_policy if reply_policy is not None else UrlPolicy()
         self._matcher = create_matcher(ns.MATCHER_XPATH)
         self._handlers: dict[str, tuple[int, int, Handler]] = {}
         self._lock = threading.Lock()
@@ -178,6 +188,8 @@ class MessagingLayer:
             fault = fault_for(exc, where=path)
             log.info("fault to %s at %s: %s %s", remote_addr, path, fault.subcode or fault.code,
                      fault.reason)
+            if isinstance(exc, AccessDenied):
+                request_addressing = _on_back_channel(request_addressing)
             return self._fault_outcome(version, request_addressing, fault)
         if reply is None:
             return Outcome.accepted()
@@ -219,14 +231,23 @@ class MessagingLayer:
 
     def _reply_outcome(self, version, request_addressing, reply: Reply, *, fault: bool,
                        status: int = 200) -> Outcome:
+        destination = wsa.reply_destination(request_addressing, fault)
+        approved = None
+        if destination is not None and not wsa.is_none_address(destination):
+            try:
+                approved = self.reply_policy.approve(destination.address)
+            except UrlRefused as refused:
+                log.warning("%s to %.200s refused (%s): answering on the HTTP response",
+                            "fault" if fault else "reply", destination.address, refused.reason)
+                request_addressing = _on_back_channel(request_addressing)
+                destination = None
         headers = wsa.reply_headers(request_addressing, reply.action, fault=fault) + list(reply.headers)
         payload = build_envelope(version, reply.body, headers)
-        destination = wsa.reply_destination(request_addressing, fault)
         if destination is None:
             return Outcome(status, f"{version.content_type}; charset=utf-8", payload)
-        if wsa.is_none_address(destination):
+        if approved is None:  # the none address: the requester wants no reply
             return Outcome.accepted()
-        self._send_later(destination.address, payload, version, reply.action)
+        self._send_later(approved, payload, version, reply.action)
         return Outcome.accepted()
 
     def _send_later(self, url: str, payload: bytes, version: SoapVersion, action: str) -> None:
@@ -247,6 +268,13 @@ class MessagingLayer:
     def close(self) -> None:
         if self._reply_pool is not None:
             self._reply_pool.shutdown(wait=True)
+
+
+def _on_back_channel(request: AddressingHeaders | None) -> AddressingHeaders | None:
+    """``request`` as if it had asked for its replies and faults on the HTTP response."""
+    if request is None:
+        return None
+    return dataclasses.replace(request, reply_to=None, fault_to=None)
 
 
 def _soap_action(header: str | None, content_type: str | None) -> str | None:

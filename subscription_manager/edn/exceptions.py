@@ -22,7 +22,8 @@ UnansweredImport       Receiver, no subcode (the target of a move never answered
 from __future__ import annotations
 
 from wsframework.admin import contracts
-from wsframework.exceptions import SoapFault, WsFrameworkError, receiver_fault, sender_fault
+from wsframework.exceptions import (AccessDenied, SoapFault, WsFrameworkError, receiver_fault,
+                                    sender_fault)
 from wsframework.faults import translate
 from wsframework.namespace import UnknownEntry
 
@@ -44,7 +45,7 @@ class TopicNotHere(UnknownEntry):
         return f"{super().__str__()} here"
 
 
-class PlacementRefused(EdnServerError):
+class PlacementRefused(EdnServerError, AccessDenied):
     """A Subscribe marked ``edn:Placed`` without the network's admin credential."""
 
     def __init__(self):

@@ -16,7 +16,7 @@ from typing import Callable
 from lxml import etree
 from .. import ns
 
-from ..exceptions import SoapFault, sender_fault
+from ..exceptions import AccessDenied, SoapFault, sender_fault
 from ..faults import translate
 from ..matching import UnknownMatcher
 from ..messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
@@ -71,7 +71,7 @@ class AdminEndpoint:
             log.warning("admin access denied from %s (%s token)", message.remote_addr,
                         "wrong" if message.header(contracts.ADMIN_TOKEN_QNAME) is not None
                         else "no")
-            raise sender_fault("a valid admin credential is required", contracts.FAULT_ACCESS_DENIED)
+            raise AccessDenied("a valid admin credential is required")
 
 
 def carries_credential(message: IncomingMessage, token: bytes | str) -> bool:
@@ -137,6 +137,11 @@ class NamespaceAdmin:
 
 
 # -- the admin faults of the framework's own errors (consulted at the messaging edge) ----------
+
+@translate(AccessDenied)
+def _access_denied(exc: AccessDenied) -> SoapFault:
+    return sender_fault(str(exc), contracts.FAULT_ACCESS_DENIED)
+
 
 @translate(InvalidName)
 def _invalid_name(exc: InvalidName) -> SoapFault:

@@ -13,6 +13,7 @@ from wsframework.exceptions import RECEIVER, SENDER, VERSION_MISMATCH, sender_fa
 from wsframework.messaging import MessageFilter, MessagingLayer, Outcome, Reply
 from wsframework.soap import SoapVersion, build_envelope, parse_envelope
 from wsframework.transport import InProcessTransport, TransportResponse
+from wsframework.urlpolicy import UrlPolicy
 
 BASE = "http://svc.example/base"
 PINNED_ID = "urn:uuid:22222222-2222-2222-2222-222222222222"
@@ -328,12 +329,19 @@ class RecordingEndpoint:
         return TransportResponse(202, None, b"")
 
 
+def public_names(**kwargs) -> UrlPolicy:
+    """A reply policy whose resolver answers a public address for every name (no DNS)."""
+    def resolve(host, port, *args):
+        return [(2, 1, 6, "", ("93.184.216.34", port))]
+    return UrlPolicy(resolver=resolve, **kwargs)
+
+
 @pytest.fixture
 def client_side():
     transport = InProcessTransport()
     endpoint = RecordingEndpoint()
     transport.mount("http://client.example", endpoint)
-    layer = MessagingLayer(transport=transport)
+    layer = MessagingLayer(transport=transport, reply_policy=public_names())
     yield layer, endpoint, transport
     layer.close()
 
@@ -392,7 +400,7 @@ def test_none_reply_to_discards_the_reply(client_side):
 
 
 def test_reply_without_transport_is_dropped_not_raised():
-    layer = MessagingLayer(transport=None)
+    layer = MessagingLayer(transport=None, reply_policy=public_names())
     layer.route("r", MessageFilter(), lambda m: Reply("urn:resp", None))
     outcome = layer.handle(request("urn:req", reply_to=EndpointReference("http://gone.example/r")))
     assert outcome.status == 202
@@ -406,3 +414,47 @@ def test_failing_reply_transport_is_contained(client_side):
     assert outcome.status == 202
     layer.close()
     assert [url for url, _ in transport.sent] == ["http://unmounted.example/r"]
+
+
+@pytest.mark.parametrize("address", ["http://127.0.0.1:9/faults", "http://[::1]/f",
+                                     "http://169.254.169.254\\@127.0.0.1/",
+                                     "http://user:pw@client.example/faults",
+                                     "http://client.example/" + "x" * 3000])
+def test_refused_fault_to_gets_the_fault_on_the_http_response(address):
+    transport = InProcessTransport()
+    layer = MessagingLayer(transport=transport, reply_policy=public_names(allow_loopback=False))
+    outcome = layer.handle(request("urn:unknown", fault_to=EndpointReference(address)))
+    layer.close()
+    assert transport.sent == []
+    assert outcome.status == 400 and b"ActionNotSupported" in outcome.body
+    envelope = parse_envelope(outcome.body)
+    to = envelope.header(ns.qname(ns.WSA10, "To"))
+    assert to is None or to.text == ns.WSA10_ANONYMOUS
+
+
+def test_refused_reply_to_gets_the_reply_on_the_http_response():
+    transport = InProcessTransport()
+    layer = MessagingLayer(transport=transport, reply_policy=public_names(allow_loopback=False))
+    layer.route("r", MessageFilter(action="urn:req"), lambda m: Reply("urn:resp", quote()))
+    outcome = layer.handle(request("urn:req", reply_to=EndpointReference("http://127.0.0.1:9/r")))
+    layer.close()
+    assert transport.sent == [] and outcome.status == 200
+    assert parse_envelope(outcome.body).header(ns.qname(ns.WSA10, "Action")).text == "urn:resp"
+
+
+def test_access_denied_faults_only_on_the_http_response(client_side):
+    """An unauthenticated message never makes the service send to its ReplyTo/FaultTo, even
+    where the policy would allow it."""
+    import wsframework.admin  # noqa: F401  (registers the adm:AccessDenied translation)
+    from wsframework.exceptions import AccessDenied
+    layer, endpoint, transport = client_side
+
+    def refuse(message):
+        raise AccessDenied("a valid admin credential is required")
+    layer.route("r", MessageFilter(action="urn:req"), refuse)
+    outcome = layer.handle(request(
+        "urn:req", reply_to=EndpointReference("http://client.example/replies"),
+        fault_to=EndpointReference("http://client.example/faults")))
+    layer.close()
+    assert transport.sent == [] and endpoint.posts == []
+    assert outcome.status in (400, 500) and b"AccessDenied" in outcome.body

@@ -1,6 +1,6 @@
 """A WS-Eventing subscriber client for both versions (tests, benchmarks, applications)::
 
-    client = EventingClient("2011")                     # or "2004"
+    client = EventingClient("2011")                     # or "2004", "2004-wsa10" (DPWS)
     sub = client.subscribe(base + "/topics/stocks", "http://me:9000/notify",
                            filter="/q:quote[q:price > 30]", namespaces={"q": "urn:quotes"},
                            expires="PT1H", end_to="http://me:9000/end")
@@ -20,7 +20,7 @@ from wsframework.client import SoapClient
 from wsframework.soap import SoapVersion
 
 from .messages import subscription_id_from
-from .versions import V2004, VERSIONS, EventingVersion
+from .versions import VERSIONS, EventingVersion
 
 __all__ = ["EventingClient", "SubscriptionHandle", "subscribe_body"]
 
@@ -33,6 +33,8 @@ class SubscriptionHandle:
 
     @property
     def id(self) -> str | None:
+        if self.version.identified_by_address:
+            return subscription_id_from(self.version, self.manager.address.rsplit("/", 1)[-1])
         return subscription_id_from(self.version,
                                     self.manager.reference_parameter(self.version.identifier_tag))
 
@@ -89,7 +91,7 @@ class EventingClient:
         v = self.version
         reply = self.soap.call(topic_address, v.action("Subscribe"), body)
         manager = EndpointReference.from_element(reply.body.find(v.q("SubscriptionManager")), v.wsa)
-        expires = reply.body.find(v.q("Expires" if v is V2004 else "GrantedExpires"))
+        expires = reply.body.find(v.q("Expires" if v.is_2004 else "GrantedExpires"))
         return SubscriptionHandle(v, manager, expires.text if expires is not None else None)
 
     def renew(self, subscription: SubscriptionHandle | EndpointReference,
@@ -117,5 +119,5 @@ class EventingClient:
     def _expires_of(self, reply) -> str | None:
         if reply.body is None:
             return None
-        element = reply.body.find(self.version.q("Expires" if self.version is V2004 else "GrantedExpires"))
+        element = reply.body.find(self.version.q("Expires" if self.version.is_2004 else "GrantedExpires"))
         return element.text if element is not None else None

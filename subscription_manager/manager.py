@@ -173,6 +173,10 @@ class SubscriptionManager(SubscriptionOperations):
                         self._on_topic_message, priority=10)
         messaging.route("eventing.manager", MessageFilter(path=MANAGER_PATH),
                         self._on_manager_message, priority=10)
+        # Per-subscription manager addresses (pairings identified by address, see .versions)
+        messaging.route("eventing.manager.by-address",
+                        MessageFilter(path_prefix=MANAGER_PATH + "/"),
+                        self._on_manager_message, priority=10)
 
     def _on_topic_message(self, message: IncomingMessage) -> Reply | None:
         self.sync()
@@ -189,11 +193,12 @@ class SubscriptionManager(SubscriptionOperations):
         operation = etree.QName(message.body).localname if version is not None else None
         if operation not in msg.OPERATIONS:
             raise wsa.action_not_supported(message.wsa_version, message.action)
-        check_pairing(version, message.wsa_version)
+        version = check_pairing(version, message.wsa_version)
         if message.action != version.action(operation):
             raise wsa.action_not_supported(message.wsa_version, message.action)
-        subscription_id = msg.subscription_id_from(
-            version, message.reference_parameter(version.identifier_tag))
+        subscription_id = (msg.subscription_id_in_path(MANAGER_PATH, message.path)
+                           if message.path != MANAGER_PATH else msg.subscription_id_from(
+                               version, message.reference_parameter(version.identifier_tag)))
         if subscription_id is None:
             raise UnknownSubscription(version, None, operation)
         if operation == "Renew":

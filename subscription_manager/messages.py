@@ -24,11 +24,12 @@ from wsframework.addressing import EndpointReference
 from wsframework.exceptions import SoapFault
 
 from .expiry import ExpiryRequest
-from .versions import V2004, EventingVersion
+from .versions import EventingVersion
 
 __all__ = ["SubscribeRequest", "RenewRequest", "parse_subscribe", "parse_renew",
            "subscribe_response", "renew_response", "get_status_response",
-           "unsubscribe_response", "subscription_end", "manager_epr", "FORMATS",
+           "unsubscribe_response", "subscription_end", "manager_epr", "subscription_id_in_path",
+           "FORMATS",
            "UNWRAP", "WRAP", "OPERATIONS"]
 
 UNWRAP = ns.WSE2011_FORMAT_UNWRAP
@@ -58,7 +59,7 @@ class SubscribeRequest:
             raise TypeError("notify_to must be an EndpointReference")
         if self.format not in FORMATS:
             raise ValueError(f"unknown delivery format {self.format!r}")
-        if self.version is V2004 and self.format != UNWRAP:
+        if self.version.is_2004 and self.format != UNWRAP:
             raise ValueError("2004/08 subscriptions have no Wrap format")
 
 
@@ -97,7 +98,7 @@ def _expiry(element: etree._Element | None, version: EventingVersion) -> ExpiryR
     if not text:
         raise version.faults.invalid_expiration("wse:Expires is empty")
     best_effort = False
-    if version is not V2004:
+    if not version.is_2004:
         raw = (element.get("BestEffort") or "false").strip().lower()
         if raw not in _TRUE + _FALSE:
             raise version.faults.invalid_message(f"BestEffort must be a boolean, not {raw!r}")
@@ -116,9 +117,9 @@ def parse_subscribe(body: etree._Element, version: EventingVersion) -> Subscribe
     parts = _children(body, version, ("EndTo", "Delivery", "Format", "Expires", "Filter"))
     delivery = parts.get("Delivery")
     if delivery is None:
-        raise (faults.invalid_message("wse:Delivery is required") if version is V2004
+        raise (faults.invalid_message("wse:Delivery is required") if version.is_2004
                else faults.no_delivery_mechanism())
-    if version is V2004:
+    if version.is_2004:
         mode = (delivery.get("Mode") or ns.WSE2004_PUSH_MODE).strip()
         if mode != ns.WSE2004_PUSH_MODE:
             raise faults.delivery_mode_unavailable(mode)
@@ -172,19 +173,32 @@ def _sub(parent, version: EventingVersion, local: str, text: str | None = None):
 
 def manager_epr(version: EventingVersion, address: str, subscription_id: str) -> EndpointReference:
     """The SubscriptionManager EPR: the manager address plus the identifying reference
-    parameter (2004/08: ``wse:Identifier`` as a URI; 2011: our own element)."""
+    parameter (2004/08: ``wse:Identifier`` as a URI; 2011: our own element), or, for a
+    pairing identified by address (2004/08 with WSA 1.0), ``<manager address>/<id>`` and no
+    reference parameter."""
+    if version.identified_by_address:
+        return EndpointReference(f"{address.rstrip('/')}/{subscription_id}")
     identifier = etree.Element(version.identifier_tag,
-                               nsmap={"wse" if version is V2004 else "evt":
+                               nsmap={"wse" if version.is_2004 else "evt":
                                       etree.QName(version.identifier_tag).namespace})
     identifier.text = identifier_text(version, subscription_id)
     return EndpointReference(address, (identifier,))
 
 
 def identifier_text(version: EventingVersion, subscription_id: str) -> str:
-    return f"urn:uuid:{subscription_id}" if version is V2004 else subscription_id
+    return f"urn:uuid:{subscription_id}" if version.is_2004 else subscription_id
 
 
-def subscription_id_from(version: EventingVersion, text: str | None) -> str | None:
+def subscription_id_in_path(manager_path: str, path: str) -> str | None:
+    """The subscription id a per-subscription manager address carries as the path segment
+    after ``manager_path`` (None when ``path`` is not such an address)."""
+    prefix = manager_path.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        return None
+    return subscription_id_from(None, path[len(prefix):])
+
+
+def subscription_id_from(version: EventingVersion | None, text: str | None) -> str | None:
     """The stored id behind an identifier header's text (None when it cannot be one)."""
     if not text:
         return None
@@ -211,7 +225,7 @@ def get_status_response(version: EventingVersion, granted: str | None) -> etree.
 
 def _expires_response(version, local, granted):
     body = _element(version, local)
-    if version is V2004:
+    if version.is_2004:
         if granted is not None:
             _sub(body, version, "Expires", granted)
     else:
@@ -221,13 +235,13 @@ def _expires_response(version, local, granted):
 
 def unsubscribe_response(version: EventingVersion) -> etree._Element | None:
     """2011 answers ``wse:UnsubscribeResponse``; 2004/08 answers an empty body."""
-    return None if version is V2004 else _element(version, "UnsubscribeResponse")
+    return None if version.is_2004 else _element(version, "UnsubscribeResponse")
 
 
 def subscription_end(version: EventingVersion, manager: EndpointReference, status: str,
                      reason: str) -> etree._Element:
     body = _element(version, "SubscriptionEnd")
-    if version is V2004:
+    if version.is_2004:
         body.append(manager.to_element(version.q("SubscriptionManager"), version.wsa))
     _sub(body, version, "Status", version.end_status(status))
     text = _sub(body, version, "Reason", reason)

@@ -27,7 +27,7 @@ from . import messages as msg
 from .exceptions import RefusedEndpoint, UnknownSubscription
 from .expiry import ExpiryRequest, Grant
 from .store import Subscription
-from .versions import V2004, EventingVersion, check_pairing
+from .versions import EventingVersion, check_pairing
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class SubscriptionOperations:
 
     # == Subscribe =========================================================================
     def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
-        check_pairing(version, message.wsa_version)
+        version = check_pairing(version, message.wsa_version)
         if message.action != version.action("Subscribe"):
             raise wsa.action_not_supported(message.wsa_version, message.action)
         entry = self._topic_entry(message)
@@ -80,17 +80,19 @@ class SubscriptionOperations:
                 raise RefusedEndpoint(version, epr.address, refused.reason) from None
 
     def _grant(self, version: EventingVersion, request: ExpiryRequest, now: float) -> Grant:
-        return self.expiry_policy.grant(request, now, version=version.name)
+        return self.expiry_policy.grant(request, now, version=version.family)
 
     @staticmethod
     def _render_grant(version: EventingVersion, grant: Grant, now: float) -> str | None:
-        return grant.render(now, infinite=None if version is V2004 else "PT0S")
+        return grant.render(now, infinite=None if version.is_2004 else "PT0S")
 
     # == Renew / GetStatus / Unsubscribe ===================================================
     def _current(self, version: EventingVersion, subscription_id: str, operation: str,
                  now: float) -> Subscription:
         current = self.store.get(subscription_id)
-        if (current is None or current.version is not version or not current.is_active
+        # Any pairing of the subscription's eventing version may manage it; the answer is in
+        # the request's addressing version.
+        if (current is None or current.version.family != version.family or not current.is_active
                 or current.expired_at(now)):
             raise UnknownSubscription(version, subscription_id, operation)
         return current

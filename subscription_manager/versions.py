@@ -1,8 +1,23 @@
 """The two WS-Eventing versions: their vocabulary and the faults each one names.
 
-A request's version is chosen by the namespace of its body element, and each version is
-paired with one WS-Addressing version (2004/08 eventing with WSA 2004/08, 2011 with WSA 1.0);
-a request that mixes them is refused (:func:`check_pairing`).
+A request's version is chosen by the namespace of its body element and the WS-Addressing
+version of its headers. Three pairings are served (:func:`check_pairing` picks one, or refuses):
+
+==================  ===================  ============================================
+pairing (``name``)  WS-Addressing        subscription identified by
+==================  ===================  ============================================
+``2004``            2004/08              ``wse:Identifier`` reference parameter
+``2004-wsa10``      1.0 (the DPWS 1.1    its own manager address, ``<manager>/<id>``
+                    pairing)             (no reference parameter: DPWS clients such as
+                                         sdc11073 mark echoed parameters
+                                         ``wsa:IsReferenceParameter``, which their
+                                         schema forbids on ``wse:Identifier``)
+``2011``            1.0                  our own reference parameter
+==================  ===================  ============================================
+
+A pairing is an :class:`EventingVersion`; a subscription stores the pairing it was made in
+(by ``name``), so its responses, notifications and SubscriptionEnd use the addressing
+version it used. ``family`` ('2004' or '2011') is the WS-Eventing vocabulary.
 
 Faults (code / subcode), as raised by :class:`Faults`:
 
@@ -53,7 +68,7 @@ from wsframework import ns
 from wsframework.addressing import WsaVersion
 from wsframework.exceptions import RECEIVER, SENDER, SoapFault
 
-__all__ = ["EventingVersion", "V2004", "V2011", "VERSIONS", "version_of", "check_pairing",
+__all__ = ["EventingVersion", "V2004", "V2004_WSA10", "V2011", "VERSIONS", "version_of", "check_pairing",
            "Faults", "END_DELIVERY_FAILURE", "END_SHUTTING_DOWN", "END_CANCELLING"]
 
 # SubscriptionEnd status local names (the URI is ``<wse ns>/<name>`` in both versions).
@@ -69,6 +84,15 @@ class EventingVersion:
     wsa: WsaVersion
     default_dialect: str
     identifier_tag: str
+    family: str
+    # The subscription id is the last path segment of the manager address (no reference
+    # parameter) rather than a reference parameter of the manager EPR.
+    identified_by_address: bool = False
+
+    @property
+    def is_2004(self) -> bool:
+        """Whether this pairing speaks the 2004/08 submission's eventing vocabulary."""
+        return self.family == "2004"
 
     def q(self, local: str) -> str:
         return ns.qname(self.namespace, local)
@@ -88,15 +112,24 @@ class EventingVersion:
         return Faults(self)
 
     def __str__(self) -> str:
+        if self.wsa is not _PRIMARY_WSA[self.family]:
+            return f"WS-Eventing {self.family} with WS-Addressing {self.wsa.namespace}"
         return f"WS-Eventing {self.name}"
 
 
+_PRIMARY_WSA = {"2004": WsaVersion.WSA2004, "2011": WsaVersion.WSA10}
+
 V2004 = EventingVersion("2004", ns.WSE2004, WsaVersion.WSA2004, ns.XPATH10_DIALECT_2004,
-                        ns.qname(ns.WSE2004, "Identifier"))
+                        ns.qname(ns.WSE2004, "Identifier"), "2004")
+# WS-Eventing 2004/08 with WS-Addressing 1.0: the pairing DPWS 1.1 (and so sdc11073) uses.
+V2004_WSA10 = EventingVersion("2004-wsa10", ns.WSE2004, WsaVersion.WSA10,
+                              ns.XPATH10_DIALECT_2004, ns.qname(ns.WSE2004, "Identifier"),
+                              "2004", identified_by_address=True)
 V2011 = EventingVersion("2011", ns.WSE2011, WsaVersion.WSA10, ns.XPATH10_DIALECT_2011,
-                        ns.qname(ns.EVENTING, "SubscriptionId"))
-VERSIONS = {V2004.name: V2004, V2011.name: V2011}
+                        ns.qname(ns.EVENTING, "SubscriptionId"), "2011")
+VERSIONS = {v.name: v for v in (V2004, V2004_WSA10, V2011)}
 _BY_NAMESPACE = {V2004.namespace: V2004, V2011.namespace: V2011}
+_PAIRINGS = {(v.namespace, v.wsa): v for v in VERSIONS.values()}
 
 
 def version_of(element: etree._Element | None) -> EventingVersion | None:
@@ -106,8 +139,11 @@ def version_of(element: etree._Element | None) -> EventingVersion | None:
     return _BY_NAMESPACE.get(etree.QName(element).namespace)
 
 
-def check_pairing(version: EventingVersion, wsa_version: WsaVersion | None) -> None:
-    """Refuse a request whose WS-Addressing version is not the one ``version`` pairs with."""
+def check_pairing(version: EventingVersion, wsa_version: WsaVersion | None) -> EventingVersion:
+    """The pairing a request of ``version``'s eventing namespace is served in, given its
+    WS-Addressing version; a request without addressing headers is refused (in the
+    addressing version its eventing version names first), as is a pairing not served."""
+    version = _BY_NAMESPACE[version.namespace]
     if wsa_version is None:
         problem = etree.Element(version.wsa.q("ProblemHeaderQName"),
                                 nsmap={"wsa": version.wsa.namespace})
@@ -115,10 +151,12 @@ def check_pairing(version: EventingVersion, wsa_version: WsaVersion | None) -> N
         raise SoapFault(SENDER, f"{version} requires WS-Addressing headers "
                         f"({version.wsa.namespace})", (version.wsa.header_required_fault,),
                         (problem,), version.wsa.fault_action)
-    if wsa_version is not version.wsa:
-        raise SoapFault(SENDER, f"{version} is used with WS-Addressing {version.wsa.namespace}, "
-                        f"not {wsa_version.namespace}", (wsa_version.invalid_header_fault,), (),
+    pairing = _PAIRINGS.get((version.namespace, wsa_version))
+    if pairing is None:
+        raise SoapFault(SENDER, f"{version} is not served with WS-Addressing "
+                        f"{wsa_version.namespace}", (wsa_version.invalid_header_fault,), (),
                         wsa_version.fault_action)
+    return pairing
 
 
 def _uri_elements(tag: str, uris: Iterable[str], prefix: str, namespace: str):
@@ -142,7 +180,7 @@ class Faults:
 
     @property
     def _is_2004(self) -> bool:
-        return self.v.name == "2004"
+        return self.v.is_2004
 
     def invalid_message(self, reason: str) -> SoapFault:
         return self._fault(SENDER, reason, "InvalidMessage" if self._is_2004 else None)

@@ -36,7 +36,7 @@ class SubscriptionPlacement:
     """Subscribe, placed on the best server; mixed into the EDN subscription manager."""
 
     def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
-        check_pairing(version, message.wsa_version)
+        version = check_pairing(version, message.wsa_version)
         if message.header(PLACED) is not None:
             self._check_credential(message)
             reply = super().handle_subscribe(message, version)

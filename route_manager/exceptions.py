@@ -10,6 +10,8 @@ exception                fault
 UnknownServer            Sender adm:UnknownServer (an UpdateSummary from a server that did not
                          register; the server registers again when it sees it)
 UnusableSummary          Sender adm:InvalidRequest
+UnusableServerAddress    Sender adm:InvalidRequest (a RegisterServer or PeerUpdate address the
+                         URL grammar refuses, :func:`server_address`)
 InvalidConfiguration     Sender adm:InvalidRequest (a Configure refused; nothing changed)
 UnknownAlgorithm         Sender adm:InvalidRequest (Repartition)
 RepartitionFailed        Receiver (Repartition; nothing moved)
@@ -27,11 +29,12 @@ from typing import Iterable
 from wsframework.admin import contracts
 from wsframework.exceptions import SoapFault, WsFrameworkError, receiver_fault, sender_fault
 from wsframework.faults import translate
+from wsframework.urlpolicy import UrlRefused, parse_url
 
 from .edn_wire import FAULT_UNKNOWN_SERVER
 
-__all__ = ["RouteManagerError", "UnknownServer", "UnusableSummary", "InvalidConfiguration",
-           "UnknownAlgorithm", "RepartitionFailed"]
+__all__ = ["RouteManagerError", "UnknownServer", "UnusableSummary", "UnusableServerAddress",
+           "InvalidConfiguration", "UnknownAlgorithm", "RepartitionFailed", "server_address"]
 
 
 class RouteManagerError(WsFrameworkError):
@@ -51,6 +54,29 @@ class UnusableSummary(RouteManagerError):
         super().__init__(f"unusable summary from {server}: {error}")
         self.server = server
         self.error = error
+
+
+class UnusableServerAddress(RouteManagerError):
+    """A server address, sent by a peer, that the URL grammar refuses (``reason``)."""
+
+    def __init__(self, server: str, address: str, reason: str):
+        super().__init__(f"unusable address for server {server!r}: {reason}")
+        self.server = server
+        self.address = address
+        self.reason = reason
+
+
+def server_address(server: str, address: str) -> str:
+    """``address`` without a trailing slash, once :func:`wsframework.urlpolicy.parse_url`
+    has read it: a peer's address is contacted by every member of the network, so it gets
+    the one reading (no userinfo, backslashes, control characters, ambiguous hosts, overlong
+    URLs). Its IP ranges are not judged: registered servers normally live in private ranges,
+    and the request carries the network's admin credential."""
+    try:
+        parse_url(address)
+    except UrlRefused as refused:
+        raise UnusableServerAddress(server, address, refused.reason) from None
+    return address.rstrip("/")
 
 
 class InvalidConfiguration(RouteManagerError):
@@ -74,6 +100,7 @@ def _unknown_server(exc: UnknownServer) -> SoapFault:
 
 
 @translate(UnusableSummary)
+@translate(UnusableServerAddress)
 @translate(InvalidConfiguration)
 @translate(UnknownAlgorithm)
 def _invalid_request(exc: RouteManagerError) -> SoapFault:

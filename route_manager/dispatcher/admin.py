@@ -25,6 +25,7 @@ from wsframework.exceptions import SoapFault
 from wsframework.namespace import InvalidName
 
 from .. import edn_wire
+from ..exceptions import server_address
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class DispatcherAdmin:
     # -- membership and route updates ----------------------------------------------------------
     def _register_server(self, request, message):
         name = server_name(request.Name)
-        self.dispatcher.register_server(name, request.Address)
+        self.dispatcher.register_server(name, server_address(name, request.Address))
         return edn_wire.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
                                                Peer=self._server_infos(exclude=name))
 

@@ -11,6 +11,7 @@ the host calls :meth:`_register_admin` once its parts exist, and provides ``edn`
 from __future__ import annotations
 
 from route_manager import edn_wire
+from route_manager.exceptions import server_address
 from route_manager.peers import PeerSummary
 from wsframework.admin import AdminEndpoint, contracts
 from wsframework.matching.errors import MatcherError
@@ -40,8 +41,8 @@ class ServerAdmin:
             except MatcherError as exc:
                 raise UnusablePeerSummary(request.Server, exc) from None
         if request.Server != self.edn.name:
-            self.peers.update(request.Server, request.Address, request.Route, request.Load,
-                              summary)
+            self.peers.update(request.Server, server_address(request.Server, request.Address),
+                              request.Route, request.Load, summary)
             self.mark_up(request.Server)
         self.count("peer_updates_received")
         return edn_wire.PeerUpdateResponse(Server=self.edn.name)

@@ -171,6 +171,17 @@ def test_register_returns_topics_and_peers(network):
         admin.call(edn_wire.RegisterServer(Name="bad/name", Address="http://x"))
 
 
+@pytest.mark.parametrize("address", ["http://169.254.169.254\\@127.0.0.1:8080",
+                                     "http://user:secret@s3.test", "http://s3.test/\nx",
+                                     "http://0x7f.1/", "http://s3.test/" + "a" * 3000])
+def test_register_refuses_addresses_two_parsers_read_differently(network, address):
+    service, admin, transport, servers, _ = network
+    with pytest.raises(SoapFault) as info:
+        admin.call(edn_wire.RegisterServer(Name="s3", Address=address))
+    assert info.value.subcode == contracts.FAULT_INVALID_REQUEST
+    assert "s3" not in [s.Name for s in admin.call(edn_wire.ListServers()).Server or []]
+
+
 def test_unknown_topic_publication_is_destination_unreachable(network):
     service, admin, transport, servers, _ = network
     with pytest.raises(SoapFault) as info:

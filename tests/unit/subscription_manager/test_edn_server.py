@@ -335,6 +335,11 @@ def test_peer_updates_are_stored_and_validated(network):
         AdminClient(server_url(0), "wrong", transport=net.transport).call(
             edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC, Load=3))
     assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+    with pytest.raises(SoapFault) as caught:  # one reading of peer addresses (urlpolicy)
+        admin.call(edn_wire.PeerUpdate(Server="s8", Address="http://169.254.169.254\\@s8.test",
+                                       Route=TOPIC, Load=3))
+    assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
+    assert "s8" not in [s.name for s in m0.peers.route_states(TOPIC)]
     # The periodic exchange tells every peer our summary, centroid and load.
     net.subscribe(1, [3, 3, 3], [4, 4, 4], 0)
     net.manager(1).network.exchange_peers()

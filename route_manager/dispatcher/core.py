@@ -19,6 +19,7 @@ from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
 from wsframework.settings import read_settings
 from wsframework.transport import HttpTransport
+from wsframework.urlpolicy import UrlPolicy
 
 from .. import edn_wire
 from ..base import BaseRouteManager
@@ -56,6 +57,9 @@ class Dispatcher(BaseRouteManager):
         self.settings, tuning = read_settings(dict(service.config.settings, **(settings or {})),
                                               DispatcherSettings, SelfTuningSettings)
         super().__init__(service)
+        # A request's ReplyTo/FaultTo is chosen by its sender: the one URL policy judges it,
+        # with the private ranges of --allow-private (wsframework.urlpolicy).
+        service.messaging.reply_policy = UrlPolicy(allow_private=self.settings.allow_private)
         self.tables = DispatcherTables(service.store)
         self.link_mbps = self.settings.link_mbps or None
         self.forwarder = Forwarder(

@@ -38,11 +38,10 @@ class DispatcherSettings(Settings):
     measure_window: float = setting(10.0, "seconds of readings behind the measure.* figures")
     stats_log_interval: float = setting(10.0, "seconds between INFO lines while events flow "
                                         "(0: off)")
-    # edn serve passes --allow-private to every role. The dispatcher sends only to servers an
-    # administrator registered, never to an address a subscriber chose, so it has no targets
-    # to restrict: the ranges are checked and otherwise unused.
-    allow_private: tuple[str, ...] = setting((), "CIDRs notification targets may be in (unused "
-                                             "by the dispatcher: it has no notification targets)",
+    # edn serve passes --allow-private to every role. The dispatcher has no notification
+    # targets; the ranges apply to the ReplyTo/FaultTo of requests it answers.
+    allow_private: tuple[str, ...] = setting((), "CIDRs a ReplyTo/FaultTo may be in (the "
+                                             "dispatcher has no notification targets)",
                                              parse=parse_ip_ranges)
 
     def validate(self) -> None:

@@ -64,6 +64,24 @@ def test_settings_take_effect(tmp_path):
         service.close()
 
 
+def test_allow_private_governs_reply_to_and_fault_to(tmp_path):
+    """A ReplyTo/FaultTo is chosen by the sender: the dispatcher's URL policy judges it."""
+    from wsframework.urlpolicy import UrlRefused
+    for settings, allowed in (({}, False), ({"allow_private": "10.0.0.0/8"}, True)):
+        service, _ = start(tmp_path, **settings)
+        try:
+            policy = service.messaging.reply_policy
+            if allowed:
+                policy.approve("http://10.1.2.3:8080/replies")
+            else:
+                with pytest.raises(UrlRefused):
+                    policy.approve("http://10.1.2.3:8080/replies")
+            with pytest.raises(UrlRefused):
+                policy.approve("http://169.254.169.254/")
+        finally:
+            service.close()
+
+
 def test_configure_takes_the_set_names_and_the_older_dotted_ones(tmp_path):
     service, admin = start(tmp_path, self_tuning="false")
 

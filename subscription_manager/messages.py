@@ -20,7 +20,7 @@ from lxml import etree
 
 from matchers import FilterSpec
 from wsframework import ns
-from wsframework.addressing import EndpointReference
+from wsframework.addressing import EndpointReference, WsaVersion
 from wsframework.exceptions import SoapFault
 
 from .expiry import ExpiryRequest
@@ -87,6 +87,14 @@ def _epr(element: etree._Element, version: EventingVersion, what: str) -> Endpoi
     try:
         epr = EndpointReference.from_element(element, version.wsa)
     except SoapFault as fault:
+        if version.is_2004 and version.wsa is WsaVersion.WSA10 \
+                and element.find(WsaVersion.WSA2004.q("Address")) is not None:
+            # The 2004/08 WSDL types EPRs as WS-Addressing 2004/08: a client that sends WSA
+            # 1.0 headers with it (zeep's WsAddressingPlugin) writes 2004/08 EPRs in the body.
+            # Its reference properties become reference parameters (WSA 1.0 has no others).
+            legacy = EndpointReference.from_element(element, WsaVersion.WSA2004)
+            return EndpointReference(legacy.address, legacy.reference_properties
+                                     + legacy.reference_parameters)
         raise version.faults.unusable_epr(f"{what}: {fault.reason}") from None
     return epr
 

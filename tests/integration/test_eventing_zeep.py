@@ -129,3 +129,37 @@ def test_zeep_subscribes_manages_and_the_sink_is_notified(source, sink, tmp_path
     manage.UnsubscribeOp()
     with pytest.raises(zeep.exceptions.Fault):
         manage.GetStatusOp()
+
+
+@pytest.mark.parametrize("port", ["Soap11", "Soap12"])
+def test_zeep_addressing_plugin_on_the_2004_wsdl(source, sink, tmp_path, port):
+    """zeep's own WS-Addressing plugin (WSA 1.0 headers) on the 2004/08 WSDL: the DPWS
+    pairing. The WSDL types body EPRs as WSA 2004/08 (NotifyTo is read either way); the
+    answer's SubscriptionManager is a WSA 1.0 EPR (zeep hands it over as an element) whose
+    address identifies the subscription, so nothing needs echoing."""
+    from zeep.wsa import WsAddressingPlugin
+    plugin = EventingHeaders(wsa_2004=False, filter_namespaces={"q": Q})
+    event_source = load(source.base_url, "/topics/stocks", "2004", tmp_path, plugin)
+    event_source.plugins.insert(0, WsAddressingPlugin())
+    reply = event_source.bind("EventSource", f"EventSource{port}Port").SubscribeOp(
+        Delivery={"NotifyTo": {"Address": sink.url + "/zeep-wsa"}}, Expires="PT1H",
+        Filter={"_value_1": "/q:quote[q:price > 30]"})
+    assert text(reply.Expires) == "PT1H"
+    [address] = [e for e in reply.SubscriptionManager._value_1
+                 if e.tag == ns.qname(ns.WSA10, "Address")]
+    assert address.text.startswith(source.base_url + "/subscriptions/")
+
+    publish(source.base_url, "stocks", quote(10))
+    publish(source.base_url, "stocks", quote(40))
+    [message] = sink.wait_for(1, path="/zeep-wsa")
+    assert message.envelope.header(ns.qname(ns.WSA10, "To")).text == sink.url + "/zeep-wsa"
+
+    manager_client = load(source.base_url, "/subscriptions", "2004", tmp_path, plugin)
+    manager_client.plugins.insert(0, WsAddressingPlugin())
+    manage = manager_client.create_service(
+        f"{{{ns.WSE2004}}}SubscriptionManager{port}Binding", address.text)
+    assert text(manage.RenewOp(Expires="PT2H").Expires) == "PT2H"
+    assert text(manage.GetStatusOp().Expires).startswith("PT")
+    manage.UnsubscribeOp()
+    with pytest.raises(zeep.exceptions.Fault):
+        manage.GetStatusOp()

@@ -190,3 +190,36 @@ def test_anonymous_reply_to_parameters_come_back_on_replies_and_faults(harness, 
                     reply_to=reply_to)
     assert reply.is_fault
     assert reply.header("{urn:client}MySubscription").text == "ctx-1"
+
+
+def test_dpws_subscribe_reads_a_2004_08_notify_to(harness):
+    """The 2004/08 WSDL types NotifyTo as a WSA 2004/08 EPR; a client sending WSA 1.0 headers
+    with it (zeep's WsAddressingPlugin) is understood. Reference properties become reference
+    parameters, marked in the notifications."""
+    a = WSA2004.namespace
+    body = etree.fromstring(f"""
+        <wse:Subscribe xmlns:wse="{V2004.namespace}" xmlns:wsa="{a}" xmlns:s="urn:sink">
+          <wse:Delivery><wse:NotifyTo><wsa:Address>{SINK}/legacy</wsa:Address>
+            <wsa:ReferenceProperties><s:Prop>p</s:Prop></wsa:ReferenceProperties>
+            <wsa:ReferenceParameters><s:Param>q</s:Param></wsa:ReferenceParameters>
+          </wse:NotifyTo></wse:Delivery>
+          <wse:Expires>PT1H</wse:Expires>
+        </wse:Subscribe>""")
+    _, reply = post(harness, "/topics/stocks", V2004.action("Subscribe"), body, WSA10)
+    assert not reply.is_fault
+    harness.publish(quote(1))
+    harness.drain()
+    notification, = harness.sink.envelopes("/legacy")
+    assert addressing_of(notification).version is WSA10
+    for tag, value in (("{urn:sink}Prop", "p"), ("{urn:sink}Param", "q")):
+        block = notification.header(tag)
+        assert block.text == value and block.get(IS_REF) == "true"
+
+
+def test_a_notify_to_without_any_address_is_still_refused(harness):
+    body = etree.fromstring(f"""
+        <wse:Subscribe xmlns:wse="{V2004.namespace}" xmlns:wsa="{WSA10.namespace}">
+          <wse:Delivery><wse:NotifyTo><wsa:ReferenceParameters/></wse:NotifyTo></wse:Delivery>
+        </wse:Subscribe>""")
+    _, reply = post(harness, "/topics/stocks", V2004.action("Subscribe"), body, WSA10)
+    assert reply.fault().subcode == V2004.q("InvalidMessage")

@@ -261,7 +261,8 @@ def _add_subscribe(sub):
     p.add_argument("--prefix", action="append", default=[], metavar="P=URI",
                    help="namespace prefix used by the filter (repeatable)")
     p.add_argument("--expires", default="PT1H", help="xs:duration or xs:dateTime")
-    p.add_argument("--version", choices=["2011", "2004"], default="2011")
+    p.add_argument("--version", choices=["2011", "2004", "2004-wsa10"], default="2011",
+                   help="WS-Eventing version (2004-wsa10: 2004/08 with WS-Addressing 1.0, as DPWS)")
     p.set_defaults(func=cmd_subscribe)
 
 

@@ -114,7 +114,8 @@ class SubscriptionManager(SubscriptionOperations):
         self.manager_address = service.base_url + MANAGER_PATH
         self.view = SubscriptionView(self.store, self.topics, matcher_for=self.matcher_for,
                                      on_added=self.on_subscription_added,
-                                     on_removed=self.on_subscription_removed)
+                                     on_removed=self.on_subscription_removed,
+                                     filter_limits=self.settings.filter_limits())
         # The view's lock and subscriptions under the names subclasses read.
         self._rw = self.view.lock
         self._subscriptions = self.view.subscriptions

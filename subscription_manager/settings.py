@@ -19,6 +19,13 @@ delivery_retries                    3           retries after the first attempt
 delivery_backoff / _backoff_max     0.5 / 30    first retry delay, cap (seconds, doubling)
 delivery_timeout                    5.0         seconds to finish pending deliveries at close
 target_cache_ttl                    10.0        seconds a target check answer is reused
+filter_max_length / _depth / _steps 4096/32/256 bounds on a filter's text (refused with
+                                                CannotProcessFilter / InvalidMessage)
+filter_allow_regex                  false       accept regular-expression functions in filters
+filter_budget                       0.05        seconds per filter per event before a strike
+filter_strikes                      5           strikes (raised or over budget) before the
+                                                subscription ends (SourceCancelling)
+event_max_elements / _depth         10000 / 64  bounds on a published event (Sender fault)
 keep_subscriptions_on_shutdown      false       close() leaves subscriptions active (rolling
                                                 restarts) instead of ending them with
                                                 SubscriptionEnd/SourceShuttingDown (the
@@ -32,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from wsframework.matching.limits import FilterLimits
 from wsframework.settings import Settings, parse_ip_ranges, setting
 from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
@@ -92,6 +100,18 @@ class EventingSettings(Settings):
     delivery_backoff_max: float = setting(30.0, "longest retry delay (seconds)")
     delivery_timeout: float = setting(5.0, "seconds to finish pending deliveries at close")
     target_cache_ttl: float = setting(10.0, "seconds a notification target check is reused")
+    filter_max_length: int = setting(4096, "longest filter expression (characters)")
+    filter_max_depth: int = setting(32, "deepest bracket nesting of a filter")
+    filter_max_steps: int = setting(256, "most steps, predicates and terms in a filter")
+    filter_allow_regex: bool = setting(False, "accept regular-expression functions in filters "
+                                       "(they backtrack unboundedly; see "
+                                       "wsframework.matching.limits)")
+    filter_budget: float = setting(0.05, "seconds one filter may take on one event before it "
+                                   "counts a strike")
+    filter_strikes: int = setting(5, "failed or over-budget evaluations before a subscription "
+                                  "is ended (SubscriptionEnd/SourceCancelling)")
+    event_max_elements: int = setting(10_000, "most elements in a published event")
+    event_max_depth: int = setting(64, "deepest element nesting in a published event")
     keep_subscriptions_on_shutdown: bool = setting(
         False, "close() leaves subscriptions active instead of ending them "
         "(SourceShuttingDown); the server role defaults it to true")
@@ -103,6 +123,11 @@ class EventingSettings(Settings):
             raise ValueError("max_expires must not be below min_expires")
         if self.max_url_length < 1:
             raise ValueError("max_url_length must be >= 1")
+        if min(self.filter_max_length, self.filter_max_depth, self.filter_max_steps,
+               self.filter_strikes, self.event_max_elements, self.event_max_depth) < 1:
+            raise ValueError("filter_max_*, filter_strikes and event_max_* must be >= 1")
+        if self.filter_budget <= 0:
+            raise ValueError("filter_budget must be positive")
         if self.delivery_workers < 1 or self.delivery_queue_size < 1:
             raise ValueError("delivery_workers and delivery_queue_size must be >= 1")
         if min(self.delivery_retries, self.delivery_backoff, self.delivery_backoff_max) < 0:
@@ -111,6 +136,10 @@ class EventingSettings(Settings):
                self.target_cache_ttl) < 0:
             raise ValueError("sweep_interval, purge_after, delivery_timeout and "
                              "target_cache_ttl must not be negative")
+
+    def filter_limits(self) -> FilterLimits:
+        return FilterLimits(max_length=self.filter_max_length, max_depth=self.filter_max_depth,
+                            max_steps=self.filter_max_steps, allow_regex=self.filter_allow_regex)
 
     def expiry_policy(self) -> ExpiryPolicy:
         return ExpiryPolicy(min_seconds=self.min_expires or 0.0, max_seconds=self.max_expires,

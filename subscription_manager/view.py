@@ -31,6 +31,7 @@ from typing import Callable
 from lxml import etree
 
 from wsframework.matching import InvalidFilter, Matcher, UnsupportedDialect
+from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 
 from .exceptions import RefusedFilter
@@ -52,12 +53,13 @@ class SubscriptionView:
 
     def __init__(self, store: SubscriptionStore, topics, *,
                  matcher_for: Callable[[NamespaceEntry], Matcher],
-                 on_added: Hook, on_removed: Hook):
+                 on_added: Hook, on_removed: Hook, filter_limits: FilterLimits | None = None):
         self.store = store
         self.topics = topics
         self._matcher_for = matcher_for
         self._on_added = on_added
         self._on_removed = on_removed
+        self.filter_limits = filter_limits or FilterLimits()
         self.lock = RWLock()
         self.subscriptions: dict[str, Subscription] = {}
         self.templates: dict[str, NotificationTemplate] = {}
@@ -117,6 +119,8 @@ class SubscriptionView:
         else:
             matcher = self._matcher_for(entry)
             try:
+                # bounded before any engine compiles (and recurses over) the expression
+                check_filter_limits(spec, self.filter_limits)
                 matcher.add_filter(subscription.id, spec)
             except (InvalidFilter, UnsupportedDialect) as exc:  # adm:InvalidRequest elsewhere
                 raise RefusedFilter(subscription.version, exc) from None

@@ -21,6 +21,7 @@ from route_manager.placement import Candidate, Space, subscription_box
 from wsframework.admin import carries_credential
 from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
+from wsframework.matching.limits import check_filter_limits
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
 
@@ -61,6 +62,8 @@ class SubscriptionPlacement:
             engine = self.matcher_for(entry)
             if request.filter is not None:
                 engine.check_dialect(request.filter)
+                # before compiling: the local answer then refuses it with the right fault
+                check_filter_limits(request.filter, self.view.filter_limits)
             lo, hi = subscription_box(engine.schema, request.filter)
         except (SoapFault, MatcherError):
             return self.edn.name  # an invalid request: the local answer is the fault

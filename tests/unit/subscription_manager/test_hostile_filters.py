@@ -1,0 +1,117 @@
+"""A hostile subscriber's filter costs only what the limits allow, and hurts only itself
+(issue items 4, 5 and 10b), in process (no sockets)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.eventing import Harness, quote
+from wsframework import ns
+from wsframework.exceptions import SENDER, SoapFault
+from wsframework.matching import FilterSpec, InvalidFilter
+from wsframework.matching.limits import FilterLimits, check_filter_limits
+
+Q = "urn:quotes"
+RE = "http://exslt.org/regular-expressions"
+XPATH20 = ns.XPATH20_DIALECT_2011
+RANGES = ns.RANGES_DIALECT
+REFUSED = {"2004": "InvalidMessage", "2011": "CannotProcessFilter"}
+
+
+@pytest.fixture
+def harness(tmp_path):
+    h = Harness(tmp_path)
+    yield h
+    h.close()
+
+
+HOSTILE = [
+    ("xpath20-thousand-predicates", XPATH20, "price" + "[. > 1]" * 1000, {}),
+    ("xpath20-300-predicates", XPATH20, "price" + "[. > 1]" * 300, {}),
+    ("xpath10-nested-thousand", None, "//q:quote[q:price > 3" * 1000 + "]" * 1000, {"q": Q}),
+    ("xpath10-5000-parentheses", None, "(" * 5000 + "1" + ")" * 5000, {}),
+    ("xpath20-nested-40", XPATH20, "(" * 40 + "1" + ")" * 40, {}),
+    ("exslt-regex", None, "re:test(string(.), '^(a+)+$')", {"re": RE}),
+    ("exslt-regex-other-prefix", None, "x:match (string(.), 'a')", {"x": RE}),
+    ("xpath20-matches", XPATH20, "fn:matches(string(.), '^(a+)+$')", {}),
+    ("xpath20-tokenize", XPATH20, "count(tokenize(string(.), 'a*')) > 1", {}),
+]
+
+
+@pytest.mark.parametrize("version", ["2004", "2011"])
+@pytest.mark.parametrize("name,dialect,expression,namespaces", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_filters_are_refused_at_subscribe(harness, version, name, dialect, expression,
+                                                  namespaces):
+    if dialect == XPATH20 and version == "2004":
+        pytest.skip("XPath 2.0 is a 2011 dialect")
+    options = {"filter": expression, "namespaces": namespaces}
+    if dialect:
+        options["dialect"] = dialect
+    with pytest.raises(SoapFault) as refused:
+        harness.subscribe(version, **options)
+    assert refused.value.code == SENDER
+    assert refused.value.subcode.endswith(REFUSED[version])
+    # the topic still works for everybody else
+    harness.subscribe(version, notify_path="/fine", filter="true()")
+    harness.publish(quote(42))
+    harness.drain()
+    assert len(harness.sink.at("/fine")) == 1
+
+
+@pytest.mark.parametrize("dialect,expression", [
+    (RANGES, "(" * 5000 + "price > 1" + ")" * 5000),
+    (RANGES, " and ".join(["price > 1"] * 300)),
+    (ns.ACTION_DIALECT_DPWS11, " ".join(f"urn:a:{i}" for i in range(1000))),
+    (ns.XPATH10_DIALECT_2011, "//q:price" * 200),
+])
+def test_limits_hold_for_every_dialect(dialect, expression):
+    with pytest.raises(InvalidFilter):
+        check_filter_limits(FilterSpec(dialect, expression), FilterLimits())
+
+
+def test_limits_are_measured_without_recursion():
+    # a million nested brackets: refused by depth, not by Python's recursion limit
+    deep = FilterSpec(XPATH20, "(" * 1_000_000 + ")" * 1_000_000)
+    with pytest.raises(InvalidFilter, match="deeper"):
+        check_filter_limits(deep, FilterLimits(max_length=10_000_000))
+
+
+@pytest.mark.parametrize("expression", [
+    "/q:quote[q:price > 30 and q:symbol = 'test(']",
+    "price in [1, 2) and symbol = 'GE'",
+    "//q:quote[" * 31 + "1" + "]" * 31,
+])
+def test_ordinary_filters_pass(expression):
+    check_filter_limits(FilterSpec(XPATH20, expression), FilterLimits())
+
+
+def test_limits_are_settings(tmp_path):
+    h = Harness(tmp_path, settings={"filter_max_length": "10", "filter_allow_regex": "true"})
+    try:
+        with pytest.raises(SoapFault):
+            h.subscribe("2011", filter="/q:quote[q:price > 30]", namespaces={"q": Q})
+        assert h.manager.view.filter_limits == FilterLimits(max_length=10, allow_regex=True)
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("dialect,expression", [
+    (RANGES, "(" * 5000 + "x0 > 1" + ")" * 5000),
+    (None, "e:x0 > 4" + "[1]" * 300),
+])
+def test_an_edn_server_refuses_hostile_filters_before_placing_them(tmp_path, dialect,
+                                                                   expression):
+    from subscription_manager.client import EventingClient, subscribe_body
+    from tests.support.edn import EV, TOPIC, Network, server_url
+    from tests.support.eventing import SINK
+    net = Network(tmp_path, ("rtree", "local"))
+    try:
+        net.create_topic()
+        client = EventingClient("2011", transport=net.transport)
+        options = {"dialect": dialect} if dialect else {}
+        body = subscribe_body(client.version, f"{SINK}/n/1", filter=expression,
+                              namespaces={"e": EV}, **options)
+        with pytest.raises(SoapFault) as refused:
+            client.subscribe_raw(f"{server_url(0)}/topics/{TOPIC}", body)
+        assert refused.value.subcode.endswith("CannotProcessFilter")
+    finally:
+        net.close()

@@ -229,21 +229,24 @@ def test_delivery_is_exactly_that_of_a_single_source(network, tmp_path, partitio
 
 # -- placement: forwarded subscribes --------------------------------------------------------
 
-def test_a_forwarded_subscribe_answers_with_the_owning_servers_epr(network):
+# "2004-wsa10": 2004/08 with WS-Addressing 1.0 (DPWS), identified by its manager address
+@pytest.mark.parametrize("version", ["2004", "2004-wsa10"])
+def test_a_forwarded_subscribe_answers_with_the_owning_servers_epr(network, version):
     net = network(("rtree", "rtree", "local"))
     net.create_topic()
     net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)  # s2 owns the region
     net.step()
     m0, m2 = net.manager(0), net.manager(2)
     # 2004/08 over SOAP 1.1 at s0, inside s2's rectangle: placed on s2.
-    client = EventingClient("2004", transport=net.transport, soap_version=SoapVersion.SOAP11)
+    client = EventingClient(version, transport=net.transport, soap_version=SoapVersion.SOAP11)
     handle = client.subscribe(f"{server_url(0)}/topics/{TOPIC}", f"{SINK}/n/1",
                               filter=range_filter([6, 6, 6], [7, 7, 7]), dialect=RANGES_DIALECT,
                               expires="PT1H")
-    assert handle.manager.address == server_url(2) + "/subscriptions"
+    assert handle.manager.address == server_url(2) + "/subscriptions" + (
+        f"/{handle.id}" if version == "2004-wsa10" else "")
     assert m0.load() == 0 and m2.load() == 2
     stored = m2.store.get(handle.id)
-    assert stored.version.name == "2004" and stored.soap_version == SoapVersion.SOAP11.value
+    assert stored.version.name == version and stored.soap_version == SoapVersion.SOAP11.value
     assert m0.stats()["placements.s2"] == 1 and m2.stats()["placed_here_by_peers"] == 1
     assert client.get_status(handle) is not None
     assert client.renew(handle, "PT2H") is not None

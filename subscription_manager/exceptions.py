@@ -11,6 +11,8 @@ exception                fault (2004/08 / 2011, see :mod:`.versions`)
 UnknownSubscription      Renew: Receiver wse:UnableToRenew, others Sender wse:InvalidMessage /
                          Sender wse:UnknownSubscription
 RefusedEndpoint          Sender wse:InvalidMessage / Sender wse:UnusableEPR
+RefusedEvent             Sender fault (a publication over the event limits; no WS-Eventing
+                         vocabulary: publishers are not subscribers)
 RefusedFilter            wse:FilteringRequestedUnavailable (+ SupportedDialect), empty:
                          wse:InvalidMessage / wse:EmptyFilter, otherwise wse:InvalidMessage /
                          wse:CannotProcessFilter
@@ -18,13 +20,14 @@ RefusedFilter            wse:FilteringRequestedUnavailable (+ SupportedDialect),
 """
 from __future__ import annotations
 
-from wsframework.exceptions import SoapFault, WsFrameworkError
+from wsframework.exceptions import SoapFault, WsFrameworkError, sender_fault
 from wsframework.faults import translate
 from wsframework.matching import InvalidFilter, UnsupportedDialect
 
 from .versions import EventingVersion
 
-__all__ = ["EventingError", "UnknownSubscription", "RefusedEndpoint", "RefusedFilter"]
+__all__ = ["EventingError", "UnknownSubscription", "RefusedEndpoint", "RefusedFilter",
+           "RefusedEvent"]
 
 
 class EventingError(WsFrameworkError):
@@ -60,6 +63,16 @@ class RefusedFilter(EventingError):
     def __init__(self, version: EventingVersion, error: InvalidFilter | UnsupportedDialect):
         super().__init__(version, str(error))
         self.error = error
+
+
+class RefusedEvent(WsFrameworkError):
+    """A published event over the source's element-count or depth limits, refused before
+    any filter sees it."""
+
+
+@translate(RefusedEvent)
+def _refused_event(exc: RefusedEvent) -> SoapFault:
+    return sender_fault(str(exc))
 
 
 @translate(UnknownSubscription)

@@ -60,7 +60,7 @@ from wsframework.soap import SoapVersion, build_envelope
 
 from . import messages as msg
 from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer
-from .exceptions import UnknownSubscription
+from .exceptions import RefusedEvent, UnknownSubscription
 from .notifications import notification_action
 from .operations import SubscriptionOperations
 from .settings import EventingSettings
@@ -223,9 +223,31 @@ class SubscriptionManager(SubscriptionOperations):
             raise sender_fault("a publication needs the event as the body's element")
         action = message.action if message.action and message.action != PUBLISH_ACTION \
             else self.default_action(entry)
+        problem = self.event_limits_exceeded(message.body)
+        if problem is not None:
+            raise RefusedEvent(f"event refused: {problem}")
         # The event becomes the root of its own document: absolute paths in filters
         # (``/q:quote``) then start at the event, not at the SOAP envelope.
         self.publish(entry, copy.deepcopy(message.body), action)
+        return None
+
+    def event_limits_exceeded(self, event: etree._Element) -> str | None:
+        """Why ``event`` is over ``event_max_elements`` / ``event_max_depth``, or None.
+
+        Checked before matching, separately from the body size limit: a small body can hold
+        100,000 empty elements, and every ``//*`` in every filter would walk them all."""
+        max_elements, max_depth = self.settings.event_max_elements, self.settings.event_max_depth
+        elements = depth = 0
+        for action, _ in etree.iterwalk(event, events=("start", "end")):
+            if action == "end":
+                depth -= 1
+                continue
+            elements += 1
+            depth += 1
+            if elements > max_elements:
+                return f"more than {max_elements} elements"
+            if depth > max_depth:
+                return f"nested deeper than {max_depth} elements"
         return None
 
     def publish(self, entry: NamespaceEntry, event: etree._Element, action: str) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import logging
 import threading
 import time
 
@@ -49,6 +50,8 @@ from .settings import EdnSettings
 from .summaries import RoutingSummaries
 
 __all__ = ["EdnSubscriptionManager"]
+
+log = logging.getLogger(__name__)
 
 
 class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdmin,
@@ -129,6 +132,11 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         events = 0
         for event in body:
             if isinstance(event.tag, str):
+                problem = self.event_limits_exceeded(event)
+                if problem is not None:  # the batch's other events still count
+                    log.warning("event refused from a batch: %s", problem)
+                    self.count("events_refused")
+                    continue
                 self.publish(entry, copy.deepcopy(event), action)
                 events += 1
         self.count("events_received", events)

@@ -115,3 +115,48 @@ def test_an_edn_server_refuses_hostile_filters_before_placing_them(tmp_path, dia
         assert refused.value.subcode.endswith("CannotProcessFilter")
     finally:
         net.close()
+
+
+# -- events over the element limits (item 5: count(//*) over 100,000 elements) -----------
+
+def _wide(n):
+    return f'<q:quote xmlns:q="{Q}">' + "<q:x/>" * n + "</q:quote>"
+
+
+def _deep(n):
+    return f'<q:quote xmlns:q="{Q}">' + "<q:x>" * n + "</q:x>" * n + "</q:quote>"
+
+
+@pytest.mark.parametrize("event,settings", [
+    (_wide(99_000), {}),  # just under the parser's own element cap
+    (_wide(50), {"event_max_elements": "50"}),
+    (_deep(90), {}),  # the parser itself stops at 100 levels, envelope included
+    (_deep(10), {"event_max_depth": "10"}),
+])
+def test_events_over_the_limits_are_refused_before_matching(tmp_path, event, settings):
+    from wsframework.soap import parse_envelope
+    h = Harness(tmp_path, settings=settings)
+    try:
+        for _ in range(10):
+            h.subscribe("2011", filter="count(//*) > 0")
+        matched = []
+        original = h.manager.view.match
+        h.manager.view.match = lambda *a: matched.append(a) or original(*a)
+        response = h.publish(event)
+        fault = parse_envelope(response.body).fault()
+        assert fault.code == SENDER and "event refused" in fault.reason
+        assert matched == []
+    finally:
+        h.close()
+
+
+def test_events_at_the_limits_are_published(tmp_path):
+    h = Harness(tmp_path, settings={"event_max_elements": "51", "event_max_depth": "11"})
+    try:
+        h.subscribe("2011", filter="count(//*) > 0")
+        assert h.publish(_wide(50)).status == 202
+        assert h.publish(_deep(10)).status == 202
+        h.drain()
+        assert len(h.sink.at("/notify")) == 2
+    finally:
+        h.close()

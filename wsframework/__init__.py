@@ -18,7 +18,8 @@ edge), ``settings`` (typed role settings), ``xmlparse`` (the hardened parser), `
 contract and the registry that finds engines by URI), ``messaging`` (dispatch and reply
 routing), ``store`` (SQLite), ``namespace`` (the hierarchical namespace bound to matchers),
 ``admin`` (authenticated, typed, extensible admin messages; the only spyne user),
-``service`` (composition), ``transport`` (HTTP and in-process clients), ``client``, ``wsgi``
-(the HTTP edge). The framework imports none of the packages above it (the application in
+``service`` (composition), ``urlpolicy`` (the one reading and judgement of every URL a peer
+makes a service contact), ``transport`` (HTTP and in-process clients; HTTP connects to the
+address the URL policy approved), ``client``, ``wsgi`` (the HTTP edge). The framework imports none of the packages above it (the application in
 ``edn`` serves it with gunicorn and adds the ``edn`` command).
 """

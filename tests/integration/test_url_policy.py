@@ -4,7 +4,10 @@ HTTP response. The HTTP transport connects to the address the policy approved (D
 rebinding), over real sockets on loopback."""
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 
@@ -15,7 +18,7 @@ from tests.support.processes import ServerProcess
 from wsframework import ns
 from wsframework.admin import AdminClient
 from wsframework.soap import parse_envelope
-from wsframework.transport import HttpTransport
+from wsframework.transport import HttpTransport, TransportError
 from wsframework.urlpolicy import UrlPolicy, UrlRefused
 
 SOAP12_CT = "application/soap+xml; charset=utf-8"
@@ -97,6 +100,29 @@ def test_admin_fault_for_a_bad_token_stays_on_the_http_response(source_server, s
     assert_nothing_arrives(sink)
 
 
+def _read_request(connection) -> bytes:
+    """The whole request (head and Content-Length body): closing with unread bytes would
+    reset the connection before the client reads the answer."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return data
+
+
 class _RecordingPeer:
     """Accepts one connection on 127.0.0.1, keeps the request head, answers 202."""
 
@@ -120,11 +146,7 @@ class _RecordingPeer:
             return
         connection.settimeout(5)
         with connection:
-            while b"\r\n\r\n" not in self.request:
-                chunk = connection.recv(65536)
-                if not chunk:
-                    break
-                self.request += chunk
+            self.request = _read_request(connection)
             connection.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n"
                                b"Connection: close\r\n\r\n")
 
@@ -173,3 +195,64 @@ def test_parser_differential_urls_are_refused_before_any_connection(url):
     finally:
         peer.close()
     assert peer.request == b""
+
+
+def test_tls_to_a_pinned_address_keeps_the_name_for_sni_and_the_certificate(tmp_path):
+    """https: the connection goes to the approved IP, the TLS server name and the certificate
+    check use the URL's name (a certificate for that name is accepted, one for another name
+    is not)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=pinned.test", "-addext", "subjectAltName=DNS:pinned.test",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server_names = []
+    context.sni_callback = lambda sock, name, ctx: server_names.append(name) or None
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    heads = []
+
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            raw.settimeout(5)
+            try:
+                with context.wrap_socket(raw, server_side=True) as connection:
+                    heads.append(_read_request(connection))
+                    connection.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n"
+                                       b"Connection: close\r\n\r\n")
+            except (ssl.SSLError, OSError):  # the refused certificate ends the handshake
+                raw.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    resolve = {"pinned.test": "127.0.0.1", "other.test": "127.0.0.1"}
+
+    def resolver(host, port, family=0, type=0, proto=0, flags=0):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (resolve[host], port))]
+
+    policy = UrlPolicy(resolver=resolver)
+    transport = HttpTransport(timeout=(3.0, 5.0))
+    transport._session().verify = str(cert)  # trust the test certificate (this thread's session)
+    try:
+        response = transport.post(policy.approve(f"https://pinned.test:{port}/n"), b"<x/>",
+                                  SOAP12_CT)
+        assert response.status == 202
+        with pytest.raises(TransportError):  # the certificate does not name other.test
+            transport.post(policy.approve(f"https://other.test:{port}/n"), b"<x/>", SOAP12_CT)
+    finally:
+        transport.close()
+        stop.set()
+        thread.join(10)
+        listener.close()
+    assert server_names[:2] == ["pinned.test", "other.test"]
+    assert f"\r\nhost: pinned.test:{port}\r\n" in heads[0].decode("latin-1").lower()

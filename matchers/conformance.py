@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.base import FilterFailures, FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter, UnsupportedDialect
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "check_replacing_keeps_one_entry",
     "check_unsupported_dialect",
     "check_empty_expression_is_invalid",
+    "check_match_reporting_agrees_with_match",
 ]
 
 NO_SUCH_DIALECT = "urn:conformance:no-such-dialect"
@@ -196,6 +197,21 @@ def check_empty_expression_is_invalid(matcher_class: type[Matcher]) -> None:
             f"{matcher_class.__name__}.add_filter of an empty {dialect!r} filter")
 
 
+def check_match_reporting_agrees_with_match(matcher_class: type[Matcher],
+                                            examples: Examples | None = None) -> None:
+    """``match_reporting`` answers exactly as ``match`` does, and reports nothing for
+    filters that evaluate fine within a generous budget."""
+    name = matcher_class.__name__
+    for index, (spec, event, _) in enumerate(examples or examples_of(matcher_class)):
+        matcher = matcher_class()
+        matcher.add_filter(f"f{index}", spec)
+        failures = FilterFailures(budget=60.0)
+        found = matcher.match_reporting(event, failures)
+        assert found == matcher.match(event), \
+            f"{name}.match_reporting answered {found!r}, match {matcher.match(event)!r}"
+        assert not failures.failed, f"{name} reported {failures.failed!r} for example {index}"
+
+
 MATCHER_CHECKS: tuple[Callable[[type[Matcher]], None], ...] = (
     check_class_attributes,
     check_starts_empty_and_keeps_config,
@@ -206,6 +222,7 @@ MATCHER_CHECKS: tuple[Callable[[type[Matcher]], None], ...] = (
     check_replacing_keeps_one_entry,
     check_unsupported_dialect,
     check_empty_expression_is_invalid,
+    check_match_reporting_agrees_with_match,
 )
 
 

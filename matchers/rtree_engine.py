@@ -44,13 +44,14 @@ libspatialindex).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.base import FilterFailures, FilterSpec, Matcher
 from wsframework.matching.errors import UnknownFilter
 
 from ._rtree import PagedBoxIndex
@@ -201,6 +202,14 @@ class RTreeMatchingEngine(Matcher):
         self._maybe_repack()
 
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, None)
+
+    def match_reporting(self, event: Any, failures: FilterFailures, *,
+                        variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, failures)
+
+    def _match(self, event: Any, variables: Mapping[str, Any] | None,
+               failures: FilterFailures | None) -> list[str]:
         table = self._table
         if not table.seq_of:
             return []
@@ -214,7 +223,7 @@ class RTreeMatchingEngine(Matcher):
         need = table.kind[seqs] >= (_IF_UNCLEAN if not box.clean else _ALWAYS)
         if not need.any():
             return table.ids[seqs].tolist()
-        passed = [seq for seq in seqs[need].tolist() if self._confirm(seq, event, box, variables)]
+        passed = [seq for seq in seqs[need].tolist() if self._confirm(seq, event, box, variables, failures)]
         if not passed:
             return table.ids[seqs[~need]].tolist()
         hits = np.sort(np.concatenate([seqs[~need], np.array(passed, dtype=np.int64)]))
@@ -345,12 +354,21 @@ class RTreeMatchingEngine(Matcher):
         table.drop_rows(seq)
         table.compiled.pop(seq, None)
 
-    def _confirm(self, seq: int, event: Any, box: Any, variables: Any) -> bool:
+    def _confirm(self, seq: int, event: Any, box: Any, variables: Any,
+                 failures: FilterFailures | None = None) -> bool:
+        budget = failures.budget if failures is not None else None
+        started = time.perf_counter() if budget else 0.0
         try:
-            return bool(self._table.compiled[seq].check(event, box, variables))
+            accepted = bool(self._table.compiled[seq].check(event, box, variables))
         except Exception as exc:  # one filter failing on one event must not fail the match
             log.debug("filter %r failed on an event: %s", self._table.ids[seq], exc)
+            if failures is not None:
+                failures.add(str(self._table.ids[seq]),
+                             f"evaluation failed: {type(exc).__name__}: {exc}")
             return False
+        if budget and time.perf_counter() - started > budget:
+            failures.add(str(self._table.ids[seq]), f"evaluation took over the {budget:g} s budget")
+        return accepted
 
     # -- coordinates -------------------------------------------------------------------------
     def match_box(self, lo: Any, hi: Any | None = None) -> list[str]:

@@ -4,12 +4,13 @@ WS-Eventing subscribers send (XPath 2.0 and action lists, see :mod:`matchers.xpa
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Mapping
 
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.base import FilterFailures, FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
 
@@ -77,13 +78,29 @@ class XPathFilterMatcher(Matcher):
             raise UnknownFilter(filter_id) from None
 
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, None)
+
+    def match_reporting(self, event: Any, failures: FilterFailures, *,
+                        variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, failures)
+
+    def _match(self, event: Any, variables: Mapping[str, Any] | None,
+               failures: FilterFailures | None) -> list[str]:
         hits = []
+        budget = failures.budget if failures is not None else None
+        clock = time.perf_counter
         for filter_id, compiled in self._compiled.items():
+            started = clock() if budget else 0.0
             try:
                 result = compiled(event, **variables) if variables else compiled(event)
-            except (etree.Error, TypeError, ValueError) as exc:
+            except Exception as exc:  # RecursionError, MemoryError inside libxml2 included
                 log.debug("filter %r failed on event: %s", filter_id, exc)
+                if failures is not None:
+                    failures.add(filter_id, f"evaluation failed: {type(exc).__name__}: {exc}")
                 continue
+            if budget and clock() - started > budget:
+                failures.add(filter_id, f"evaluation took {clock() - started:.3f} s, over the "
+                                        f"{budget:g} s budget")
             if xpath_boolean(result):
                 hits.append(filter_id)
         return hits

@@ -50,7 +50,7 @@ from lxml import etree
 from wsframework import addressing as wsa
 from wsframework.addressing import request_headers
 from wsframework.exceptions import sender_fault
-from wsframework.matching import Matcher
+from wsframework.matching import FilterFailures, Matcher
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.publisher import PUBLISH_ACTION
@@ -76,6 +76,7 @@ __all__ = ["SubscriptionManager", "MANAGER_PATH", "TOPICS_PREFIX"]
 MANAGER_PATH = "/subscriptions"
 TOPICS_PREFIX = "/topics/"
 _HOUSEKEEPING_INTERVAL = 600.0
+_STRIKE_LOG_INTERVAL = 10.0  # seconds between warnings about failing filters
 
 
 class SubscriptionManager(SubscriptionOperations):
@@ -120,6 +121,11 @@ class SubscriptionManager(SubscriptionOperations):
         self._rw = self.view.lock
         self._subscriptions = self.view.subscriptions
         self._published = 0
+        # strikes against filters that failed or overran filter_budget (per process)
+        self._strikes: dict[str, int] = {}
+        self._strikes_lock = threading.Lock()
+        self._strike_logged = float("-inf")
+        self._filter_failures = 0
         self._stop = threading.Event()
         self._closed = False
 
@@ -253,8 +259,11 @@ class SubscriptionManager(SubscriptionOperations):
     def publish(self, entry: NamespaceEntry, event: etree._Element, action: str) -> int:
         """Match ``event`` against ``entry``'s subscriptions and queue a notification for
         each match; returns how many were queued."""
-        ids = self.view.match(entry, event, action)
+        failures = FilterFailures(self.settings.filter_budget)
+        ids = self.view.match(entry, event, action, failures)
         self._published += 1
+        if failures:
+            self._strike(failures.failed)
         ids = self.on_event_matched(entry, event, action, ids)
         if not ids:
             return 0
@@ -264,6 +273,36 @@ class SubscriptionManager(SubscriptionOperations):
         if not targets:
             return 0
         return self.deliver(targets, action, etree.tostring(event))
+
+    def _strike(self, failed: dict[str, str]) -> None:
+        """Count a strike against each subscription whose filter failed or overran its
+        budget on one event; at ``filter_strikes`` the subscription ends. The status is
+        SourceCancelling: the source ends it for a reason of its own (DeliveryFailure
+        would blame the sink, which did nothing wrong)."""
+        ending = []
+        with self._strikes_lock:
+            for subscription_id, reason in failed.items():
+                self._filter_failures += 1
+                count = self._strikes.get(subscription_id, 0) + 1
+                self._strikes[subscription_id] = count
+                if count >= self.settings.filter_strikes:
+                    del self._strikes[subscription_id]
+                    ending.append((subscription_id, reason, count))
+            now = time.monotonic()
+            loud = now - self._strike_logged >= _STRIKE_LOG_INTERVAL
+            if loud:
+                self._strike_logged = now
+        if loud:  # rate-limited: a hostile filter must not flood the log either
+            subscription_id, reason = next(iter(failed.items()))
+            log.warning("filters of %d subscription(s) failed on an event (e.g. %s: %s); "
+                        "%d filter failures so far", len(failed), subscription_id, reason,
+                        self._filter_failures)
+        for subscription_id, reason, count in ending:
+            ended = self.store.end(subscription_id, END_CANCELLING)
+            if ended is not None:
+                self._end([ended], END_CANCELLING,
+                          f"the subscription's filter failed or overran its time budget on "
+                          f"{count} events (last: {reason})")
 
     def _is_wanted(self, subscription_id: str) -> bool:
         subscription = self._subscriptions.get(subscription_id)
@@ -357,6 +396,7 @@ class SubscriptionManager(SubscriptionOperations):
         stats = self.deliverer.stats()
         stats["subscriptions"] = len(self.view)
         stats["published"] = self._published
+        stats["filter_failures"] = self._filter_failures
         return stats
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ from typing import Callable
 
 from lxml import etree
 
-from wsframework.matching import InvalidFilter, Matcher, UnsupportedDialect
+from wsframework.matching import FilterFailures, InvalidFilter, Matcher, UnsupportedDialect
 from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 
@@ -76,12 +76,19 @@ class SubscriptionView:
         return len(self.subscriptions)
 
     # -- matching ----------------------------------------------------------------------------
-    def match(self, entry: NamespaceEntry, event: etree._Element, action: str) -> list[str]:
+    def match(self, entry: NamespaceEntry, event: etree._Element, action: str,
+              failures: FilterFailures | None = None) -> list[str]:
         """The ids of the subscriptions to ``entry`` whose filters ``event`` matches (and of
-        those without a filter)."""
+        those without a filter); filters that failed or overran are told to ``failures``."""
         matcher = self._matcher_for(entry)
+        variables = {"action": action}
         with self.lock.read():
-            ids = matcher.match(event, variables={"action": action}) if len(matcher) else []
+            if not len(matcher):
+                ids = []
+            elif failures is None:
+                ids = matcher.match(event, variables=variables)
+            else:
+                ids = matcher.match_reporting(event, failures, variables=variables)
             everything = self._unfiltered.get(entry.uid)
             if everything:
                 ids = ids + list(everything)

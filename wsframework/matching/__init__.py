@@ -5,13 +5,13 @@ The engines themselves live above the framework (the ``matchers`` package and pl
 are found through the ``wsframework.matchers`` entry-point group, loaded only when a topic,
 route or message filter names them.
 """
-from .base import FilterSpec, Matcher
+from .base import FilterFailures, FilterSpec, Matcher
 from .errors import InvalidFilter, MatcherError, UnknownFilter, UnknownMatcher, UnsupportedDialect
 from .registry import (DEFAULT_MATCHER_URI, ENTRY_POINT_GROUP, create_matcher, known_matchers,
                        refresh, register_matcher, unregister_matcher)
 
 __all__ = [
-    "FilterSpec", "Matcher", "InvalidFilter", "MatcherError", "UnknownFilter", "UnknownMatcher",
+    "FilterFailures", "FilterSpec", "Matcher", "InvalidFilter", "MatcherError", "UnknownFilter", "UnknownMatcher",
     "UnsupportedDialect", "DEFAULT_MATCHER_URI", "ENTRY_POINT_GROUP", "create_matcher",
     "known_matchers", "refresh", "register_matcher", "unregister_matcher",
 ]

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Mapping
 
 from .errors import UnsupportedDialect
 
-__all__ = ["FilterSpec", "Matcher"]
+__all__ = ["FilterSpec", "FilterFailures", "Matcher"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,28 @@ class FilterSpec:
         return cls(dialect, expression, namespaces, content=element)
 
 
+class FilterFailures:
+    """What went wrong with single filters during one :meth:`Matcher.match_reporting` call.
+
+    An engine that evaluates per-filter code calls :meth:`add` for a filter that raised (it
+    does not match) or took longer than ``budget`` seconds (its answer stands: a budget
+    cannot interrupt libxml2 or ``re``, it can only make the caller stop paying for that
+    filter on later events). ``failed`` maps filter id to the reason, first one kept.
+    """
+
+    __slots__ = ("budget", "failed")
+
+    def __init__(self, budget: float | None = None) -> None:
+        self.budget = budget
+        self.failed: dict[str, str] = {}
+
+    def add(self, filter_id: str, reason: str) -> None:
+        self.failed.setdefault(filter_id, reason)
+
+    def __bool__(self) -> bool:
+        return bool(self.failed)
+
+
 class Matcher(abc.ABC):
     """A store of filters that answers "which filters does this event match".
 
@@ -56,7 +78,10 @@ class Matcher(abc.ABC):
       in place (it keeps its position in the insertion order).
     * ``remove_filter`` raises ``UnknownFilter`` for an id it does not hold.
     * ``match`` returns matching filter ids in insertion order, without duplicates, and never
-      raises because one filter failed to evaluate on one event.
+      raises because one filter failed to evaluate on one event (whatever it raised).
+    * ``match_reporting`` answers as ``match`` does and tells a :class:`FilterFailures`
+      which filters raised or overran its budget; engines that evaluate per-filter code
+      override it (the default reports nothing).
 
     Thread safety: callers serialize mutations (add/remove) against everything else; ``match``
     may run concurrently with other ``match`` calls only, so engines must not mutate shared
@@ -85,6 +110,11 @@ class Matcher(abc.ABC):
     @abc.abstractmethod
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
         """Ids of the filters ``event`` (an lxml element) satisfies, in insertion order."""
+
+    def match_reporting(self, event: Any, failures: FilterFailures, *,
+                        variables: Mapping[str, Any] | None = None) -> list[str]:
+        """:meth:`match`, reporting per-filter failures to ``failures``."""
+        return self.match(event, variables=variables)
 
     @abc.abstractmethod
     def filter_ids(self) -> list[str]:

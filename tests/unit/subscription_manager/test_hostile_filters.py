@@ -160,3 +160,71 @@ def test_events_at_the_limits_are_published(tmp_path):
         assert len(h.sink.at("/notify")) == 2
     finally:
         h.close()
+
+
+# -- one subscriber's failing or slow filter hurts only that subscription (item 4) ----------
+
+LOOSE = {"filter_max_length": "100000", "filter_max_steps": "5000", "filter_max_depth": "5000"}
+
+
+def _ends(h, path="/end"):
+    return [(e.body.find("{*}Status").text, e.body.find("{*}Reason").text)
+            for e in h.sink.envelopes(path)]
+
+
+@pytest.mark.parametrize("version", ["2004", "2011"])
+def test_a_filter_that_raises_hurts_only_its_subscription(tmp_path, version):
+    settings = {**LOOSE, "filter_strikes": "3"}
+    if version == "2004":
+        hostile = {"filter": "$nope = 1"}  # an unbound variable fails at evaluation
+    else:
+        hostile = {"dialect": XPATH20, "filter": "price" + "[. > 1]" * 1000}
+    h = Harness(tmp_path, settings=settings)
+    try:
+        h.subscribe(version, notify_path="/hostile", end_to=f"http://sink.test/end", **hostile)
+        h.subscribe(version, notify_path="/fine", filter="true()")
+        h.subscribe(version, notify_path="/all")
+        for price in range(5):
+            assert h.publish(quote(price)).status == 202
+        h.drain()
+        assert len(h.sink.at("/fine")) == len(h.sink.at("/all")) == 5
+        assert h.sink.at("/hostile") == []
+        [(status, reason)] = _ends(h)
+        assert status.endswith("SourceCancelling") and "filter failed" in reason
+        assert h.manager.counters["filter_failures"] == 3
+        assert h.manager.counters["subscriptions"] == 2
+    finally:
+        h.close()
+
+
+def test_a_filter_over_its_time_budget_is_ended_and_others_still_served(tmp_path):
+    h = Harness(tmp_path, settings={"filter_budget": "0.002", "filter_strikes": "2"})
+    try:
+        h.subscribe("2011", notify_path="/slow", end_to="http://sink.test/end",
+                    filter="count(//*[count(//*) > 0]) > 0")
+        h.subscribe("2011", notify_path="/fine", filter="true()")
+        for _ in range(3):
+            assert h.publish(_wide(3000)).status == 202
+        h.drain()
+        assert len(h.sink.at("/fine")) == 3
+        # a slow answer stands; the second strike ends it before that event is delivered
+        assert len(h.sink.at("/slow")) == 1
+        [(status, reason)] = _ends(h)
+        assert status.endswith("SourceCancelling") and "budget" in reason
+    finally:
+        h.close()
+
+
+def test_the_xpath_matcher_reports_failures_and_keeps_matching():
+    from lxml import etree
+
+    from matchers import XPathFilterMatcher
+    from wsframework.matching import FilterFailures
+    matcher = XPathFilterMatcher()
+    matcher.add_filter("deep", FilterSpec(XPATH20, "price" + "[. > 1]" * 1000))
+    matcher.add_filter("good", FilterSpec(XPATH20, "true()"))
+    failures = FilterFailures(budget=10.0)
+    event = etree.fromstring("<price>3</price>")
+    assert matcher.match_reporting(event, failures) == ["good"]
+    assert list(failures.failed) == ["deep"] and "RecursionError" in failures.failed["deep"]
+    assert matcher.match(event) == ["good"]

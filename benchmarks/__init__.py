@@ -19,6 +19,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "throughput": ("benchmarks.throughput:run",
                    "measured vs predicted throughput vs summary precision on real processes "
                    "(paper Fig. 12)"),
+    "slowclients": ("benchmarks.slowclients:run",
+                    "a source under 2,000 idle, 200 slowloris and 50 slow-body connections: "
+                    "p95/p99 latency and failures of normal requests (loopback)"),
     "selftuning": ("benchmarks.selftuning:run",
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),

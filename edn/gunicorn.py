@@ -6,7 +6,11 @@ the durable store (see :mod:`wsframework.store`).
 
 Worker models (``--worker-class``): ``gevent`` (the default when gevent is installed) keeps
 each connection in a greenlet, so idle and slow clients cost memory, not a worker thread;
-``gthread`` keeps gunicorn's thread pool (a client that sends slowly holds a thread). Both
+``gthread`` keeps gunicorn's thread pool (a client that sends slowly holds a thread).
+gunicorn's gevent worker monkey-patches the worker process after the fork, before the
+application is built: the roles' own threads (delivery, sweeper, tickers) become greenlets
+there, and their sockets cooperative; a long CPU-bound step holds the others until it ends,
+as the GIL did. ``edn bench slowclients`` measures the two models side by side. Both
 answer malformed HTTP that gunicorn itself refuses (a bad request line, an oversized or
 duplicate header, a bad chunk size) with a SOAP Sender fault instead of gunicorn's HTML
 error page: :class:`SoapErrorPages` replaces the worker's ``handle_error``.
@@ -30,7 +34,7 @@ log = logging.getLogger(__name__)
 _services: list = []
 
 WORKER_CLASSES = ("gevent", "gthread")
-DEFAULT_WORKER_CLASS = "gthread"
+DEFAULT_WORKER_CLASS = "gevent" if importlib.util.find_spec("gevent") else "gthread"
 DEFAULT_MAX_CONNECTIONS = 4000
 
 # gunicorn's own statuses for the errors it raises before the application sees a request;

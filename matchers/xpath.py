@@ -3,6 +3,7 @@ WS-Eventing subscribers send (XPath 2.0 and action lists, see :mod:`matchers.xpa
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from typing import Any, Mapping
@@ -43,7 +44,9 @@ def xpath_boolean(result: Any) -> bool:
 
 
 class XPathFilterMatcher(Matcher):
-    """XPath 1.0 filters, evaluated with the event element as the context node.
+    """XPath 1.0 filters, evaluated with the event element as the context node -- except
+    filters in the 2004/08 dialect (``REC-xpath-19991116``), evaluated on the notification's
+    SOAP envelope as that submission says (:func:`notification_envelope`).
 
     A filter matches when XPath ``boolean()`` of its result is true.  ``variables`` given to
     :meth:`match` are bound as ``$name``; a filter that fails to evaluate on an event (for
@@ -60,11 +63,16 @@ class XPathFilterMatcher(Matcher):
     def __init__(self, config: Any = None) -> None:
         super().__init__(config)
         self._compiled: dict[str, Any] = {}
+        # 2004/08 XPath filters: id -> the SOAP namespace of the envelope they are evaluated on
+        self._envelope_ns: dict[str, str] = {}
 
     def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
         self.check_dialect(spec)
+        self._envelope_ns.pop(filter_id, None)
         if spec.dialect in XPATH10_DIALECTS:
             compiled = _compile(spec)
+            if spec.dialect == ns.XPATH10_DIALECT_2004:
+                self._envelope_ns[filter_id] = _envelope_namespace(spec)
         elif spec.dialect in XPATH20_DIALECTS:
             compiled = compile_xpath2(spec)
         else:
@@ -76,6 +84,7 @@ class XPathFilterMatcher(Matcher):
             del self._compiled[filter_id]
         except KeyError:
             raise UnknownFilter(filter_id) from None
+        self._envelope_ns.pop(filter_id, None)
 
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
         return self._match(event, variables, None)
@@ -89,10 +98,19 @@ class XPathFilterMatcher(Matcher):
         hits = []
         budget = failures.budget if failures is not None else None
         clock = time.perf_counter
+        envelope_ns = self._envelope_ns
+        envelopes: dict[str, Any] = {}
         for filter_id, compiled in self._compiled.items():
+            context = event
+            if envelope_ns and filter_id in envelope_ns:
+                soap_ns = envelope_ns[filter_id]
+                context = envelopes.get(soap_ns)
+                if context is None:
+                    context = envelopes[soap_ns] = notification_envelope(
+                        event, soap_ns, (variables or {}).get("action"))
             started = clock() if budget else 0.0
             try:
-                result = compiled(event, **variables) if variables else compiled(event)
+                result = compiled(context, **variables) if variables else compiled(context)
             except Exception as exc:  # RecursionError, MemoryError inside libxml2 included
                 log.debug("filter %r failed on event: %s", filter_id, exc)
                 if failures is not None:
@@ -123,6 +141,31 @@ class XPathFilterMatcher(Matcher):
         spec = FilterSpec(dialect, "/q:quote[q:price > 30]", (("q", ns.EXAMPLE_QUOTES),))
         cheap = FilterSpec(dialect, "q:price < 10", (("q", ns.EXAMPLE_QUOTES),))
         return [(spec, quote, True), (cheap, quote, False)]
+
+
+def _envelope_namespace(spec: FilterSpec) -> str:
+    """The SOAP version of the envelope a 2004/08 filter expects: SOAP 1.1 if it binds a
+    prefix to the 1.1 namespace (and not to 1.2), otherwise SOAP 1.2."""
+    bound = {uri for _, uri in spec.namespaces}
+    return ns.SOAP11 if ns.SOAP11 in bound and ns.SOAP12 not in bound else ns.SOAP12
+
+
+def notification_envelope(event: Any, soap_ns: str, action: str | None) -> etree._Element:
+    """The envelope a 2004/08 XPath filter is evaluated on.
+
+    The 2004/08 submission's XPath dialect takes "the SOAP Envelope containing the
+    notification" as the context node (the 2011 Recommendation changed it to the event):
+    ``s:Envelope`` with a ``wsa:Action`` header (2004/08 addressing) and a copy of the event
+    as the body's child. Per-subscriber headers (reference parameters) differ between
+    notifications of one event and are not part of it.
+    """
+    envelope = etree.Element(etree.QName(soap_ns, "Envelope"),
+                             nsmap={"s": soap_ns, "wsa": ns.WSA2004})
+    header = etree.SubElement(envelope, etree.QName(soap_ns, "Header"))
+    if action:
+        etree.SubElement(header, etree.QName(ns.WSA2004, "Action")).text = action
+    etree.SubElement(envelope, etree.QName(soap_ns, "Body")).append(copy.deepcopy(event))
+    return envelope
 
 
 def _compile(spec: FilterSpec) -> etree.XPath:

@@ -34,7 +34,9 @@ from matchers.ranges import RANGES_DIALECT, parse_range_filter
 from matchers.schema import Attribute
 
 Q = "urn:q"
-XPATH10 = "http://www.w3.org/TR/1999/REC-xpath-19991116"
+# the 2011 dialect: event as context node in every engine (the XPath matcher evaluates the
+# 2004/08 dialect on the notification envelope, as that submission says)
+XPATH10 = "http://www.w3.org/2011/03/ws-evt/Dialects/XPath10"
 SCHEMA = Schema((
     Attribute("price", "number", "/q:quote/q:price", (("q", Q),), 0, 100),
     Attribute("qty", "number", "/q:quote/@qty", (("q", Q),), 0, 10),

@@ -27,7 +27,7 @@ def end_statuses(sink: RecordingSink, path="/end"):
 
 def test_new_service_over_same_data_rematches(tmp_path):
     first = Harness(tmp_path)
-    subs = [first.subscribe(name, filter="q:price > 30", namespaces={"q": "urn:quotes"},
+    subs = [first.subscribe(name, filter="//q:price > 30", namespaces={"q": "urn:quotes"},
                             notify_path=f"/{name}", expires="PT1H") for name in ("2004", "2011")]
     # No close(): the process "dies" here, as with kill -9.
     second = Harness(tmp_path, sink=first.sink)

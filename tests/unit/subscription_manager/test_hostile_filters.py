@@ -228,3 +228,30 @@ def test_the_xpath_matcher_reports_failures_and_keeps_matching():
     assert matcher.match_reporting(event, failures) == ["good"]
     assert list(failures.failed) == ["deep"] and "RecursionError" in failures.failed["deep"]
     assert matcher.match(event) == ["good"]
+
+
+# -- item 10b: the 2004/08 XPath dialect's context node is the notification's envelope -----
+
+OW = "urn:example:weather"
+WIND = f'<ow:WindReport xmlns:ow="{OW}"><ow:Speed>70</ow:Speed></ow:WindReport>'
+ENVELOPE_FILTER = "/env:Envelope/env:Body/ow:WindReport/ow:Speed >= 65"
+EVENT_FILTER = "/ow:WindReport/ow:Speed >= 65"
+
+
+@pytest.mark.parametrize("version,soap_ns,expression,expected", [
+    ("2004", ns.SOAP12, ENVELOPE_FILTER, True),
+    ("2004", ns.SOAP11, ENVELOPE_FILTER, True),
+    ("2004", ns.SOAP12, EVENT_FILTER, False),
+    ("2004", ns.SOAP12, "env:Body/ow:WindReport/ow:Speed >= 65", True),
+    ("2004", ns.SOAP12, "env:Header/wsa:Action = 'urn:weather/Wind' and env:Body//ow:Speed > 65", True),
+    ("2011", ns.SOAP12, EVENT_FILTER, True),
+    ("2011", ns.SOAP12, ENVELOPE_FILTER, False),
+    ("2011", ns.SOAP12, "ow:Speed >= 65", True),
+])
+def test_xpath_context_node_per_version(harness, version, soap_ns, expression, expected):
+    harness.subscribe(version, notify_path="/wind", filter=expression,
+                      namespaces={"env": soap_ns, "ow": OW, "wsa": ns.WSA2004})
+    harness.publish(WIND, action="urn:weather/Wind")
+    harness.publish(WIND.replace("70", "10"), action="urn:weather/Wind")
+    harness.drain()
+    assert len(harness.sink.at("/wind")) == (1 if expected else 0)

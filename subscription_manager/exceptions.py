@@ -52,7 +52,9 @@ class RefusedEndpoint(EventingError):
     """A NotifyTo / EndTo address the target policy refuses (:mod:`.targets`)."""
 
     def __init__(self, version: EventingVersion, address: str, reason: str):
-        super().__init__(version, f"refused endpoint {address}: {reason}")
+        # The fault echoes at most the start of the address: a refused URL may be megabytes.
+        shown = address if len(address) <= 200 else address[:200] + "..."
+        super().__init__(version, f"refused endpoint {shown}: {reason}")
         self.address = address
         self.reason = reason
 

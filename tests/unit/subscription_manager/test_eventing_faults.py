@@ -80,3 +80,9 @@ def test_hostile_expires_values_are_the_senders_fault_in_both_versions(text, ver
     namespace = (V2004 if version == "2004" else V2011).namespace
     assert fault.code == SENDER and fault.subcodes == (f"{{{namespace}}}{subcode}",)
     assert len(fault.reason) < 200  # the hostile value is not echoed back in full
+
+
+def test_a_refused_endpoint_fault_does_not_echo_a_huge_address():
+    huge = "http://sink.test/" + "a" * 3_500_000
+    fault = fault_for(RefusedEndpoint(V2011, huge, "URL too long"))
+    assert len(fault.reason) < 300 and fault.reason.endswith("...: URL too long")

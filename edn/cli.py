@@ -34,7 +34,8 @@ def _add_serve(sub):
     p.add_argument("--threads", type=int, default=8,
                    help="threads per worker (the gthread worker class only)")
     p.add_argument("--worker-class", default=None, choices=("gevent", "gthread"),
-                   help="gunicorn worker model (default gevent when installed, else gthread): "
+                   help="gunicorn worker model (default gevent when installed, else gthread; "
+                        "the dispatcher defaults to gthread, its forwarding is faster there): "
                         "gevent keeps every connection in a greenlet, so idle and slow clients "
                         "hold no worker thread; gthread serves --threads connections at a time "
                         "per worker")
@@ -101,10 +102,10 @@ def cmd_serve(args) -> int:
                            settings=settings)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, DEFAULT_WORKER_CLASS
+    from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, default_worker_class
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
                    workers=args.workers, threads=args.threads, log_level=args.log_level,
-                   worker_class_name=args.worker_class or DEFAULT_WORKER_CLASS,
+                   worker_class_name=args.worker_class or default_worker_class(args.role),
                    max_connections=args.max_connections or DEFAULT_MAX_CONNECTIONS,
                    timeout=args.timeout, keepalive=args.keepalive).run()
     return 0

@@ -78,3 +78,11 @@ def test_handle_error_writes_the_fault_to_the_client():
     finally:
         theirs.close()
     assert data.startswith(b"HTTP/1.1 400 ") and b"<html" not in data.lower()
+
+
+def test_default_worker_classes_per_role():
+    pytest.importorskip("gevent")
+    from edn.gunicorn import default_worker_class
+    assert default_worker_class("source") == "gevent"
+    assert default_worker_class("server") == "gevent"
+    assert default_worker_class("dispatcher") == "gthread"

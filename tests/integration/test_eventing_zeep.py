@@ -108,7 +108,7 @@ def test_zeep_subscribes_manages_and_the_sink_is_notified(source, sink, tmp_path
     plugin = EventingHeaders(wsa_2004=version == "2004", filter_namespaces={"q": Q})
     event_source = load(source.base_url, "/topics/stocks", version, tmp_path, plugin)
     options = {"Delivery": {"NotifyTo": {"Address": sink.url + "/zeep"}}, "Expires": "PT1H",
-               "Filter": {"_value_1": "/q:quote[q:price > 30]"}}
+               "Filter": {"_value_1": "//q:quote[q:price > 30]"}}
     if version == "2011":
         options["Format"] = {"Name": ns.WSE2011_FORMAT_UNWRAP}
     reply = event_source.bind("EventSource", f"EventSource{port}Port").SubscribeOp(**options)
@@ -143,7 +143,7 @@ def test_zeep_addressing_plugin_on_the_2004_wsdl(source, sink, tmp_path, port):
     event_source.plugins.insert(0, WsAddressingPlugin())
     reply = event_source.bind("EventSource", f"EventSource{port}Port").SubscribeOp(
         Delivery={"NotifyTo": {"Address": sink.url + "/zeep-wsa"}}, Expires="PT1H",
-        Filter={"_value_1": "/q:quote[q:price > 30]"})
+        Filter={"_value_1": "//q:quote[q:price > 30]"})
     assert text(reply.Expires) == "PT1H"
     [address] = [e for e in reply.SubscriptionManager._value_1
                  if e.tag == ns.qname(ns.WSA10, "Address")]

@@ -32,6 +32,7 @@ import time
 
 import requests
 
+from edn.gunicorn import default_worker_class
 from edn.sink import NotificationSink
 from subscription_manager.client import EventingClient
 from wsframework.admin import AdminClient
@@ -215,7 +216,7 @@ def measure(*, idle: int, slowloris: int, slow_bodies: int, probes: int, workers
         started = time.monotonic()
         latencies, failed = _probe(source.base_url, sink.url, probes, probe_budget_s)
         figures = {
-            "worker_class": worker_class or "default",
+            "worker_class": worker_class or default_worker_class("source"),
             "workers": workers,
             "threads": threads,
             "idle_connections": len(hostiles.idle),

@@ -57,7 +57,7 @@ def test_subscribe_notify_renew_status_unsubscribe(source, sink, transport, name
     param.text = "k1"
     sub = client.subscribe(source.base_url + "/topics/stocks",
                            EndpointReference(sink.url + "/notify", (param,)),
-                           filter="/q:quote[q:price > 30]", namespaces={"q": Q}, expires="PT1H",
+                           filter="//q:quote[q:price > 30]", namespaces={"q": Q}, expires="PT1H",
                            end_to=sink.url + "/end")
     assert sub.expires == "PT1H"
     publish(source.base_url, "stocks", quote(10))
@@ -138,7 +138,7 @@ def test_kill_9_loses_nothing_acknowledged(tmp_path, sink, transport):
         AdminClient(server.base_url, server.admin_token).create_topic("stocks")
         subs = {name: EventingClient(name, transport=transport).subscribe(
                     server.base_url + "/topics/stocks", f"{sink.url}/{name}", expires="PT1H",
-                    filter="q:price > 5", namespaces={"q": Q})
+                    filter="//q:price > 5", namespaces={"q": Q})
                 for name in ("2004", "2011")}
         server.kill()
         server.start()

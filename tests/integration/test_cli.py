@@ -25,7 +25,7 @@ def test_sink_subscribe_publish_from_the_command_line(source_server):
     try:
         assert sink.stdout.readline().startswith("listening at")  # ready before subscribing
         out = run("subscribe", *at, "stocks", "--notify-to", f"http://127.0.0.1:{port}/me",
-                  "--filter", "/q:quote[q:price > 30]", "--prefix", "q=urn:example:quotes",
+                  "--filter", "//q:quote[q:price > 30]", "--prefix", "q=urn:example:quotes",
                   "--version", "2004")
         assert "subscribed: manager" in out
         run("publish", *at, "stocks", str(EXAMPLES / "event.xml"))

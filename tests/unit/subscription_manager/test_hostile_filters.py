@@ -32,6 +32,8 @@ HOSTILE = [
     ("xpath20-nested-quantifiers", XPATH20, "every $a in //* satisfies every $b in //* "
                                             "satisfies true()", {}),
     ("following-in-predicate", None, "//*[following::*]", {}),
+    ("nested-relative-scans", None, "count(//*" + "[.//*" * 30 + "]" * 30 + ") >= 0", {}),
+    ("xpath20-nested-descendant-axes", XPATH20, "//*[descendant::*[descendant::*]]", {}),
     ("xpath20-thousand-predicates", XPATH20, "price" + "[. > 1]" * 1000, {}),
     ("xpath20-300-predicates", XPATH20, "price" + "[. > 1]" * 300, {}),
     ("xpath10-nested-thousand", None, "//q:quote[q:price > 3" * 1000 + "]" * 1000, {"q": Q}),

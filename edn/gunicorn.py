@@ -114,6 +114,36 @@ class SoapErrorPages:
             self.log.debug("Failed to send error message.")
 
 
+class IdleConnectionsEndAtExit:
+    """Mixed into the gevent worker: a graceful stop does not wait for idle keep-alive
+    connections. gunicorn's gevent worker waits until every connection's handler ends, and
+    one idle keep-alive connection waits ``keepalive`` seconds for its next request: longer
+    than ``graceful_timeout``, after which the arbiter kills the worker before ``worker_exit``
+    could end subscriptions. A second after the stop signal, the read side of every open
+    connection is shut: an idle one ends at once, an answer in progress is still written."""
+
+    def handle(self, listener, client, addr):
+        connections = self.__dict__.setdefault("_edn_connections", set())
+        connections.add(client)
+        try:
+            return super().handle(listener, client, addr)
+        finally:
+            connections.discard(client)
+
+    def handle_exit(self, sig, frame):
+        super().handle_exit(sig, frame)
+        import gevent
+        gevent.spawn_later(1.0, self._end_idle_connections)
+
+    def _end_idle_connections(self):
+        import socket
+        for client in list(self.__dict__.get("_edn_connections", ())):
+            try:
+                client.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+
+
 def worker_class(name: str) -> type:
     """The gunicorn worker class for ``name`` (one of :data:`WORKER_CLASSES`) with
     :class:`SoapErrorPages` mixed in."""
@@ -123,7 +153,8 @@ def worker_class(name: str) -> type:
         from gunicorn.workers.gthread import ThreadWorker as base
     else:
         raise ValueError(f"unknown worker class {name!r}; known: {', '.join(WORKER_CLASSES)}")
-    return type(f"Edn{base.__name__}", (SoapErrorPages, base), {"__module__": __name__})
+    mixins = (SoapErrorPages, IdleConnectionsEndAtExit) if name == "gevent" else (SoapErrorPages,)
+    return type(f"Edn{base.__name__}", (*mixins, base), {"__module__": __name__})
 
 
 class GunicornServer(BaseApplication):

@@ -54,6 +54,9 @@ def test_worker_classes_carry_the_soap_error_pages(name):
     cls = worker_class(name)
     assert issubclass(cls, SoapErrorPages)
     assert cls.handle_error is SoapErrorPages.handle_error
+    if name == "gevent":  # a graceful stop does not wait out idle keep-alive connections
+        from edn.gunicorn import IdleConnectionsEndAtExit
+        assert issubclass(cls, IdleConnectionsEndAtExit)
     with pytest.raises(ValueError):
         worker_class("tornado")
 

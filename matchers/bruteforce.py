@@ -13,13 +13,14 @@ Removal only marks rectangles dead; the arrays are compacted when half of them a
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterSpec, Matcher
+from wsframework.matching.base import FilterFailures, FilterSpec, Matcher
 from wsframework.matching.errors import UnknownFilter
 
 from .box_filters import box_dialects, compile_filter
@@ -144,6 +145,15 @@ class BruteForceMatcher(Matcher):
         return np.unique(self._owner[:size][hit])
 
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, None)
+
+    def match_reporting(self, event: Any, failures: FilterFailures, *,
+                        variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, failures)
+
+    def _match(self, event: Any, variables: Mapping[str, Any] | None,
+               failures: FilterFailures | None) -> list[str]:
+        budget = failures.budget if failures is not None else None
         if not self._order:
             return []
         event = standalone(event)  # absolute and relative paths start at one element
@@ -154,11 +164,19 @@ class BruteForceMatcher(Matcher):
             if compiled is None or (compiled.box_exact and box.clean):
                 hits.append(self._id_of[number])
                 continue
+            started = time.perf_counter() if budget else 0.0
             try:
                 accepted = compiled.check(event, box, variables)
             except Exception as exc:
                 log.debug("filter %r failed on an event: %s", self._id_of[number], exc)
+                if failures is not None:
+                    failures.add(self._id_of[number],
+                                 f"evaluation failed: {type(exc).__name__}: {exc}")
                 accepted = False
+            else:
+                if budget and time.perf_counter() - started > budget:
+                    failures.add(self._id_of[number],
+                                 f"evaluation took over the {budget:g} s budget")
             if accepted:
                 hits.append(self._id_of[number])
         return hits

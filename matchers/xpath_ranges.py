@@ -50,7 +50,6 @@ from decimal import Decimal
 from typing import Any, Mapping
 
 from elementpath import XPath1Parser
-from lxml import etree
 
 from wsframework.matching.base import FilterSpec
 from .compiled_filter import CompiledFilter, frozen_rows
@@ -342,10 +341,8 @@ def compile_xpath_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
         maxs.append(hi)
 
     def check(event: Any, box: EventBox, variables: Mapping[str, Any] | None = None) -> bool:
-        try:
-            result = compiled(event, **variables) if variables else compiled(event)
-        except (etree.Error, TypeError, ValueError):
-            return False
+        # an evaluation error propagates: the engines count it against this filter only
+        result = compiled(event, **variables) if variables else compiled(event)
         return xpath_boolean(result)
 
     return CompiledFilter(frozen_rows(mins, schema.d), frozen_rows(maxs, schema.d), False, check)

@@ -270,3 +270,20 @@ def test_xpath_context_node_per_version(harness, version, soap_ns, expression, e
     harness.publish(WIND.replace("70", "10"), action="urn:weather/Wind")
     harness.drain()
     assert len(harness.sink.at("/wind")) == (1 if expected else 0)
+
+
+@pytest.mark.parametrize("engine", ["rtree", "bruteforce"])
+def test_the_box_engines_report_failures_and_keep_matching(engine):
+    from lxml import etree
+
+    from matchers.bruteforce import BruteForceMatcher
+    from matchers.rtree_engine import RTreeMatchingEngine
+    from wsframework.matching import FilterFailures
+    matcher = {"rtree": RTreeMatchingEngine, "bruteforce": BruteForceMatcher}[engine]()
+    matcher.add_filter("bad", FilterSpec(ns.XPATH10_DIALECT_2011, "$nope = 1"))
+    matcher.add_filter("good", FilterSpec(ns.XPATH10_DIALECT_2011, "true()"))
+    failures = FilterFailures(budget=10.0)
+    event = etree.fromstring("<price>3</price>")
+    assert matcher.match_reporting(event, failures) == ["good"]
+    assert list(failures.failed) == ["bad"]
+    assert matcher.match(event) == ["good"]

@@ -32,9 +32,11 @@ from edn.sink import NotificationSink
 QUOTES_NS = "urn:example:quotes"
 
 SUBSCRIPTIONS = [
-    # (label, WS-Eventing version, XPath filter over the event)
+    # (label, WS-Eventing version, XPath filter). A 2011 filter sees the event as its context
+    # node; a 2004/08 filter sees the SOAP envelope around the notification (the submission's
+    # XPath dialect), so it finds the event with // (or /s:Envelope/s:Body/q:quote).
     ("GE quotes", "2011", "/q:quote[q:symbol = 'GE']"),
-    ("price above 60", "2004", "/q:quote[q:price > 60]"),
+    ("price above 60", "2004", "//q:quote[q:price > 60]"),
     ("cheap IBM", "2011", "/q:quote[q:symbol = 'IBM' and q:price < 40]"),
 ]
 

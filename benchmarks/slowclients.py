@@ -19,20 +19,17 @@ probes not sent by then count as failed).
 from __future__ import annotations
 
 import http.client
-import os
 import resource
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
-import requests
 
 from edn.gunicorn import default_worker_class
+from edn.localnet.processes import ServerProcess
 from edn.sink import NotificationSink
 from subscription_manager.client import EventingClient
 from wsframework.admin import AdminClient
@@ -42,54 +39,10 @@ _TOKEN = "bench-token"
 _PROBE_TIMEOUT = 3.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _raise_fd_limit(needed: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < needed:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(needed, soft)), hard))
-
-
-class _Source:
-    def __init__(self, data_dir: str, *, workers: int, threads: int, worker_class: str | None):
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "edn.cli", "serve", "source", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--data", data_dir, f"--admin-token={_TOKEN}",
-                   "--workers", str(workers), "--threads", str(threads),
-                   "--log-level", "error"]
-        if worker_class:
-            command += ["--worker-class", worker_class]
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
-    def wait_healthy(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(f"source exited:\n{self.log.read().decode(errors='replace')}")
-            try:
-                if requests.get(self.base_url + "/health", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("source did not become healthy")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
 
 
 class _Hostiles:
@@ -203,12 +156,16 @@ def measure(*, idle: int, slowloris: int, slow_bodies: int, probes: int, workers
             probe_budget_s: float = 60.0) -> dict:
     _raise_fd_limit(idle + slowloris + slow_bodies + 1024)
     data_dir = tempfile.mkdtemp(prefix="edn-bench-slowclients-")
-    source = _Source(data_dir, workers=workers, threads=threads, worker_class=worker_class)
+    extra = ["--threads", str(threads), "--log-level", "error"]
+    if worker_class:
+        extra += ["--worker-class", worker_class]
+    source = ServerProcess("source", data_dir=Path(data_dir), admin_token=_TOKEN,
+                           workers=workers, extra_args=extra)
     sink = NotificationSink(keep_bodies=False).start()
     hostiles = _Hostiles(source.port)
     figures: dict = {}
     try:
-        source.wait_healthy()
+        source.start()
         AdminClient(source.base_url, _TOKEN).create_topic("bench")
         baseline, baseline_failed = _probe(source.base_url, sink.url, min(probes, 50), 20.0)
         hostiles.open(idle, slowloris, slow_bodies)
@@ -238,7 +195,8 @@ def measure(*, idle: int, slowloris: int, slow_bodies: int, probes: int, workers
     finally:
         hostiles.close()
         sink.stop()
-        source.stop()
+        if source.alive():
+            source.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     return figures
 

@@ -20,7 +20,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterFailures, FilterSpec, Matcher
+from wsframework.matching.base import FilterFailures, FilterSpec, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
 from .box_filters import box_dialects, compile_filter
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 BRUTE_FORCE_MATCHER_URI = ns.MATCHER_BRUTE_FORCE
 
 
-class BruteForceMatcher(Matcher):
+class BruteForceMatcher(ReportingMatcher):
     """Linear-scan box matcher (numpy), with the R-tree engine's semantics.
 
     ``config`` is the event schema, as for the R-tree engine.
@@ -143,13 +143,6 @@ class BruteForceMatcher(Matcher):
             hit &= self._maxs[j, :size] >= lo[j]
         hit &= self._owner[:size] >= 0
         return np.unique(self._owner[:size][hit])
-
-    def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
-        return self._match(event, variables, None)
-
-    def match_reporting(self, event: Any, failures: FilterFailures, *,
-                        variables: Mapping[str, Any] | None = None) -> list[str]:
-        return self._match(event, variables, failures)
 
     def _match(self, event: Any, variables: Mapping[str, Any] | None,
                failures: FilterFailures | None) -> list[str]:

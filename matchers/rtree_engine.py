@@ -51,7 +51,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterFailures, FilterSpec, Matcher
+from wsframework.matching.base import FilterFailures, FilterSpec, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
 from ._rtree import PagedBoxIndex
@@ -154,7 +154,7 @@ class _FilterTable:
         return np.flatnonzero(self.owner[:self.used_rows] >= 0)
 
 
-class RTreeMatchingEngine(Matcher):
+class RTreeMatchingEngine(ReportingMatcher):
     """R-tree filtering engine plus summary manager for range and XPath 1.0 filters.
 
     ``config``: the topic's event schema, as an ``edn:Schema`` element (or an element
@@ -200,13 +200,6 @@ class RTreeMatchingEngine(Matcher):
         self._unindex(seq)
         table.ids[seq] = None
         self._maybe_repack()
-
-    def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
-        return self._match(event, variables, None)
-
-    def match_reporting(self, event: Any, failures: FilterFailures, *,
-                        variables: Mapping[str, Any] | None = None) -> list[str]:
-        return self._match(event, variables, failures)
 
     def _match(self, event: Any, variables: Mapping[str, Any] | None,
                failures: FilterFailures | None) -> list[str]:

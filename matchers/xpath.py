@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterFailures, FilterSpec, Matcher
+from wsframework.matching.base import FilterFailures, FilterSpec, ReportingMatcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
 
@@ -43,7 +43,7 @@ def xpath_boolean(result: Any) -> bool:
     return bool(result)
 
 
-class XPathFilterMatcher(Matcher):
+class XPathFilterMatcher(ReportingMatcher):
     """XPath 1.0 filters, evaluated with the event element as the context node -- except
     filters in the 2004/08 dialect (``REC-xpath-19991116``), evaluated on the notification's
     SOAP envelope as that submission says (:func:`notification_envelope`).
@@ -85,13 +85,6 @@ class XPathFilterMatcher(Matcher):
         except KeyError:
             raise UnknownFilter(filter_id) from None
         self._envelope_ns.pop(filter_id, None)
-
-    def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
-        return self._match(event, variables, None)
-
-    def match_reporting(self, event: Any, failures: FilterFailures, *,
-                        variables: Mapping[str, Any] | None = None) -> list[str]:
-        return self._match(event, variables, failures)
 
     def _match(self, event: Any, variables: Mapping[str, Any] | None,
                failures: FilterFailures | None) -> list[str]:

@@ -144,3 +144,20 @@ class Matcher(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.uri} filters={len(self)}>"
+
+
+class ReportingMatcher(Matcher):
+    """A matcher whose one matching routine, :meth:`_match`, reports per-filter failures
+    when given a :class:`FilterFailures` (``None`` when called through :meth:`match`)."""
+
+    @abc.abstractmethod
+    def _match(self, event: Any, variables: Mapping[str, Any] | None,
+               failures: FilterFailures | None) -> list[str]:
+        """Ids of the filters ``event`` satisfies; failures go to ``failures`` if given."""
+
+    def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, None)
+
+    def match_reporting(self, event: Any, failures: FilterFailures, *,
+                        variables: Mapping[str, Any] | None = None) -> list[str]:
+        return self._match(event, variables, failures)

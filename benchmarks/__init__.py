@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "selftuning": ("benchmarks.selftuning:run",
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),
+    "fuzz": ("benchmarks.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)
 WRITES_FILES = {"throughput", "selftuning"}

@@ -191,7 +191,7 @@ class BruteForceMatcher(ReportingMatcher):
 
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
-        dialect = ns.XPATH10_DIALECT_2004
+        dialect = ns.XPATH10_DIALECT_2011  # the event is the context node
         q = (("q", ns.EXAMPLE_QUOTES),)
         quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:price>42</q:price></q:quote>')
         return [

@@ -71,8 +71,9 @@ class XPathFilterMatcher(ReportingMatcher):
         self._envelope_ns.pop(filter_id, None)
         if spec.dialect in XPATH10_DIALECTS:
             compiled = _compile(spec)
-            if spec.dialect == ns.XPATH10_DIALECT_2004:
-                self._envelope_ns[filter_id] = _envelope_namespace(spec)
+            soap_ns = envelope_namespace(spec)
+            if soap_ns is not None:
+                self._envelope_ns[filter_id] = soap_ns
         elif spec.dialect in XPATH20_DIALECTS:
             compiled = compile_xpath2(spec)
         else:
@@ -92,15 +93,11 @@ class XPathFilterMatcher(ReportingMatcher):
         budget = failures.budget if failures is not None else None
         clock = time.perf_counter
         envelope_ns = self._envelope_ns
-        envelopes: dict[str, Any] = {}
+        envelopes: dict = {}
         for filter_id, compiled in self._compiled.items():
             context = event
             if envelope_ns and filter_id in envelope_ns:
-                soap_ns = envelope_ns[filter_id]
-                context = envelopes.get(soap_ns)
-                if context is None:
-                    context = envelopes[soap_ns] = notification_envelope(
-                        event, soap_ns, (variables or {}).get("action"))
+                context = envelope_of(event, envelope_ns[filter_id], variables, envelopes)
             started = clock() if budget else 0.0
             try:
                 result = compiled(context, **variables) if variables else compiled(context)
@@ -136,11 +133,25 @@ class XPathFilterMatcher(ReportingMatcher):
         return [(spec, quote, True), (cheap, quote, False)]
 
 
-def _envelope_namespace(spec: FilterSpec) -> str:
-    """The SOAP version of the envelope a 2004/08 filter expects: SOAP 1.1 if it binds a
-    prefix to the 1.1 namespace (and not to 1.2), otherwise SOAP 1.2."""
+def envelope_namespace(spec: FilterSpec) -> str | None:
+    """For a 2004/08 XPath filter, the SOAP version of the envelope it is evaluated on:
+    SOAP 1.1 if it binds a prefix to the 1.1 namespace (and not to 1.2), otherwise SOAP 1.2.
+    None for every other dialect (their context node is the event)."""
+    if spec.dialect != ns.XPATH10_DIALECT_2004:
+        return None
     bound = {uri for _, uri in spec.namespaces}
     return ns.SOAP11 if ns.SOAP11 in bound and ns.SOAP12 not in bound else ns.SOAP12
+
+
+def envelope_of(event: Any, soap_ns: str, variables: Mapping[str, Any] | None,
+                memo: dict) -> etree._Element:
+    """:func:`notification_envelope` of ``event``, built once per match and SOAP version
+    (``memo`` lives as long as one match of one event)."""
+    envelope = memo.get(("envelope", soap_ns))
+    if envelope is None:
+        envelope = memo[("envelope", soap_ns)] = notification_envelope(
+            event, soap_ns, (variables or {}).get("action"))
+    return envelope
 
 
 def notification_envelope(event: Any, soap_ns: str, action: str | None) -> etree._Element:

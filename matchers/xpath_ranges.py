@@ -18,6 +18,9 @@ What is understood (everything else widens to "anything" on the dimensions invol
   are matched as the roots of their own documents, and a comparison on ``/R/s...`` holds
   only when that root is ``R``.  (Not the other way round: a relative filter path says
   nothing of an absolute attribute, which reads nothing when the root is another element.)
+* 2004/08 filters are evaluated on the notification's SOAP envelope (that submission's
+  dialect): their paths read the event only through ``/s:Envelope/s:Body/...`` (or the
+  relative ``s:Body/...``), which name what ``/...`` names in a 2011 filter.
 * Comparisons ``=``, ``<``, ``<=``, ``>``, ``>=`` between such a path and a number or
   string literal, either side (``30 < q:price``), negative numbers included.
 * ``and`` (per dimension: intersection), ``or`` and ``|`` (union), parentheses,
@@ -58,7 +61,7 @@ from .schema.codecs import parse_datetime, parse_number
 from .schema.extraction import EventBox
 from .schema.intervals import MIRROR, Interval
 from .xpath import _compile as _compile_xpath
-from .xpath import xpath_boolean
+from .xpath import envelope_namespace, envelope_of, xpath_boolean
 
 __all__ = ["MAX_BOXES", "extract_constraints", "compile_xpath_filter", "path_key"]
 
@@ -67,6 +70,7 @@ log = logging.getLogger(__name__)
 MAX_BOXES = 16
 _RELATIVE = ("rel", ())
 _ROOT = ("abs", ())
+_ENVELOPE = ("env", ())  # relative paths of a 2004/08 filter start at the SOAP envelope
 _COMPARISONS = frozenset(MIRROR)
 _NUMERIC_SLACK = 1e-12
 
@@ -131,11 +135,12 @@ def _name_step(token: Any, namespaces: Mapping[str, str], axis: str) -> tuple | 
 
 class _Extractor:
     def __init__(self, namespaces: Mapping[str, str], keys: Mapping[tuple, tuple[int, ...]],
-                 schema: Schema, *, strict: bool = False) -> None:
+                 schema: Schema, *, strict: bool = False, envelope: str | None = None) -> None:
         self.namespaces = namespaces
         self.keys = keys
         self.schema = schema
         self.strict = strict  # schema paths: a predicate makes a path non-canonical
+        self.envelope = envelope  # the SOAP namespace when the context node is the envelope
 
     # walk(token, context) -> (key of the selected node-set or None, terms that must hold
     # for it to be non-empty)
@@ -259,11 +264,27 @@ class _Extractor:
         when the document element is ``R``, and events are matched as the roots of their own
         documents (:func:`.schema.extraction.standalone`), so ``s...`` from the event element selects
         the same nodes."""
+        if self.envelope is not None:
+            key = self._in_event(key)
         dims = self.keys.get(key, ())
         if not dims and key is not None and key[0] == "abs" and len(key[1]) >= 2 \
                 and key[1][0][0] == "child":
             dims = self.keys.get(("rel", key[1][1:]), ())
         return dims
+
+    def _in_event(self, key: tuple | None) -> tuple | None:
+        """A key read from the envelope (2004/08 filters) as the absolute key of the event
+        document: ``/s:Envelope/s:Body/R/s...`` and the relative ``s:Body/R/s...`` both read
+        ``/R/s...``; other paths (headers, the envelope itself) read no attribute."""
+        if key is None:
+            return None
+        envelope, body = ("child", self.envelope, "Envelope"), ("child", self.envelope, "Body")
+        kind, steps = key
+        if kind == "abs" and steps[:2] == (envelope, body):
+            return ("abs", steps[2:])
+        if kind == "env" and steps[:1] == (body,):
+            return ("abs", steps[1:])
+        return None
 
     def _interval(self, dim: int, op: str, literal: Any) -> Interval | None:
         kind = self.schema.attributes[dim].type
@@ -317,8 +338,13 @@ def _schema_keys(schema: Schema) -> dict[tuple, tuple[int, ...]]:
 
 
 def extract_constraints(expression: str, namespaces: Mapping[str, str],
-                        schema: Schema) -> list[dict[int, Interval]]:
-    """Boxes (``{dim: Interval}``, union) covering every event ``expression`` accepts."""
+                        schema: Schema, *, envelope: str | None = None
+                        ) -> list[dict[int, Interval]]:
+    """Boxes (``{dim: Interval}``, union) covering every event ``expression`` accepts.
+
+    ``envelope`` (a SOAP namespace) says the expression is evaluated on the notification's
+    envelope, not on the event (2004/08 filters): only paths through ``s:Body`` to the event
+    then read schema attributes."""
     if not schema.d:
         return [{}]
     try:
@@ -326,14 +352,16 @@ def extract_constraints(expression: str, namespaces: Mapping[str, str],
     except Exception as exc:  # lxml accepted it (it compiled); elementpath may not
         log.debug("no range extraction for %r: %s", expression, exc)
         return [{}]
-    return _Extractor(namespaces, _schema_keys(schema), schema).boolean(token, _RELATIVE)
+    extractor = _Extractor(namespaces, _schema_keys(schema), schema, envelope=envelope)
+    return extractor.boolean(token, _ENVELOPE if envelope else _RELATIVE)
 
 
 def compile_xpath_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
     """An XPath 1.0 filter as boxes (extracted ranges) plus exact evaluation by lxml, with the
     default XPath matcher's semantics (``boolean()`` of the result; errors do not match)."""
     compiled = _compile_xpath(spec)  # InvalidFilter, exactly as the XPath matcher says it
-    terms = extract_constraints(spec.expression, spec.namespace_map, schema)
+    soap_ns = envelope_namespace(spec)
+    terms = extract_constraints(spec.expression, spec.namespace_map, schema, envelope=soap_ns)
     mins, maxs = [], []
     for term in terms:
         lo, hi, _ = schema.box(term)
@@ -342,6 +370,8 @@ def compile_xpath_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
 
     def check(event: Any, box: EventBox, variables: Mapping[str, Any] | None = None) -> bool:
         # an evaluation error propagates: the engines count it against this filter only
+        if soap_ns is not None:  # 2004/08: the context node is the notification's envelope
+            event = envelope_of(event, soap_ns, variables, box.derived)
         result = compiled(event, **variables) if variables else compiled(event)
         return xpath_boolean(result)
 

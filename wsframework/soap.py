@@ -82,7 +82,29 @@ class Envelope:
         return root
 
     def to_bytes(self) -> bytes:
-        return etree.tostring(self.to_element(), xml_declaration=True, encoding="utf-8")
+        """The envelope as UTF-8 bytes, each header block and the body serialized as its own
+        element. Not through :meth:`to_element`: lxml drops a moved element's declarations
+        of a namespace its new ancestors already bind, under any prefix, so a prefix used
+        only in text (``s:`` in a filter ``/s:Envelope/s:Body/...`` while the envelope binds
+        ``env:``) would be lost."""
+        env = self.version.namespace
+        prefix = "s" if self.version is SoapVersion.SOAP11 else "env"
+        parts = [b"<?xml version='1.0' encoding='utf-8'?>\n<%s:Envelope xmlns:%s=\"%s\">"
+                 % (prefix.encode(), prefix.encode(), env.encode())]
+        if self.headers:
+            parts.append(b"<%s:Header>" % prefix.encode())
+            parts.extend(etree.tostring(block, encoding="utf-8", xml_declaration=False,
+                                        with_tail=False) for block in self.headers)
+            parts.append(b"</%s:Header>" % prefix.encode())
+        if self.body is None:
+            parts.append(b"<%s:Body/>" % prefix.encode())
+        else:
+            parts.append(b"<%s:Body>" % prefix.encode())
+            parts.append(etree.tostring(self.body, encoding="utf-8", xml_declaration=False,
+                                        with_tail=False))
+            parts.append(b"</%s:Body>" % prefix.encode())
+        parts.append(b"</%s:Envelope>" % prefix.encode())
+        return b"".join(parts)
 
 
 def build_envelope(version: SoapVersion, body: etree._Element | None,

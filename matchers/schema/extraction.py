@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -47,12 +47,17 @@ class EventBox:
     closed value range ``(a, b)`` (``a == b`` for a point; None bounds are unbounded).
     ``clean`` is False when some value had to be clamped into the domain: box containment
     then proves nothing about range predicates, and their candidates get the exact check.
+    ``derived`` holds what exact checks build from the event once per match (see
+    :func:`matchers.xpath.notification_envelope`).
     """
 
     lo: np.ndarray
     hi: np.ndarray
     values: tuple
     clean: bool
+    # What checks derive from this event once for all filters (the SOAP envelope 2004/08
+    # XPath filters are evaluated on): key -> value, for the duration of one match.
+    derived: dict = field(default_factory=dict, repr=False)
 
     @property
     def is_point(self) -> bool:

@@ -310,6 +310,29 @@ def test_xpath_with_extracted_ranges_equals_lxml(expressions, event_list):
         assert brute.match(event) == expected
 
 
+XPATH10_2004 = "http://www.w3.org/TR/1999/REC-xpath-19991116"
+SOAP12 = "http://www.w3.org/2003/05/soap-envelope"
+
+
+@FAST
+@given(st.lists(XPATH_FILTER, min_size=1, max_size=6), st.lists(events(), min_size=1, max_size=6))
+def test_2004_filters_on_the_envelope_equal_2011_filters_on_the_event(expressions, event_list):
+    """A 2004/08 filter reading the event through ``/s:Envelope/s:Body`` selects exactly what
+    the same filter without that prefix selects in the 2011 dialect, in every engine."""
+    engines_2004 = (RTreeMatchingEngine(SCHEMA), BruteForceMatcher(SCHEMA), XPathFilterMatcher())
+    lxml_2011 = XPathFilterMatcher()
+    for i, expression in enumerate(expressions):
+        lxml_2011.add_filter(f"x{i}", FilterSpec(XPATH10, expression, (("q", Q),)))
+        enveloped = expression.replace("/q:quote", "/s:Envelope/s:Body/q:quote")
+        spec = FilterSpec(XPATH10_2004, enveloped, (("q", Q), ("s", SOAP12)))
+        for matcher in engines_2004:
+            matcher.add_filter(f"x{i}", spec)
+    for event in event_list:
+        expected = lxml_2011.match(event)
+        for matcher in engines_2004:
+            assert matcher.match(event) == expected, type(matcher).__name__
+
+
 # -- eCube: random boxes, points and event boxes through the coordinate API ----------------
 
 @FAST

@@ -24,7 +24,7 @@ OPTIONS = f"""<adm:Options xmlns:adm="urn:wsframework:admin">
   <edn:Attribute name="symbol" type="string" xpath="/q:quote/q:symbol"/>
   <edn:Attribute name="volume" type="number" xpath="/q:quote/@volume" min="0" max="1e9"/>
 </edn:Schema></adm:Options>"""
-XPATH10 = "http://www.w3.org/TR/1999/REC-xpath-19991116"
+XPATH10 = "http://www.w3.org/2011/03/ws-evt/Dialects/XPath10"  # the event is the context node
 XPATH20 = "http://www.w3.org/2011/03/ws-evt/Dialects/XPath20"
 Q = (("q", "urn:quotes"),)
 

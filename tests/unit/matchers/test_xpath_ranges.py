@@ -188,3 +188,59 @@ def test_engine_runs_xpath_filters_with_different_formats_for_filtering_and_rout
         assert engine.match(event) == reference.match(event)
     precise = engine.summary(1.0)
     assert len(precise) >= 1
+
+
+# -- 2004/08 filters: the context node is the notification's SOAP envelope ------------------
+
+XPATH10_2004 = "http://www.w3.org/TR/1999/REC-xpath-19991116"
+SOAP12 = "http://www.w3.org/2003/05/soap-envelope"
+SOAP11 = "http://schemas.xmlsoap.org/soap/envelope/"
+
+
+def extract_2004(expression: str, soap_ns: str = SOAP12):
+    return extract_constraints(expression, {**NS, "s": soap_ns}, SCHEMA, envelope=soap_ns)
+
+
+def test_2004_paths_through_the_body_read_the_event():
+    assert extract_2004("/s:Envelope/s:Body/q:quote[q:price > 30]") == [{0: near(30.0)}]
+    assert extract_2004("s:Body/q:quote/q:price > 30") == [{0: near(30.0)}]
+    assert extract_2004("/s:Envelope/s:Body/q:quote/@volume <= 5") == [{2: near(None, 5.0)}]
+    # a relative schema attribute, read under any event element
+    assert extract_2004("/s:Envelope/s:Body/q:other/q:rel >= 2") == [{3: near(2.0)}]
+
+
+def test_2004_paths_not_through_the_body_read_nothing():
+    # as 2011 filters these would constrain; on the envelope they select other nodes
+    assert extract_2004("/q:quote[q:price > 30]") == ANYTHING
+    assert extract_2004("q:rel >= 2") == ANYTHING
+    assert extract_2004("/s:Envelope/s:Header/q:quote/q:price > 30") == ANYTHING
+    # the body of the other SOAP version is another element
+    assert extract_2004("/s:Envelope/s:Body/q:quote[q:price > 30]", SOAP11) == [{0: near(30.0)}]
+    assert extract_constraints("/s:Envelope/s:Body/q:quote[q:price > 30]",
+                               {**NS, "s": SOAP11}, SCHEMA, envelope=SOAP12) == ANYTHING
+
+
+@pytest.mark.parametrize("expression, soap_ns, matches", [
+    ("/s:Envelope/s:Body/q:quote[q:price > 30]", SOAP12, {"hi"}),
+    ("s:Body/q:quote[q:price > 30 and q:symbol = 'GE']", SOAP12, {"hi"}),
+    ("/s:Envelope/s:Body/q:quote[q:price > 30]", SOAP11, {"hi"}),
+    ("//q:price < 20", SOAP12, {"lo"}),
+    ("/q:quote[q:price > 30]", SOAP12, set()),  # the envelope is the root: never matches
+    ("/s:Envelope/s:Header/wsa:Action = 'urn:act'", SOAP12, {"hi", "lo"}),
+])
+def test_2004_filters_match_on_the_envelope_in_the_box_engine_as_in_lxml(expression, soap_ns,
+                                                                         matches):
+    namespaces = (*Q, ("s", soap_ns), ("wsa", "http://schemas.xmlsoap.org/ws/2004/08/addressing"))
+    spec = FilterSpec(XPATH10_2004, expression, namespaces)
+    events = {
+        "hi": etree.fromstring('<q:quote xmlns:q="urn:quotes" volume="3"><q:price>42</q:price>'
+                               '<q:symbol>GE</q:symbol></q:quote>'),
+        "lo": etree.fromstring('<q:quote xmlns:q="urn:quotes"><q:price>10</q:price></q:quote>'),
+    }
+    engine, lxml_matcher = RTreeMatchingEngine(SCHEMA), XPathFilterMatcher()
+    for matcher in (engine, lxml_matcher):
+        matcher.add_filter("f", spec)
+    for name, event in events.items():
+        expected = name in matches
+        assert (lxml_matcher.match(event, variables={"action": "urn:act"}) == ["f"]) is expected
+        assert (engine.match(event, variables={"action": "urn:act"}) == ["f"]) is expected

@@ -282,6 +282,30 @@ def test_xpath_prefixes_declared_on_the_envelope_survive_forwarding(network):
     assert net.received() == [("/n/0", "0"), ("/n/0", "1"), ("/n/1", "0")]
 
 
+@pytest.mark.parametrize("soap", [SoapVersion.SOAP11, SoapVersion.SOAP12])
+def test_a_2004_xpath_filter_is_read_on_the_envelope_for_routing_and_matching(network, soap):
+    """2004/08 XPath filters see the notification's envelope (the submission's dialect): the
+    server's summary is still narrowed by the event's ranges under s:Body, and the exact
+    match on the server reads the envelope, not the event."""
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    client = EventingClient("2004", transport=net.transport, soap_version=soap)
+    namespaces = {"e": EV, "s": soap.namespace}
+    m0 = net.manager(0)
+    for index, expression in enumerate(["/s:Envelope/s:Body/e:event[e:x0 > 4]",
+                                        "/e:event[e:x0 > 4]"]):  # root is the envelope: never
+        body = subscribe_body(client.version, f"{SINK}/n/{index}", filter=expression,
+                              namespaces=namespaces, expires="PT1H")
+        client.subscribe_raw(f"{server_url(0)}/topics/{TOPIC}", body)
+        if index == 0:  # its one rectangle starts at x0 = 4 (the next spans the whole space)
+            summary = m0.matcher_for(m0.topics.get(TOPIC)).summary(1.0)
+            assert summary.mins[:, 0].tolist() == pytest.approx([4.0])
+    net.step()
+    net.publish([[5, 1, 1], [3, 1, 1]])
+    net.drain()
+    assert net.received() == [("/n/0", "0")]
+
+
 def test_placement_by_a_client_is_refused(network):
     net = network()
     net.create_topic()

@@ -217,3 +217,18 @@ def test_xml_equal_helper_ignores_prefixes_but_not_meaning():
     assert not xml_equal(a, '<a:x xmlns:a="urn:1"><a:y k="v">u</a:y></a:x>')
     assert xml_equal('<c xmlns:p="urn:q">p:Name</c>', '<c xmlns:z="urn:q">z:Name</c>')
     assert not xml_equal('<c xmlns:p="urn:q">p:Name</c>', '<c xmlns:p="urn:r">p:Name</c>')
+
+
+@pytest.mark.parametrize("version", list(SoapVersion))
+def test_a_body_keeps_its_prefixes_for_the_envelope_namespace(version):
+    """A body may bind the SOAP namespace under its own prefix for use in text only (a
+    2004/08 filter ``/s:Envelope/s:Body/...``); the serialized envelope keeps it in scope."""
+    body = etree.fromstring(
+        f'<w:Subscribe xmlns:w="urn:w" xmlns:s="{version.namespace}">'
+        f'<w:Filter xmlns:t="{version.namespace}">/s:Envelope/t:Body</w:Filter></w:Subscribe>')
+    header = etree.fromstring(f'<h:To xmlns:h="urn:h" xmlns:u="{version.namespace}">u:x</h:To>')
+    parsed = parse_envelope(build_envelope(version, body, [header]))
+    assert parsed.body.find("{urn:w}Filter").nsmap["s"] == version.namespace
+    assert parsed.body.find("{urn:w}Filter").nsmap["t"] == version.namespace
+    assert parsed.headers[0].nsmap["u"] == version.namespace
+    assert parsed.headers[0].text == "u:x"

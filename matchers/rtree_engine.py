@@ -51,7 +51,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterFailures, FilterSpec, ReportingMatcher
+from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
 from ._rtree import PagedBoxIndex
@@ -216,7 +216,12 @@ class RTreeMatchingEngine(ReportingMatcher):
         need = table.kind[seqs] >= (_IF_UNCLEAN if not box.clean else _ALWAYS)
         if not need.any():
             return table.ids[seqs].tolist()
-        passed = [seq for seq in seqs[need].tolist() if self._confirm(seq, event, box, variables, failures)]
+        passed = []
+        pacer = Pacer()
+        for seq in seqs[need].tolist():
+            pacer.tick()
+            if self._confirm(seq, event, box, variables, failures):
+                passed.append(seq)
         if not passed:
             return table.ids[seqs[~need]].tolist()
         hits = np.sort(np.concatenate([seqs[~need], np.array(passed, dtype=np.int64)]))

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.base import FilterFailures, FilterSpec, ReportingMatcher
+from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
 
@@ -94,7 +94,9 @@ class XPathFilterMatcher(ReportingMatcher):
         clock = time.perf_counter
         envelope_ns = self._envelope_ns
         envelopes: dict = {}
+        pacer = Pacer()
         for filter_id, compiled in self._compiled.items():
+            pacer.tick()
             context = event
             if envelope_ns and filter_id in envelope_ns:
                 context = envelope_of(event, envelope_ns[filter_id], variables, envelopes)

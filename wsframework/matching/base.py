@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import abc
+import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from .errors import UnsupportedDialect
 
-__all__ = ["FilterSpec", "FilterFailures", "Matcher"]
+__all__ = ["FilterSpec", "FilterFailures", "Matcher", "Pacer"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,32 @@ class FilterSpec:
             sorted((prefix, uri) for prefix, uri in element.nsmap.items() if prefix is not None)
         )
         return cls(dialect, expression, namespaces, content=element)
+
+
+class Pacer:
+    """Lets the other requests of a worker run while one long match goes on.
+
+    An engine calls :meth:`tick` between filter evaluations. Every ``interval`` seconds it
+    sleeps: under gunicorn's gevent worker (``time`` monkey-patched after the fork) that
+    yields to the hub, so ``/health`` and other clients are served between filters instead
+    of after the whole match; with real threads ``sleep(0)`` only offers the GIL. One
+    evaluation cannot be interrupted; the filter and event limits bound what it costs.
+    """
+
+    __slots__ = ("_due",)
+    interval = 0.005
+    # gevent's sleep(0) only runs ready callbacks: the hub polls sockets and fires timers
+    # only for a positive sleep.
+    _GEVENT_PAUSE = 1e-5
+
+    def __init__(self) -> None:
+        self._due = time.perf_counter() + self.interval
+
+    def tick(self) -> None:
+        if time.perf_counter() >= self._due:
+            sleep = time.sleep  # looked up now: gevent patches the module after import
+            sleep(0 if sleep.__module__ == "time" else self._GEVENT_PAUSE)
+            self._due = time.perf_counter() + self.interval
 
 
 class FilterFailures:

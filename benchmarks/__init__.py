@@ -22,6 +22,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "slowclients": ("benchmarks.slowclients:run",
                     "a source under 2,000 idle, 200 slowloris and 50 slow-body connections: "
                     "p95/p99 latency and failures of normal requests (loopback)"),
+    "worstfilters": ("benchmarks.worstfilters:run",
+                     "publish and /health latency on a source with the worst accepted filters "
+                     "subscribed beside normal ones, side by side with normal ones alone"),
     "selftuning": ("benchmarks.selftuning:run",
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),

@@ -92,6 +92,12 @@ class NotificationSink:
                 raise AssertionError(f"expected {count} messages at the sink, got {got}")
             return selected()
 
+    def wait_until(self, predicate, timeout: float = 10.0) -> bool:
+        """Block until ``predicate()`` (called under the sink's lock, after each message) is
+        true or ``timeout`` passes; returns its last value."""
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
+
     def __enter__(self):
         return self.start()
 

@@ -686,11 +686,10 @@ def _pick_target(rng: random.Random, targets: list[str]) -> str:
     return rng.choices(targets, weights)[0]
 
 
-def group_rss_mb(pgid: int) -> float:
-    """Resident memory (VmRSS) of every process in group ``pgid`` (gunicorn master and
-    workers: ``edn serve`` is started in its own session), in MB."""
+def group_rss_mb(master: int) -> float:
+    """Resident memory (VmRSS) of a gunicorn master and its workers, in MB."""
     total_kb = 0
-    for pid in _group_pids(pgid):
+    for pid in _group_pids(master):
         try:
             with open(f"/proc/{pid}/status") as handle:
                 for line in handle:
@@ -701,18 +700,14 @@ def group_rss_mb(pgid: int) -> float:
     return round(total_kb / 1024, 1)
 
 
-def _group_pids(pgid: int) -> set[int]:
-    pids = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            pids.add(int(name))
+def _group_pids(master: int) -> set[int]:
+    """The gunicorn master ``master`` and its workers (its children)."""
+    pids = {master}
+    try:
+        with open(f"/proc/{master}/task/{master}/children") as handle:
+            pids.update(int(pid) for pid in handle.read().split())
+    except OSError:
+        pass
     return pids
 
 

@@ -1,0 +1,26 @@
+"""``edn bench fuzz --quick``: fuzzed messages and malformed HTTP against a source, a
+subscription server and a dispatcher (real processes) get no HTML page and no unprescribed
+HTTP 500, and every process is alive and answering at the end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_fuzz_quick():
+    result = subprocess.run([sys.executable, "-m", "edn.cli", "bench", "fuzz", "--quick", "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["messages"] > 0
+    assert figures["total"]["html"] == 0, figures["examples"]
+    assert figures["total"]["http_500_malformed"] == 0, figures["examples"]
+    assert figures["all_alive"], figures
+    processes = [k for k, v in figures.items() if isinstance(v, dict) and "role" in v]
+    assert {figures[p]["role"] for p in processes} == {"source", "server", "dispatcher"}
+    for name in processes:
+        entry = figures[name]
+        assert entry["sent"] > 0 and entry["alive"] and entry["answers_after"], (name, entry)
+        assert entry["rss_mb_before"] > 0 and entry["rss_mb_after"] > 0
+    assert "bench_errors" not in figures, figures["examples"]

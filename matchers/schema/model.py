@@ -14,7 +14,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from wsframework.matching.errors import MatcherError
+from wsframework.matching.errors import InvalidMatcherOptions
 
 from .codecs import (
     DATETIME,
@@ -36,7 +36,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 RESERVED_NAMES = frozenset({"and", "or", "in", "exists", "not"})  # the range dialect's keywords
 
 
-class InvalidSchema(MatcherError):
+class InvalidSchema(InvalidMatcherOptions):
     """An event schema (or the matcher options carrying it) that cannot be used."""
 
     def __init__(self, reason: str) -> None:

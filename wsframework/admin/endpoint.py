@@ -18,7 +18,7 @@ from .. import ns
 
 from ..exceptions import AccessDenied, SoapFault, sender_fault
 from ..faults import translate
-from ..matching import UnknownMatcher
+from ..matching import InvalidMatcherOptions, UnknownMatcher
 from ..messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
 from ..namespace import (EntryExists, InvalidName, Namespace, NamespaceEntry, UnknownEntry,
                          validate_name)
@@ -156,6 +156,11 @@ def _entry_exists(exc: EntryExists) -> SoapFault:
 @translate(UnknownEntry)
 def _unknown_entry(exc: UnknownEntry) -> SoapFault:
     return sender_fault(str(exc), contracts.FAULT_UNKNOWN_TOPIC)
+
+
+@translate(InvalidMatcherOptions)
+def _invalid_matcher_options(exc: InvalidMatcherOptions) -> SoapFault:
+    return sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST)
 
 
 @translate(UnknownMatcher)

@@ -6,12 +6,13 @@ are found through the ``wsframework.matchers`` entry-point group, loaded only wh
 route or message filter names them.
 """
 from .base import FilterFailures, FilterSpec, Matcher
-from .errors import InvalidFilter, MatcherError, UnknownFilter, UnknownMatcher, UnsupportedDialect
+from .errors import (InvalidFilter, InvalidMatcherOptions, MatcherError, UnknownFilter, UnknownMatcher,
+                     UnsupportedDialect)
 from .registry import (DEFAULT_MATCHER_URI, ENTRY_POINT_GROUP, create_matcher, known_matchers,
                        refresh, register_matcher, unregister_matcher)
 
 __all__ = [
-    "FilterFailures", "FilterSpec", "Matcher", "InvalidFilter", "MatcherError", "UnknownFilter", "UnknownMatcher",
+    "FilterFailures", "FilterSpec", "Matcher", "InvalidFilter", "InvalidMatcherOptions", "MatcherError", "UnknownFilter", "UnknownMatcher",
     "UnsupportedDialect", "DEFAULT_MATCHER_URI", "ENTRY_POINT_GROUP", "create_matcher",
     "known_matchers", "refresh", "register_matcher", "unregister_matcher",
 ]

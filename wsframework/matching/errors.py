@@ -7,6 +7,7 @@ from typing import Iterable
 __all__ = [
     "MatcherError",
     "InvalidFilter",
+    "InvalidMatcherOptions",
     "UnsupportedDialect",
     "UnknownFilter",
     "UnknownMatcher",
@@ -23,6 +24,11 @@ class InvalidFilter(MatcherError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(f"invalid filter: {reason}")
+
+
+class InvalidMatcherOptions(MatcherError):
+    """Options (a topic's matcher configuration) a matcher cannot be built with: the
+    requester's error, answered with a Sender fault."""
 
 
 class UnsupportedDialect(MatcherError):

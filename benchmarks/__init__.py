@@ -20,8 +20,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                    "measured vs predicted throughput vs summary precision on real processes "
                    "(paper Fig. 12)"),
     "slowclients": ("benchmarks.slowclients:run",
-                    "a source under 2,000 idle, 200 slowloris and 50 slow-body connections: "
-                    "p95/p99 latency and failures of normal requests (loopback)"),
+                    "every role (source, server, dispatcher) under 2,000 idle, 200 slowloris "
+                    "and 50 slow-body connections: p95/p99 latency and failures of each role's "
+                    "normal requests (loopback)"),
     "worstfilters": ("benchmarks.worstfilters:run",
                      "publish and /health latency on a source with the worst accepted filters "
                      "subscribed beside normal ones, side by side with normal ones alone"),

@@ -4,17 +4,22 @@ The application is built *in each worker after the fork* (no preload): SQLite co
 thread pools and R-tree indexes must never cross a fork. Workers share state only through
 the durable store (see :mod:`wsframework.store`).
 
-Worker models (``--worker-class``): ``gevent`` (the default when gevent is installed, except
-for the dispatcher: see :func:`default_worker_class`) keeps
-each connection in a greenlet, so idle and slow clients cost memory, not a worker thread;
-``gthread`` keeps gunicorn's thread pool (a client that sends slowly holds a thread).
+Worker models (``--worker-class``): ``gevent`` (the default for every role when gevent is
+installed) keeps each connection in a greenlet, so idle and slow clients cost memory, not a
+worker thread; ``gthread`` keeps gunicorn's thread pool (a client that sends slowly holds a
+thread: 2 workers x 8 threads stopped answering with 200 idle connections open).
 gunicorn's gevent worker monkey-patches the worker process after the fork, before the
-application is built: the roles' own threads (delivery, sweeper, tickers) become greenlets
-there, and their sockets cooperative; a long CPU-bound step holds the others until it ends,
-as the GIL did. ``edn bench slowclients`` measures the two models side by side. Both
-answer malformed HTTP that gunicorn itself refuses (a bad request line, an oversized or
-duplicate header, a bad chunk size) with a SOAP Sender fault instead of gunicorn's HTML
-error page: :class:`SoapErrorPages` replaces the worker's ``handle_error``.
+application is built: the roles' own threads (delivery, sweeper, tickers, the dispatcher's
+per-server senders) become greenlets there, and their sockets, locks and sleeps cooperative;
+a long CPU-bound step holds the others until it ends, as the GIL did. What the roles' modules
+bound *at import* (they are imported in the arbiter, before the patch) stays blocking: no
+module may keep ``time.sleep``, a lock or a socket function from import time (the
+dispatcher's link cap did, and under gevent every wait for the link stopped the whole
+worker: that, not gevent itself, was the dispatcher's throughput loss). ``edn bench
+slowclients`` measures every role under 2,000 idle, slowloris and slow-body connections.
+Both worker classes answer malformed HTTP that gunicorn itself refuses (a bad request line,
+an oversized or duplicate header, a bad chunk size) with a SOAP Sender fault instead of
+gunicorn's HTML error page: :class:`SoapErrorPages` replaces the worker's ``handle_error``.
 """
 from __future__ import annotations
 
@@ -36,11 +41,13 @@ _services: list = []
 
 WORKER_CLASSES = ("gevent", "gthread")
 DEFAULT_WORKER_CLASS = "gevent" if importlib.util.find_spec("gevent") else "gthread"
-# The dispatcher keeps gthread by default: under gevent its forwarding (CPU-bound routing
-# and link pacing in the same process) measured 13-29% fewer events/s at precisions 0.3
-# and 0.6 in `edn bench throughput --quick` (two runs side by side), and its clients are the
-# network's own publishers and servers. `--worker-class gevent` opts in.
-_ROLE_DEFAULTS = {"dispatcher": "gthread"}
+# Every role defaults to gevent. The dispatcher used to keep gthread: under gevent it measured
+# 13-29% fewer events/s in `edn bench throughput --quick`. The cause was the link cap's
+# TokenBucket, whose default sleep was bound when the module was imported in the arbiter
+# (before the gevent worker patches `time`): each wait for the link blocked the whole worker.
+# With the sleep resolved when the bucket is built, the two classes measure the same (the
+# CPU per routed event too); gthread stays available (`--worker-class gthread`).
+_ROLE_DEFAULTS: dict[str, str] = {}
 
 
 def default_worker_class(role: str) -> str:
@@ -48,6 +55,8 @@ def default_worker_class(role: str) -> str:
     if DEFAULT_WORKER_CLASS != "gevent":
         return DEFAULT_WORKER_CLASS
     return _ROLE_DEFAULTS.get(role, DEFAULT_WORKER_CLASS)
+
+
 DEFAULT_MAX_CONNECTIONS = 4000
 
 # gunicorn's own statuses for the errors it raises before the application sees a request;

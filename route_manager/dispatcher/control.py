@@ -15,7 +15,7 @@ from typing import Iterable
 from wsframework.settings import read_settings
 
 from ..exceptions import InvalidConfiguration
-from ..measurement import Counters, SlidingWindow, thread_cpu_seconds
+from ..measurement import Counters, SlidingWindow
 from ..precision import format_precision, parse_precision
 from ..selftuning import SelfTuner, SelfTuningSettings, Ticker
 from .settings import DispatcherSettings
@@ -110,12 +110,12 @@ class PrecisionControl:
                 bytes_out += channel.stats.bytes_out
                 if channel.stats.up:  # a dead server's queue says nothing of the link
                     backlog += channel.stats.depth
-                thread = channel.sender_thread
-                now = thread_cpu_seconds(thread)
-                seen = self._forward_seen.get(id(thread), 0.0)
+                key = id(channel.sender_thread)
+                now = channel.sender_cpu_seconds()
+                seen = self._forward_seen.get(key, 0.0)
                 if now > seen:
                     forward += now - seen
-                    self._forward_seen[id(thread)] = now
+                    self._forward_seen[key] = now
             self._forward_cpu = forward
         return Counters(time=time.monotonic(), cpu=time.process_time(), route_cpu=route,
                         forward_cpu=forward, events=events, copies=copies, sent=sent,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Iterable
 from wsframework import ns
 from wsframework.soap import SoapVersion
 
+from ..measurement import thread_cpu_seconds
 from .batch import batch_envelope
 from .link import TokenBucket
 
@@ -34,6 +36,62 @@ class ChannelStats:
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+def _threads_are_greenlets() -> bool:
+    """True in a process whose ``threading`` gevent has monkey-patched (gunicorn's gevent
+    worker): a "thread" there is a greenlet in the worker's one OS thread."""
+    monkey = sys.modules.get("gevent.monkey")
+    return bool(monkey is not None and monkey.is_module_patched("threading"))
+
+
+class _GreenletClock:
+    """CPU seconds of the greenlets registered with it, counted at every greenlet switch.
+
+    Under gevent a sender "thread" is a greenlet: the OS thread's CPU clock
+    (``pthread_getcpuclockid``) covers every greenlet of the worker, and a greenlet has none
+    of its own. A switch tracer (``greenlet.settrace``, per OS thread) charges the thread CPU
+    time between two switches to the greenlet that was running. Cost: one clock read per
+    switch."""
+
+    _instance: "_GreenletClock | None" = None
+
+    @classmethod
+    def installed(cls) -> "_GreenletClock":
+        """The clock of this process (installed in the calling OS thread on first use; the
+        gevent worker runs every greenlet in its main thread)."""
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def __init__(self):
+        import greenlet
+        self._getcurrent = greenlet.getcurrent
+        self._seconds: dict = {}
+        self._since = time.thread_time()
+        self._previous = greenlet.settrace(self._trace)
+
+    def _trace(self, event, args) -> None:
+        if event in ("switch", "throw"):
+            now = time.thread_time()
+            origin = args[0]
+            if origin in self._seconds:
+                self._seconds[origin] += now - self._since
+            self._since = now
+        if self._previous is not None:
+            self._previous(event, args)
+
+    def register(self, glet) -> None:
+        self._seconds.setdefault(glet, 0.0)
+
+    def forget(self, glet) -> None:
+        self._seconds.pop(glet, None)
+
+    def seconds(self, glet) -> float:
+        total = self._seconds.get(glet, 0.0)
+        if self._getcurrent() is glet:
+            total += time.thread_time() - self._since
+        return total
 
 
 @dataclass
@@ -63,6 +121,8 @@ class ServerChannel:
         self._cond = threading.Condition()
         self._closing = False
         self._inflight = False  # a batch is being sent (drain waits for it too)
+        self._clock = _GreenletClock.installed() if _threads_are_greenlets() else None
+        self._greenlet = None  # the sender's greenlet, under gevent
         self._thread = threading.Thread(target=self._run, name=f"forward-{server_id}", daemon=True)
         self._thread.start()
 
@@ -87,6 +147,13 @@ class ServerChannel:
         """The thread that sends this channel's batches (its CPU time is the per-copy cost)."""
         return self._thread
 
+    def sender_cpu_seconds(self) -> float:
+        """CPU seconds the sender has used so far: its thread's CPU clock, or under gevent
+        the CPU charged to its greenlet (:class:`_GreenletClock`)."""
+        if self._clock is None:
+            return thread_cpu_seconds(self._thread)
+        return self._clock.seconds(self._greenlet) if self._greenlet is not None else 0.0
+
     def wait_for_room(self, limit: int, timeout: float) -> bool:
         """Backpressure: wait until at most ``limit`` events are queued, the server is marked
         down (a dead server must not hold publishers up) or ``timeout`` passes; True unless
@@ -108,6 +175,16 @@ class ServerChannel:
         return batch
 
     def _run(self) -> None:
+        if self._clock is not None:
+            self._greenlet = self._clock._getcurrent()
+            self._clock.register(self._greenlet)
+        try:
+            self._send_until_closed()
+        finally:
+            if self._clock is not None:
+                self._clock.forget(self._greenlet)
+
+    def _send_until_closed(self) -> None:
         delay = self.backoff[0]
         while True:
             with self._cond:

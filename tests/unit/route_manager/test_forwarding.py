@@ -174,3 +174,67 @@ def test_token_bucket_waits_for_the_debt():
     assert TokenBucket.megabits(80).rate == 10_000_000
     with pytest.raises(ValueError):
         TokenBucket(0)
+
+
+def test_token_bucket_sleeps_with_the_time_sleep_of_when_it_is_built(monkeypatch):
+    # gunicorn's gevent worker patches time.sleep after the roles were imported: a bucket
+    # built in the worker must wait cooperatively (a sleep bound at import blocked every
+    # greenlet of the worker while one sender waited for the link).
+    import time
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    bucket = TokenBucket(1000, burst_bytes=1000)
+    bucket.take(1000)
+    assert bucket.take(500) > 0
+    assert slept and slept[0] == pytest.approx(0.5, abs=0.05)
+
+
+_GEVENT_SENDER_CPU = r"""
+from gevent import monkey
+monkey.patch_all()
+import json, time
+from route_manager.forwarding import ServerChannel
+from wsframework.transport.base import TransportResponse
+
+
+class BurningTransport:
+    # Each POST burns 20 ms of CPU in the sender, then yields as a socket would.
+    def post(self, url, payload, content_type, action=None):
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
+            pass
+        time.sleep(0.001)
+        return TransportResponse(202, None, b"")
+
+
+def other_work(seconds):  # another greenlet's CPU, which must not be charged to the sender
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        time.sleep(0)
+
+
+import gevent
+channel = ServerChannel("s1", "http://s1", BurningTransport(), batch_max=1)
+busy = gevent.spawn(other_work, 0.3)
+for n in range(10):
+    channel.offer("t", b"<e%d/>" % n)
+channel.drain(10)
+busy.join()
+print(json.dumps({"sender": channel.sender_cpu_seconds(), "sent": channel.stats.sent}))
+channel.close()
+"""
+
+
+def test_sender_cpu_is_its_greenlets_own_under_gevent():
+    # Under gunicorn's gevent worker a sender "thread" is a greenlet: its CPU (the per-copy
+    # cost T_c) is what ran while it was the current greenlet, not the OS thread's clock.
+    import json
+    import subprocess
+    import sys
+    pytest.importorskip("gevent")
+    result = subprocess.run([sys.executable, "-c", _GEVENT_SENDER_CPU], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["sent"] == 10
+    assert 0.15 <= figures["sender"] <= 0.28, figures  # 10 x 20 ms, not + 300 ms of the other

@@ -1,0 +1,115 @@
+"""The worker class of each role, and what gunicorn's gevent worker needs of the roles' code.
+
+``edn serve`` imports the roles in gunicorn's arbiter; the gevent worker monkey-patches the
+process after the fork. Anything a product module bound at import time to a blocking
+primitive (``time.sleep``, ``threading.Lock``, ``socket.socket``, ...) stays blocking in the
+worker: one greenlet waiting there stops every request of the worker. The dispatcher's link
+cap did exactly that (its ``TokenBucket`` kept ``time.sleep`` as a default argument), which
+is why the dispatcher once measured slower under gevent.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from edn.gunicorn import WORKER_CLASSES, default_worker_class, worker_class
+
+ROLES = ("source", "server", "dispatcher")
+
+# In a fresh interpreter: import the roles as `edn serve` does in the arbiter, patch as the
+# gevent worker does, then look for gevent's saved originals held by product modules (module
+# attributes, function and method defaults, dataclass default factories).
+_SCAN = r"""
+import dataclasses, inspect, json, sys
+from edn.roles import settings_groups
+for role in ("source", "server", "dispatcher"):
+    settings_groups(role)
+from gevent import monkey
+monkey.patch_all()
+originals = {id(obj): f"{module}.{name}" for module, saved in monkey.saved.items()
+             if not module.startswith("_gevent") for name, obj in saved.items()
+             if callable(obj)}
+product = ("wsframework", "matchers", "route_manager", "subscription_manager", "edn", "wsdl")
+found = []
+
+def check(where, value):
+    if callable(value) and id(value) in originals:
+        found.append(f"{where} holds the unpatched {originals[id(value)]}")
+
+def functions(owner):
+    for name, value in vars(owner).items():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if inspect.isfunction(value):
+            yield name, value
+
+for modname, module in list(sys.modules.items()):
+    if modname.split(".")[0] not in product or module is None:
+        continue
+    for name, value in list(vars(module).items()):
+        check(f"{modname}.{name}", value)
+        owners = [(name, value)] if inspect.isclass(value) and value.__module__ == modname else []
+        for owner_name, owner in owners:
+            for fname, function in functions(owner):
+                for default in (function.__defaults__ or ()) + tuple((function.__kwdefaults__ or {}).values()):
+                    check(f"{modname}.{owner_name}.{fname} (a default)", default)
+            if dataclasses.is_dataclass(owner):
+                for field in dataclasses.fields(owner):
+                    check(f"{modname}.{owner_name}.{field.name} (default_factory)", field.default_factory)
+        if inspect.isfunction(value) and value.__module__ == modname:
+            for default in (value.__defaults__ or ()) + tuple((value.__kwdefaults__ or {}).values()):
+                check(f"{modname}.{name} (a default)", default)
+print(json.dumps(sorted(set(found))))
+"""
+
+# Known and harmless: a lock taken only around CPU-bound work that never yields (a greenlet
+# cannot be switched out while holding it, so no other greenlet can block on it).
+_HARMLESS = {
+    "matchers.route_set.table.RoutingTable._lock (default_factory) holds the unpatched "
+    "threading.Lock",
+    "matchers.route_set.table.RoutingTable._lock (default_factory) holds the unpatched "
+    "_thread.allocate_lock",
+}
+
+
+def test_every_role_defaults_to_gevent_when_installed():
+    pytest.importorskip("gevent")
+    assert {default_worker_class(role) for role in ROLES} == {"gevent"}
+
+
+@pytest.mark.parametrize("name", WORKER_CLASSES)
+def test_each_worker_class_builds(name):
+    if name == "gevent":
+        pytest.importorskip("gevent")
+    assert worker_class(name).__name__.startswith("Edn")
+
+
+def test_no_product_module_binds_a_blocking_primitive_before_the_gevent_patch():
+    pytest.importorskip("gevent")
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", _SCAN], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    found = set(json.loads(result.stdout.strip().splitlines()[-1])) - _HARMLESS
+    assert not found, sorted(found)
+
+
+def test_the_scan_finds_a_sleep_bound_at_import():
+    # The bug the scan guards against, as it was: a default argument bound to time.sleep.
+    pytest.importorskip("gevent")
+    planted = _SCAN.replace("from gevent import monkey",
+                            "import time, types\n"
+                            "m = types.ModuleType('route_manager.planted')\n"
+                            "exec('import time\\nclass Bucket:\\n"
+                            "    def __init__(self, sleep=time.sleep): pass', m.__dict__)\n"
+                            "m.Bucket.__module__ = 'route_manager.planted'\n"
+                            "sys.modules['route_manager.planted'] = m\n"
+                            "from gevent import monkey", 1)
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", planted],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "route_manager.planted.Bucket.__init__ (a default) holds the unpatched time.sleep" \
+        in found, found

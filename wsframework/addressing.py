@@ -307,10 +307,19 @@ def destination_unreachable(version: WsaVersion | None, to: str | None) -> SoapF
 
 
 def _cardinality_fault(version: WsaVersion, name: str) -> SoapFault:
+    return _invalid_header(version, name, "InvalidCardinality", f"wsa:{name} appears more than once")
+
+
+def invalid_address(version: WsaVersion | None, name: str, reason: str) -> SoapFault:
+    """wsa:InvalidAddressingHeader (WSA 1.0 subsubcode wsa:InvalidAddress) for a header
+    ``wsa:name`` whose address cannot be read."""
+    return _invalid_header(version or WsaVersion.WSA10, name, "InvalidAddress", reason)
+
+
+def _invalid_header(version: WsaVersion, name: str, detail_code: str, reason: str) -> SoapFault:
     subcodes = [version.invalid_header_fault]
-    if version is WsaVersion.WSA10:
-        subcodes.append(version.q("InvalidCardinality"))
+    if version is WsaVersion.WSA10:  # the 2004/08 submission has no finer codes
+        subcodes.append(version.q(detail_code))
     problem = etree.Element(version.q("ProblemHeaderQName"), nsmap={"wsa": version.namespace})
     problem.text = f"wsa:{name}"
-    return SoapFault("Sender", f"wsa:{name} appears more than once", subcodes, (problem,),
-                     version.fault_action)
+    return SoapFault("Sender", reason, subcodes, (problem,), version.fault_action)

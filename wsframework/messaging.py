@@ -201,7 +201,11 @@ class MessagingLayer:
         if not action:
             action = _soap_action(soap_action, content_type)
         if addressing is not None and addressing.to:
-            split = urlsplit(addressing.to)
+            try:
+                split = urlsplit(addressing.to)
+            except ValueError as exc:  # "[" without a valid IPv6 host, for one
+                raise wsa.invalid_address(addressing.version, "To",
+                                          f"wsa:To is not a URI: {exc}") from None
             if split.scheme in ("http", "https") and split.path:
                 base_path = urlsplit(base_url).path.rstrip("/")
                 target = split.path

@@ -5,13 +5,16 @@ envelopes and broken HTTP framing all get a SOAP answer, never HTML, never an un
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
+import pytest
 from hypothesis import given, strategies as st
 from lxml import etree
 
 from benchmarks.fuzz import hostile_values, mutate
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer, send
 from wsframework import ns
+from wsframework.soap import parse_envelope
 
 CONTENT_TYPES = st.sampled_from([
     "application/soap+xml", "text/xml", "application/soap+xml; charset=utf-8; action=\"urn:x\"",
@@ -135,3 +138,18 @@ def test_other_methods_and_queries_never_get_html(roles, role, method, path, que
                   extra={"QUERY_STRING": query})
     check_answer(answer, method=method)
     assert answer.status != 500
+
+
+@pytest.mark.parametrize("to", ["http://[::1/topics/stocks", "//q:quote[q:price > 3]",
+                                "http://[fuzz]/topics/stocks"])
+@pytest.mark.parametrize("role", ["source", "dispatcher", "s0"])
+def test_a_wsa_to_that_is_no_url_gets_a_sender_fault(roles, role, to):
+    seed = next(s for s in roles.seeds if s.target == role and s.kind in ("admin", "edn-wire"))
+    root = etree.fromstring(seed.body)
+    root.find(f".//{{{ns.WSA10}}}To").text = to
+    answer = send(roles.apps[role], replace(seed, body=etree.tostring(root), mutation="wsa-to"))
+    check_answer(answer)
+    assert answer.status == 400, answer
+    fault = parse_envelope(answer.body).fault()
+    assert fault.subcodes[:2] == (f"{{{ns.WSA10}}}InvalidAddressingHeader",
+                                  f"{{{ns.WSA10}}}InvalidAddress"), fault

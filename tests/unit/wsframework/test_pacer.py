@@ -41,7 +41,7 @@ _GEVENT_SCRIPT = textwrap.dedent("""
     from wsframework.matching import FilterSpec
 
     matcher = XPathFilterMatcher()
-    for n in range(400):
+    for n in range(1500):
         matcher.add_filter(f"f{n}", FilterSpec("http://www.w3.org/2011/03/ws-evt/Dialects/XPath10",
                                                "count(//*[.//b]) > 0"))
     event = etree.fromstring("<a>" + "<c><b/></c>" * 3000 + "</a>")

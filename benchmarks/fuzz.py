@@ -16,10 +16,12 @@ roles, until they are all sent or ``deadline_s`` has passed:
   Content-Length, oversized headers, garbage request lines, a body cut short.
 
 Every answer is classified (:func:`classify`): ``2xx``, a SOAP ``sender_fault`` or
-``receiver_fault``, a ``bare_4xx`` (no SOAP, no HTML), ``html`` (an HTML body: must stay 0),
+``receiver_fault`` (the most frequent Receiver faults by subcode and reason are listed), a ``bare_4xx`` (no SOAP, no HTML), ``html`` (an HTML body: must stay 0),
 ``other`` (anything else), ``no_answer`` (the server closed a raw connection without a
-word), ``connection_error`` and ``timeout``; ``http_500_malformed`` counts HTTP 500 answers to
-a malformed message (must stay 0). Per process: those counts, whether it is alive and still
+word), ``connection_error`` and ``timeout``. ``http_500_malformed`` counts HTTP 500 answers to
+a fuzzed message that the SOAP bindings do not prescribe (must stay 0: see :func:`spec_500`);
+``http_500_by_spec`` the others (every SOAP 1.1 fault, VersionMismatch, the specs' Receiver
+faults such as ``wse:UnableToRenew``). Per process: those counts, whether it is alive and still
 answering ``/health`` and a valid request at the end, its RSS (gunicorn master and workers,
 from ``/proc``) before and after, worker processes replaced meanwhile, and the subscriptions
 the fuzz created. The first few requests of every bad outcome are kept (``examples``) as
@@ -566,6 +568,7 @@ class _Tally:
         self.examples: dict[str, list] = {}
         self.subscribed: Counter = Counter()
         self.sent: Counter = Counter()
+        self.fault_reasons: Counter = Counter()
 
     def add(self, target: str, outcome: str, *, malformed: bool, status: int | None,
             request: bytes, mutation: str, answer: bytes = b"", subscribed: bool = False):
@@ -576,6 +579,8 @@ class _Tally:
             if subscribed:
                 self.subscribed[target] += 1
             bad = outcome in BAD_OUTCOMES
+            if outcome == "receiver_fault":
+                self.fault_reasons[_reason(answer)] += 1
             if status == 500 and malformed:
                 if spec_500(answer.partition(b"\n")[2] if answer[:1].isdigit() else
                             (parse_raw_answer(answer) or (0, None, b""))[2]):
@@ -590,6 +595,17 @@ class _Tally:
                 if len(kept) < _EXAMPLES_PER_KIND:
                     kept.append({"mutation": mutation, "request": _shown(request),
                                  "answer": _shown(answer)})
+
+
+def _reason(answer: bytes) -> str:
+    """The fault's subcode and reason, shortened, of an answer as :class:`_Tally` keeps it."""
+    body = answer[answer.find(b"<"):]
+    found = _fault(body)
+    if found is None:
+        return "?"
+    fault = found[1]
+    subcode = (fault.subcode or "").rsplit("}", 1)[-1]
+    return f"{fault.code}{'/' + subcode if subcode else ''}: {fault.reason[:60]}"
 
 
 def _shown(data: bytes, limit: int = 1200) -> str:
@@ -842,6 +858,7 @@ def measure(*, messages: int, deadline_s: float, servers: int = 2, threads: int 
         figures["total"] = {**{o: totals.get(o, 0) for o in OUTCOMES},
                             "http_500_malformed": totals.get("http_500_malformed", 0),
                             "http_500_by_spec": totals.get("http_500_by_spec", 0)}
+        figures["receiver_fault_reasons"] = dict(tally.fault_reasons.most_common(8))
         figures["all_alive"] = all(figures[n]["alive"] and figures[n]["answers_after"]
                                    for n in processes)
         figures["examples"] = tally.examples

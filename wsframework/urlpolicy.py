@@ -207,6 +207,13 @@ def _host_ip(host: str, shown: str):
     return None
 
 
+class _Refusal:
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
 class UrlPolicy:
     """Which URLs a service contacts on a peer's say-so, and at which address."""
 
@@ -226,7 +233,10 @@ class UrlPolicy:
         self.max_length = max_length
         self.schemes = frozenset(schemes)
         self._clock = clock
-        self._cache: dict[tuple[str, int], tuple[float, str | UrlRefused]] = {}
+        # (host, port) -> (until, the address to use, or _Refusal). A refusal is cached as its
+        # reason, never as the exception: raising one instance again appends every request's
+        # frames to its traceback (each refused Subscribe's whole message stayed reachable).
+        self._cache: dict[tuple[str, int], tuple[float, "str | _Refusal"]] = {}
         self._lock = threading.Lock()
 
     # -- public ----------------------------------------------------------------------------
@@ -242,13 +252,13 @@ class UrlPolicy:
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
-            if isinstance(cached[1], UrlRefused):
-                raise cached[1]
+            if isinstance(cached[1], _Refusal):
+                raise UrlRefused(cached[1].reason)
             return ApprovedUrl(url, parsed, cached[1])
         try:
             address = self._resolve_and_judge(parsed.host, parsed.port)
         except UrlRefused as refused:
-            self._remember(key, now, refused)
+            self._remember(key, now, _Refusal(refused.reason))
             raise
         self._remember(key, now, address)
         return ApprovedUrl(url, parsed, address)

@@ -7,13 +7,21 @@ Hostile input is refused before it can cost much:
 * libxml2 is told never to resolve entities, load DTDs or touch the network;
 * the body size is capped before parsing (the transport also caps what it reads);
 * element nesting depth and element count are capped (libxml2's own 256-level guard stays on
-  because ``huge_tree`` is off).
+  because ``huge_tree`` is off);
+* the names a peer sends cannot pile up: lxml interns every element and attribute name and
+  namespace URI it parses in a dictionary of the OS thread, kept as long as the thread lives
+  (a gunicorn worker's threads, or its one thread under gevent, live for the process), so
+  messages full of fresh names (a fuzzer's) grew a worker by hundreds of megabytes. Each
+  thread parses with a parser of its own that is replaced, with a fresh dictionary, after
+  ``_RENEW_PARSES`` parses or ``_RENEW_BYTES`` bytes (:func:`_thread_parser`); an old
+  dictionary is freed with the last document that uses it.
 
 Violations raise :class:`XmlRejected`, which the messaging layer answers with a SOAP Sender
 fault.
 """
 from __future__ import annotations
 
+import ctypes
 import re
 from dataclasses import dataclass
 
@@ -57,7 +65,61 @@ def _make_parser() -> etree.XMLParser:
                            remove_pis=True, collect_ids=False)
 
 
-_PARSER = _make_parser()
+_PARSER = _make_parser()  # for a caller without a Python thread state (never in practice)
+
+# A thread's parser (and lxml's name dictionary) is renewed after this many parses or bytes:
+# what a thread's dictionary can hold stays in the order of _RENEW_BYTES, and a renewal
+# (a new dictionary and parser context, microseconds) is amortised over thousands of messages.
+_RENEW_PARSES = 1000
+_RENEW_BYTES = 4 * 1024 * 1024
+# lxml.etree keeps a thread's dictionary in the thread state's dict under this key
+# (parser.pxi, _ParserDictionaryContext._findThreadParserContext); without it, the thread's
+# next parser context starts a new dictionary. If a later lxml renames it, renewing the
+# parser alone is harmless (only no longer bounded).
+_LXML_CONTEXT_KEY = "_ParserDictionaryContext"
+_STATE_KEY = "wsframework.xmlparse"
+_get_thread_dict = ctypes.pythonapi.PyThreadState_GetDict
+_get_thread_dict.restype = ctypes.py_object  # ctypes takes it as a new reference ...
+_get_thread_dict.argtypes = []
+_incref = ctypes.pythonapi.Py_IncRef
+_incref.argtypes = [ctypes.py_object]
+_incref.restype = None
+
+
+def _thread_state_dict() -> dict | None:
+    """The current OS thread's state dict (per OS thread, also under gevent), or None."""
+    try:
+        state = _get_thread_dict()
+    except ValueError:  # NULL: no thread state
+        return None
+    _incref(state)  # ... but PyThreadState_GetDict returns a borrowed one
+    return state
+
+
+class _ThreadParser:
+    __slots__ = ("parser", "parses", "size")
+
+    def __init__(self):
+        self.parser = _make_parser()
+        self.parses = 0
+        self.size = 0
+
+
+def _thread_parser(size: int) -> etree.XMLParser:
+    """This thread's parser, renewed with a fresh lxml name dictionary when it is due."""
+    state_dict = _thread_state_dict()
+    if state_dict is None:
+        return _PARSER
+    state = state_dict.get(_STATE_KEY)
+    if state is None or state.parses >= _RENEW_PARSES or state.size >= _RENEW_BYTES:
+        if state is not None:
+            # The next parser context of this thread starts a new dictionary; a parser is
+            # never reused across dictionaries (libxml2's context keeps names of its own).
+            state_dict.pop(_LXML_CONTEXT_KEY, None)
+        state = state_dict[_STATE_KEY] = _ThreadParser()
+    state.parses += 1
+    state.size += size
+    return state.parser
 
 
 def parse_xml(data: bytes, limits: ParserLimits = DEFAULT_LIMITS) -> etree._Element:
@@ -70,11 +132,9 @@ def parse_xml(data: bytes, limits: ParserLimits = DEFAULT_LIMITS) -> etree._Elem
         raise XmlRejected("empty message")
     if _DOCTYPE.search(data) or any(marker in data for marker in _WIDE_DOCTYPES):
         raise XmlRejected("document type declarations are not allowed in SOAP messages")
+    parser = _thread_parser(len(data))
     try:
-        # lxml parsers are not thread-safe to share across threads while parsing, but
-        # fromstring with a parser argument is documented safe in lxml >= 2 because each call
-        # gets its own parser context; entity/DTD options are what matter here.
-        root = etree.fromstring(bytes(data), _PARSER)
+        root = etree.fromstring(bytes(data), parser)
     except etree.XMLSyntaxError as exc:
         raise XmlRejected(f"malformed XML: {exc.msg or exc}") from None
     if root is None:

@@ -1,0 +1,120 @@
+"""What a worker keeps per request stays bounded (issue 12, "memory under hostile traffic"):
+lxml's per-thread name dictionary is renewed, a cached target refusal does not collect every
+request's frames, and a finished thread's (greenlet's) SQLite connection is closed."""
+from __future__ import annotations
+
+import copy
+import gc
+import sqlite3
+import threading
+import uuid
+
+import pytest
+from lxml import etree
+
+from wsframework import xmlparse
+from wsframework.store import Store
+from wsframework.urlpolicy import UrlPolicy, UrlRefused
+
+
+# == lxml's name dictionary ======================================================================
+
+def _fresh_names_document(n: int = 20) -> bytes:
+    names = "".join(f"<n{uuid.uuid4().hex[:10]} a{uuid.uuid4().hex[:6]}='1'/>" for _ in range(n))
+    return f"<e:root xmlns:e='urn:{uuid.uuid4().hex}'>{names}</e:root>".encode()
+
+
+def test_the_threads_parser_is_renewed_and_documents_of_old_dictionaries_still_work(monkeypatch):
+    monkeypatch.setattr(xmlparse, "_RENEW_PARSES", 5)
+
+    def run(out):
+        kept, parsers = [], []
+        for _ in range(23):
+            kept.append(xmlparse.parse_xml(_fresh_names_document()))
+            parser = xmlparse._thread_state_dict()[xmlparse._STATE_KEY].parser
+            if parser not in parsers:
+                parsers.append(parser)
+        # documents from several dictionaries meet: moves, copies, new children, XPath
+        first, last = kept[0], kept[-1]
+        last.append(first[0])
+        last.append(copy.deepcopy(kept[7]))
+        first.append(etree.Element("{urn:x}added"))
+        found = etree.XPath("count(//*)")(last)
+        out.append((len(parsers), etree.tostring(last).count(b"<"), found, first[-1].tag))
+
+    out: list = []
+    thread = threading.Thread(target=run, args=(out,))  # a thread of its own: state starts empty
+    thread.start()
+    thread.join()
+    parsers, tags, found, added = out[0]
+    assert parsers == 5  # 23 parses, renewed every 5
+    assert found == 1 + 20 + 1 + 21 and added == "{urn:x}added"
+    gc.collect()
+
+
+def test_a_thread_renews_after_a_byte_budget_too(monkeypatch):
+    monkeypatch.setattr(xmlparse, "_RENEW_BYTES", 2000)
+    seen = []
+    for _ in range(12):  # about 870 bytes each: a new parser every third parse
+        xmlparse.parse_xml(_fresh_names_document(30))
+        parser = xmlparse._thread_state_dict()[xmlparse._STATE_KEY].parser
+        if parser not in seen:
+            seen.append(parser)
+    assert len(seen) >= 3
+
+
+def test_the_parser_still_refuses_what_it_refused():
+    with pytest.raises(xmlparse.XmlRejected):
+        xmlparse.parse_xml(b"<!DOCTYPE x [<!ENTITY a 'b'>]><x>&a;</x>")
+    with pytest.raises(xmlparse.XmlRejected):
+        xmlparse.parse_xml(b"<a><b></a>")
+
+
+# == cached target refusals ======================================================================
+
+def test_a_cached_refusal_is_a_new_exception_each_time():
+    def resolver(host, port, *args):
+        raise OSError("no such host")
+
+    policy = UrlPolicy(resolver=resolver, cache_ttl=60)
+    raised = []
+    for _ in range(50):
+        try:
+            policy.check("http://nowhere.example/n")
+        except UrlRefused as refused:
+            raised.append(refused)
+    assert len({id(e) for e in raised}) == 50
+    assert len({e.reason for e in raised}) == 1
+
+    def depth(exc):
+        n, tb = 0, exc.__traceback__
+        while tb is not None:
+            n, tb = n + 1, tb.tb_next
+        return n
+    # re-raising one cached instance grew its traceback by every caller's frames
+    assert depth(raised[-1]) == depth(raised[1])
+
+
+# == SQLite connections per thread / greenlet =====================================================
+
+def test_a_finished_threads_connection_is_closed(tmp_path):
+    store = Store(tmp_path / "s.db")
+    conns = []
+
+    def work():
+        conns.append(store.connection())
+        store.generation("x")
+
+    threads = [threading.Thread(target=work) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    gc.collect()
+    assert len(store._all) == 1  # the creating thread's only
+    for conn in conns:
+        with pytest.raises(sqlite3.ProgrammingError):
+            conn.execute("SELECT 1")
+    assert store.generation("x") == 0
+    store.close()
+    assert len(store._all) == 0

@@ -16,7 +16,12 @@ RefusedEvent             Sender fault (a publication over the event limits; no W
 RefusedFilter            wse:FilteringRequestedUnavailable (+ SupportedDialect), empty:
                          wse:InvalidMessage / wse:EmptyFilter, otherwise wse:InvalidMessage /
                          wse:CannotProcessFilter
+TooManySubscriptions     Receiver wse:EventSourceUnableToProcess / Receiver (no subcode)
 =======================  ==================================================================
+
+TooManySubscriptions: the 2004/08 submission names EventSourceUnableToProcess (Receiver) for
+an event source that cannot take a Subscribe for reasons of its own, not the request's; the
+2011 Recommendation dropped that fault (W3C bug 7554) and leaves a generic Receiver fault.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from wsframework.matching import InvalidFilter, UnsupportedDialect
 from .versions import EventingVersion
 
 __all__ = ["EventingError", "UnknownSubscription", "RefusedEndpoint", "RefusedFilter",
-           "RefusedEvent"]
+           "RefusedEvent", "TooManySubscriptions"]
 
 
 class EventingError(WsFrameworkError):
@@ -67,6 +72,17 @@ class RefusedFilter(EventingError):
         self.error = error
 
 
+class TooManySubscriptions(EventingError):
+    """A Subscribe over one of the source's subscription limits (the whole service, the
+    topic, the NotifyTo host: ``scope``)."""
+
+    def __init__(self, version: EventingVersion, scope: str, limit: int):
+        super().__init__(version, f"the event source cannot process the subscription: {scope} "
+                                  f"already has the most active subscriptions allowed ({limit})")
+        self.scope = scope
+        self.limit = limit
+
+
 class RefusedEvent(WsFrameworkError):
     """A published event over the source's element-count or depth limits, refused before
     any filter sees it."""
@@ -95,3 +111,8 @@ def _refused_filter(exc: RefusedFilter) -> SoapFault:
     if error.reason == "empty filter":
         return faults.empty_filter()
     return faults.cannot_process_filter(error.reason)
+
+
+@translate(TooManySubscriptions)
+def _too_many_subscriptions(exc: TooManySubscriptions) -> SoapFault:
+    return exc.version.faults.unable_to_process(str(exc))

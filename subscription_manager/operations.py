@@ -14,6 +14,7 @@ them through ``super()``.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 
@@ -24,9 +25,9 @@ from wsframework.namespace import NamespaceEntry
 from wsframework.urlpolicy import UrlRefused
 
 from . import messages as msg
-from .exceptions import RefusedEndpoint, UnknownSubscription
+from .exceptions import RefusedEndpoint, TooManySubscriptions, UnknownSubscription
 from .expiry import ExpiryRequest, Grant
-from .store import Subscription
+from .store import LimitReached, Subscription
 from .versions import EventingVersion, check_pairing
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,29 @@ class SubscriptionOperations:
                      msg.subscribe_response(version, manager, self._render_grant(version, grant, now)))
 
     def create_subscription(self, entry: NamespaceEntry, subscription: Subscription) -> Subscription:
-        """Install the filter (validating it), store durably, then take it into the view."""
-        self.view.install(entry, subscription)
+        """Check the subscription limits (cheaply, before compiling anything), install the
+        filter (validating it), store durably (the limits decided in the insert's
+        transaction), then take it into the view.
+
+        What the process keeps is the filter without its ``content`` (the request's
+        ``wse:Filter`` element, which kept the whole request document alive for as long as
+        the subscription: about 4 KB each); the matcher sees the element while it installs
+        the filter, and rows read back from the store never carry it anyway."""
+        limits = self.settings.subscription_limits()
+        now = self.clock()
         try:
-            stored = self.store.insert(subscription)
+            self.store.check_limits(subscription, limits, now)
+        except LimitReached as reached:
+            raise TooManySubscriptions(subscription.version, reached.scope, reached.limit) from None
+        self.view.install(entry, subscription)
+        if subscription.filter is not None and subscription.filter.content is not None:
+            subscription = dataclasses.replace(
+                subscription, filter=dataclasses.replace(subscription.filter, content=None))
+        try:
+            stored = self.store.insert(subscription, limits, now)
+        except LimitReached as reached:  # another worker took the last place meanwhile
+            self.view.uninstall(subscription.id)
+            raise TooManySubscriptions(subscription.version, reached.scope, reached.limit) from None
         except BaseException:
             self.view.uninstall(subscription.id)
             raise

@@ -26,6 +26,11 @@ filter_budget                       0.05        seconds per filter per event bef
 filter_strikes                      5           strikes (raised or over budget) before the
                                                 subscription ends (SourceCancelling)
 event_max_elements / _depth         10000 / 64  bounds on a published event (Sender fault)
+max_subscriptions                   50000       active subscriptions the service holds (all
+                                                topics, every worker; 0: no limit)
+max_subscriptions_per_topic         20000       active subscriptions of one topic (0: no limit)
+max_subscriptions_per_host          5000        active subscriptions whose NotifyTo names one
+                                                host (0: no limit)
 keep_subscriptions_on_shutdown      false       close() leaves subscriptions active (rolling
                                                 restarts) instead of ending them with
                                                 SubscriptionEnd/SourceShuttingDown (the
@@ -33,6 +38,20 @@ keep_subscriptions_on_shutdown      false       close() leaves subscriptions act
 ==================================  ==========  ================================================
 
 A key no settings group of the role knows is refused (:func:`wsframework.settings.read_settings`).
+
+The subscription limits are counted in the store, in the transaction that inserts the
+subscription (:meth:`~subscription_manager.store.SubscriptionStore.insert`), so every
+worker of a service sees one count; only active, unexpired subscriptions count. A Subscribe
+over a limit is refused with Receiver ``wse:EventSourceUnableToProcess`` (2004/08) or a
+Receiver fault (2011, which dropped that subcode); see :mod:`.exceptions`. Why these
+defaults: a subscription costs a worker about 10 KB (its compiled filter, notification
+template and row; measured with 1,000s of XPath subscriptions), so 50,000 bound each worker's
+subscriptions to about half a gigabyte; 20,000 is the EDN servers' load threshold, and a
+topic's XPath filters are all evaluated for each of its events (20,000 filters take a
+fraction of a second); 5,000 per host bounds how many copies of one event an attacker can
+have the service send to a victim host (the amplification of a subscription flood), while a
+real notification sink (the benchmarks run 2,000 subscriptions to one sink) stays under it.
+Subscriptions imported or moved between EDN servers are counted but never refused.
 """
 from __future__ import annotations
 
@@ -45,6 +64,7 @@ from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
 from .delivery import DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
+from .store import SubscriptionLimits
 
 __all__ = ["EventingSettings", "parse_seconds"]
 
@@ -112,6 +132,12 @@ class EventingSettings(Settings):
                                   "is ended (SubscriptionEnd/SourceCancelling)")
     event_max_elements: int = setting(10_000, "most elements in a published event")
     event_max_depth: int = setting(64, "deepest element nesting in a published event")
+    max_subscriptions: int = setting(50_000, "most active subscriptions the service holds, "
+                                     "all topics and workers together (0: no limit)")
+    max_subscriptions_per_topic: int = setting(20_000, "most active subscriptions of one topic "
+                                               "(0: no limit)")
+    max_subscriptions_per_host: int = setting(5_000, "most active subscriptions whose NotifyTo "
+                                              "names one host (0: no limit)")
     keep_subscriptions_on_shutdown: bool = setting(
         False, "close() leaves subscriptions active instead of ending them "
         "(SourceShuttingDown); the server role defaults it to true")
@@ -128,6 +154,10 @@ class EventingSettings(Settings):
             raise ValueError("filter_max_*, filter_strikes and event_max_* must be >= 1")
         if self.filter_budget <= 0:
             raise ValueError("filter_budget must be positive")
+        if min(self.max_subscriptions, self.max_subscriptions_per_topic,
+               self.max_subscriptions_per_host) < 0:
+            raise ValueError("max_subscriptions(_per_topic, _per_host) must not be negative "
+                             "(0: no limit)")
         if self.delivery_workers < 1 or self.delivery_queue_size < 1:
             raise ValueError("delivery_workers and delivery_queue_size must be >= 1")
         if min(self.delivery_retries, self.delivery_backoff, self.delivery_backoff_max) < 0:
@@ -136,6 +166,11 @@ class EventingSettings(Settings):
                self.target_cache_ttl) < 0:
             raise ValueError("sweep_interval, purge_after, delivery_timeout and "
                              "target_cache_ttl must not be negative")
+
+    def subscription_limits(self) -> SubscriptionLimits:
+        return SubscriptionLimits(total=self.max_subscriptions,
+                                  per_topic=self.max_subscriptions_per_topic,
+                                  per_host=self.max_subscriptions_per_host)
 
     def filter_limits(self) -> FilterLimits:
         return FilterLimits(max_length=self.filter_max_length, max_depth=self.filter_max_depth,

@@ -10,6 +10,11 @@ State changes are conditional UPDATEs driven by :mod:`.lifecycle` (``WHERE statu
 (sources)``); the caller learns whether *it* made the change (the row comes back) or lost a
 race (nothing comes back). Rows are never deleted on a transition -- only purged long after
 they became terminal -- so a late reader still sees why a subscription went away.
+
+Limits (:class:`SubscriptionLimits`: the whole service, one topic, one NotifyTo host) are
+counted in the insert's own write transaction (``BEGIN IMMEDIATE``: transactions of every
+worker are serialized), so two workers can never both take the last place. Only active,
+unexpired rows count; an expired row the sweeper has not reached yet does not.
 """
 from __future__ import annotations
 
@@ -24,12 +29,14 @@ from matchers import FilterSpec
 from wsframework import ns
 from wsframework.addressing import EndpointReference
 from wsframework.store import Store
+from wsframework.urlpolicy import UrlRefused, parse_url
 from wsframework.xmlparse import parse_xml
 
 from .lifecycle import Event, State, next_state, sources
 from .versions import VERSIONS, EventingVersion
 
-__all__ = ["Subscription", "SubscriptionStore", "GENERATION"]
+__all__ = ["Subscription", "SubscriptionStore", "SubscriptionLimits", "LimitReached",
+           "GENERATION", "notify_host"]
 
 GENERATION = "eventing:subscriptions"
 _TABLE = "eventing_subscriptions"
@@ -53,14 +60,49 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
     end_reason TEXT,
     created REAL NOT NULL,
     updated REAL NOT NULL,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    notify_host TEXT
 );
+"""
+# After the migration below (a table made before notify_host existed gets the column first).
+_INDEXES = f"""
 CREATE INDEX IF NOT EXISTS {_TABLE}_seq ON {_TABLE}(seq);
 CREATE INDEX IF NOT EXISTS {_TABLE}_status_expires ON {_TABLE}(status, expires);
 CREATE INDEX IF NOT EXISTS {_TABLE}_topic ON {_TABLE}(topic_uid, status);
+CREATE INDEX IF NOT EXISTS {_TABLE}_host ON {_TABLE}(notify_host, status, expires);
 """
+_ACTIVE_NOW = "status = 'active' AND (expires IS NULL OR expires > ?)"
 
 _EPR_TAG = ns.qname(ns.EVENTING, "EndpointReference")
+
+
+def notify_host(address: str) -> str:
+    """The host a NotifyTo address names, as the per-host limit counts it (lower-cased
+    name or IP literal, without the port)."""
+    try:
+        return parse_url(address, max_length=len(address) + 1).host
+    except UrlRefused:  # refused at Subscribe anyway; stored rows may predate a rule
+        return address.lower()
+
+
+@dataclass(frozen=True)
+class SubscriptionLimits:
+    """Most active subscriptions: of the whole service, of one topic, whose NotifyTo names
+    one host; 0 is no limit."""
+
+    total: int = 0
+    per_topic: int = 0
+    per_host: int = 0
+
+
+class LimitReached(Exception):
+    """An insert would take a count past its limit; ``scope`` says which
+    (``"the service"``, ``"topic T"``, ``"host H"``)."""
+
+    def __init__(self, scope: str, limit: int):
+        super().__init__(f"{scope} already has the most active subscriptions allowed ({limit})")
+        self.scope = scope
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -125,34 +167,72 @@ def _insert_row(conn, s: Subscription, seq: int, now: float, *,
     conn.execute(
         f"{verb} INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
         "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
-        "created, updated, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "created, updated, seq, notify_host) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
          spec.dialect if spec else None, spec.expression if spec else None,
          json.dumps([list(p) for p in spec.namespaces]) if spec else None,
          _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
          s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
-         seq))
+         seq, notify_host(s.notify_to.address)))
+
+
+def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -> None:
+    """Raise :class:`LimitReached` if one more active subscription like ``s`` is one too
+    many. Each count stops at its limit (``LIMIT``), so it costs at most ``limit`` index
+    entries."""
+    host = notify_host(s.notify_to.address)
+    for limit, where, params, scope in (
+            (limits.per_host, "notify_host = ?", (host,), f"host {host}"),
+            (limits.per_topic, "topic_uid = ?", (s.topic_uid,), f"topic {s.topic}"),
+            (limits.total, "1 = 1", (), "the service")):
+        if limit <= 0:
+            continue
+        count = conn.execute(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM {_TABLE} WHERE {where} AND {_ACTIVE_NOW} "
+            "LIMIT ?)", (*params, now, limit)).fetchone()[0]
+        if count >= limit:
+            raise LimitReached(scope, limit)
 
 
 class SubscriptionStore:
     def __init__(self, store: Store):
         self.store = store
         store.executescript(_SCHEMA)
+        self._migrate()
+        store.executescript(_INDEXES)
+
+    def _migrate(self) -> None:
+        """Give a table made before ``notify_host`` existed the column, filled in for its
+        active rows (terminal ones are never counted)."""
+        with self.store.transaction() as conn:
+            columns = {row["name"] for row in conn.execute(f"PRAGMA table_info({_TABLE})")}
+            if "notify_host" in columns:
+                return
+            conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_host TEXT")
+            for row in conn.execute(f"SELECT id, version, notify_to FROM {_TABLE} "
+                                    "WHERE status = 'active'").fetchall():
+                epr = _load_epr(row["notify_to"], VERSIONS[row["version"]])
+                conn.execute(f"UPDATE {_TABLE} SET notify_host = ? WHERE id = ?",
+                             (notify_host(epr.address), row["id"]))
 
     def generation(self) -> int:
         return self.store.generation(GENERATION)
 
     # -- creation --------------------------------------------------------------------------
-    def insert(self, subscription: Subscription) -> Subscription:
+    def insert(self, subscription: Subscription, limits: SubscriptionLimits | None = None,
+               now: float | None = None) -> Subscription:
         """Store a new active subscription (committed when this returns); returns it with
-        its ``seq``."""
+        its ``seq``. With ``limits``: :class:`LimitReached` (nothing stored) if one more
+        would exceed one of them, counting subscriptions active and unexpired at ``now``."""
         next_state(None, Event.SUBSCRIBE)
         s = subscription
-        now = time.time()
+        stamp = time.time()
         with self.store.transaction() as conn:
+            if limits is not None:
+                _over_limit(conn, s, limits, stamp if now is None else now)
             seq = Store.bump(conn, GENERATION)
-            _insert_row(conn, s, seq, now)
-        return replace(s, status=State.ACTIVE, seq=seq, created=s.created or now)
+            _insert_row(conn, s, seq, stamp)
+        return replace(s, status=State.ACTIVE, seq=seq, created=s.created or stamp)
 
     # -- moving subscriptions between servers (EDN offline partitioning) -------------------
     def adopt(self, conn, subscriptions: Iterable[Subscription]) -> list[Subscription]:
@@ -262,6 +342,12 @@ class SubscriptionStore:
     def changed_since(self, seq: int) -> list[Subscription]:
         return [_from_row(r) for r in
                 self.store.query(f"SELECT * FROM {_TABLE} WHERE seq > ? ORDER BY seq", (seq,))]
+
+    def check_limits(self, subscription: Subscription, limits: SubscriptionLimits,
+                     now: float) -> None:
+        """:class:`LimitReached` if ``subscription`` would exceed ``limits`` now (a read, for
+        refusing early; :meth:`insert` decides)."""
+        _over_limit(self.store.connection(), subscription, limits, now)
 
     def count(self, status: State | None = None) -> int:
         if status is None:

@@ -23,6 +23,7 @@ thread made or learned the change; a failing hook is logged, not propagated.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -132,7 +133,10 @@ class SubscriptionView:
             except (InvalidFilter, UnsupportedDialect) as exc:  # adm:InvalidRequest elsewhere
                 raise RefusedFilter(subscription.version, exc) from None
         # the matcher is kept so that removal needs no topic lookup (it runs under the
-        # write lock, for every expiry and unsubscribe)
+        # write lock, for every expiry and unsubscribe); the spec without its element, which
+        # would keep the whole Subscribe request document alive
+        if spec is not None and spec.content is not None:
+            spec = dataclasses.replace(spec, content=None)
         self._installed[subscription.id] = (entry.uid, spec, matcher)
 
     def _uninstall(self, subscription_id: str) -> None:

@@ -26,6 +26,13 @@ the base manager reads the mapping once into them
 (``read_settings(mapping, EdnSettings, EventingSettings)``), so a key neither group knows is
 refused in that one place. The server role defaults ``keep_subscriptions_on_shutdown`` to true (subscriptions
 belong to the network and survive a restart of the server holding them).
+
+The event source's subscription limits (``max_subscriptions``, ``max_subscriptions_per_topic``,
+``max_subscriptions_per_host``) hold on each server for what it stores: a Subscribe placed
+on a full server is refused there with EventSourceUnableToProcess (2004/08) or a Receiver
+fault (2011), relayed to the subscriber by the server that forwarded it. They count per
+server, not across the network; subscriptions moved in (ImportSubscriptions) count but are
+never refused.
 """
 from __future__ import annotations
 

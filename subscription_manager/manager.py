@@ -288,6 +288,10 @@ class SubscriptionManager(SubscriptionOperations):
                 if count >= self.settings.filter_strikes:
                     del self._strikes[subscription_id]
                     ending.append((subscription_id, reason, count))
+            if len(self._strikes) > 2 * len(self._subscriptions) + 100:
+                # strikes of subscriptions that left meanwhile (unsubscribed, expired, moved)
+                self._strikes = {i: n for i, n in self._strikes.items()
+                                 if i in self._subscriptions}
             now = time.monotonic()
             loud = now - self._strike_logged >= _STRIKE_LOG_INTERVAL
             if loud:

@@ -571,7 +571,8 @@ class _Tally:
         self.fault_reasons: Counter = Counter()
 
     def add(self, target: str, outcome: str, *, malformed: bool, status: int | None,
-            request: bytes, mutation: str, answer: bytes = b"", subscribed: bool = False):
+            request: bytes, mutation: str, answer: bytes = b"", subscribed: bool = False,
+            index: int | None = None):
         with self.lock:
             counts = self.counts.setdefault(target, Counter())
             counts[outcome] += 1
@@ -582,8 +583,7 @@ class _Tally:
             if outcome == "receiver_fault":
                 self.fault_reasons[_reason(answer)] += 1
             if status == 500 and malformed:
-                if spec_500(answer.partition(b"\n")[2] if answer[:1].isdigit() else
-                            (parse_raw_answer(answer) or (0, None, b""))[2]):
+                if spec_500(_answer_body(answer)):
                     counts["http_500_by_spec"] += 1
                 else:
                     counts["http_500_malformed"] += 1
@@ -593,19 +593,25 @@ class _Tally:
                 key = f"{target}:{outcome}" + (f":{status}" if status else "")
                 kept = self.examples.setdefault(key, [])
                 if len(kept) < _EXAMPLES_PER_KIND:
-                    kept.append({"mutation": mutation, "request": _shown(request),
+                    kept.append({"message": index, "mutation": mutation, "request": _shown(request),
                                  "answer": _shown(answer)})
 
 
 def _reason(answer: bytes) -> str:
-    """The fault's subcode and reason, shortened, of an answer as :class:`_Tally` keeps it."""
-    body = answer[answer.find(b"<"):]
-    found = _fault(body)
+    """The fault's subcode and reason, shortened, of an answer as :class:`_Tally` keeps it
+    (``STATUS CONTENT-TYPE\\nBODY``, or the raw bytes of a raw-socket exchange)."""
+    found = _fault(_answer_body(answer))
     if found is None:
         return "?"
     fault = found[1]
     subcode = (fault.subcode or "").rsplit("}", 1)[-1]
     return f"{fault.code}{'/' + subcode if subcode else ''}: {fault.reason[:60]}"
+
+
+def _answer_body(answer: bytes) -> bytes:
+    if answer[:1].isdigit():
+        return answer.partition(b"\n")[2]
+    return (parse_raw_answer(answer) or (0, None, b""))[2]
 
 
 def _shown(data: bytes, limit: int = 1200) -> str:
@@ -654,6 +660,9 @@ def _send_raw(port: int, data: bytes, timeout: float) -> bytes:
 def fuzz_one(i: int, seed: int, by_target: dict[str, list[Message]], ports: dict[str, int],
              tally: _Tally, timeout: float, conns: dict, raw_share: float = 0.12) -> None:
     rng = random.Random(seed * 1_000_003 + i)
+
+    def add(*args, **kwargs):
+        tally.add(*args, index=i, **kwargs)
     target = _pick_target(rng, list(by_target))
     seed_message = rng.choice(by_target[target])
     port = ports[target]
@@ -662,19 +671,19 @@ def fuzz_one(i: int, seed: int, by_target: dict[str, list[Message]], ports: dict
         try:
             answer = _send_raw(port, data, timeout)
         except socket.timeout:
-            tally.add(target, "timeout", malformed=True, status=None, request=data, mutation=how)
+            add(target, "timeout", malformed=True, status=None, request=data, mutation=how)
             return
         except OSError as exc:
-            tally.add(target, "connection_error", malformed=True, status=None, request=data,
+            add(target, "connection_error", malformed=True, status=None, request=data,
                       mutation=how, answer=repr(exc).encode())
             return
         parsed = parse_raw_answer(answer)
         if parsed is None:
-            tally.add(target, "no_answer", malformed=True, status=None, request=data, mutation=how)
+            add(target, "no_answer", malformed=True, status=None, request=data, mutation=how)
             return
         status, content_type, body = parsed
         outcome = "html" if b"<html" in answer.lower() else classify(status, content_type, body)
-        tally.add(target, outcome, malformed=True, status=status, request=data, mutation=how,
+        add(target, outcome, malformed=True, status=status, request=data, mutation=how,
                   answer=answer)
         return
     message = mutate(rng, seed_message)
@@ -682,15 +691,15 @@ def fuzz_one(i: int, seed: int, by_target: dict[str, list[Message]], ports: dict
     try:
         status, content_type, body = _send_http(conns, port, message, timeout)
     except (socket.timeout, TimeoutError):
-        tally.add(target, "timeout", malformed=message.malformed, status=None, request=request,
+        add(target, "timeout", malformed=message.malformed, status=None, request=request,
                   mutation=message.mutation)
         return
     except (OSError, http.client.HTTPException) as exc:
-        tally.add(target, "connection_error", malformed=message.malformed, status=None,
+        add(target, "connection_error", malformed=message.malformed, status=None,
                   request=request, mutation=message.mutation, answer=repr(exc).encode())
         return
     outcome = classify(status, content_type, body)
-    tally.add(target, outcome, malformed=message.malformed, status=status, request=request,
+    add(target, outcome, malformed=message.malformed, status=status, request=request,
               mutation=message.mutation, answer=b"%d %s\n" % (status, (content_type or "").encode())
               + body, subscribed=outcome == "2xx" and b"SubscribeResponse" in body)
 

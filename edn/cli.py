@@ -35,10 +35,10 @@ def _add_serve(sub):
                    help="threads per worker (the gthread worker class only)")
     p.add_argument("--worker-class", default=None, choices=("gevent", "gthread"),
                    help="gunicorn worker model (default gevent when installed, else gthread; "
-                        "the dispatcher defaults to gthread, its forwarding is faster there): "
-                        "gevent keeps every connection in a greenlet, so idle and slow clients "
-                        "hold no worker thread; gthread serves --threads connections at a time "
-                        "per worker")
+                        "the dispatcher defaults to gthread, which gets its CPU-bound routing "
+                        "more CPU on a busy machine): gevent keeps every connection in a "
+                        "greenlet; gthread reads each request whole before one of its "
+                        "--threads takes it: either way idle and slow clients hold no thread")
     p.add_argument("--max-connections", type=int, default=None, metavar="N",
                    help="simultaneous connections per worker (gunicorn worker_connections, "
                         "default 4000); more wait in the listen backlog")

@@ -4,32 +4,48 @@ The application is built *in each worker after the fork* (no preload): SQLite co
 thread pools and R-tree indexes must never cross a fork. Workers share state only through
 the durable store (see :mod:`wsframework.store`).
 
-Worker models (``--worker-class``): ``gevent`` (the default for every role when gevent is
-installed) keeps each connection in a greenlet, so idle and slow clients cost memory, not a
-worker thread; ``gthread`` keeps gunicorn's thread pool (a client that sends slowly holds a
-thread: 2 workers x 8 threads stopped answering with 200 idle connections open).
+Worker models (``--worker-class``); both hold off idle and slow clients:
+
+``gevent`` (the default for the source and the server when gevent is installed) keeps each
+connection in a greenlet, so idle and slow clients cost memory, not a worker thread.
 gunicorn's gevent worker monkey-patches the worker process after the fork, before the
 application is built: the roles' own threads (delivery, sweeper, tickers, the dispatcher's
 per-server senders) become greenlets there, and their sockets, locks and sleeps cooperative;
 a long CPU-bound step holds the others until it ends, as the GIL did. What the roles' modules
-bound *at import* (they are imported in the arbiter, before the patch) stays blocking: no
-module may keep ``time.sleep``, a lock or a socket function from import time (the
-dispatcher's link cap did, and under gevent every wait for the link stopped the whole
-worker: that, not gevent itself, was the dispatcher's throughput loss). ``edn bench
-slowclients`` measures every role under 2,000 idle, slowloris and slow-body connections.
+bound *at import* stays blocking (they are imported in the arbiter, before the patch): no
+module may keep ``time.sleep``, a lock or a socket function from import time. The
+dispatcher's link cap did, and every wait for the link stopped the whole worker.
+
+``gthread`` (the dispatcher's default) is gunicorn's thread pool with
+:class:`RequestsBufferedBeforeThreads`: the worker's main loop reads every request whole,
+without blocking, before a thread takes it, and closes a connection that has not sent one
+within ``keepalive`` seconds. The dispatcher keeps threads because its work is CPU-bound
+routing in one process: on a busy machine the operating system gives a process with several
+runnable threads more CPU than one whose greenlets share a single thread (measured: at full
+precision the gevent dispatcher's one thread was runnable all the time and waited in the run
+queue 75% of it; it routed less than half as many events/s as gthread, at the same CPU per
+event). ``edn bench slowclients`` measures every role under 2,000 idle, slowloris and
+slow-body connections.
+
 Both worker classes answer malformed HTTP that gunicorn itself refuses (a bad request line,
 an oversized or duplicate header, a bad chunk size) with a SOAP Sender fault instead of
 gunicorn's HTML error page: :class:`SoapErrorPages` replaces the worker's ``handle_error``.
 """
 from __future__ import annotations
 
+import collections
+import errno
 import importlib.util
 import logging
+import selectors
+import time
+from functools import partial
 from typing import Callable
 
 from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors
+from gunicorn.workers.gthread import TConn
 
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
@@ -41,13 +57,12 @@ _services: list = []
 
 WORKER_CLASSES = ("gevent", "gthread")
 DEFAULT_WORKER_CLASS = "gevent" if importlib.util.find_spec("gevent") else "gthread"
-# Every role defaults to gevent. The dispatcher used to keep gthread: under gevent it measured
-# 13-29% fewer events/s in `edn bench throughput --quick`. The cause was the link cap's
-# TokenBucket, whose default sleep was bound when the module was imported in the arbiter
-# (before the gevent worker patches `time`): each wait for the link blocked the whole worker.
-# With the sleep resolved when the bucket is built, the two classes measure the same (the
-# CPU per routed event too); gthread stays available (`--worker-class gthread`).
-_ROLE_DEFAULTS: dict[str, str] = {}
+# The dispatcher defaults to gthread (its requests buffered whole before a thread takes them,
+# see the module docstring): under gevent, with its link cap fixed, it matched gthread where
+# the link is the bottleneck and spent the same CPU per event, but got less CPU, so less
+# throughput, where routing is the bottleneck and the machine is busy (`edn bench
+# throughput`'s own publishers and servers already make it so on 2 cores).
+_ROLE_DEFAULTS = {"dispatcher": "gthread"}
 
 
 def default_worker_class(role: str) -> str:
@@ -153,6 +168,118 @@ class IdleConnectionsEndAtExit:
                 pass
 
 
+#: A request larger than this is handed to a thread with what has arrived (gthread's own
+#: behaviour for the rest of it); smaller ones are buffered whole first.
+BUFFER_LIMIT = 1024 * 1024
+
+
+def request_buffered(data: bytes | bytearray, limit: int = BUFFER_LIMIT) -> bool:
+    """Whether ``data`` (what a connection sent so far) holds a whole request, or enough
+    that a thread should take it now: the head and the body its ``Content-Length`` declares
+    (or the last chunk of a chunked body), a head that asks ``Expect: 100-continue``, or more
+    than ``limit`` bytes (gunicorn refuses an oversized head itself). Anything a reading
+    could get wrong errs towards handing the request over early."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return len(data) > limit
+    head = bytes(data[:end]).lower()
+    body = len(data) - end - 4
+    if body >= limit or b"\nexpect:" in head:
+        return True
+    if b"\ntransfer-encoding:" in head:
+        tail = bytes(data[end + 4:])
+        return tail.endswith(b"\r\n\r\n") and (tail.startswith(b"0") or b"\r\n0" in tail)
+    start = head.find(b"\ncontent-length:")
+    if start < 0:
+        return True
+    value = head[start + 16:].split(b"\r\n", 1)[0].strip()
+    try:
+        return body >= int(value)
+    except ValueError:
+        return True
+
+
+class RequestsBufferedBeforeThreads:
+    """Mixed into gunicorn's gthread worker: a connection gets a thread only once a whole
+    request has arrived. Until then the worker's main loop reads it without blocking (its
+    selector holds every waiting connection), so idle connections, slowloris heads and slow
+    bodies hold no thread. A connection that has not sent a whole request within
+    ``keepalive`` seconds (30 by default) of being accepted, or of its last answer, is
+    closed. Kept-alive connections come back here for their next request."""
+
+    def init_process(self):
+        self._edn_waiting = collections.deque()  # connections buffering, by deadline
+        super().init_process()
+
+    def accept(self, listener):
+        try:
+            client, addr = listener.accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        self._edn_wait(TConn(self.cfg, client, addr, listener.getsockname()))  # non-blocking
+
+    def on_client_socket_readable(self, conn, client):
+        self.poller.unregister(client)
+        self.keepalived_conns.remove(conn)
+        conn.sock.setblocking(False)
+        self._edn_wait(conn)
+
+    def _edn_wait(self, conn):
+        conn.edn_data = bytearray()
+        conn.edn_waiting = True
+        conn.edn_deadline = time.monotonic() + (self.cfg.keepalive or 30)
+        self._edn_waiting.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._edn_readable, conn))
+
+    def _edn_readable(self, conn, client):
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the peer went away before its request was whole
+            self._edn_close(conn)
+            return
+        conn.edn_data += data
+        if request_buffered(conn.edn_data):
+            self.poller.unregister(conn.sock)
+            conn.edn_waiting = False
+            conn.data_ready = True
+            self.enqueue_req(conn)
+
+    def _edn_close(self, conn):
+        try:
+            self.poller.unregister(conn.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        conn.edn_waiting = False
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self):
+        super().murder_pending()
+        now = time.monotonic()
+        waiting = self._edn_waiting
+        while waiting and (not waiting[0].edn_waiting or waiting[0].edn_deadline <= now):
+            conn = waiting.popleft()
+            if conn.edn_waiting:
+                self._edn_close(conn)
+
+    def handle(self, conn):
+        # In the thread: what the main loop buffered goes in front of the parser's input.
+        data = getattr(conn, "edn_data", None)
+        if data:
+            conn.edn_data = bytearray()
+            conn.sock.setblocking(True)
+            conn.init()
+            conn.parser.unreader.unread(bytes(data))
+        return super().handle(conn)
+
+
 def worker_class(name: str) -> type:
     """The gunicorn worker class for ``name`` (one of :data:`WORKER_CLASSES`) with
     :class:`SoapErrorPages` mixed in."""
@@ -162,7 +289,8 @@ def worker_class(name: str) -> type:
         from gunicorn.workers.gthread import ThreadWorker as base
     else:
         raise ValueError(f"unknown worker class {name!r}; known: {', '.join(WORKER_CLASSES)}")
-    mixins = (SoapErrorPages, IdleConnectionsEndAtExit) if name == "gevent" else (SoapErrorPages,)
+    mixins = ((SoapErrorPages, IdleConnectionsEndAtExit) if name == "gevent"
+              else (SoapErrorPages, RequestsBufferedBeforeThreads))
     return type(f"Edn{base.__name__}", (*mixins, base), {"__module__": __name__})
 
 

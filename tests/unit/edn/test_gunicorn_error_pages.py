@@ -88,4 +88,4 @@ def test_default_worker_classes_per_role():
     from edn.gunicorn import default_worker_class
     assert default_worker_class("source") == "gevent"
     assert default_worker_class("server") == "gevent"
-    assert default_worker_class("dispatcher") == "gevent"
+    assert default_worker_class("dispatcher") == "gthread"

@@ -205,7 +205,8 @@ class RequestsBufferedBeforeThreads:
     selector holds every waiting connection), so idle connections, slowloris heads and slow
     bodies hold no thread. A connection that has not sent a whole request within
     ``keepalive`` seconds (30 by default) of being accepted, or of its last answer, is
-    closed. Kept-alive connections come back here for their next request."""
+    closed, and so is every waiting one when the worker stops. Kept-alive connections come
+    back here for their next request."""
 
     def init_process(self):
         self._edn_waiting = collections.deque()  # connections buffering, by deadline
@@ -262,7 +263,8 @@ class RequestsBufferedBeforeThreads:
 
     def murder_pending(self):
         super().murder_pending()
-        now = time.monotonic()
+        # A stopping worker closes them all at once: none has a request in a thread.
+        now = time.monotonic() if self.alive else float("inf")
         waiting = self._edn_waiting
         while waiting and (not waiting[0].edn_waiting or waiting[0].edn_deadline <= now):
             conn = waiting.popleft()

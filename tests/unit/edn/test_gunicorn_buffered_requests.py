@@ -50,6 +50,7 @@ class _ThreadWorkerStub:
         self.nr_conns = 0
         self.enqueued = []
         self.pending_murdered = 0
+        self.alive = True
 
     def init_process(self):
         pass
@@ -151,3 +152,15 @@ def test_kept_alive_connections_buffer_their_next_request_too(worker):
     finally:
         client.close()
         ours.close()
+
+
+def test_a_stopping_worker_closes_every_waiting_connection_at_once(worker):
+    idle, idle_client = _connect(worker)
+    try:
+        worker.murder_pending()
+        assert worker.nr_conns == 1
+        worker.alive = False  # gunicorn's graceful stop must not wait out their deadlines
+        worker.murder_pending()
+        assert worker.nr_conns == 0 and idle_client.recv(10) == b""
+    finally:
+        idle_client.close()

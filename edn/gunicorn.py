@@ -242,15 +242,21 @@ class RequestsBufferedBeforeThreads:
             return
         except OSError:
             data = b""
-        if not data:  # the peer went away before its request was whole
-            self._edn_close(conn)
+        if not data:  # the peer stopped sending before its request was whole
+            if conn.edn_data:  # a truncated request: the parser answers it (a SOAP 400)
+                self._edn_hand_over(conn)
+            else:
+                self._edn_close(conn)
             return
         conn.edn_data += data
         if request_buffered(conn.edn_data):
-            self.poller.unregister(conn.sock)
-            conn.edn_waiting = False
-            conn.data_ready = True
-            self.enqueue_req(conn)
+            self._edn_hand_over(conn)
+
+    def _edn_hand_over(self, conn):
+        self.poller.unregister(conn.sock)
+        conn.edn_waiting = False
+        conn.data_ready = True
+        self.enqueue_req(conn)
 
     def _edn_close(self, conn):
         try:

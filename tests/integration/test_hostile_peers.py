@@ -12,6 +12,7 @@ import time
 import pytest
 import requests
 
+from tests.support.processes import ServerProcess
 from wsframework.exceptions import SENDER
 from wsframework.soap import parse_envelope
 
@@ -28,9 +29,29 @@ _MALFORMED = {
 }
 
 
-def _exchange(port: int, data: bytes) -> bytes:
+# Sent, then the client stops sending (shutdown of its write side) with the request unfinished.
+_TRUNCATED = {
+    "body shorter than Content-Length": (b"POST /topics/x HTTP/1.1\r\nHost: x\r\n"
+                                         b"Content-Type: application/soap+xml\r\n"
+                                         b"Content-Length: 500\r\n\r\n<s:Envelope"),
+    "chunked body without its last chunk": (b"POST /topics/x HTTP/1.1\r\nHost: x\r\n"
+                                            b"Content-Type: application/soap+xml\r\n"
+                                            b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"),
+}
+
+
+@pytest.fixture(params=["source", "dispatcher"])
+def role_server(request, tmp_path):
+    """Each worker model: the source runs gevent, the dispatcher buffered gthread."""
+    with ServerProcess(request.param, data_dir=tmp_path / request.param) as server:
+        yield server
+
+
+def _exchange(port: int, data: bytes, *, stop_sending: bool = False) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
+        if stop_sending:
+            sock.shutdown(socket.SHUT_WR)
         answer = b""
         while True:
             chunk = sock.recv(65536)
@@ -39,15 +60,19 @@ def _exchange(port: int, data: bytes) -> bytes:
             answer += chunk
 
 
-@pytest.mark.parametrize("request_bytes", list(_MALFORMED.values()), ids=list(_MALFORMED))
-def test_malformed_http_gets_a_sender_fault_not_html_nor_500(source_server, request_bytes):
-    answer = _exchange(source_server.port, request_bytes)
+@pytest.mark.parametrize("request_bytes,stop_sending",
+                         [(data, False) for data in _MALFORMED.values()]
+                         + [(data, True) for data in _TRUNCATED.values()],
+                         ids=list(_MALFORMED) + list(_TRUNCATED))
+def test_malformed_http_gets_a_sender_fault_not_html_nor_500(role_server, request_bytes,
+                                                             stop_sending):
+    answer = _exchange(role_server.port, request_bytes, stop_sending=stop_sending)
     head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
     assert 400 <= status < 500, head
     assert b"html" not in answer.lower()
     assert parse_envelope(body).fault().code == SENDER
-    assert requests.get(source_server.base_url + "/health", timeout=5).status_code == 200
+    assert requests.get(role_server.base_url + "/health", timeout=5).status_code == 200
 
 
 def test_health_answers_promptly_with_200_idle_connections_open(source_server):

@@ -126,13 +126,25 @@ def test_a_connection_without_a_whole_request_is_closed_at_its_deadline(worker):
         idle_client.close()
 
 
-def test_a_peer_that_leaves_mid_request_is_forgotten(worker):
+def test_a_peer_that_leaves_without_a_byte_is_forgotten(worker):
     conn, client = _connect(worker)
-    client.sendall(b"POST / HTTP/1.1\r\n")
     client.close()
     _pump(worker)
     _pump(worker)
     assert worker.nr_conns == 0 and worker.enqueued == []
+
+
+def test_a_peer_that_stops_mid_request_gets_a_thread_to_answer_it(worker):
+    # the parser then finds the request truncated and the worker answers a SOAP 400
+    conn, client = _connect(worker)
+    try:
+        client.sendall(b"POST / HTTP/1.1\r\nContent-Length: 50\r\n\r\n<a")
+        client.shutdown(socket.SHUT_WR)
+        _pump(worker)
+        _pump(worker)
+        assert worker.enqueued == [conn] and worker.nr_conns == 1
+    finally:
+        client.close()
 
 
 def test_kept_alive_connections_buffer_their_next_request_too(worker):

@@ -218,8 +218,11 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
                              expires="PT1H")
             if handle is not None and k:
                 soft(client.unsubscribe, handle)
+        # as the dispatcher sends it, with the network's credential
+        credential = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
+        credential.text = token
         soft(SoapClient(rec).send, f"{url}/topics/{grid_topic}", ns.EDN_EVENT_BATCH_ACTION,
-             _batch(grid_topic, [point, hi], ns))
+             _batch(grid_topic, [point, hi], ns), [credential])
     if dispatcher:
         admin = AdminClient(dispatcher, token, transport=rec)
         soft(admin.call, contracts.GetStats())

@@ -66,7 +66,8 @@ class Dispatcher(BaseRouteManager):
             transport or HttpTransport(timeout=(2.0, self.settings.forward_timeout)),
             capacity=self.settings.queue_capacity, batch_max=self.settings.batch_max,
             policy=self.settings.overflow_policy,
-            link=TokenBucket.megabits(self.link_mbps) if self.link_mbps else None)
+            link=TokenBucket.megabits(self.link_mbps) if self.link_mbps else None,
+            credential=service.config.admin_token)
         # Admin propagation to servers reuses one pooled transport (the service's own
         # unless a test injects one), not a new connection pool per message.
         self.admin_transport = transport or service.transport

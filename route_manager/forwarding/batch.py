@@ -8,19 +8,25 @@ from lxml import etree
 
 from wsframework import ns
 from wsframework.addressing import WsaVersion, request_headers
+from wsframework.admin import ADMIN_TOKEN_QNAME
 from wsframework.soap import SoapVersion, build_envelope
 
 
-
 def batch_envelope(soap_version: SoapVersion, address: str, topic: str,
-                   events: Iterable[bytes]) -> bytes:
-    """One envelope carrying ``events`` (serialized elements) for ``topic`` at ``address``."""
+                   events: Iterable[bytes], credential: str | None = None) -> bytes:
+    """One envelope carrying ``events`` (serialized elements) for ``topic`` at ``address``;
+    ``credential`` (the network's admin token) goes along as ``adm:AdminToken``: servers take
+    event batches from the dispatcher only."""
     parts = b"".join(events)
     body = etree.fromstring(b'<edn:EventBatch xmlns:edn="%s" Topic="%s">%s</edn:EventBatch>'
                             % (ns.EDN.encode(), _attr(topic), parts))
     url = f"{address}/topics/{topic}"
-    return build_envelope(soap_version, body,
-                          request_headers(WsaVersion.WSA10, url, ns.EDN_EVENT_BATCH_ACTION))
+    headers = request_headers(WsaVersion.WSA10, url, ns.EDN_EVENT_BATCH_ACTION)
+    if credential is not None:
+        token = etree.Element(ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
+        token.text = credential
+        headers.append(token)
+    return build_envelope(soap_version, body, headers)
 
 
 def _attr(value: str) -> bytes:

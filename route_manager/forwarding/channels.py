@@ -104,7 +104,7 @@ class ServerChannel:
     def __init__(self, server_id: str, address: str, transport, *, capacity: int = 10_000,
                  batch_max: int = 64, policy: str = "drop-newest",
                  backoff: tuple[float, float] = (0.05, 2.0), link: TokenBucket | None = None,
-                 soap_version: SoapVersion = SoapVersion.SOAP12):
+                 soap_version: SoapVersion = SoapVersion.SOAP12, credential: str | None = None):
         if policy not in POLICIES:
             raise ValueError(f"overflow policy must be one of {POLICIES}")
         self.server_id = server_id
@@ -116,6 +116,7 @@ class ServerChannel:
         self.backoff = backoff
         self.link = link
         self.soap_version = soap_version
+        self.credential = credential  # sent with each batch: servers check it
         self.stats = ChannelStats()
         self._queue: collections.deque[_Item] = collections.deque()
         self._cond = threading.Condition()
@@ -240,7 +241,7 @@ class ServerChannel:
         return True
 
     def envelope(self, topic: str, events: Iterable[bytes]) -> bytes:
-        return batch_envelope(self.soap_version, self.address, topic, events)
+        return batch_envelope(self.soap_version, self.address, topic, events, self.credential)
 
     def close(self, timeout: float = 5.0) -> None:
         with self._cond:

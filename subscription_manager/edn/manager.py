@@ -32,7 +32,8 @@ from route_manager.edn_wire import EVENT_BATCH
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
 from wsframework import ns
-from wsframework.admin import AdminClient
+from wsframework.admin import AdminClient, carries_credential
+from wsframework.exceptions import AccessDenied
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter
 from wsframework.namespace import NamespaceEntry, UnknownEntry
@@ -123,6 +124,10 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
 
     # == events from the dispatcher ========================================================
     def _on_event_batch(self, message: IncomingMessage) -> None:
+        # Only the dispatcher sends batches (with the network's credential): a publisher
+        # publishes at the dispatcher, whose routing and accounting a batch would bypass.
+        if not carries_credential(message, self.service.config.admin_token):
+            raise AccessDenied("an EventBatch needs the network's admin credential")
         self.sync()
         entry = self._topic_entry(message)
         body = message.body

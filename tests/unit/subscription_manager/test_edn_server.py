@@ -383,8 +383,34 @@ def test_an_event_batch_for_an_unknown_topic_is_a_fault(network):
     batch = etree.Element("{urn:wsframework:edn}EventBatch")
     batch.append(event_element([1, 1, 1], 0))
     with pytest.raises(SoapFault) as caught:
-        SoapClient(net.transport).call(f"{server_url(0)}/topics/nope", ns.EDN_EVENT_BATCH_ACTION, batch)
+        SoapClient(net.transport).call(f"{server_url(0)}/topics/nope", ns.EDN_EVENT_BATCH_ACTION,
+                                       batch, [_token(TOKEN)])
     assert "DestinationUnreachable" in caught.value.subcode
+
+
+def _token(text: str) -> etree._Element:
+    token = etree.Element(contracts.ADMIN_TOKEN_QNAME)
+    token.text = text
+    return token
+
+
+@pytest.mark.parametrize("token", [None, "guess", f" {TOKEN}"])
+def test_an_event_batch_needs_the_networks_credential(network, token):
+    """Only the dispatcher sends batches: one from anybody else is refused before a single
+    event of it is matched (it would bypass the dispatcher's routing and accounting)."""
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    net.subscribe(0, [0, 0, 0], [10, 10, 10], 0)
+    batch = etree.Element("{urn:wsframework:edn}EventBatch")
+    batch.append(event_element([1, 1, 1], 0))
+    headers = [] if token is None else [_token(token)]
+    with pytest.raises(SoapFault) as caught:
+        SoapClient(net.transport).call(f"{server_url(0)}/topics/{TOPIC}",
+                                       ns.EDN_EVENT_BATCH_ACTION, batch, headers)
+    assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+    net.drain()
+    assert net.received() == []
+    assert net.manager(0).edn_counters.get("events_received", 0) == 0
 
 
 def test_notifications_carry_the_networks_topic_action(network):

@@ -290,7 +290,13 @@ def _measure_network(data_dir: Path, sink: NotificationSink, roles, *, workers: 
             role_workers = 1 if role == "dispatcher" else workers
             figures[role] = {"workers": role_workers, **_measure_target(target, **sizes)}
             if role == "dispatcher":  # the probes' events were routed and forwarded
-                wait_until(network.quiet, timeout=30, what="the dispatcher's queues drained")
+                try:
+                    wait_until(network.quiet, timeout=30, what="the dispatcher's queues drained")
+                except AssertionError as exc:  # say what was still queued or pending, and where
+                    raise AssertionError(
+                        f"{exc}: dispatcher {network.dispatcher_stats('server.')}, server "
+                        f"{network.server_stats('s1', 'pending')}, "
+                        f"{network.server_stats('s1', 'delivery')}") from None
                 stats = network.dispatcher_stats()
                 figures[role]["events_forwarded"] = sum(
                     int(v) for k, v in stats.items()

@@ -38,7 +38,7 @@ from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Co
 __all__ = [
     "EVENT_BATCH", "PLACED", "SUBSCRIPTIONS", "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE",
     "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
-    "FAULT_UNKNOWN_SERVER", "OPERATIONS", "ADMIN_OPERATIONS",
+    "BATCH_DISPATCHER", "BATCH_FIRST_SEQ", "FAULT_UNKNOWN_SERVER", "FAULT_LOG_FULL", "OPERATIONS", "ADMIN_OPERATIONS",
     "CreateRoute", "CreateRouteResponse", "DeleteRoute", "DeleteRouteResponse", "ListRoutes",
     "ListRoutesResponse", "RouteInfo", "TopicSpec", "ServerInfo", "RegisterServer",
     "RegisterServerResponse", "ListServers", "ListServersResponse", "UpdateSummary",
@@ -63,8 +63,22 @@ PEER_SUMMARY = ns.qname(ns.EDN, "PeerSummary")    # server <-> server (route_man
 CENTROID = ns.qname(ns.EDN, "Centroid")
 SUMMARY = ns.qname(ns.EDN, "Summary")
 
+# Attributes of edn:EventBatch (unqualified, as its Topic attribute) that let a server skip the
+# events of a batch the dispatcher replays after a restart (route_manager.forwarding.log):
+#   Dispatcher -- the stable id of the dispatcher that sent the batch, created once and kept in
+#                 its data dir (a dispatcher re-created on an empty data dir has another id, and
+#                 its sequence numbers start again);
+#   FirstSeq   -- the per-server sequence number (>= 1) of the batch's first event; the events of
+#                 one batch are consecutive for that server (FirstSeq, FirstSeq+1, ...), so a
+#                 server that has seen seq N from that Dispatcher skips the events up to N.
+BATCH_DISPATCHER = "Dispatcher"
+BATCH_FIRST_SEQ = "FirstSeq"
+
 # Fault subcodes of the EDN (the topic faults of wsframework.admin apply to routes as well).
 FAULT_UNKNOWN_SERVER = ns.qname(ns.ADMIN, "UnknownServer")
+# The dispatcher's durable log is full (log_max_events / log_max_bytes / log_max_age) and its
+# log_full policy is "refuse": the event was not accepted (a Receiver fault; retry later).
+FAULT_LOG_FULL = ns.qname(ns.EDN, "LogFull")
 
 
 # --- route administration (a dispatcher's routes, as topics are a source's) -----------

@@ -25,7 +25,7 @@ from .. import edn_wire
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
 from ..edn_wire import EVENT_BATCH
-from ..forwarding import Forwarder, TokenBucket
+from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .control import PrecisionControl
@@ -62,8 +62,13 @@ class Dispatcher(BaseRouteManager):
         service.messaging.reply_policy = UrlPolicy(allow_private=self.settings.allow_private)
         self.tables = DispatcherTables(service.store)
         self.link_mbps = self.settings.link_mbps or None
+        s = self.settings
+        self.log = (EventLog(service.store, max_events=s.log_max_events, max_bytes=s.log_max_bytes,
+                             max_age=s.log_max_age, policy=s.log_full)
+                    if s.durable_log else None)
         self.forwarder = Forwarder(
             transport or HttpTransport(timeout=(2.0, self.settings.forward_timeout)),
+            log=self.log,
             capacity=self.settings.queue_capacity, batch_max=self.settings.batch_max,
             policy=self.settings.overflow_policy,
             link=TokenBucket.megabits(self.link_mbps) if self.link_mbps else None,
@@ -177,6 +182,7 @@ class Dispatcher(BaseRouteManager):
         copies = 0
         route_seconds = 0.0
         hits: dict[str, int] = {}
+        logged = []  # (topic, event, targets): committed to the log in one transaction
         for event in events:
             # Match the event as its own document: schema XPaths are absolute (/q:quote/...)
             # and would see the SOAP envelope above an event left in place.
@@ -186,9 +192,14 @@ class Dispatcher(BaseRouteManager):
                 targets = entry.matcher.match(event)
                 route_seconds += time.thread_time() - started
             if targets:
-                copies += self.forwarder.forward(entry.name, etree.tostring(event), targets)
+                if self.log is not None:
+                    logged.append((entry.name, etree.tostring(event), targets))
+                else:
+                    copies += self.forwarder.forward(entry.name, etree.tostring(event), targets)
                 for server in targets:
                     hits[server] = hits.get(server, 0) + 1
+        if logged:  # durable before the reply; LogFull refuses the whole message
+            copies += self.forwarder.forward_logged(logged)
         with self.counters_lock:
             c = self.counters
             c.events_in += len(events)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from wsframework.settings import Settings, parse_ip_ranges, setting
 
-from ..forwarding import POLICIES
+from ..forwarding import LOG_FULL_POLICIES, POLICIES
 from ..precision import PRECISE, parse_precision
 
 __all__ = ["DispatcherSettings"]
@@ -28,6 +28,17 @@ class DispatcherSettings(Settings):
     batch_max: int = setting(64, "events per edn:EventBatch")
     overflow_policy: str = setting("drop-newest", "a full server queue drops the newest or the "
                                    "oldest event (drop-newest | drop-oldest)")
+    durable_log: bool = setting(True, "commit every routed copy to the durable log in the data "
+                                "dir before answering the publisher; replayed after a restart "
+                                "(false: memory queues only, lost by a crash)")
+    log_max_events: int = setting(1_000_000, "undelivered copies the durable log holds at most")
+    log_max_bytes: int = setting(1 << 30, "bytes of undelivered events the durable log holds "
+                                 "at most")
+    log_max_age: float = setting(86_400.0, "seconds an undelivered copy may wait in the log "
+                                 "before the log counts as full")
+    log_full: str = setting("refuse", "a full durable log refuses new events with the Receiver "
+                            "fault edn:LogFull (refuse) or deletes the oldest undelivered "
+                            "copies, counted and logged (drop-oldest)")
     initial_precision: float = setting(PRECISE, "precision at start: precise | none | 0..1 | N% "
                                        "(--precision-profile)", parse=parse_precision)
     self_tuning: bool = setting(True, "move the precision to the bottleneck (--no-self-tuning)")
@@ -49,6 +60,10 @@ class DispatcherSettings(Settings):
             raise ValueError("link_mbps must not be negative")
         if self.queue_capacity < 1 or self.batch_max < 1:
             raise ValueError("queue_capacity and batch_max must be >= 1")
+        if self.log_full not in LOG_FULL_POLICIES:
+            raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
+        if self.log_max_events < 1 or self.log_max_bytes < 1 or self.log_max_age <= 0:
+            raise ValueError("log_max_events and log_max_bytes must be >= 1, log_max_age > 0")
         if self.overflow_policy not in POLICIES:
             raise ValueError(f"overflow_policy must be one of {', '.join(POLICIES)}")
         if min(self.forward_timeout, self.monitor_interval, self.measure_window) <= 0:

@@ -9,7 +9,10 @@ precision, precision_*      the precision in force and how often it changed
 measure.*                   the sliding window (:mod:`route_manager.measurement`): T_f, T_d,
                             T_c, R, S_m, events/s, CPU, utilization, bytes out
 selftuning.*                the self-tuner's parameters, state and trace (one JSON per step)
-server.NAME.*               each server's channel, hits and load
+server.NAME.*               each server's channel, hits and load; ``lag``: logged copies
+                            it has not acknowledged
+log.*                       the durable log: events, bytes, oldest_age_s, appended,
+                            dropped (log_full=drop-oldest), refused (edn:LogFull)
 ==========================  ================================================================
 """
 from __future__ import annotations
@@ -64,6 +67,9 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
             "measure.tp_d": m.tp_d if m.events else 0.0,
         })
     figures.update(tuning_figures(control, with_trace))
+    figures["log.on"] = int(d.log is not None)
+    if d.log is not None:  # size, oldest undelivered age, server.NAME.lag (seqs not acked)
+        figures.update(d.log.figures())
     for server, channel in d.forwarder.stats().items():
         for key, value in channel.items():
             figures[f"server.{server}.{key}"] = value

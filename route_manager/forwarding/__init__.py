@@ -17,9 +17,12 @@ policy** decides, explicitly and counted:
 ``drop-newest`` (default)  the new event is not queued for that server; ``dropped`` counts it
 ``drop-oldest``            the oldest queued event is discarded to make room; ``dropped`` counts it
 
-Either way the publisher is never blocked by one server. The queue lives in memory: a
-dispatcher crash loses what was queued (publication is acknowledged once the event is queued;
-routes and summaries are durable, see the dispatcher).
+Either way the publisher is never blocked by one server. Without a log the queue lives in
+memory and a dispatcher crash loses what was queued. With an :class:`EventLog` (:mod:`.log`,
+the dispatcher's ``durable_log``, on by default) every copy is committed before the publisher
+is answered, the queue is a window over the log (never dropped; the log's bounds apply), a
+server's copies are deleted when it answers 2xx to their batch, and a restarted dispatcher
+resends the unacknowledged ones with the same seqs (``Dispatcher``/``FirstSeq`` on the batch).
 
 An optional :class:`TokenBucket` (:mod:`.link`) caps outgoing bytes per second across all
 channels (the "outgoing link" of the throughput model; loopback would never be the
@@ -28,6 +31,7 @@ bottleneck otherwise).
 from .batch import batch_envelope
 from .channels import POLICIES, ChannelStats, Forwarder, ServerChannel
 from .link import TokenBucket
+from .log import LOG_FULL_POLICIES, EventLog, LogFull
 
-__all__ = ["POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
+__all__ = ["LOG_FULL_POLICIES", "EventLog", "LogFull", "POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
            "batch_envelope"]

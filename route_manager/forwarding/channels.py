@@ -98,13 +98,19 @@ class _GreenletClock:
 class _Item:
     topic: str
     event: bytes  # the serialized event element
+    seq: int | None = None  # its per-server seq in the durable log (None: no log)
 
 
 class ServerChannel:
     def __init__(self, server_id: str, address: str, transport, *, capacity: int = 10_000,
                  batch_max: int = 64, policy: str = "drop-newest",
                  backoff: tuple[float, float] = (0.05, 2.0), link: TokenBucket | None = None,
-                 soap_version: SoapVersion = SoapVersion.SOAP12, credential: str | None = None):
+                 soap_version: SoapVersion = SoapVersion.SOAP12, credential: str | None = None,
+                 log=None):
+        """With ``log`` (an :class:`~.log.EventLog`) the channel is a window over the durable
+        log: it starts with the server's unacknowledged copies (same seqs), never drops a copy
+        (the log's bounds apply instead of ``capacity``), acknowledges each batch answered
+        2xx to the log, and marks its batches with the log's Dispatcher id and FirstSeq."""
         if policy not in POLICIES:
             raise ValueError(f"overflow policy must be one of {POLICIES}")
         self.server_id = server_id
@@ -124,8 +130,41 @@ class ServerChannel:
         self._inflight = False  # a batch is being sent (drain waits for it too)
         self._clock = _GreenletClock.installed() if _threads_are_greenlets() else None
         self._greenlet = None  # the sender's greenlet, under gevent
+        self.log = log
+        if log is not None:
+            log.replay(server_id, self._replayed)
         self._thread = threading.Thread(target=self._run, name=f"forward-{server_id}", daemon=True)
         self._thread.start()
+
+    def _replayed(self, copies) -> None:
+        with self._cond:
+            for c in copies:
+                self._queue.append(_Item(c.topic, c.event, c.seq))
+            self.stats.queued += len(copies)
+            self.stats.depth = len(self._queue)
+        if copies:
+            log.info("server %s: replaying %d logged events from seq %d", self.server_id,
+                     len(copies), copies[0].seq)
+
+    def offer_logged(self, topic: str, event: bytes, seq: int) -> None:
+        """Queue a copy already in the durable log (never dropped: the log is bounded)."""
+        with self._cond:
+            self._queue.append(_Item(topic, event, seq))
+            self.stats.queued += 1
+            self.stats.depth = len(self._queue)
+            self._cond.notify()
+
+    def discard_through(self, seq: int) -> int:
+        """Remove queued copies up to ``seq`` (the log dropped them to make room)."""
+        with self._cond:
+            n = 0
+            while self._queue and self._queue[0].seq is not None and self._queue[0].seq <= seq:
+                self._queue.popleft()
+                n += 1
+            self.stats.dropped += n
+            self.stats.depth = len(self._queue)
+            self._cond.notify_all()
+            return n
 
     def offer(self, topic: str, event: bytes) -> bool:
         """Queue one event; False when the overflow policy dropped it (or an older one)."""
@@ -171,7 +210,10 @@ class ServerChannel:
     def _take_batch(self) -> list[_Item]:
         batch = [self._queue.popleft()]
         # One batch carries one topic (it is posted to that topic's address).
-        while self._queue and len(batch) < self.batch_max and self._queue[0].topic == batch[0].topic:
+        # Logged copies: consecutive seqs only (a batch says FirstSeq, the rest follow).
+        while (self._queue and len(batch) < self.batch_max
+               and self._queue[0].topic == batch[0].topic
+               and (batch[-1].seq is None or self._queue[0].seq == batch[-1].seq + 1)):
             batch.append(self._queue.popleft())
         return batch
 
@@ -197,6 +239,13 @@ class ServerChannel:
                 self.stats.depth = len(self._queue)
                 self._cond.notify_all()  # offer() may be waiting for room, tests for in-flight
             ok = self._send(batch)
+            if ok and self.log is not None and batch[0].seq is not None:
+                try:
+                    self.log.acknowledge(self.server_id, batch[-1].seq, len(batch),
+                                         sum(len(item.event) for item in batch))
+                except Exception:  # the copies stay logged: resent after a restart
+                    log.exception("server %s: acknowledging seq %d in the log failed",
+                                  self.server_id, batch[-1].seq)
             with self._cond:
                 self._inflight = False
                 if ok:
@@ -207,7 +256,7 @@ class ServerChannel:
                 else:
                     # Put the batch back in front, in order, and wait before retrying.
                     self._queue.extendleft(reversed(batch))
-                    overflow = len(self._queue) - self.capacity
+                    overflow = len(self._queue) - self.capacity if self.log is None else 0
                     for _ in range(max(0, overflow)):
                         self._queue.pop()
                         self.stats.dropped += 1
@@ -222,7 +271,7 @@ class ServerChannel:
                     delay = min(delay * 2, self.backoff[1])
 
     def _send(self, batch: list[_Item]) -> bool:
-        payload = self.envelope(batch[0].topic, [item.event for item in batch])
+        payload = self.envelope(batch[0].topic, [item.event for item in batch], batch[0].seq)
         if self.link is not None:
             self.link.take(len(payload))
         url = f"{self.address}/topics/{batch[0].topic}"
@@ -240,8 +289,11 @@ class ServerChannel:
         self.stats.bytes_out += len(payload)
         return True
 
-    def envelope(self, topic: str, events: Iterable[bytes]) -> bytes:
-        return batch_envelope(self.soap_version, self.address, topic, events, self.credential)
+    def envelope(self, topic: str, events: Iterable[bytes], first_seq: int | None = None) -> bytes:
+        logged = self.log is not None and first_seq is not None
+        return batch_envelope(self.soap_version, self.address, topic, events, self.credential,
+                              dispatcher=self.log.dispatcher_id if logged else None,
+                              first_seq=first_seq if logged else None)
 
     def close(self, timeout: float = 5.0) -> None:
         with self._cond:
@@ -253,9 +305,12 @@ class ServerChannel:
 class Forwarder:
     """The channels of every server, keyed by server id."""
 
-    def __init__(self, transport, **channel_options):
+    def __init__(self, transport, *, log=None, **channel_options):
         self.transport = transport
-        self.channel_options = channel_options
+        self.log = log
+        if log is not None:
+            log.on_drop = self._dropped_from_log
+        self.channel_options = dict(channel_options, log=log)
         self.channels: dict[str, ServerChannel] = {}
         self._lock = threading.Lock()
 
@@ -275,8 +330,32 @@ class Forwarder:
         if channel is not None:
             channel.close(timeout=0)
 
+    def _dropped_from_log(self, rows) -> None:
+        last: dict[str, int] = {}
+        for _, server, seq, _ in rows:
+            last[server] = max(last.get(server, 0), seq)
+        for server, seq in last.items():
+            channel = self.channels.get(server)
+            if channel is not None:
+                channel.discard_through(seq)
+
+    def forward_logged(self, copies: list[tuple[str, bytes, Iterable[str]]]) -> int:
+        """Log every copy of ``copies`` ((topic, event, servers)) in one transaction, then
+        queue them; the copies are durable when this returns (or it raises
+        :class:`~.log.LogFull`, nothing logged). Returns the number of copies."""
+        rows = [(server, topic, event) for topic, event, servers in copies
+                for server in servers if server in self.channels]
+
+        def offer(c):
+            channel = self.channels.get(c.server)
+            if channel is not None:  # removed meanwhile: the copy stays logged
+                channel.offer_logged(c.topic, c.event, c.seq)
+        return len(self.log.append(rows, offer))
+
     def forward(self, topic: str, event: bytes, server_ids: Iterable[str]) -> int:
         """Queue the event for each server; returns how many copies were queued."""
+        if self.log is not None:
+            return self.forward_logged([(topic, event, server_ids)])
         copies = 0
         for server_id in server_ids:
             channel = self.channels.get(server_id)

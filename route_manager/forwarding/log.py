@@ -1,0 +1,213 @@
+"""The dispatcher's durable log: every copy of an accepted event (server, per-server sequence
+number, topic, event bytes) is committed to SQLite (WAL) *before* the publisher is answered,
+and deleted when that server acknowledges (2xx) the batch that carried it.
+
+Tables, in the dispatcher's store (``{data}/...``, the same WAL file as its routes)::
+
+    edn_log(id INTEGER PRIMARY KEY, server, seq, topic, event BLOB, created REAL)
+        UNIQUE(server, seq)         -- one row per unacknowledged copy, ids in arrival order
+    edn_log_position(server PRIMARY KEY, acked)  -- the last seq each server acknowledged
+    edn_log_meta(key PRIMARY KEY, value)         -- 'dispatcher': this dispatcher's stable id
+
+Sequence numbers start at 1 per server and never repeat for one dispatcher id: the next one
+is one past the larger of the highest logged and the highest acknowledged. A dispatcher
+re-created on an empty data dir gets a new id (so a server does not skip its events).
+
+Bounds (``log_max_events``, ``log_max_bytes``, ``log_max_age``): an append that would exceed
+them is refused with :class:`LogFull` (``log_full=refuse``) or makes room by deleting the
+oldest undelivered copies (``log_full=drop-oldest``; counted in ``dropped`` and logged).
+Age: a log whose oldest copy is older than ``log_max_age`` is full until it is delivered.
+
+One dispatcher process owns the log (one gunicorn worker, the dispatcher's default).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from wsframework.exceptions import SoapFault, receiver_fault
+from wsframework.faults import translate
+
+from ..edn_wire import FAULT_LOG_FULL
+from ..exceptions import RouteManagerError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EventLog", "LogFull", "LogCopy", "LOG_FULL_POLICIES"]
+
+LOG_FULL_POLICIES = ("refuse", "drop-oldest")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS edn_log (
+    id INTEGER PRIMARY KEY, server TEXT NOT NULL, seq INTEGER NOT NULL, topic TEXT NOT NULL,
+    event BLOB NOT NULL, created REAL NOT NULL, UNIQUE(server, seq));
+CREATE TABLE IF NOT EXISTS edn_log_position (server TEXT PRIMARY KEY, acked INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS edn_log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class LogFull(RouteManagerError):
+    """The durable log is at one of its bounds and its policy is to refuse new events."""
+
+
+@dataclass(frozen=True)
+class LogCopy:
+    server: str
+    seq: int
+    topic: str
+    event: bytes
+    created: float
+
+
+class EventLog:
+    def __init__(self, store, *, max_events: int = 1_000_000, max_bytes: int = 1 << 30,
+                 max_age: float = 86_400.0, policy: str = "refuse", clock=time.time):
+        if policy not in LOG_FULL_POLICIES:
+            raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
+        self.store = store
+        self.max_events, self.max_bytes, self.max_age = max_events, max_bytes, max_age
+        self.policy = policy
+        self.clock = clock
+        self._lock = threading.Lock()  # seqs, counters, and append-then-offer order
+        store.executescript(_SCHEMA)
+        with store.transaction() as conn:
+            row = conn.execute("SELECT value FROM edn_log_meta WHERE key='dispatcher'").fetchone()
+            if row is None:
+                self.dispatcher_id = uuid.uuid4().hex
+                conn.execute("INSERT INTO edn_log_meta VALUES ('dispatcher', ?)",
+                             (self.dispatcher_id,))
+            else:
+                self.dispatcher_id = row[0]
+        self._next: dict[str, int] = {}
+        self.acked: dict[str, int] = {}
+        for server, acked in store.query("SELECT server, acked FROM edn_log_position"):
+            self.acked[server] = acked
+            self._next[server] = acked + 1
+        for server, top in store.query("SELECT server, max(seq) FROM edn_log GROUP BY server"):
+            self._next[server] = max(self._next.get(server, 1), top + 1)
+        count, size = store.query("SELECT count(*), coalesce(sum(length(event)), 0) FROM edn_log")[0]
+        self.events, self.bytes = count, size
+        self.appended = 0
+        self.dropped = 0
+        self.refused = 0
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, copies: list[tuple[str, str, bytes]], offer=None) -> list[LogCopy]:
+        """Log ``copies`` ((server, topic, event)) in one transaction, committed when this
+        returns; ``offer(copy)`` is called for each, in seq order, under the log's lock (so a
+        channel receives each server's copies in the order of their seqs). Raises
+        :class:`LogFull` (nothing logged) when the bounds refuse them."""
+        if not copies:
+            return []
+        size = sum(len(event) for _, _, event in copies)
+        with self._lock:
+            now = self.clock()
+            self._make_room(len(copies), size, now)
+            logged = []
+            with self.store.transaction() as conn:
+                for server, topic, event in copies:
+                    seq = self._next.get(server, 1)
+                    logged.append(LogCopy(server, seq, topic, event, now))
+                    self._next[server] = seq + 1
+                conn.executemany(
+                    "INSERT INTO edn_log(server, seq, topic, event, created) VALUES (?,?,?,?,?)",
+                    [(c.server, c.seq, c.topic, c.event, c.created) for c in logged])
+            self.events += len(logged)
+            self.bytes += size
+            self.appended += len(logged)
+            if offer is not None:
+                for c in logged:
+                    offer(c)
+            return logged
+
+    def _make_room(self, count: int, size: int, now: float) -> None:
+        def full() -> str | None:
+            if self.events + count > self.max_events:
+                return f"{self.events} events (log_max_events {self.max_events})"
+            if self.bytes + size > self.max_bytes:
+                return f"{self.bytes} bytes (log_max_bytes {self.max_bytes})"
+            oldest = self._oldest_created()
+            if oldest is not None and now - oldest > self.max_age:
+                return f"an undelivered event {now - oldest:.0f} s old (log_max_age {self.max_age:g})"
+            return None
+
+        reason = full()
+        if reason is None:
+            return
+        if self.policy == "refuse" or count > self.max_events or size > self.max_bytes:
+            self.refused += count
+            raise LogFull(f"the dispatcher's durable log is full: {reason}; retry later")
+        dropped = 0
+        while reason is not None and self.events:
+            rows = self.store.query("SELECT id, server, seq, length(event) FROM edn_log "
+                                    "ORDER BY id LIMIT 256")
+            if not rows:
+                break
+            with self.store.transaction() as conn:
+                conn.execute("DELETE FROM edn_log WHERE id <= ?", (rows[-1][0],))
+            for _, server, seq, length in rows:
+                self.events -= 1
+                self.bytes -= length
+                self.acked[server] = max(self.acked.get(server, 0), seq)
+            dropped += len(rows)
+            self.on_drop(rows)
+            reason = full()
+        self.dropped += dropped
+        log.warning("durable log full: dropped the %d oldest undelivered copies", dropped)
+
+    def on_drop(self, rows) -> None:
+        """Called with the (id, server, seq, length) rows dropped to make room (the forwarder
+        removes them from its channels)."""
+
+    def acknowledge(self, server: str, last_seq: int, count: int, size: int) -> None:
+        """``server`` answered 2xx to a batch ending at ``last_seq``: delete its copies up to
+        there and remember the position."""
+        with self.store.transaction() as conn:
+            deleted = conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ?",
+                                   (server, last_seq)).rowcount
+            conn.execute("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
+                         "ON CONFLICT(server) DO UPDATE SET acked = max(acked, excluded.acked)",
+                         (server, last_seq))
+        with self._lock:
+            self.events -= deleted
+            self.bytes -= size if deleted == count else 0
+            if deleted != count:  # some were dropped already: recount exactly
+                self.bytes = self.store.query(
+                    "SELECT coalesce(sum(length(event)), 0) FROM edn_log")[0][0]
+            self.acked[server] = max(self.acked.get(server, 0), last_seq)
+
+    # -- reading -----------------------------------------------------------------------------
+    def pending(self, server: str) -> list[LogCopy]:
+        """The unacknowledged copies of ``server``, oldest first (replay after a restart)."""
+        return [LogCopy(r[0], r[1], r[2], r[3], r[4]) for r in self.store.query(
+            "SELECT server, seq, topic, event, created FROM edn_log WHERE server = ? ORDER BY seq",
+            (server,))]
+
+    def replay(self, server: str, into) -> None:
+        """Hand ``server``'s unacknowledged copies to ``into`` under the log's lock, so no
+        append for that server slips between the replay and the copies that follow it."""
+        with self._lock:
+            into(self.pending(server))
+
+    def _oldest_created(self) -> float | None:
+        row = self.store.query("SELECT created FROM edn_log ORDER BY id LIMIT 1")
+        return row[0][0] if row else None
+
+    def figures(self) -> dict[str, object]:
+        oldest = self._oldest_created()
+        figures = {"log.events": self.events, "log.bytes": self.bytes,
+                   "log.oldest_age_s": (self.clock() - oldest) if oldest is not None else 0.0,
+                   "log.appended": self.appended, "log.dropped": self.dropped,
+                   "log.refused": self.refused}
+        with self._lock:
+            for server, nxt in self._next.items():
+                figures[f"server.{server}.lag"] = max(0, nxt - 1 - self.acked.get(server, 0))
+        return figures
+
+
+@translate(LogFull)
+def _log_full(exc: LogFull) -> SoapFault:
+    return receiver_fault(str(exc), FAULT_LOG_FULL)

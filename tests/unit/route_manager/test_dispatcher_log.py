@@ -1,0 +1,239 @@
+"""The dispatcher's durable log (route_manager.forwarding.log): every copy is committed before
+the publisher's answer, a server's position advances only on a 2xx of its batch, a dispatcher
+re-created on the same data dir resends the unacknowledged copies with the same seqs, and the
+bounds refuse (edn:LogFull) or drop the oldest, counted."""
+import threading
+
+import pytest
+
+from route_manager.dispatcher import build_dispatcher
+from route_manager.edn_wire import (BATCH_DISPATCHER, BATCH_FIRST_SEQ, EVENT_BATCH,
+                                    FAULT_LOG_FULL)
+from route_manager.forwarding import EventLog, LogFull, ServerChannel
+from tests.unit.route_manager.test_dispatcher import (DISPATCHER, EV, TOKEN, event, register,
+                                                       schema, update)
+from wsframework.admin import AdminClient
+from wsframework.client import SoapClient
+from wsframework.exceptions import RECEIVER, SoapFault
+from wsframework.publisher import PUBLISH_ACTION
+from wsframework.service import ServiceConfig
+from wsframework.settings import SettingsError
+from wsframework.soap import parse_envelope
+from wsframework.store import Store
+from wsframework.transport import InProcessTransport, TransportError, TransportResponse
+
+
+class Servers:
+    """Fake servers recording every batch (attributes and events); each answers ``status[name]``
+    (default 202), or raises when it is in ``down``; ``gate`` holds every request."""
+
+    def __init__(self):
+        self.batches: list[tuple[str, str, int, list[float]]] = []
+        self.status: dict[str, int] = {}
+        self.down: set[str] = set()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.cond = threading.Condition()
+        self.posts = 0
+
+    def endpoint(self, name):
+        def handle(url, payload, content_type, action):
+            assert self.gate.wait(5)
+            with self.cond:
+                self.posts += 1
+                self.cond.notify_all()
+            if name in self.down:
+                raise TransportError("connection refused")
+            body = parse_envelope(payload).body
+            assert body.tag == EVENT_BATCH
+            status = self.status.get(name, 202)
+            if status < 300:
+                with self.cond:
+                    self.batches.append((name, body.get(BATCH_DISPATCHER),
+                                         int(body.get(BATCH_FIRST_SEQ)),
+                                         [float(e.findtext(f"{{{EV}}}x")) for e in body]))
+                    self.cond.notify_all()
+            return TransportResponse(status, None, b"")
+        return handle
+
+    def received(self, name):
+        """(seq, x) of every event ``name`` acknowledged, in order."""
+        return [(first + i, x) for n, _, first, xs in self.batches if n == name
+                for i, x in enumerate(xs)]
+
+    def wait_posts(self, count):
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.posts >= count, 5)
+
+
+@pytest.fixture
+def net(tmp_path):
+    transport = InProcessTransport()
+    servers = Servers()
+    for name in ("s1", "s2"):
+        transport.mount(f"http://{name}.test", servers.endpoint(name))
+    started = []
+
+    def start(data="d", **settings):
+        service = build_dispatcher(ServiceConfig(DISPATCHER, tmp_path / data, TOKEN,
+                                                 role="dispatcher", settings=settings),
+                                   transport=transport)
+        transport.mount(DISPATCHER, service)
+        started.append(service)
+        return service
+
+    yield transport, servers, start
+    for service in started:
+        service.close()
+
+
+def setup_routes(service, transport):
+    admin = AdminClient(DISPATCHER, TOKEN, transport=transport)
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1"), register(admin, "s2")
+    update(admin, "s1", 1, [0, 0], [5, 5])
+    update(admin, "s2", 1, [4, 4], [10, 10])
+
+
+def publish(transport, xs):
+    client = SoapClient(transport)
+    for x in xs:
+        client.send(f"{DISPATCHER}/topics/grid", PUBLISH_ACTION, event(x, x))
+
+
+def logged(service):
+    return [(r["server"], r["seq"]) for r in service.store.query(
+        "SELECT server, seq FROM edn_log ORDER BY id")]
+
+
+def test_copies_are_logged_before_the_reply_and_deleted_on_2xx(net):
+    transport, servers, start = net
+    service = start()
+    setup_routes(service, transport)
+    servers.gate.clear()  # no server answers: whatever is durable was written before the reply
+    publish(transport, [1, 4.5, 9])
+    assert logged(service) == [("s1", 1), ("s1", 2), ("s2", 1), ("s2", 2)]
+    servers.gate.set()
+    assert service.dispatcher.forwarder.drain(5)
+    assert logged(service) == []
+    assert servers.received("s1") == [(1, 1.0), (2, 4.5)]
+    assert servers.received("s2") == [(1, 4.5), (2, 9.0)]
+    ids = {d for _, d, _, _ in servers.batches}
+    assert len(ids) == 1 and ids == {service.dispatcher.log.dispatcher_id}
+    stats = service.dispatcher.stats()
+    assert stats["log.events"] == 0 and stats["server.s1.lag"] == 0 and stats["log.on"] == 1
+
+
+def test_position_advances_only_on_2xx(net):
+    transport, servers, start = net
+    service = start()
+    setup_routes(service, transport)
+    servers.status["s1"] = 500
+    publish(transport, [1, 2])
+    servers.wait_posts(2)  # s1 answered 500 at least once (s1 and s2 posted)
+    assert [row for row in logged(service) if row[0] == "s1"] == [("s1", 1), ("s1", 2)]
+    assert service.dispatcher.stats()["server.s1.lag"] == 2
+    servers.status["s1"] = 202
+    assert service.dispatcher.forwarder.drain(5)
+    assert logged(service) == [] and servers.received("s1") == [(1, 1.0), (2, 2.0)]
+
+
+def test_a_new_dispatcher_on_the_same_store_resends_unacknowledged_copies_with_their_seqs(net):
+    transport, servers, start = net
+    service = start()
+    setup_routes(service, transport)
+    servers.down.add("s1")
+    publish(transport, [1, 2, 3])
+    dispatcher_id = service.dispatcher.log.dispatcher_id
+    assert service.dispatcher.forwarder.channels["s2"].drain(5)
+    # The crash: the process ends without closing; its channels keep failing meanwhile.
+    crashed = Store(service.store.path)
+    assert [(r["server"], r["seq"]) for r in crashed.query("SELECT server, seq FROM edn_log")] \
+        == [("s1", 1), ("s1", 2), ("s1", 3)]
+    service.dispatcher.forwarder.remove("s1")  # the old process sends nothing more
+    servers.down.clear()
+    restarted = start()
+    assert restarted.dispatcher.log.dispatcher_id == dispatcher_id
+    assert restarted.dispatcher.forwarder.drain(5)
+    assert servers.received("s1") == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    publish(transport, [4])
+    assert restarted.dispatcher.forwarder.drain(5)
+    assert servers.received("s1")[-1] == (4, 4.0)  # seqs continue after the replayed ones
+    assert logged(restarted) == []
+
+
+def test_an_empty_data_dir_is_another_dispatcher(net):
+    transport, servers, start = net
+    first, second = start("a"), start("b")
+    assert first.dispatcher.log.dispatcher_id != second.dispatcher.log.dispatcher_id
+
+
+def test_a_full_log_refuses_with_log_full_and_logs_nothing(net):
+    transport, servers, start = net
+    service = start(log_max_events="3")
+    setup_routes(service, transport)
+    servers.gate.clear()
+    publish(transport, [1, 4.5])  # 3 copies
+    with pytest.raises(SoapFault) as info:
+        publish(transport, [2])
+    assert info.value.code == RECEIVER and info.value.subcode == FAULT_LOG_FULL
+    assert len(logged(service)) == 3 and service.dispatcher.stats()["log.refused"] == 1
+    servers.gate.set()
+    assert service.dispatcher.forwarder.drain(5)
+    publish(transport, [2])  # room again once delivered
+    assert service.dispatcher.forwarder.drain(5)
+    assert [x for _, x in servers.received("s1")] == [1.0, 4.5, 2.0]
+
+
+def test_bytes_and_age_bounds(tmp_path):
+    now = [1000.0]
+    log = EventLog(Store(tmp_path / "s.db"), max_bytes=10, max_age=60, clock=lambda: now[0])
+    log.append([("s1", "t", b"12345")])
+    with pytest.raises(LogFull, match="log_max_bytes"):
+        log.append([("s1", "t", b"123456")])
+    now[0] += 61
+    with pytest.raises(LogFull, match="log_max_age"):
+        log.append([("s1", "t", b"1")])
+    log.acknowledge("s1", 1, 1, 5)
+    assert log.append([("s1", "t", b"1")])[0].seq == 2
+    assert log.figures()["log.bytes"] == 1
+
+
+def test_drop_oldest_makes_room_counted_and_leaves_the_channel(tmp_path):
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store, max_events=2, policy="drop-oldest")
+
+    class Held:
+        def post(self, *args):
+            raise TransportError("down")
+
+    channel = ServerChannel("s1", "http://s1", Held(), log=log, backoff=(5, 5))
+    log.on_drop = lambda rows: channel.discard_through(max(seq for _, _, seq, _ in rows))
+    for n in range(4):
+        log.append([("s1", "t", b"<e>%d</e>" % n)], lambda c: channel.offer_logged(c.topic, c.event, c.seq))
+    assert [r["seq"] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [3, 4]
+    assert log.dropped == 2 and channel.stats.dropped >= 1
+    channel.close(timeout=0)
+
+
+@pytest.mark.parametrize("settings", [{"log_max_events": "0"}, {"log_max_bytes": "-1"},
+                                      {"log_max_age": "0"}, {"log_full": "block"},
+                                      {"durable_log": "maybe"}])
+def test_bad_log_settings_are_refused(net, settings):
+    transport, servers, start = net
+    with pytest.raises(SettingsError):
+        start(**settings)
+
+
+def test_without_the_log_batches_carry_no_seq_and_nothing_is_written(net):
+    transport, servers, start = net
+    service = start(durable_log="false")
+    setup_routes(service, transport)
+    seen = []
+    transport.mount("http://s1.test", lambda url, payload, ct, action: (
+        seen.append(parse_envelope(payload).body.get(BATCH_FIRST_SEQ)),
+        TransportResponse(202, None, b""))[1])
+    publish(transport, [1])
+    assert service.dispatcher.forwarder.drain(5)
+    assert seen == [None] and service.dispatcher.log is None
+    assert service.dispatcher.stats()["log.on"] == 0

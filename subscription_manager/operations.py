@@ -15,8 +15,11 @@ them through ``super()``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import uuid
+
+from lxml import etree
 
 from wsframework import addressing as wsa
 from wsframework.addressing import EndpointReference
@@ -27,12 +30,36 @@ from wsframework.urlpolicy import UrlRefused
 from . import messages as msg
 from .exceptions import RefusedEndpoint, TooManySubscriptions, UnknownSubscription
 from .expiry import ExpiryRequest, Grant
-from .store import LimitReached, Subscription
+from .store import DuplicateRequest, LimitReached, Subscription
 from .versions import EventingVersion, check_pairing
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SubscriptionOperations"]
+__all__ = ["SubscriptionOperations", "request_key", "MAX_MESSAGE_ID"]
+
+#: the longest wsa:MessageID that makes a Subscribe idempotent; a longer one is accepted but
+#: not remembered (every copy of such a request makes its own subscription)
+MAX_MESSAGE_ID = 256
+
+
+def request_key(message: IncomingMessage, topic_uid: str) -> str | None:
+    """The idempotency key of a Subscribe: a digest of the topic, the wsa:MessageID and the
+    whole Subscribe body (exclusive C14N: NotifyTo, EndTo, filter, expiry, format). None
+    without a MessageID, or with one longer than :data:`MAX_MESSAGE_ID` characters.
+
+    A repeated request (a client's retry, a forward retried after a timeout) has the same
+    key; another client that reuses a MessageID it saw has another NotifyTo, or another
+    filter or expiry, so another key: it gets its own subscription, never learns the
+    first one's identifier. Only the digest is stored (64 characters, whatever was sent)."""
+    message_id = message.addressing.message_id if message.addressing is not None else None
+    if not message_id or len(message_id) > MAX_MESSAGE_ID or message.body is None:
+        return None
+    digest = hashlib.sha256()
+    for part in (topic_uid.encode(), message_id.encode("utf-8", "replace"),
+                 etree.tostring(message.body, method="c14n", exclusive=True)):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
 
 
 class SubscriptionOperations:
@@ -47,20 +74,38 @@ class SubscriptionOperations:
         request = msg.parse_subscribe(message.body, version)
         self._check_targets(version, request.notify_to, request.end_to)
         now = self.clock()
+        key = request_key(message, entry.uid)
+        existing = self.store.by_request_key(key, now) if key is not None else None
+        if existing is not None:
+            return self._repeated_subscribe(version, existing, now)
         grant = self._grant(version, request.expires, now)
         subscription = Subscription(
             id=uuid.uuid4().hex, topic=entry.name, topic_uid=entry.uid, version=version,
             soap_version=message.soap_version.value, filter=request.filter,
             notify_to=request.notify_to, end_to=request.end_to, format=request.format,
             expires=grant.expires, expires_kind=grant.kind, created=now)
-        stored = self.create_subscription(entry, subscription)
+        try:
+            stored = self.create_subscription(entry, subscription, request_key=key)
+        except DuplicateRequest as duplicate:  # a copy of this request won the race
+            return self._repeated_subscribe(version, duplicate.existing, now)
         manager = msg.manager_epr(version, self.manager_address, stored.id)
         log.info("subscription %s to %s (%s) notifies %s", stored.id, entry.name, version,
                  stored.notify_to.address)
         return Reply(version.action("SubscribeResponse"),
                      msg.subscribe_response(version, manager, self._render_grant(version, grant, now)))
 
-    def create_subscription(self, entry: NamespaceEntry, subscription: Subscription) -> Subscription:
+    def _repeated_subscribe(self, version: EventingVersion, existing: Subscription,
+                            now: float) -> Reply:
+        """The answer to a Subscribe made before (same idempotency key): the existing
+        subscription's manager and its current expiry; nothing is created or renewed."""
+        log.info("repeated Subscribe: subscription %s already exists", existing.id)
+        manager = msg.manager_epr(version, self.manager_address, existing.id)
+        grant = Grant(existing.expires, existing.expires_kind)
+        return Reply(version.action("SubscribeResponse"),
+                     msg.subscribe_response(version, manager, self._render_grant(version, grant, now)))
+
+    def create_subscription(self, entry: NamespaceEntry, subscription: Subscription, *,
+                            request_key: str | None = None) -> Subscription:
         """Check the subscription limits (cheaply, before compiling anything), install the
         filter (validating it), store durably (the limits decided in the insert's
         transaction), then take it into the view.
@@ -80,7 +125,7 @@ class SubscriptionOperations:
             subscription = dataclasses.replace(
                 subscription, filter=dataclasses.replace(subscription.filter, content=None))
         try:
-            stored = self.store.insert(subscription, limits, now)
+            stored = self.store.insert(subscription, limits, now, request_key=request_key)
         except LimitReached as reached:  # another worker took the last place meanwhile
             self.view.uninstall(subscription.id)
             raise TooManySubscriptions(subscription.version, reached.scope, reached.limit) from None

@@ -36,7 +36,7 @@ from .lifecycle import Event, State, next_state, sources
 from .versions import VERSIONS, EventingVersion
 
 __all__ = ["Subscription", "SubscriptionStore", "SubscriptionLimits", "LimitReached",
-           "GENERATION", "notify_host"]
+           "DuplicateRequest", "GENERATION", "notify_host"]
 
 GENERATION = "eventing:subscriptions"
 _TABLE = "eventing_subscriptions"
@@ -61,15 +61,20 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
     created REAL NOT NULL,
     updated REAL NOT NULL,
     seq INTEGER NOT NULL,
-    notify_host TEXT
+    notify_host TEXT,
+    request_key TEXT
 );
 """
-# After the migration below (a table made before notify_host existed gets the column first).
+# After the migration below (a table made before notify_host or request_key existed gets the
+# column first). request_key: the Subscribe's idempotency key (see SubscriptionStore.insert);
+# one subscription per key, terminal rows release theirs.
 _INDEXES = f"""
 CREATE INDEX IF NOT EXISTS {_TABLE}_seq ON {_TABLE}(seq);
 CREATE INDEX IF NOT EXISTS {_TABLE}_status_expires ON {_TABLE}(status, expires);
 CREATE INDEX IF NOT EXISTS {_TABLE}_topic ON {_TABLE}(topic_uid, status);
 CREATE INDEX IF NOT EXISTS {_TABLE}_host ON {_TABLE}(notify_host, status, expires);
+CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_request ON {_TABLE}(request_key)
+    WHERE request_key IS NOT NULL;
 """
 _ACTIVE_NOW = "status = 'active' AND (expires IS NULL OR expires > ?)"
 
@@ -93,6 +98,14 @@ class SubscriptionLimits:
     total: int = 0
     per_topic: int = 0
     per_host: int = 0
+
+
+class DuplicateRequest(Exception):
+    """A Subscribe with this idempotency key is already stored and active: ``existing``."""
+
+    def __init__(self, existing: "Subscription"):
+        super().__init__(f"subscription {existing.id} was made by the same request")
+        self.existing = existing
 
 
 class LimitReached(Exception):
@@ -161,19 +174,20 @@ def _from_row(row) -> Subscription:
 
 
 def _insert_row(conn, s: Subscription, seq: int, now: float, *,
-                replace_existing: bool = False) -> None:
+                replace_existing: bool = False, request_key: str | None = None) -> None:
     spec = s.filter
     verb = "INSERT OR REPLACE" if replace_existing else "INSERT"
     conn.execute(
         f"{verb} INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
         "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
-        "created, updated, seq, notify_host) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "created, updated, seq, notify_host, request_key) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
          spec.dialect if spec else None, spec.expression if spec else None,
          json.dumps([list(p) for p in spec.namespaces]) if spec else None,
          _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
          s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
-         seq, notify_host(s.notify_to.address)))
+         seq, notify_host(s.notify_to.address), request_key))
 
 
 def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -> None:
@@ -203,9 +217,12 @@ class SubscriptionStore:
 
     def _migrate(self) -> None:
         """Give a table made before ``notify_host`` existed the column, filled in for its
-        active rows (terminal ones are never counted)."""
+        active rows (terminal ones are never counted); and one made before ``request_key``
+        existed that column, empty (older subscriptions have no idempotency key)."""
         with self.store.transaction() as conn:
             columns = {row["name"] for row in conn.execute(f"PRAGMA table_info({_TABLE})")}
+            if "request_key" not in columns:
+                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN request_key TEXT")
             if "notify_host" in columns:
                 return
             conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_host TEXT")
@@ -220,18 +237,33 @@ class SubscriptionStore:
 
     # -- creation --------------------------------------------------------------------------
     def insert(self, subscription: Subscription, limits: SubscriptionLimits | None = None,
-               now: float | None = None) -> Subscription:
+               now: float | None = None, *, request_key: str | None = None) -> Subscription:
         """Store a new active subscription (committed when this returns); returns it with
         its ``seq``. With ``limits``: :class:`LimitReached` (nothing stored) if one more
-        would exceed one of them, counting subscriptions active and unexpired at ``now``."""
+        would exceed one of them, counting subscriptions active and unexpired at ``now``.
+
+        With ``request_key`` (the Subscribe's idempotency key): :class:`DuplicateRequest`
+        (nothing stored) if an active, unexpired subscription was stored under that key --
+        decided in this write transaction, so two copies of one request racing in two
+        workers make one subscription. An ended or expired one gives its key up."""
         next_state(None, Event.SUBSCRIBE)
         s = subscription
         stamp = time.time()
+        when = stamp if now is None else now
         with self.store.transaction() as conn:
+            if request_key is not None:
+                row = conn.execute(f"SELECT * FROM {_TABLE} WHERE request_key = ?",
+                                   (request_key,)).fetchone()
+                if row is not None:
+                    existing = _from_row(row)
+                    if existing.is_active and not existing.expired_at(when):
+                        raise DuplicateRequest(existing)
+                    conn.execute(f"UPDATE {_TABLE} SET request_key = NULL WHERE id = ?",
+                                 (existing.id,))
             if limits is not None:
-                _over_limit(conn, s, limits, stamp if now is None else now)
+                _over_limit(conn, s, limits, when)
             seq = Store.bump(conn, GENERATION)
-            _insert_row(conn, s, seq, stamp)
+            _insert_row(conn, s, seq, stamp, request_key=request_key)
         return replace(s, status=State.ACTIVE, seq=seq, created=s.created or stamp)
 
     # -- moving subscriptions between servers (EDN offline partitioning) -------------------
@@ -328,6 +360,14 @@ class SubscriptionStore:
     def get(self, subscription_id: str) -> Subscription | None:
         rows = self.store.query(f"SELECT * FROM {_TABLE} WHERE id = ?", (subscription_id,))
         return _from_row(rows[0]) if rows else None
+
+    def by_request_key(self, request_key: str, now: float) -> Subscription | None:
+        """The active, unexpired subscription stored under ``request_key``, if any."""
+        rows = self.store.query(f"SELECT * FROM {_TABLE} WHERE request_key = ?", (request_key,))
+        if not rows:
+            return None
+        found = _from_row(rows[0])
+        return found if found.is_active and not found.expired_at(now) else None
 
     def active(self, topic_uid: str | None = None) -> list[Subscription]:
         """Active subscriptions (of one topic, by its uid, when given)."""

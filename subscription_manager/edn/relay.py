@@ -2,10 +2,16 @@
 answer back (paper III-A; the move protocol in :mod:`.moves`):
 
 * a Subscribe placed on another server (:mod:`.placement`) is sent there unchanged, marked
-  ``edn:Placed`` and carrying the network's admin credential; the SubscriptionManager EPR
-  the client gets names the server that holds the subscription. A server that cannot be
-  reached is marked down and the subscription is made here instead, unless the request
-  may have reached it (it timed out reading the answer): then the client is told so;
+  ``edn:Placed`` and carrying the network's admin credential, under the client's
+  wsa:MessageID (or one minted here when it sent none, or one too long to be remembered);
+  the SubscriptionManager EPR the client gets names the server that holds the
+  subscription. The owner makes one subscription per request (see
+  :func:`subscription_manager.operations.request_key`), so a forward that timed out reading
+  its answer is sent again, the same message under the same MessageID, until
+  ``forward_timeout`` has passed (each attempt reads for a third of it at most): the retry
+  gets the subscription the first copy made. A server that cannot be reached at all is
+  marked down and the subscription is made here instead, unless an earlier attempt may
+  have reached it: then the client is told so;
 * Renew / GetStatus / Unsubscribe for a subscription that moved away are sent to the
   subscription manager of the server it moved to, under the same identifier.
 
@@ -18,20 +24,24 @@ A fault the other server answers with is relayed as it is (code, subcodes, detai
 from __future__ import annotations
 
 import logging
+import time
 
 from lxml import etree
 
 from wsframework import ns
+from wsframework.addressing import new_message_id, request_headers
 from wsframework.admin import contracts
 from wsframework.client import SoapClient
 from wsframework.elements import detached
 from wsframework.exceptions import SoapFault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
-from wsframework.transport import TransportError
+from wsframework.soap import build_envelope
+from wsframework.transport import HttpTransport, TransportError
 
 from .. import messages as msg
 from ..manager import MANAGER_PATH
+from ..operations import MAX_MESSAGE_ID
 from ..versions import EventingVersion
 from .placement import PLACED
 
@@ -57,29 +67,58 @@ class SubscriptionRelay:
         address = self.peers.address_of(target)
         if address is None:
             return None
-        client = SoapClient(self.peer_transport, soap_version=message.soap_version,
-                            wsa_version=version.wsa)
+        message_id = forward_message_id(message)
+        client = _ForwardClient(self._forward_transport(), message_id,
+                                soap_version=message.soap_version, wsa_version=version.wsa)
         body = detached(message.body)
-        try:
-            reply = client.call(f"{address}/topics/{entry.name}", version.action("Subscribe"),
-                                body, self._credential_headers())
-        except SoapFault as fault:
-            self.count("forward_faults")
-            raise _as_eventing_fault(fault, version)
-        except TransportError as exc:
-            if _maybe_delivered(exc):
-                raise version.faults.unable_to_process(
-                    f"the server chosen for the subscription ({target}) did not answer in "
-                    "time; the subscription may exist there") from None
-            log.warning("placement on %s failed (%s): keeping the subscription here", target, exc)
-            self.mark_down(target)
-            self.count("forward_unreachable")
-            return None
+        deadline = time.monotonic() + self.edn.forward_timeout
+        maybe_delivered = False
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                reply = client.call(f"{address}/topics/{entry.name}",
+                                    version.action("Subscribe"), body,
+                                    self._credential_headers())
+                break
+            except SoapFault as fault:
+                self.count("forward_faults")
+                raise _as_eventing_fault(fault, version)
+            except TransportError as exc:
+                delivered = _maybe_delivered(exc)
+                maybe_delivered = maybe_delivered or delivered
+                if delivered and time.monotonic() < deadline:
+                    # the same request again: the owner answers with what the first made
+                    self.count("forward_retries")
+                    log.info("placement on %s timed out (attempt %d): sending it again under "
+                             "%s", target, attempt, message_id)
+                    continue
+                if maybe_delivered:
+                    raise version.faults.unable_to_process(
+                        f"the server chosen for the subscription ({target}) did not answer in "
+                        f"time ({attempt} attempts); the subscription may exist there") from None
+                log.warning("placement on %s failed (%s): keeping the subscription here",
+                            target, exc)
+                self.mark_down(target)
+                self.count("forward_unreachable")
+                return None
         if reply.body is None:
             raise version.faults.unable_to_process(
                 f"the server chosen for the subscription ({target}) answered without a body")
         self.count("forwarded_subscribes")
         return Reply(version.action("SubscribeResponse"), detached(reply.body))
+
+    def _forward_transport(self):
+        """The peer transport, reading each forwarded Subscribe's answer for a third of
+        ``forward_timeout`` at most (the forward is retried within ``forward_timeout``)."""
+        if not isinstance(self.peer_transport, HttpTransport):
+            return self.peer_transport  # injected (tests): as it is
+        transport = getattr(self, "_subscribe_transport", None)
+        if transport is None:
+            connect, read = self.peer_transport.timeout
+            attempt = max(0.5, min(read, self.edn.forward_timeout / 3))
+            transport = self._subscribe_transport = HttpTransport(timeout=(connect, attempt))
+        return transport
 
     # == Renew / GetStatus / Unsubscribe of moved subscriptions ============================
     def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
@@ -123,6 +162,28 @@ class SubscriptionRelay:
             self.mover.forwarding.drop(subscription_id)
         body = detached(reply.body) if reply.body is not None else None
         return Reply(version.action(msg.OPERATIONS[operation]), body)
+
+
+def forward_message_id(message: IncomingMessage) -> str:
+    """The wsa:MessageID a forwarded Subscribe carries: the client's, or a new one when it
+    sent none or one longer than the owner remembers (:data:`MAX_MESSAGE_ID`)."""
+    message_id = message.addressing.message_id if message.addressing is not None else None
+    if message_id and len(message_id) <= MAX_MESSAGE_ID:
+        return message_id
+    return new_message_id()
+
+
+class _ForwardClient(SoapClient):
+    """A SOAP client whose requests carry one given wsa:MessageID (each retry the same)."""
+
+    def __init__(self, transport, message_id: str, **kwargs):
+        super().__init__(transport, **kwargs)
+        self.message_id = message_id
+
+    def envelope(self, to, action, body, headers=(), reply_to=None) -> bytes:
+        blocks = request_headers(self.wsa_version, to, action, message_id=self.message_id,
+                                 reply_to=reply_to) + list(headers)
+        return build_envelope(self.soap_version, body, blocks)
 
 
 def _as_eventing_fault(fault: SoapFault, version: EventingVersion) -> SoapFault:

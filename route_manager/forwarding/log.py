@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
@@ -62,16 +62,31 @@ class LogCopy:
     created: float
 
 
+@dataclass
+class _Append:
+    copies: list
+    offer: object
+    done: bool = False
+    error: BaseException | None = None
+    logged: list = field(default_factory=list)
+
+
 class EventLog:
     def __init__(self, store, *, max_events: int = 1_000_000, max_bytes: int = 1 << 30,
-                 max_age: float = 86_400.0, policy: str = "refuse", clock=time.time):
+                 max_age: float = 86_400.0, policy: str = "refuse", clock=time.time,
+                 group_commit: bool = True):
         if policy not in LOG_FULL_POLICIES:
             raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
         self.store = store
         self.max_events, self.max_bytes, self.max_age = max_events, max_bytes, max_age
         self.policy = policy
         self.clock = clock
-        self._lock = threading.Lock()  # seqs, counters, and append-then-offer order
+        self.group_commit = group_commit
+        self._lock = threading.RLock()  # seqs, counters, and append-then-offer order
+        self._group = threading.Condition()  # group commit: pending appends, one committer
+        self._pending: list[_Append] = []
+        self._committing = False
+        self.commits = 0
         store.executescript(_SCHEMA)
         with store.transaction() as conn:
             row = conn.execute("SELECT value FROM edn_log_meta WHERE key='dispatcher'").fetchone()
@@ -96,32 +111,82 @@ class EventLog:
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, copies: list[tuple[str, str, bytes]], offer=None) -> list[LogCopy]:
-        """Log ``copies`` ((server, topic, event)) in one transaction, committed when this
-        returns; ``offer(copy)`` is called for each, in seq order, under the log's lock (so a
-        channel receives each server's copies in the order of their seqs). Raises
-        :class:`LogFull` (nothing logged) when the bounds refuse them."""
+        """Log ``copies`` ((server, topic, event)), committed when this returns; ``offer(copy)``
+        is called for each, in seq order, before any later append's (so a channel receives
+        each server's copies in the order of their seqs). Raises :class:`LogFull` (none of
+        ``copies`` logged) when the bounds refuse them.
+
+        Group commit: the caller that finds no commit under way commits every append pending
+        at that moment in one transaction (its own first); callers arriving meanwhile wait
+        and are committed together by the next one. A lone publisher commits at once."""
         if not copies:
             return []
-        size = sum(len(event) for _, _, event in copies)
-        with self._lock:
+        request = _Append(copies, offer)
+        if not self.group_commit:
+            with self._lock:
+                self._commit([request])
+            if request.error is not None:
+                raise request.error
+            return request.logged
+        with self._group:
+            self._pending.append(request)
+            if self._committing:
+                self._group.notify_all()  # whoever watches the queue (tests); commit pending
+            while not request.done:
+                if self._committing:
+                    self._group.wait()
+                    continue
+                self._committing = True
+                batch, self._pending = self._pending, []
+                self._group.release()
+                try:
+                    self._commit(batch)
+                finally:
+                    self._group.acquire()
+                    self._committing = False
+                    for each in batch:
+                        each.done = True
+                    self._group.notify_all()
+        if request.error is not None:
+            raise request.error
+        return request.logged
+
+    def _commit(self, batch: list["_Append"]) -> None:
+        with self._lock:  # reentrant: the ungrouped path holds it already
             now = self.clock()
-            self._make_room(len(copies), size, now)
-            logged = []
-            with self.store.transaction() as conn:
-                for server, topic, event in copies:
-                    seq = self._next.get(server, 1)
-                    logged.append(LogCopy(server, seq, topic, event, now))
-                    self._next[server] = seq + 1
-                conn.executemany(
-                    "INSERT INTO edn_log(server, seq, topic, event, created) VALUES (?,?,?,?,?)",
-                    [(c.server, c.seq, c.topic, c.event, c.created) for c in logged])
-            self.events += len(logged)
-            self.bytes += size
-            self.appended += len(logged)
-            if offer is not None:
-                for c in logged:
-                    offer(c)
-            return logged
+            saved = (dict(self._next), self.events, self.bytes)
+            rows = []
+            try:
+                for request in batch:
+                    size = sum(len(event) for _, _, event in request.copies)
+                    try:
+                        self._make_room(len(request.copies), size, now)
+                    except LogFull as full:
+                        request.error = full
+                        continue
+                    for server, topic, event in request.copies:
+                        seq = self._next.get(server, 1)
+                        request.logged.append(LogCopy(server, seq, topic, event, now))
+                        self._next[server] = seq + 1
+                    rows.extend((c.server, c.seq, c.topic, c.event, now) for c in request.logged)
+                    self.events += len(request.copies)
+                    self.bytes += size
+                if rows:
+                    with self.store.transaction() as conn:
+                        conn.executemany("INSERT INTO edn_log(server, seq, topic, event, created) "
+                                         "VALUES (?,?,?,?,?)", rows)
+            except BaseException as exc:  # nothing of this group is logged
+                self._next, self.events, self.bytes = saved
+                for request in batch:
+                    request.logged = []
+                    request.error = request.error or exc
+                raise
+            self.appended += len(rows)
+            self.commits += 1
+            for request in batch:
+                if request.offer is not None:
+                    for c in request.logged:
+                        request.offer(c)
 
     def _make_room(self, count: int, size: int, now: float) -> None:
         def full() -> str | None:
@@ -201,7 +266,7 @@ class EventLog:
         figures = {"log.events": self.events, "log.bytes": self.bytes,
                    "log.oldest_age_s": (self.clock() - oldest) if oldest is not None else 0.0,
                    "log.appended": self.appended, "log.dropped": self.dropped,
-                   "log.refused": self.refused}
+                   "log.refused": self.refused, "log.commits": self.commits}
         with self._lock:
             for server, nxt in self._next.items():
                 figures[f"server.{server}.lag"] = max(0, nxt - 1 - self.acked.get(server, 0))

@@ -237,3 +237,46 @@ def test_without_the_log_batches_carry_no_seq_and_nothing_is_written(net):
     assert service.dispatcher.forwarder.drain(5)
     assert seen == [None] and service.dispatcher.log is None
     assert service.dispatcher.stats()["log.on"] == 0
+
+
+def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_path):
+    log = EventLog(Store(tmp_path / "s.db"))
+    release = threading.Event()
+    offered = []
+
+    def offer(c):
+        offered.append((c.server, c.seq, c.event))
+        if c.event == b"first":
+            assert release.wait(5)  # the first committer holds its commit open
+
+    first = threading.Thread(target=log.append, args=([("s1", "t", b"first")], offer))
+    first.start()
+    with log._group:
+        assert log._group.wait_for(lambda: log._committing, 5)
+    others = [threading.Thread(target=log.append, args=([("s1", "t", b"%d" % n),
+                                                         ("s2", "t", b"%d" % n)], offer))
+              for n in range(5)]
+    for thread in others:
+        thread.start()
+    with log._group:
+        assert log._group.wait_for(lambda: len(log._pending) == 5, 5)
+    release.set()
+    for thread in [first] + others:
+        thread.join(5)
+    assert log.commits == 2  # the first alone, then the five waiting ones in one transaction
+    assert [seq for server, seq, _ in offered if server == "s1"] == list(range(1, 7))
+    assert [seq for server, seq, _ in offered if server == "s2"] == list(range(1, 6))
+    stored = log.store.query("SELECT server, seq, event FROM edn_log ORDER BY server, seq")
+    assert [tuple(r) for r in stored] == sorted(offered)
+
+
+def test_a_failed_commit_logs_nothing_and_keeps_the_seqs(tmp_path):
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store)
+    log.append([("s1", "t", b"a")])
+    store.executescript("CREATE TRIGGER refuse BEFORE INSERT ON edn_log "
+                        "BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+    with pytest.raises(Exception, match="disk full"):
+        log.append([("s1", "t", b"b"), ("s2", "t", b"b")])
+    store.executescript("DROP TRIGGER refuse")
+    assert log.events == 1 and log.append([("s1", "t", b"c")])[0].seq == 2

@@ -233,6 +233,8 @@ class Dispatcher(BaseRouteManager):
     def close(self) -> None:
         self.control.stop()
         self.forwarder.close()
+        if self.log is not None:
+            self.log.close()
 
 
 def build_dispatcher(config, *, transport=None, **kwargs):

@@ -24,7 +24,9 @@ class DispatcherSettings(Settings):
     link_mbps: float | None = setting(None, "cap on the outgoing link to the servers, megabits/s "
                                       "(--link-mbps; none or 0: uncapped)")
     forward_timeout: float = setting(10.0, "seconds a server has to answer an event batch")
-    queue_capacity: int = setting(10_000, "events queued per server before the overflow policy")
+    queue_capacity: int = setting(10_000, "events queued per server before the overflow policy "
+                                  "(with durable_log: events of a server held in memory; the "
+                                  "rest wait in the log)")
     batch_max: int = setting(64, "events per edn:EventBatch")
     overflow_policy: str = setting("drop-newest", "a full server queue drops the newest or the "
                                    "oldest event (drop-newest | drop-oldest)")

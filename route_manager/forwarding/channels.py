@@ -107,10 +107,11 @@ class ServerChannel:
                  backoff: tuple[float, float] = (0.05, 2.0), link: TokenBucket | None = None,
                  soap_version: SoapVersion = SoapVersion.SOAP12, credential: str | None = None,
                  log=None):
-        """With ``log`` (an :class:`~.log.EventLog`) the channel is a window over the durable
-        log: it starts with the server's unacknowledged copies (same seqs), never drops a copy
-        (the log's bounds apply instead of ``capacity``), acknowledges each batch answered
-        2xx to the log, and marks its batches with the log's Dispatcher id and FirstSeq."""
+        """With ``log`` (an :class:`~.log.EventLog`) the channel is a window of at most
+        ``capacity`` copies over the durable log: it starts with the server's unacknowledged
+        copies (same seqs), never drops a copy (the log's bounds apply), reads copies that did
+        not fit back from the log as the window empties, acknowledges each batch answered 2xx
+        to the log, and marks its batches with the log's Dispatcher id and FirstSeq."""
         if policy not in POLICIES:
             raise ValueError(f"overflow policy must be one of {POLICIES}")
         self.server_id = server_id
@@ -131,26 +132,45 @@ class ServerChannel:
         self._clock = _GreenletClock.installed() if _threads_are_greenlets() else None
         self._greenlet = None  # the sender's greenlet, under gevent
         self.log = log
+        self._spilled = log is not None  # copies are in the log that the window lacks
+        self._last_seq = 0  # the highest seq the window has held
+        self._replaying = True
         if log is not None:
-            log.replay(server_id, self._replayed)
+            self._refill()
         self._thread = threading.Thread(target=self._run, name=f"forward-{server_id}", daemon=True)
         self._thread.start()
 
-    def _replayed(self, copies) -> None:
+    def _refill(self) -> None:
+        """Read the copies after the window's last one from the log (under its lock)."""
+        self.log.read_after(self.server_id, self._last_seq,
+                            max(1, self.capacity - len(self._queue)), self._refilled)
+
+    def _refilled(self, copies, limit: int) -> None:
         with self._cond:
             for c in copies:
                 self._queue.append(_Item(c.topic, c.event, c.seq))
-            self.stats.queued += len(copies)
+            if copies:
+                self._last_seq = copies[-1].seq
+            self._spilled = len(copies) >= limit
+            if self._replaying:
+                self.stats.queued += len(copies)
             self.stats.depth = len(self._queue)
-        if copies:
-            log.info("server %s: replaying %d logged events from seq %d", self.server_id,
-                     len(copies), copies[0].seq)
+            self._cond.notify_all()
+        if copies and self._replaying:
+            log.info("server %s: replaying logged events from seq %d", self.server_id,
+                     copies[0].seq)
+        self._replaying = False
 
     def offer_logged(self, topic: str, event: bytes, seq: int) -> None:
-        """Queue a copy already in the durable log (never dropped: the log is bounded)."""
+        """Queue a copy already in the durable log (never dropped: the log is bounded); a
+        full window leaves it in the log, read back as the window empties."""
         with self._cond:
-            self._queue.append(_Item(topic, event, seq))
             self.stats.queued += 1
+            if self._spilled or len(self._queue) >= self.capacity:
+                self._spilled = True
+                return
+            self._queue.append(_Item(topic, event, seq))
+            self._last_seq = seq
             self.stats.depth = len(self._queue)
             self._cond.notify()
 
@@ -205,7 +225,8 @@ class ServerChannel:
     def drain(self, timeout: float) -> bool:
         """Wait until everything queued has been sent (or the timeout passes)."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._inflight, timeout)
+            return self._cond.wait_for(
+                lambda: not self._queue and not self._inflight and not self._spilled, timeout)
 
     def _take_batch(self) -> list[_Item]:
         batch = [self._queue.popleft()]
@@ -230,10 +251,14 @@ class ServerChannel:
     def _send_until_closed(self) -> None:
         delay = self.backoff[0]
         while True:
+            if self._spilled and len(self._queue) < self.batch_max and not self._closing:
+                self._refill()
             with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._closing)
+                self._cond.wait_for(lambda: self._queue or self._spilled or self._closing)
                 if not self._queue:
-                    return
+                    if self._closing:
+                        return
+                    continue  # spilled: refill from the log
                 batch = self._take_batch()
                 self._inflight = True
                 self.stats.depth = len(self._queue)

@@ -18,10 +18,13 @@ them is refused with :class:`LogFull` (``log_full=refuse``) or makes room by del
 oldest undelivered copies (``log_full=drop-oldest``; counted in ``dropped`` and logged).
 Age: a log whose oldest copy is older than ``log_max_age`` is full until it is delivered.
 
-One dispatcher process owns the log (one gunicorn worker, the dispatcher's default).
+One dispatcher process owns the log (one gunicorn worker, the dispatcher's default): it holds
+an exclusive ``flock`` on ``{store}.log-lock`` (released by the kernel when the process dies,
+``kill -9`` included), and a second process on the same data dir refuses to start its log.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import threading
 import time
@@ -77,6 +80,15 @@ class EventLog:
                  group_commit: bool = True):
         if policy not in LOG_FULL_POLICIES:
             raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
+        self._lockfile = None
+        if store.path != ":memory:":
+            self._lockfile = open(store.path + ".log-lock", "a+b")
+            try:
+                fcntl.flock(self._lockfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                self._lockfile.close()
+                raise RuntimeError(f"another process holds the durable log of {store.path}: a "
+                                   "dispatcher with durable_log runs one worker") from None
         self.store = store
         self.max_events, self.max_bytes, self.max_age = max_events, max_bytes, max_age
         self.policy = policy
@@ -251,15 +263,25 @@ class EventLog:
             "SELECT server, seq, topic, event, created FROM edn_log WHERE server = ? ORDER BY seq",
             (server,))]
 
-    def replay(self, server: str, into) -> None:
-        """Hand ``server``'s unacknowledged copies to ``into`` under the log's lock, so no
-        append for that server slips between the replay and the copies that follow it."""
+    def read_after(self, server: str, seq: int, limit: int, into) -> None:
+        """Hand ``into`` at most ``limit`` of ``server``'s logged copies after ``seq``, oldest
+        first, under the log's lock: no append for that server slips in between (a channel
+        refills its window from the log, and replays it after a restart, with this)."""
         with self._lock:
-            into(self.pending(server))
+            into([LogCopy(*r) for r in self.store.query(
+                "SELECT server, seq, topic, event, created FROM edn_log "
+                "WHERE server = ? AND seq > ? ORDER BY seq LIMIT ?", (server, seq, limit))],
+                limit)
 
     def _oldest_created(self) -> float | None:
         row = self.store.query("SELECT created FROM edn_log ORDER BY id LIMIT 1")
         return row[0][0] if row else None
+
+    def close(self) -> None:
+        """Release the log to another process (the rows stay)."""
+        if self._lockfile is not None:
+            self._lockfile.close()
+            self._lockfile = None
 
     def figures(self) -> dict[str, object]:
         oldest = self._oldest_created()

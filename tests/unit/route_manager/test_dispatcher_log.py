@@ -150,7 +150,8 @@ def test_a_new_dispatcher_on_the_same_store_resends_unacknowledged_copies_with_t
     crashed = Store(service.store.path)
     assert [(r["server"], r["seq"]) for r in crashed.query("SELECT server, seq FROM edn_log")] \
         == [("s1", 1), ("s1", 2), ("s1", 3)]
-    service.dispatcher.forwarder.remove("s1")  # the old process sends nothing more
+    service.dispatcher.forwarder.remove("s1")  # the old process sends nothing more,
+    service.dispatcher.log.close()  # and its end releases the log
     servers.down.clear()
     restarted = start()
     assert restarted.dispatcher.log.dispatcher_id == dispatcher_id
@@ -183,6 +184,14 @@ def test_a_full_log_refuses_with_log_full_and_logs_nothing(net):
     publish(transport, [2])  # room again once delivered
     assert service.dispatcher.forwarder.drain(5)
     assert [x for _, x in servers.received("s1")] == [1.0, 4.5, 2.0]
+
+
+def test_a_second_process_on_the_same_data_dir_does_not_take_the_log(tmp_path):
+    first = EventLog(Store(tmp_path / "s.db"))
+    with pytest.raises(RuntimeError, match="one worker"):
+        EventLog(Store(tmp_path / "s.db"))
+    first.close()
+    EventLog(Store(tmp_path / "s.db")).close()
 
 
 def test_bytes_and_age_bounds(tmp_path):
@@ -280,3 +289,30 @@ def test_a_failed_commit_logs_nothing_and_keeps_the_seqs(tmp_path):
         log.append([("s1", "t", b"b"), ("s2", "t", b"b")])
     store.executescript("DROP TRIGGER refuse")
     assert log.events == 1 and log.append([("s1", "t", b"c")])[0].seq == 2
+
+
+def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_path):
+    log = EventLog(Store(tmp_path / "s.db"))
+    sent, deepest = [], [0]
+    gate = threading.Event()
+
+    class Server:
+        def post(self, url, payload, content_type, action=None):
+            assert gate.wait(5)
+            body = parse_envelope(payload).body
+            first = int(body.get(BATCH_FIRST_SEQ))
+            sent.extend((first + i, e.text) for i, e in enumerate(body))
+            return TransportResponse(202, None, b"")
+
+    channel = ServerChannel("s1", "http://s1", Server(), log=log, capacity=3, batch_max=2)
+
+    def offer(c):
+        channel.offer_logged(c.topic, c.event, c.seq)
+        deepest[0] = max(deepest[0], len(channel._queue))
+    for n in range(10):
+        log.append([("s1", "t", b"<e>%d</e>" % n)], offer)
+    assert deepest[0] <= 3 and log.events == 10
+    gate.set()
+    assert channel.drain(5)
+    assert sent == [(n + 1, str(n)) for n in range(10)] and log.events == 0
+    channel.close()

@@ -56,6 +56,7 @@ class DeliveryPolicy:
     retries: int = 3
     backoff: float = 0.5
     backoff_max: float = 30.0
+    max_age: float | None = None  # seconds after acceptance a job may still be retried
 
     def __post_init__(self):
         if self.workers < 1 or self.queue_size < 1:
@@ -82,6 +83,12 @@ class Delivery:
     kind: str = NOTIFICATION
     attempt: int = 0
     last_error: str | None = field(default=None, repr=False)
+    # durable jobs (the outbox): the row, when the event was accepted (wall clock) and when
+    # the first attempt failed; ``topic`` for the dead letter
+    outbox_id: int | None = None
+    created: float | None = None
+    first_attempt: float | None = None
+    topic: str = ""
 
     def body(self) -> bytes:
         if self.payload is None:
@@ -95,13 +102,20 @@ class Deliverer:
                  approve_target: Callable[[str], str] | None = None,
                  is_wanted: Callable[[str], bool] | None = None,
                  on_give_up: Callable[[Delivery], None] | None = None,
-                 clock=time.monotonic):
+                 on_finish: Callable[[Delivery, str], None] | None = None,
+                 on_retry: Callable[[Delivery, float], None] | None = None,
+                 clock=time.monotonic, wall_clock=time.time):
         self.transport = transport
         self.policy = policy
         self._approve_target = approve_target
         self._is_wanted = is_wanted
         self._on_give_up = on_give_up
+        # Durable jobs: on_finish(job, outcome) when a job leaves memory (delivered,
+        # discarded, failed, dropped); on_retry(job, delay) before a retry is scheduled.
+        self._on_finish = on_finish
+        self._on_retry = on_retry
         self._clock = clock
+        self._wall_clock = wall_clock
         # One lock guards the job deque, the counters and the pending count, so a whole
         # event's fan-out is queued in one acquisition (per-job queue puts convoy with the
         # waking workers).
@@ -147,6 +161,19 @@ class Deliverer:
             self._log_drop(jobs[len(accepted)], dropped)
         return len(accepted)
 
+    def submit_later(self, job: Delivery, delay: float) -> bool:
+        """Accept ``job`` for a first try after ``delay`` seconds (a persisted retry loaded
+        from the outbox); False if the deliverer is closed."""
+        if not self._started:
+            self._start()
+        with self._cond:
+            if self._closed:
+                return False
+            self._pending += 1
+            self._counts["queued"] += 1
+        self._schedule_retry(job, max(0.0, delay))
+        return True
+
     def _log_drop(self, job: Delivery, dropped: int) -> None:
         now = self._clock()
         with self._cond:
@@ -191,7 +218,7 @@ class Deliverer:
                     log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
                     outcome = "failed"
                 if outcome is not None:
-                    self._finish(outcome)
+                    self._finish(outcome, job)
 
     def _deliver(self, job: Delivery) -> str | None:
         """Deliver once; the counter to bump when the job is finished, or None when it was
@@ -222,12 +249,24 @@ class Deliverer:
             job.last_error = str(exc)
         if ok:
             return "delivered"
-        if job.attempt < self.policy.retries:
+        if job.first_attempt is None:
+            job.first_attempt = self._wall_clock()
+        too_old = (self.policy.max_age is not None and job.created is not None
+                   and self._wall_clock() - job.created >= self.policy.max_age)
+        if job.attempt < self.policy.retries and not too_old:
             job.attempt += 1
             with self._cond:
                 self._counts["retries"] += 1
-            self._schedule_retry(job, self.policy.delay(job.attempt))
+            delay = self.policy.delay(job.attempt)
+            if self._on_retry is not None:
+                try:
+                    self._on_retry(job, delay)
+                except Exception:
+                    log.exception("could not persist the retry of a %s to %s", job.kind, job.url)
+            self._schedule_retry(job, delay)
             return None
+        if too_old:
+            job.last_error = f"older than {self.policy.max_age:g} s (last: {job.last_error})"
         self._give_up(job)
         return None
 
@@ -240,7 +279,7 @@ class Deliverer:
         except Exception:
             log.exception("give-up handler failed for %s", job.url)
         finally:
-            self._finish("failed")
+            self._finish("failed", job)
 
     # -- retries ---------------------------------------------------------------------------
     def _schedule_retry(self, job: Delivery, delay: float) -> None:
@@ -268,11 +307,16 @@ class Deliverer:
                     self._jobs.append(job)
                     self._cond.notify()
                     continue
-            self._finish("dropped")
+            self._finish("dropped", job)
             self._log_drop(job, 1)
 
     # -- bookkeeping -----------------------------------------------------------------------
-    def _finish(self, counter: str) -> None:
+    def _finish(self, counter: str, job: Delivery | None = None) -> None:
+        if job is not None and self._on_finish is not None:
+            try:
+                self._on_finish(job, counter)
+            except Exception:
+                log.exception("finishing a %s to %s failed", job.kind, job.url)
         with self._cond:
             self._counts[counter] += 1
             self._pending -= 1

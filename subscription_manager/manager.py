@@ -15,10 +15,14 @@ publication, SubscriptionEnd, expiry sweeps, shutdown. The parts, one idea each:
 * :mod:`.view` -- the process's in-memory view (filters installed in their topic's matcher,
   notification templates) that follows the durable store (:meth:`sync`, checked at the start
   of each request and by the sweeper), and the topics' coming and going under it;
-* :mod:`.delivery` -- the push delivery queue.
+* :mod:`.delivery` -- the push delivery queue;
+* :mod:`.outbox` -- accepted events, pending notifications, retries, dead letters.
 
-Publication does no SQL and compiles nothing: match (under a shared read lock), serialize
-the event once, hand one small job per matching subscription to the delivery queue.
+Publication compiles nothing: match (under a shared read lock), serialize the event once,
+commit the event and one row per matching subscription to the durable outbox (one
+transaction per event, or per EDN batch; :mod:`.outbox`), then hand one small job per row to
+the delivery queue. A publisher's success answer therefore means: durable against a
+``kill -9``; delivered at least once, with the row's fixed ``wsa:MessageID``.
 
 Extension points for subclasses (the EDN subscription manager):
 
@@ -63,6 +67,7 @@ from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer
 from .exceptions import RefusedEvent, UnknownSubscription
 from .notifications import notification_action
 from .operations import SubscriptionOperations
+from .outbox import Outbox, OutboxRow
 from .settings import EventingSettings
 from .store import Subscription, SubscriptionStore
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
@@ -109,9 +114,16 @@ class SubscriptionManager(SubscriptionOperations):
                                  resolver=resolver, cache_ttl=self.settings.target_cache_ttl,
                                  max_length=self.settings.max_url_length)
         service.messaging.reply_policy = self.targets
+        # The durable outbox (accepted events, pending notifications, dead letters, batch
+        # positions) in the service's store; ``durable_outbox=false`` keeps only positions.
+        self.outbox = Outbox(service.store, clock=clock, lease=self.settings.outbox_lease)
+        self._durable = self.settings.durable_outbox
+        self._in_memory: set[int] = set()  # outbox rows the deliverer holds
+        self._in_memory_lock = threading.Lock()
         self.deliverer = Deliverer(service.transport, self.settings.delivery_policy(),
                                    approve_target=self.targets.approve, is_wanted=self._is_wanted,
-                                   on_give_up=self._gave_up)
+                                   on_give_up=self._gave_up, on_finish=self._job_finished,
+                                   on_retry=self._job_retry, wall_clock=clock)
         self.manager_address = service.base_url + MANAGER_PATH
         self.view = SubscriptionView(self.store, self.topics, matcher_for=self.matcher_for,
                                      on_added=self.on_subscription_added,
@@ -132,6 +144,10 @@ class SubscriptionManager(SubscriptionOperations):
         self._register_routes(service.messaging)
         self.topics.on_change(self._on_topic_change)
         self._load()
+        try:  # rows of processes that died before this one started
+            self.recover_outbox()
+        except Exception:
+            log.exception("recovering the outbox at startup failed")
         self._sweeper = None
         if start_sweeper and self.settings.sweep_interval > 0:
             self._sweeper = threading.Thread(target=self._sweep_loop, name="eventing-sweeper",
@@ -158,17 +174,120 @@ class SubscriptionManager(SubscriptionOperations):
 
     def deliver(self, subscriptions: list[Subscription], action: str, event: bytes) -> int:
         """Send one notification of ``event`` (serialized) to each subscription; returns how
-        many were queued. The whole fan-out is queued in one step."""
+        many were queued. The whole fan-out is made durable (:mod:`.outbox`) and queued in
+        one step."""
+        return self.deliver_many([(subscriptions, action, event)])
+
+    def deliver_many(self, events: list[tuple[list[Subscription], str, bytes]], *,
+                     dispatcher: str | None = None, seqs: list[int] | None = None) -> int:
+        """:meth:`deliver` for several events in one outbox transaction: when this returns,
+        every notification is durable (or, with ``dispatcher``/``seqs``, the events at or
+        below the dispatcher's last applied sequence were skipped). Returns how many
+        notifications were queued."""
+        prepared = []
+        for subscriptions, action, event in events:
+            pairs = [(s, t) for s, t in ((s, self.view.templates.get(s.id)) for s in subscriptions)
+                     if t is not None]
+            prepared.append((pairs, action, event))
+        if not self._durable and dispatcher is None:
+            accepted = None
+        else:
+            accepted = self.outbox.accept(
+                [(pairs[0][0].topic if pairs else "", action, event, [s.id for s, _ in pairs])
+                 for pairs, action, event in prepared],
+                durable=self._durable, dispatcher=dispatcher, seqs=seqs)
         jobs = []
-        for subscription in subscriptions:
-            template = self.view.templates.get(subscription.id)
-            if template is not None:
+        for index, (pairs, action, event) in enumerate(prepared):
+            rows = accepted[index] if accepted is not None else None
+            if accepted is not None and rows is None:
+                continue  # a replayed event, applied before
+            for position, (subscription, template) in enumerate(pairs):
+                row = rows[position] if rows else None
                 jobs.append(Delivery(
                     template.url, template.content_type,
                     notification_action(subscription, action),
-                    render=functools.partial(template.render, action, event),
-                    subscription_id=subscription.id, kind=NOTIFICATION))
-        return self.deliverer.submit_many(jobs) if jobs else 0
+                    render=functools.partial(template.render, action, event,
+                                             row.message_id if row else None),
+                    subscription_id=subscription.id, kind=NOTIFICATION,
+                    outbox_id=row.id if row else None, created=row.created if row else None,
+                    topic=subscription.topic))
+        return self._submit(jobs)
+
+    def _submit(self, jobs: list[Delivery]) -> int:
+        if not jobs:
+            return 0
+        durable = [job.outbox_id for job in jobs if job.outbox_id is not None]
+        if durable:
+            with self._in_memory_lock:
+                self._in_memory.update(durable)
+        queued = self.deliverer.submit_many(jobs)
+        dropped = [job.outbox_id for job in jobs[queued:] if job.outbox_id is not None]
+        if dropped:  # stay in the outbox; the sweep takes them again when due
+            with self._in_memory_lock:
+                self._in_memory.difference_update(dropped)
+        return queued
+
+    # == the outbox ========================================================================
+    def recover_outbox(self) -> int:
+        """Claim the rows of processes that are gone, delete the delivered rows noted so far,
+        and queue this process's rows that are due and not in memory (claimed rows, retries
+        persisted before a restart, jobs a full queue dropped). Returns how many were
+        queued."""
+        self.sync()  # rows name subscriptions other workers made
+        self.outbox.flush()
+        self.outbox.heartbeat()
+        self.outbox.claim()
+        with self._in_memory_lock:
+            held = set(self._in_memory)
+        jobs = []
+        for row in self.outbox.due(held):
+            job = self._job_from_row(row)
+            if job is None:  # the subscription is gone: nothing to deliver
+                self.outbox.delivered(row.id)
+            else:
+                jobs.append(job)
+        return self._submit(jobs)
+
+    def _job_from_row(self, row: OutboxRow) -> Delivery | None:
+        if row.payload is not None:  # a redelivered dead letter, sent as it was
+            job = Delivery(row.url or "", row.content_type or "", row.action or "",
+                           payload=row.payload, subscription_id=row.subscription_id)
+        else:
+            subscription = self._subscriptions.get(row.subscription_id)
+            template = self.view.templates.get(row.subscription_id)
+            if subscription is None or template is None or row.body is None:
+                return None
+            job = Delivery(template.url, template.content_type,
+                           notification_action(subscription, row.event_action or ""),
+                           render=functools.partial(template.render, row.event_action or "",
+                                                    row.body, row.message_id),
+                           subscription_id=row.subscription_id)
+        job.outbox_id = row.id
+        job.attempt = row.attempts
+        job.created = row.created
+        job.first_attempt = row.first_attempt
+        job.topic = row.event_topic or self._topic_of(row.subscription_id)
+        return job
+
+    def _topic_of(self, subscription_id: str) -> str:
+        subscription = self._subscriptions.get(subscription_id)
+        return subscription.topic if subscription is not None else ""
+
+    def _job_finished(self, job: Delivery, outcome: str) -> None:
+        if job.outbox_id is None:
+            return
+        with self._in_memory_lock:
+            self._in_memory.discard(job.outbox_id)
+        if outcome in ("delivered", "discarded"):
+            self.outbox.delivered(job.outbox_id)
+        # "failed": dead-lettered by _gave_up; "dropped": stays, due again later
+
+    def _job_retry(self, job: Delivery, delay: float) -> None:
+        if job.outbox_id is None:
+            return
+        now = self.clock()
+        self.outbox.failed(job.outbox_id, job.attempt, now + delay, job.last_error,
+                           job.first_attempt, now)
 
     def default_action(self, entry: NamespaceEntry) -> str:
         """The notification action of an event published without its own action."""
@@ -258,7 +377,15 @@ class SubscriptionManager(SubscriptionOperations):
 
     def publish(self, entry: NamespaceEntry, event: etree._Element, action: str) -> int:
         """Match ``event`` against ``entry``'s subscriptions and queue a notification for
-        each match; returns how many were queued."""
+        each match (durable when this returns); returns how many were queued."""
+        targets = self.match_event(entry, event, action)
+        if not targets:
+            return 0
+        return self.deliver(targets, action, etree.tostring(event))
+
+    def match_event(self, entry: NamespaceEntry, event: etree._Element,
+                    action: str) -> list[Subscription]:
+        """The active, unexpired subscriptions ``event`` is to be notified to."""
         failures = FilterFailures(self.settings.filter_budget)
         ids = self.view.match(entry, event, action, failures)
         self._published += 1
@@ -266,13 +393,10 @@ class SubscriptionManager(SubscriptionOperations):
             self._strike(failures.failed)
         ids = self.on_event_matched(entry, event, action, ids)
         if not ids:
-            return 0
+            return []
         now = self.clock()
         subscriptions = self._subscriptions
-        targets = [s for s in map(subscriptions.get, ids) if s is not None and not s.expired_at(now)]
-        if not targets:
-            return 0
-        return self.deliver(targets, action, etree.tostring(event))
+        return [s for s in map(subscriptions.get, ids) if s is not None and not s.expired_at(now)]
 
     def _strike(self, failed: dict[str, str]) -> None:
         """Count a strike against each subscription whose filter failed or overran its
@@ -358,8 +482,24 @@ class SubscriptionManager(SubscriptionOperations):
                                               kind=SUBSCRIPTION_END))
 
     def _gave_up(self, job: Delivery) -> None:
+        """Attempts or age ran out, or the target was refused: a durable notification goes
+        to the dead letters; the subscription ends (SubscriptionEnd/DeliveryFailure) unless
+        ``end_subscription_on_dead_letter`` is false."""
         if job.kind != NOTIFICATION or job.subscription_id is None:
             return
+        if job.outbox_id is not None:
+            try:
+                payload = job.body()
+            except Exception:
+                log.exception("could not render a dead letter for %s", job.url)
+                payload = b""
+            self.outbox.dead_letter(job.outbox_id, topic=job.topic, url=job.url,
+                                    content_type=job.content_type, action=job.action,
+                                    payload=payload, reason=job.last_error or "unknown",
+                                    attempts=job.attempt + 1, first_attempt=job.first_attempt,
+                                    last_attempt=self.clock())
+            if not self.settings.end_subscription_on_dead_letter:
+                return
         ended = self.store.end(job.subscription_id, END_DELIVERY_FAILURE)
         if ended is not None:
             self._end([ended], END_DELIVERY_FAILURE,
@@ -374,6 +514,10 @@ class SubscriptionManager(SubscriptionOperations):
         for subscription in expired:
             self.view.apply(subscription, local=True)
         self.sync()
+        try:
+            self.recover_outbox()
+        except Exception:
+            log.exception("outbox sweep failed")
         return len(expired)
 
     def _sweep_loop(self) -> None:
@@ -401,6 +545,7 @@ class SubscriptionManager(SubscriptionOperations):
         stats["subscriptions"] = len(self.view)
         stats["published"] = self._published
         stats["filter_failures"] = self._filter_failures
+        stats.update(self.outbox.stats())
         return stats
 
     def close(self) -> None:
@@ -419,6 +564,10 @@ class SubscriptionManager(SubscriptionOperations):
             except Exception:
                 log.exception("ending subscriptions at shutdown failed")
         self.deliverer.close(self.settings.delivery_timeout)
+        try:
+            self.outbox.flush()
+        except Exception:
+            log.exception("deleting delivered outbox rows at shutdown failed")
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,8 +15,19 @@ sweep_interval                      1.0         seconds between expiry sweeps (0
 purge_after                         604800      seconds terminal rows are kept before purging
 delivery_workers                    8           delivery threads per process
 delivery_queue_size                 50000       bounded queue; full -> newest dropped
-delivery_retries                    3           retries after the first attempt
+delivery_retries                    9           retries after the first attempt (10
+                                                deliveries, as Service Bus's MaxDeliveryCount;
+                                                ActiveMQ redelivers 6 times)
 delivery_backoff / _backoff_max     0.5 / 30    first retry delay, cap (seconds, doubling)
+delivery_max_age                    86400       seconds after acceptance a notification is
+                                                still retried (none: no limit)
+end_subscription_on_dead_letter     true        a dead-lettered notification ends its
+                                                subscription (SubscriptionEnd/DeliveryFailure)
+durable_outbox                      true        accepted events and their notifications are
+                                                committed before the answer (false only to
+                                                measure what it costs)
+outbox_lease                        30          seconds without a heartbeat before another
+                                                worker takes a process's outbox rows
 delivery_timeout                    5.0         seconds to finish pending deliveries at close
 target_cache_ttl                    10.0        seconds a target check answer is reused
 filter_max_length / _depth / _steps 4096/32/256 bounds on a filter's text (refused with
@@ -52,6 +63,18 @@ fraction of a second); 5,000 per host bounds how many copies of one event an att
 have the service send to a victim host (the amplification of a subscription flood), while a
 real notification sink (the benchmarks run 2,000 subscriptions to one sink) stays under it.
 Subscriptions imported or moved between EDN servers are counted but never refused.
+
+Redelivery and dead letters (:mod:`.outbox`): a failed notification is retried
+``delivery_retries`` times, ``delivery_backoff * 2**(n-1)`` seconds apart (capped by
+``delivery_backoff_max``), while it is younger than ``delivery_max_age``; each failure is
+persisted, so a restart neither resets the count nor retries early. Then the notification (its
+bytes, target, reason, attempts) moves to the dead letters (``edn dead-letters``). The
+defaults sit between ActiveMQ's 6 redeliveries and Service Bus's 10 deliveries; with these
+backoffs 10 attempts span about 2 minutes. ``end_subscription_on_dead_letter`` stays true by
+default: WS-Eventing's DeliveryFailure is how a subscriber learns its sink is unreachable,
+and a sink that refused 10 times across minutes would otherwise keep receiving (and the
+source keep dead-lettering) every event of a subscription nobody reads; set it false for
+sinks that come back (the dead letters can be redelivered).
 """
 from __future__ import annotations
 
@@ -115,9 +138,21 @@ class EventingSettings(Settings):
     purge_after: float = setting(7 * 86400.0, "seconds terminal rows are kept before purging")
     delivery_workers: int = setting(8, "delivery threads per process")
     delivery_queue_size: int = setting(50_000, "bounded delivery queue; full -> newest dropped")
-    delivery_retries: int = setting(3, "retries after the first delivery attempt")
+    delivery_retries: int = setting(9, "retries after the first delivery attempt (9: 10 "
+                                    "deliveries, as Service Bus's MaxDeliveryCount)")
     delivery_backoff: float = setting(0.5, "first retry delay (seconds, doubling)")
     delivery_backoff_max: float = setting(30.0, "longest retry delay (seconds)")
+    delivery_max_age: float | None = setting(
+        86400.0, "seconds after acceptance a notification is still retried, then it is "
+        "dead-lettered (none: no limit)", parse=parse_seconds)
+    end_subscription_on_dead_letter: bool = setting(
+        True, "a dead-lettered notification ends its subscription with "
+        "SubscriptionEnd/DeliveryFailure (as before dead letters existed)")
+    durable_outbox: bool = setting(True, "commit accepted events and their notifications to "
+                                   "the store before answering (false: memory only, to "
+                                   "measure the cost)")
+    outbox_lease: float = setting(30.0, "seconds without a heartbeat before another worker "
+                                  "takes a process's outbox rows")
     delivery_timeout: float = setting(5.0, "seconds to finish pending deliveries at close")
     target_cache_ttl: float = setting(10.0, "seconds a notification target check is reused")
     filter_max_length: int = setting(4096, "longest filter expression (characters)")
@@ -162,6 +197,10 @@ class EventingSettings(Settings):
             raise ValueError("delivery_workers and delivery_queue_size must be >= 1")
         if min(self.delivery_retries, self.delivery_backoff, self.delivery_backoff_max) < 0:
             raise ValueError("delivery_retries and delivery_backoff(_max) must not be negative")
+        if self.delivery_max_age is not None and self.delivery_max_age <= 0:
+            raise ValueError("delivery_max_age must be positive (none: no limit)")
+        if self.outbox_lease <= 0:
+            raise ValueError("outbox_lease must be positive")
         if min(self.sweep_interval, self.purge_after, self.delivery_timeout,
                self.target_cache_ttl) < 0:
             raise ValueError("sweep_interval, purge_after, delivery_timeout and "
@@ -184,4 +223,5 @@ class EventingSettings(Settings):
     def delivery_policy(self) -> DeliveryPolicy:
         return DeliveryPolicy(workers=self.delivery_workers, queue_size=self.delivery_queue_size,
                               retries=self.delivery_retries, backoff=self.delivery_backoff,
-                              backoff_max=self.delivery_backoff_max)
+                              backoff_max=self.delivery_backoff_max,
+                              max_age=self.delivery_max_age)

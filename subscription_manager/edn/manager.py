@@ -28,7 +28,9 @@ import logging
 import threading
 import time
 
-from route_manager.edn_wire import EVENT_BATCH
+from lxml import etree
+
+from route_manager.edn_wire import BATCH_DISPATCHER, BATCH_FIRST_SEQ, EVENT_BATCH
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
 from wsframework import ns
@@ -51,6 +53,33 @@ from .settings import EdnSettings
 from .summaries import RoutingSummaries
 
 __all__ = ["EdnSubscriptionManager"]
+
+_MAX_SEQ = 2 ** 62  # larger FirstSeq values are refused (SQLite integers are 64-bit)
+_MAX_DISPATCHER_ID = 200  # characters
+
+
+def _batch_position(batch) -> tuple[str | None, int | None]:
+    """The batch's (Dispatcher, FirstSeq) attributes, or (None, None) for a batch without
+    them (applied as before: no replay detection). A Sender fault for malformed ones."""
+    dispatcher = batch.get(BATCH_DISPATCHER)
+    first = batch.get(BATCH_FIRST_SEQ)
+    if dispatcher is None and first is None:
+        return None, None
+    if dispatcher is None or first is None:
+        raise sender_fault(f"an EventBatch needs both {BATCH_DISPATCHER} and {BATCH_FIRST_SEQ}, "
+                           f"or neither")
+    if not dispatcher or len(dispatcher) > _MAX_DISPATCHER_ID:
+        raise sender_fault(f"EventBatch/@{BATCH_DISPATCHER} must have 1 to "
+                           f"{_MAX_DISPATCHER_ID} characters")
+    try:
+        text = first.strip()
+        seq = int(text) if text.isdigit() and len(text) <= 20 else -1
+    except ValueError:
+        seq = -1
+    if not 1 <= seq <= _MAX_SEQ:
+        raise sender_fault(f"EventBatch/@{BATCH_FIRST_SEQ} must be an integer from 1 to "
+                           f"{_MAX_SEQ}")
+    return dispatcher, seq
 
 log = logging.getLogger(__name__)
 
@@ -134,17 +163,37 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         if body is None or body.tag != EVENT_BATCH:
             raise sender_fault("an EventBatch message needs an edn:EventBatch body")
         action = self.default_action(entry)
-        events = 0
-        for event in body:
-            if isinstance(event.tag, str):
-                problem = self.event_limits_exceeded(event)
-                if problem is not None:  # the batch's other events still count
-                    log.warning("event refused from a batch: %s", problem)
-                    self.count("events_refused")
+        dispatcher, first_seq = _batch_position(body)
+        # events a replayed batch holds at or below the dispatcher's position are not
+        # matched again (checked again in the batch's transaction, against a concurrent copy)
+        applied = self.outbox.position(dispatcher) if dispatcher is not None else 0
+        matched = []
+        seqs = []
+        events = skipped = 0
+        for index, event in enumerate(e for e in body if isinstance(e.tag, str)):
+            problem = self.event_limits_exceeded(event)
+            if problem is not None:  # the batch's other events still count
+                log.warning("event refused from a batch: %s", problem)
+                self.count("events_refused")
+                continue
+            if first_seq is not None:
+                seq = first_seq + index
+                if seq <= applied:
+                    skipped += 1
                     continue
-                self.publish(entry, copy.deepcopy(event), action)
-                events += 1
+                seqs.append(seq)
+            event = copy.deepcopy(event)
+            matched.append((self.match_event(entry, event, action), action,
+                            etree.tostring(event)))
+            events += 1
+        if dispatcher is not None and first_seq is not None and matched:
+            # one transaction for the whole batch, with the dispatcher's position; events a
+            # replayed batch holds at or below the position are skipped there
+            self.deliver_many(matched, dispatcher=dispatcher, seqs=seqs)
+        else:
+            self.deliver_many([m for m in matched if m[0]])
         self.count("events_received", events)
+        self.count("replayed_events_skipped", skipped)
         return None
 
     # == control ===========================================================================

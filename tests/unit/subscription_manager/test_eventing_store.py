@@ -203,14 +203,18 @@ def test_matcher_comes_from_the_namespace_entry(tmp_path):
         h.close()
 
 
-def test_publication_runs_no_sql(tmp_path, monkeypatch):
-    h = Harness(tmp_path)
+@pytest.mark.parametrize("durable", [True, False])
+def test_publication_runs_one_transaction_or_no_sql(tmp_path, durable):
+    """A publication commits its event and outbox rows in one transaction (durable_outbox);
+    without the outbox it runs no SQL at all."""
+    h = Harness(tmp_path, settings={"durable_outbox": durable})
     try:
         for index in range(5):
             h.subscribe("2011", filter="q:price > 1", namespaces={"q": "urn:quotes"},
                         notify_path=f"/{index}")
         h.publish(quote(5))  # warm: syncs once
         h.drain()
+        h.manager.outbox.flush()
         statements = []
         conn = h.service.store.connection()
         conn.set_trace_callback(statements.append)
@@ -219,7 +223,10 @@ def test_publication_runs_no_sql(tmp_path, monkeypatch):
         finally:
             conn.set_trace_callback(None)
         h.drain()
-        assert statements == []
+        if durable:
+            assert statements.count("BEGIN IMMEDIATE") == 1 and statements[-1] == "COMMIT"
+        else:
+            assert statements == []
         assert h.manager.counters["delivered"] == 10
     finally:
         h.close()

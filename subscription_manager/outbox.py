@@ -1,0 +1,492 @@
+"""The durable outbox: accepted events and their pending notifications, in the service's store.
+
+An event is accepted (the publisher, or the dispatcher for a batch, gets its success answer)
+only once one write transaction has committed the event row and one outbox row per matched
+subscription. Each outbox row carries a ``wsa:MessageID`` chosen at acceptance, so every
+delivery of that notification -- the first, a retry, a redelivery after a restart or from
+the dead letters -- carries the same id and a sink can drop duplicates.
+
+Delivery itself stays in memory (:mod:`.delivery`): the rows committed are handed to the
+deliverer at once (the fast path), and a delivered row is deleted later, in batches
+(:meth:`Outbox.delivered` / :meth:`Outbox.flush`). A process that dies with rows in flight
+leaves them in the table: at-least-once, never at-most-once.
+
+Ownership. Every gunicorn worker shares the store. A row belongs to the process that
+accepted (or claimed) it: ``owner`` is ``pid:start-time`` (the start time tells a reused pid
+from the process that died). Owners beat a heartbeat row (``eventing_outbox_owners``) at every
+sweep; a sweep (and a process's startup) claims, with one conditional UPDATE, the rows of
+owners whose process is gone (same machine: the SQLite file is local) or whose heartbeat is
+older than the lease. Claimed rows, and a process's own rows that are due and not in its
+memory (a retry after a restart, a job the full queue dropped), are loaded by :meth:`due`.
+
+Retries are persisted: a failed attempt updates ``attempts``, ``next_attempt_at`` and the last
+error in the row, so a restart neither resets the count nor delivers early. When the
+attempts or the age run out, the notification (its rendered bytes) moves to
+``eventing_dead_letters`` in the same transaction that deletes the row.
+
+EDN servers also keep, per dispatcher, the sequence number of the last event applied
+(``eventing_batch_positions``), updated in the transaction that commits a batch's outbox rows:
+a batch the dispatcher replays after a restart is acknowledged without matching twice.
+
+Durability: the store runs WAL with ``synchronous=NORMAL``: a committed transaction survives
+the process's crash (``kill -9``); only a power loss or OS crash can lose the last
+transactions. The ``durable_sync=full`` setting opens the store with ``synchronous=FULL``
+(an fsync per commit) for power-loss durability.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from wsframework.store import Store
+
+__all__ = ["Outbox", "OutboxRow", "DeadLetter", "process_owner", "new_message_id",
+           "MAX_DEAD_LETTER_LIST"]
+
+_EVENTS = "eventing_outbox_events"
+_OUTBOX = "eventing_outbox"
+_OWNERS = "eventing_outbox_owners"
+_DEAD = "eventing_dead_letters"
+_POSITIONS = "eventing_batch_positions"
+
+MAX_DEAD_LETTER_LIST = 1000  # most entries one ListDeadLetters answers
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {_EVENTS} (
+    id INTEGER PRIMARY KEY,
+    topic TEXT NOT NULL,
+    action TEXT NOT NULL,
+    body BLOB NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {_OUTBOX} (
+    id INTEGER PRIMARY KEY,
+    event_id INTEGER,
+    subscription_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL,
+    created REAL NOT NULL,
+    first_attempt REAL,
+    last_attempt REAL,
+    last_error TEXT,
+    owner TEXT NOT NULL,
+    url TEXT,
+    content_type TEXT,
+    action TEXT,
+    payload BLOB
+);
+CREATE INDEX IF NOT EXISTS {_OUTBOX}_owner_due ON {_OUTBOX}(owner, next_attempt_at);
+CREATE INDEX IF NOT EXISTS {_OUTBOX}_event ON {_OUTBOX}(event_id);
+CREATE TABLE IF NOT EXISTS {_OWNERS} (
+    owner TEXT PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    heartbeat REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {_DEAD} (
+    id INTEGER PRIMARY KEY,
+    subscription_id TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    url TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    action TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    reason TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    created REAL NOT NULL,
+    first_attempt REAL,
+    last_attempt REAL,
+    dead_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {_DEAD}_subscription ON {_DEAD}(subscription_id);
+CREATE INDEX IF NOT EXISTS {_DEAD}_topic ON {_DEAD}(topic);
+CREATE TABLE IF NOT EXISTS {_POSITIONS} (
+    dispatcher TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL
+);
+"""
+
+_ROW_COLUMNS = (f"o.id, o.subscription_id, o.message_id, o.attempts, o.next_attempt_at, "
+                f"o.created, o.first_attempt, o.last_attempt, o.url, o.content_type, o.action, "
+                f"o.payload, e.topic AS event_topic, e.action AS event_action, e.body")
+
+
+def new_message_id() -> str:
+    return f"urn:uuid:{uuid.uuid4()}"
+
+
+def _process_start(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot, from /proc), or '' where
+    /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+        return data[data.rindex(b")") + 2:].split()[19].decode()
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+def process_owner(pid: int | None = None) -> str:
+    """This (or ``pid``'s) process as an outbox owner: ``pid:start``."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_process_start(pid)}"
+
+
+def _owner_alive(owner: str) -> bool:
+    pid_text, _, start = owner.partition(":")
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return not start or _process_start(pid) == start
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """A pending notification as loaded from the outbox. ``payload`` (with ``url``,
+    ``content_type``, ``action``) is set for a redelivered dead letter, which is sent as it
+    was; otherwise the notification is rendered from the event (``event_action``, ``body``)
+    with the subscription's template."""
+
+    id: int
+    subscription_id: str
+    message_id: str
+    attempts: int
+    next_attempt_at: float
+    created: float
+    first_attempt: float | None
+    last_attempt: float | None
+    url: str | None
+    content_type: str | None
+    action: str | None
+    payload: bytes | None
+    event_topic: str | None
+    event_action: str | None
+    body: bytes | None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    id: int
+    subscription_id: str
+    topic: str
+    url: str
+    reason: str
+    attempts: int
+    created: float
+    first_attempt: float | None
+    last_attempt: float | None
+    dead_at: float
+    message_id: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """One outbox row just committed: the row id and the message id its notification keeps."""
+
+    id: int
+    subscription_id: str
+    message_id: str
+    created: float
+
+
+class Outbox:
+    """The outbox, dead-letter and batch-position tables of one service's store."""
+
+    def __init__(self, store: Store, *, clock=time.time, lease: float = 30.0,
+                 recheck: float = 60.0, flush_size: int = 256):
+        """``lease``: seconds without a heartbeat after which another process takes an
+        owner's rows; ``recheck``: a row handed to memory becomes due again after this long
+        (a job the full queue dropped is retried by the sweep then)."""
+        self.store = store
+        self.clock = clock
+        self.lease = lease
+        self.recheck = recheck
+        self.flush_size = flush_size
+        store.executescript(_SCHEMA)
+        self._done: list[int] = []
+        self._done_lock = threading.Lock()
+        self._owner_pid = -1
+        self._owner = ""
+        self.fixed_owner: str | None = None  # tests: act as another process
+        self._counts = dict.fromkeys(("accepted", "dead_lettered", "claimed",
+                                      "redelivered_dead_letters", "replayed_events_skipped"), 0)
+
+    @property
+    def owner(self) -> str:
+        if self.fixed_owner is not None:
+            return self.fixed_owner
+        pid = os.getpid()
+        if pid != self._owner_pid:  # computed after fork, in the worker itself
+            self._owner, self._owner_pid = process_owner(pid), pid
+        return self._owner
+
+    # == acceptance ========================================================================
+    def accept(self, events: Sequence[tuple[str, str, bytes, Sequence[str]]], *,
+               durable: bool = True, dispatcher: str | None = None,
+               seqs: Sequence[int] | None = None) -> list[list[Accepted] | None]:
+        """Commit, in one transaction, each event (topic, action, body bytes, matched
+        subscription ids) with one outbox row per subscription (none when ``durable`` is
+        false: then only the position is kept). With ``dispatcher`` and ``seqs`` (each
+        event's sequence number), an event at or below the dispatcher's last applied
+        sequence is skipped (None in the result) and the position advances in the same
+        transaction. Returns the rows, per event."""
+        now = self.clock()
+        owner = self.owner
+        due = now + self.recheck
+        result: list[list[Accepted] | None] = []
+        with self.store.transaction() as conn:
+            last = self.position_in(conn, dispatcher) if dispatcher is not None else None
+            skipped = 0
+            for index, (topic, action, body, ids) in enumerate(events):
+                if last is not None and seqs is not None and seqs[index] <= last:
+                    result.append(None)
+                    skipped += 1
+                    continue
+                if not ids or not durable:
+                    result.append([])
+                    continue
+                event_id = conn.execute(
+                    f"INSERT INTO {_EVENTS}(topic, action, body, created) VALUES (?, ?, ?, ?)",
+                    (topic, action, body, now)).lastrowid
+                rows = [(event_id, sid, new_message_id(), due, now, owner) for sid in ids]
+                first = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_OUTBOX}").fetchone()[0]
+                conn.executemany(
+                    f"INSERT INTO {_OUTBOX}(event_id, subscription_id, message_id, "
+                    f"next_attempt_at, created, owner) VALUES (?, ?, ?, ?, ?, ?)", rows)
+                # ids are assigned in order after the previous maximum (INTEGER PRIMARY KEY
+                # without AUTOINCREMENT, inside our write transaction)
+                result.append([Accepted(first + 1 + i, row[1], row[2], now)
+                               for i, row in enumerate(rows)])
+            if dispatcher is not None and seqs:
+                self._set_position(conn, dispatcher, max(seqs))
+            if durable:
+                self._beat(conn, now)
+        self._counts["accepted"] += sum(len(r) for r in result if r)
+        self._counts["replayed_events_skipped"] += skipped
+        return result
+
+    # == batch positions ===================================================================
+    def position(self, dispatcher: str) -> int:
+        rows = self.store.query(f"SELECT last_seq FROM {_POSITIONS} WHERE dispatcher = ?",
+                                (dispatcher,))
+        return rows[0][0] if rows else 0
+
+    @staticmethod
+    def _set_position(conn, dispatcher: str, last_seq: int) -> None:
+        conn.execute(f"INSERT INTO {_POSITIONS}(dispatcher, last_seq) VALUES (?, ?) "
+                     f"ON CONFLICT(dispatcher) DO UPDATE SET last_seq = MAX(last_seq, excluded.last_seq)",
+                     (dispatcher, last_seq))
+
+    def position_in(self, conn, dispatcher: str) -> int:
+        row = conn.execute(f"SELECT last_seq FROM {_POSITIONS} WHERE dispatcher = ?",
+                           (dispatcher,)).fetchone()
+        return row[0] if row else 0
+
+    # == outcomes ==========================================================================
+    def delivered(self, row_id: int) -> None:
+        """A row's notification was delivered (or is no longer wanted): delete it with the
+        next batch."""
+        with self._done_lock:
+            self._done.append(row_id)
+            full = len(self._done) >= self.flush_size
+        if full:
+            self.flush()
+
+    def flush(self) -> int:
+        """Delete the delivered rows noted so far, and events left without rows."""
+        with self._done_lock:
+            done, self._done = self._done, []
+        if not done:
+            return 0
+        with self.store.transaction() as conn:
+            marks = ",".join("?" * len(done))
+            events = [r[0] for r in conn.execute(
+                f"SELECT DISTINCT event_id FROM {_OUTBOX} WHERE id IN ({marks}) "
+                f"AND event_id IS NOT NULL", done)]
+            conn.execute(f"DELETE FROM {_OUTBOX} WHERE id IN ({marks})", done)
+            if events:
+                emarks = ",".join("?" * len(events))
+                conn.execute(f"DELETE FROM {_EVENTS} WHERE id IN ({emarks}) AND NOT EXISTS "
+                             f"(SELECT 1 FROM {_OUTBOX} o WHERE o.event_id = {_EVENTS}.id)",
+                             events)
+        return len(done)
+
+    def failed(self, row_id: int, attempts: int, next_attempt_at: float, error: str | None,
+               first_attempt: float | None, last_attempt: float) -> None:
+        """Persist a failed attempt: the count, when to try next, the error."""
+        with self.store.transaction() as conn:
+            conn.execute(f"UPDATE {_OUTBOX} SET attempts = ?, next_attempt_at = ?, "
+                         f"last_error = ?, first_attempt = COALESCE(first_attempt, ?), "
+                         f"last_attempt = ? WHERE id = ?",
+                         (attempts, next_attempt_at, (error or "")[:500], first_attempt,
+                          last_attempt, row_id))
+
+    def dead_letter(self, row_id: int, *, topic: str, url: str, content_type: str, action: str,
+                    payload: bytes, reason: str, attempts: int,
+                    first_attempt: float | None, last_attempt: float | None) -> bool:
+        """Move a row to the dead letters (its rendered payload); False if the row was gone
+        (another process took it meanwhile)."""
+        now = self.clock()
+        with self.store.transaction() as conn:
+            row = conn.execute(f"SELECT subscription_id, message_id, created, event_id, "
+                               f"first_attempt FROM {_OUTBOX} WHERE id = ?", (row_id,)).fetchone()
+            if row is None:
+                return False
+            conn.execute(
+                f"INSERT INTO {_DEAD}(subscription_id, topic, url, content_type, action, "
+                f"message_id, payload, reason, attempts, created, first_attempt, last_attempt, "
+                f"dead_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row["subscription_id"], topic, url, content_type, action, row["message_id"],
+                 payload, reason[:500], attempts, row["created"],
+                 row["first_attempt"] or first_attempt, last_attempt, now))
+            conn.execute(f"DELETE FROM {_OUTBOX} WHERE id = ?", (row_id,))
+            if row["event_id"] is not None:
+                conn.execute(f"DELETE FROM {_EVENTS} WHERE id = ? AND NOT EXISTS "
+                             f"(SELECT 1 FROM {_OUTBOX} WHERE event_id = ?)",
+                             (row["event_id"], row["event_id"]))
+        self._counts["dead_lettered"] += 1
+        return True
+
+    # == ownership =========================================================================
+    def _beat(self, conn, now: float) -> None:
+        conn.execute(f"INSERT INTO {_OWNERS}(owner, pid, heartbeat) VALUES (?, ?, ?) "
+                     f"ON CONFLICT(owner) DO UPDATE SET heartbeat = excluded.heartbeat",
+                     (self.owner, os.getpid(), now))
+
+    def heartbeat(self) -> None:
+        with self.store.transaction() as conn:
+            self._beat(conn, self.clock())
+
+    def claim(self) -> int:
+        """Take the rows of owners that are gone (their process no longer runs, or their
+        heartbeat is older than the lease); returns how many rows this call took."""
+        now = self.clock()
+        me = self.owner
+        others = self.store.query(f"SELECT owner, heartbeat FROM {_OWNERS} WHERE owner != ?",
+                                  (me,))
+        gone = [r["owner"] for r in others
+                if r["heartbeat"] < now - self.lease or not _owner_alive(r["owner"])]
+        if not gone:
+            return 0
+        claimed = 0
+        with self.store.transaction() as conn:
+            for owner in gone:
+                # conditional: rows another process claimed first no longer name ``owner``
+                # rows never tried are due at once; a failed row keeps its retry time
+                claimed += conn.execute(
+                    f"UPDATE {_OUTBOX} SET owner = ?, next_attempt_at = CASE WHEN attempts = 0 "
+                    f"THEN MIN(next_attempt_at, ?) ELSE next_attempt_at END WHERE owner = ?",
+                    (me, now, owner)).rowcount
+                conn.execute(f"DELETE FROM {_OWNERS} WHERE owner = ?", (owner,))
+            self._beat(conn, now)
+        self._counts["claimed"] += claimed
+        return claimed
+
+    def due(self, exclude: Iterable[int] = (), limit: int = 1000) -> list[OutboxRow]:
+        """This process's rows whose next attempt is due, except those in ``exclude`` (in
+        memory already); their ``next_attempt_at`` moves ``recheck`` ahead."""
+        now = self.clock()
+        exclude = set(exclude)
+        rows = self.store.query(
+            f"SELECT {_ROW_COLUMNS} FROM {_OUTBOX} o LEFT JOIN {_EVENTS} e ON e.id = o.event_id "
+            f"WHERE o.owner = ? AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at LIMIT ?",
+            (self.owner, now, limit + len(exclude)))
+        found = [OutboxRow(**dict(r)) for r in rows if r["id"] not in exclude][:limit]
+        if found:
+            with self.store.transaction() as conn:
+                conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = ? WHERE id = ?",
+                                 [(now + self.recheck, r.id) for r in found])
+        return found
+
+    def pending(self) -> int:
+        return self.store.query(f"SELECT COUNT(*) FROM {_OUTBOX}")[0][0]
+
+    # == dead letters ======================================================================
+    def dead_letters(self, *, topic: str | None = None, subscription: str | None = None,
+                     limit: int = 100) -> list[DeadLetter]:
+        limit = max(0, min(limit, MAX_DEAD_LETTER_LIST))
+        where, params = [], []
+        if topic:
+            where.append("topic = ?")
+            params.append(topic)
+        if subscription:
+            where.append("subscription_id = ?")
+            params.append(subscription)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self.store.query(
+            f"SELECT id, subscription_id, topic, url, reason, attempts, created, first_attempt, "
+            f"last_attempt, dead_at, message_id, LENGTH(payload) AS size FROM {_DEAD} {clause} "
+            f"ORDER BY id LIMIT ?", (*params, limit))
+        return [DeadLetter(**dict(r)) for r in rows]
+
+    def dead_letter_count(self) -> int:
+        return self.store.query(f"SELECT COUNT(*) FROM {_DEAD}")[0][0]
+
+    def redeliver(self, ids: Sequence[int] | None) -> list[int]:
+        """Move dead letters (``ids``, or all for None) back to the outbox, attempts reset,
+        same payload and MessageID, owned by this process and due now; returns the ids
+        moved (unknown ids are skipped)."""
+        now = self.clock()
+        moved: list[int] = []
+        with self.store.transaction() as conn:
+            if ids is None:
+                rows = conn.execute(f"SELECT * FROM {_DEAD} ORDER BY id").fetchall()
+            else:
+                rows = []
+                for chunk in _chunks(list(ids), 500):
+                    marks = ",".join("?" * len(chunk))
+                    rows += conn.execute(f"SELECT * FROM {_DEAD} WHERE id IN ({marks}) "
+                                         f"ORDER BY id", chunk).fetchall()
+            for row in rows:
+                conn.execute(
+                    f"INSERT INTO {_OUTBOX}(event_id, subscription_id, message_id, attempts, "
+                    f"next_attempt_at, created, owner, url, content_type, action, payload) "
+                    f"VALUES (NULL, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+                    (row["subscription_id"], row["message_id"], now, now, self.owner,
+                     row["url"], row["content_type"], row["action"], row["payload"]))
+                conn.execute(f"DELETE FROM {_DEAD} WHERE id = ?", (row["id"],))
+                moved.append(row["id"])
+            self._beat(conn, now)
+        self._counts["redelivered_dead_letters"] += len(moved)
+        return moved
+
+    def purge(self, ids: Sequence[int] | None = None, *, older_than: float | None = None) -> int:
+        """Delete dead letters: ``ids``, or those dead before ``older_than`` (a time), or all
+        when both are None. Returns how many went."""
+        with self.store.transaction() as conn:
+            if ids is not None:
+                count = 0
+                for chunk in _chunks(list(ids), 500):
+                    marks = ",".join("?" * len(chunk))
+                    count += conn.execute(f"DELETE FROM {_DEAD} WHERE id IN ({marks})",
+                                          chunk).rowcount
+                return count
+            if older_than is not None:
+                return conn.execute(f"DELETE FROM {_DEAD} WHERE dead_at < ?",
+                                    (older_than,)).rowcount
+            return conn.execute(f"DELETE FROM {_DEAD}").rowcount
+
+    def stats(self) -> dict[str, int]:
+        counts = dict(self._counts)
+        counts["outbox_pending"] = self.pending()
+        counts["dead_letters"] = self.dead_letter_count()
+        return {("outbox_" + k if not k.startswith(("outbox", "dead_letters")) else k): v
+                for k, v in counts.items()}
+
+
+def _chunks(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

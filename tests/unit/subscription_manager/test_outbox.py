@@ -1,0 +1,293 @@
+"""The durable outbox (subscription_manager.outbox): acceptance survives a crash, rows of dead
+or silent processes are claimed once, retries persist, dead letters and their redelivery,
+replayed EDN batches. In process, socket-free (tests.support.eventing / .edn)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from lxml import etree
+
+from route_manager import edn_wire
+from subscription_manager.outbox import Outbox, process_owner
+from tests.support.edn import TOPIC, Network, event_element, server_url
+from tests.support.eventing import TOKEN, FakeClock, Harness, RecordingSink, quote
+from wsframework import ns
+from wsframework.admin import contracts
+from wsframework.client import SoapClient
+from wsframework.exceptions import SoapFault
+from wsframework.soap import parse_envelope
+from wsframework.store import Store
+
+DEAD = "999999999:0"  # no such pid: a process that is gone
+Q = {"q": "urn:quotes"}
+
+
+def message_ids(sink: RecordingSink) -> list[str]:
+    """The wsa:MessageID of every notification the sink accepted (2011: WSA 1.0)."""
+    return sorted(env.header(ns.qname(ns.WSA10, "MessageID")).text for env in sink.envelopes())
+
+
+def stored_message_ids(store: Store) -> list[str]:
+    return sorted(r[0] for r in store.query("SELECT message_id FROM eventing_outbox"))
+
+
+def crashed(h: Harness, owner: str = DEAD) -> None:
+    """Make ``h`` a process that accepts and never delivers (its deliverer never runs)."""
+    h.manager.outbox.fixed_owner = owner
+    h.manager.deliverer.submit_many = lambda jobs: len(list(jobs))
+
+
+def wait_until(predicate, timeout: float = 5.0) -> None:
+    """Check ``predicate`` every 10 ms (a store row nobody signals) until it holds."""
+    deadline = time.monotonic() + timeout
+    stop = threading.Event()
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        stop.wait(0.01)
+
+
+def test_accepted_events_survive_a_process_that_never_delivered(tmp_path):
+    sink = RecordingSink()
+    first = Harness(tmp_path, sink=sink)
+    for path in ("/a", "/b"):
+        first.subscribe("2011", filter="q:price > 1", namespaces=Q, notify_path=path)
+    crashed(first)
+    for price in (5, 6, 7):
+        assert first.publish(quote(price)).status == 202
+    assert first.manager.outbox.pending() == 6
+    ids = stored_message_ids(first.service.store)
+    assert sink.messages == []
+    # a new process on the same store claims the dead owner's rows at startup
+    second = Harness(tmp_path, sink=sink)
+    try:
+        second.drain()
+        assert len(sink.messages) == 6
+        assert message_ids(sink) == ids  # the MessageIDs chosen at acceptance
+        second.manager.outbox.flush()
+        assert second.manager.outbox.pending() == 0
+        assert second.service.store.query("SELECT COUNT(*) FROM eventing_outbox_events")[0][0] == 0
+    finally:
+        second.close()
+        first.manager.deliverer.close(0)
+
+
+def test_rows_of_a_live_owner_are_claimed_only_after_its_lease_and_only_once(tmp_path):
+    clock = FakeClock()
+    sink = RecordingSink()
+    a = Harness(tmp_path, sink=sink, clock=clock)
+    b = Harness(tmp_path, sink=sink, clock=clock)
+    a.subscribe("2011", filter="q:price > 1", namespaces=Q)
+    crashed(a, owner=process_owner(1))  # alive (pid 1), silent from now on
+    a.publish(quote(5))
+    a.publish(quote(6))
+    try:
+        assert b.manager.recover_outbox() == 0  # a's heartbeat is fresh: not b's to take
+        b.drain()
+        assert sink.messages == []
+        clock.advance(a.manager.settings.outbox_lease + 1)
+        third = Outbox(b.service.store, clock=clock)
+        third.fixed_owner = process_owner(os.getppid())
+        claimed = [b.manager.outbox.claim(), third.claim()]
+        assert sorted(claimed) == [0, 2]  # one UPDATE took them all; the other found none
+        if claimed[0] == 0:  # b delivers them below
+            b.manager.outbox.fixed_owner = third.fixed_owner
+        b.manager.recover_outbox()
+        b.drain()
+        assert len(sink.messages) == 2
+    finally:
+        b.close()
+        a.manager.deliverer.close(0)
+
+
+def test_retries_persist_and_a_restart_does_not_reset_them(tmp_path):
+    sink = RecordingSink(status=500)
+    settings = {"delivery_retries": 5, "delivery_backoff": 3600, "delivery_backoff_max": 3600}
+    first = Harness(tmp_path, sink=sink, settings=settings)
+    first.subscribe("2011", filter="q:price > 1", namespaces=Q)
+    first.manager.outbox.fixed_owner = DEAD
+    first.publish(quote(5))
+    store = first.service.store
+    wait_until(lambda: store.query("SELECT attempts FROM eventing_outbox")[0][0] == 1)
+    (row,) = store.query("SELECT attempts, next_attempt_at, created, last_error, first_attempt "
+                         "FROM eventing_outbox")
+    assert row["next_attempt_at"] >= row["created"] + 3600 - 1
+    assert row["last_error"] == "HTTP 500" and row["first_attempt"] is not None
+    first.manager.deliverer.close(0)
+    second = Harness(tmp_path, sink=sink, settings=settings)
+    try:
+        # claimed, but its retry is an hour away: not tried early, count kept
+        assert second.manager.outbox.pending() == 1
+        assert sink.attempts == 1
+        (row,) = store.query("SELECT attempts, owner FROM eventing_outbox")
+        assert row["attempts"] == 1 and row["owner"] == second.manager.outbox.owner
+    finally:
+        second.manager.deliverer.close(0)
+
+
+def test_dead_letters_keep_the_notification_and_redeliver_it_with_its_message_id(tmp_path):
+    sink = RecordingSink(status=500)
+    h = Harness(tmp_path, sink=sink, settings={"delivery_retries": 1,
+                                               "end_subscription_on_dead_letter": False})
+    try:
+        sub = h.subscribe("2011", filter="q:price > 1", namespaces=Q)
+        h.publish(quote(5))
+        h.drain()
+        assert sink.attempts == 2
+        (letter,) = h.manager.outbox.dead_letters()
+        assert letter.subscription_id == sub.id and letter.attempts == 2
+        assert letter.reason == "HTTP 500" and letter.topic == "stocks" and letter.size > 0
+        assert h.manager.outbox.pending() == 0
+        counters = h.manager.counters
+        assert counters["dead_letters"] == 1 and counters["outbox_dead_lettered"] == 1
+        assert h.client("2011").get_status(sub)  # still active (setting false)
+        assert h.manager.outbox.dead_letters(subscription="other") == []
+        assert h.manager.outbox.redeliver([letter.id + 1000]) == []  # unknown: skipped
+        sink.status = 202
+        assert h.manager.outbox.redeliver([letter.id]) == [letter.id]
+        assert h.manager.recover_outbox() == 1
+        h.drain()
+        assert message_ids(sink) == [letter.message_id]
+        assert h.manager.outbox.dead_letter_count() == 0
+    finally:
+        h.close()
+
+
+def test_a_dead_letter_ends_the_subscription_by_default(tmp_path):
+    sink = RecordingSink(status=500)
+    h = Harness(tmp_path, sink=sink, settings={"delivery_retries": 0})
+    try:
+        sub = h.subscribe("2011", filter="q:price > 1", namespaces=Q)
+        h.publish(quote(5))
+        h.drain()
+        assert h.manager.outbox.dead_letter_count() == 1
+        with pytest.raises(SoapFault):
+            h.client("2011").get_status(sub)
+    finally:
+        h.close()
+
+
+def test_too_old_notifications_are_dead_lettered_whatever_the_attempts(tmp_path):
+    clock = FakeClock()
+    sink = RecordingSink(status=500)
+    h = Harness(tmp_path, sink=sink, clock=clock,
+                settings={"delivery_retries": 50, "delivery_max_age": 60,
+                          "end_subscription_on_dead_letter": False})
+    try:
+        h.subscribe("2011", filter="q:price > 1", namespaces=Q)
+        clock.advance(-1000)  # accepted long ago, as seen from now
+        h.publish(quote(5))
+        clock.advance(1000)
+        h.drain()
+        (letter,) = h.manager.outbox.dead_letters()
+        assert letter.attempts == 1 and "older than 60 s" in letter.reason
+    finally:
+        h.close()
+
+
+def test_purge_by_ids_age_and_all(tmp_path):
+    clock = FakeClock()
+    store = Store(tmp_path / "s.sqlite")
+    box = Outbox(store, clock=clock)
+    rows = box.accept([("t", "urn:a", b"<e/>", ["s1", "s2", "s3"])])[0]
+    for row in rows:
+        box.dead_letter(row.id, topic="t", url="http://x", content_type="text/xml",
+                        action="urn:a", payload=b"<p/>", reason="HTTP 500", attempts=3,
+                        first_attempt=1.0, last_attempt=2.0)
+        clock.advance(10)
+    ids = [d.id for d in box.dead_letters()]
+    assert box.dead_letters(limit=10 ** 9) == box.dead_letters()  # bounded, not refused
+    assert box.dead_letters(limit=-5) == []
+    assert box.purge([ids[0], 12345]) == 1
+    assert box.purge(older_than=clock() - 15) == 1
+    assert box.purge() == 1
+    assert box.dead_letter_count() == 0
+    assert store.query("SELECT COUNT(*) FROM eventing_outbox_events")[0][0] == 0
+
+
+def test_a_replayed_position_is_skipped_in_the_transaction(tmp_path):
+    box = Outbox(Store(tmp_path / "s.sqlite"))
+    events = [("t", "urn:a", b"<e/>", ["s1"]), ("t", "urn:a", b"<f/>", ["s1"])]
+    first = box.accept(events, dispatcher="d1", seqs=[1, 2])
+    assert all(first) and box.position("d1") == 2
+    again = box.accept(events + [("t", "urn:a", b"<g/>", ["s1"])], dispatcher="d1",
+                       seqs=[1, 2, 3])
+    assert again[:2] == [None, None] and again[2]
+    assert box.position("d1") == 3 and box.position("d2") == 0
+    assert box.pending() == 3
+
+
+# -- EDN servers: batches ---------------------------------------------------------------------
+
+def _batch(points, dispatcher=None, first_seq=None):
+    batch = etree.Element(edn_wire.EVENT_BATCH)
+    for index, point in enumerate(points):
+        batch.append(event_element(point, index))
+    if dispatcher is not None:
+        batch.set(edn_wire.BATCH_DISPATCHER, dispatcher)
+    if first_seq is not None:
+        batch.set(edn_wire.BATCH_FIRST_SEQ, str(first_seq))
+    return batch
+
+
+def _token() -> etree._Element:
+    token = etree.Element(contracts.ADMIN_TOKEN_QNAME)
+    token.text = TOKEN
+    return token
+
+
+def _send(net, batch):
+    """Post ``batch`` as the dispatcher does; a fault is raised, success is HTTP 202."""
+    client = SoapClient(net.transport)
+    address = f"{server_url(0)}/topics/{TOPIC}"
+    payload = client.envelope(address, ns.EDN_EVENT_BATCH_ACTION, batch, [_token()])
+    response = net.transport.post(address, payload, client.soap_version.content_type,
+                                  ns.EDN_EVENT_BATCH_ACTION)
+    if response.body:
+        fault = parse_envelope(response.body).fault()
+        if fault is not None:
+            raise fault
+    assert response.status == 202, response
+    return response
+
+
+@pytest.fixture
+def net(tmp_path):
+    network = Network(tmp_path, ("local", "local", "local"))
+    network.create_topic()
+    network.subscribe(0, [0, 0, 0], [10, 10, 10], 0)
+    yield network
+    network.close()
+
+
+def test_a_replayed_batch_is_acknowledged_without_matching_twice(net):
+    _send(net, _batch([[1, 1, 1], [2, 2, 2]], "disp-1", 1))
+    net.drain()
+    assert len(net.sink.messages) == 2
+    _send(net, _batch([[1, 1, 1], [2, 2, 2], [3, 3, 3]], "disp-1", 1))  # replay + one new
+    net.drain()
+    assert len(net.sink.messages) == 3
+    assert net.manager(0).edn_counters["replayed_events_skipped"] == 2
+    assert net.manager(0).outbox.position("disp-1") == 3
+    _send(net, _batch([[4, 4, 4]]))  # without the attributes: applied as before
+    net.drain()
+    assert len(net.sink.messages) == 4
+
+
+@pytest.mark.parametrize("dispatcher, first_seq", [
+    ("d", None), (None, "1"), ("", "1"), ("x" * 201, "1"), ("d", "0"), ("d", "-3"),
+    ("d", "1.5"), ("d", "9" * 40), ("d", "²"), ("d", " ")])
+def test_malformed_batch_positions_are_sender_faults(net, dispatcher, first_seq):
+    batch = _batch([[1, 1, 1]])
+    if dispatcher is not None:
+        batch.set(edn_wire.BATCH_DISPATCHER, dispatcher)
+    if first_seq is not None:
+        batch.set(edn_wire.BATCH_FIRST_SEQ, first_seq)
+    with pytest.raises(SoapFault) as caught:
+        _send(net, batch)
+    assert caught.value.code == "Sender"
+    net.drain()
+    assert net.sink.messages == []

@@ -29,6 +29,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "selftuning": ("benchmarks.selftuning:run",
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),
+    "placement": ("benchmarks.placement:run", "50 concurrent Subscribes across 3 EDN servers (real processes): failures, p99 latency, one subscription per MessageID"),
+    "kill": ("benchmarks.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
     "fuzz": ("benchmarks.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)

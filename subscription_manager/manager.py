@@ -63,6 +63,7 @@ from wsframework.urlpolicy import UrlPolicy
 from wsframework.soap import SoapVersion, build_envelope
 
 from . import messages as msg
+from .deadletters import register_dead_letter_admin
 from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer
 from .exceptions import RefusedEvent, UnknownSubscription
 from .notifications import notification_action
@@ -142,6 +143,8 @@ class SubscriptionManager(SubscriptionOperations):
         self._closed = False
 
         self._register_routes(service.messaging)
+        register_dead_letter_admin(service.admin, self.outbox,
+                                   after_redeliver=self._after_redeliver)
         self.topics.on_change(self._on_topic_change)
         self._load()
         try:  # rows of processes that died before this one started
@@ -247,6 +250,12 @@ class SubscriptionManager(SubscriptionOperations):
             else:
                 jobs.append(job)
         return self._submit(jobs)
+
+    def _after_redeliver(self) -> None:
+        try:
+            self.recover_outbox()
+        except Exception:  # the rows are committed; the next sweep queues them
+            log.exception("queueing redelivered dead letters failed")
 
     def _job_from_row(self, row: OutboxRow) -> Delivery | None:
         if row.payload is not None:  # a redelivered dead letter, sent as it was

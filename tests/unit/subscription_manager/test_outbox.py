@@ -11,6 +11,7 @@ import pytest
 from lxml import etree
 
 from route_manager import edn_wire
+from subscription_manager import deadletters as dl
 from subscription_manager.outbox import Outbox, process_owner
 from tests.support.edn import TOPIC, Network, event_element, server_url
 from tests.support.eventing import TOKEN, FakeClock, Harness, RecordingSink, quote
@@ -291,3 +292,101 @@ def test_malformed_batch_positions_are_sender_faults(net, dispatcher, first_seq)
     assert caught.value.code == "Sender"
     net.drain()
     assert net.sink.messages == []
+
+
+# -- admin: ListDeadLetters / RedeliverDeadLetters / PurgeDeadLetters ---------------------------
+
+@pytest.fixture
+def dead(tmp_path):
+    """A source with two dead letters (a refusing sink; subscriptions kept)."""
+    sink = RecordingSink(status=500)
+    h = Harness(tmp_path, sink=sink, settings={"delivery_retries": 0,
+                                               "end_subscription_on_dead_letter": False})
+    h.subscribe("2011", filter="q:price > 1", namespaces=Q, notify_path="/a")
+    h.subscribe("2011", filter="q:price > 1", namespaces=Q, notify_path="/b")
+    h.publish(quote(5))
+    h.drain()
+    yield h
+    h.close()
+
+
+def test_list_dead_letters_by_admin_message(dead):
+    answer = dead.admin.call(dl.ListDeadLetters())
+    assert answer.Total == 2 and len(answer.DeadLetter) == 2
+    first = answer.DeadLetter[0]
+    assert first.Reason == "HTTP 500" and first.Attempts == 1 and first.Topic == "stocks"
+    assert first.Url.startswith("http://sink.test/") and first.Size > 0
+    assert first.MessageId.startswith("urn:uuid:") and first.DeadAt.endswith("Z")
+    one = dead.admin.call(dl.ListDeadLetters(Subscription=first.Subscription, Limit=1))
+    assert [d.Id for d in one.DeadLetter] == [first.Id]
+    assert dead.admin.call(dl.ListDeadLetters(Topic="nope")).DeadLetter in (None, [])
+
+
+def test_redeliver_by_admin_message_keeps_the_message_id(dead):
+    letters = dead.admin.call(dl.ListDeadLetters()).DeadLetter
+    dead.sink.status = 202
+    answer = dead.admin.call(dl.RedeliverDeadLetters(Id=[letters[0].Id, 99999]))
+    assert answer.Redelivered == 1 and list(answer.Unknown) == [99999]
+    dead.drain()
+    assert message_ids(dead.sink) == [letters[0].MessageId]
+    assert dead.admin.call(dl.RedeliverDeadLetters(All="true")).Redelivered == 1
+    dead.drain()
+    assert sorted(message_ids(dead.sink)) == sorted(d.MessageId for d in letters)
+    assert dead.admin.call(dl.ListDeadLetters()).Total == 0
+
+
+def test_purge_by_admin_message(dead):
+    letters = dead.admin.call(dl.ListDeadLetters()).DeadLetter
+    assert dead.admin.call(dl.PurgeDeadLetters(Id=[letters[0].Id, 424242])).Purged == 1
+    assert dead.admin.call(dl.PurgeDeadLetters(OlderThan=3600)).Purged == 0
+    assert dead.admin.call(dl.PurgeDeadLetters(OlderThan=0)).Purged == 1
+    assert dead.admin.call(dl.PurgeDeadLetters(All="true")).Purged == 0
+
+
+def _raw_admin(h: Harness, body: bytes, token: str | None = TOKEN):
+    headers = b"" if token is None else (
+        b'<adm:AdminToken xmlns:adm="%s">%s</adm:AdminToken>' % (ns.ADMIN.encode(), token.encode()))
+    envelope = (b'<env:Envelope xmlns:env="http://www.w3.org/2003/05/soap-envelope">'
+                b'<env:Header>%s</env:Header><env:Body>%s</env:Body></env:Envelope>'
+                % (headers, body))
+    response = h.post("/admin", envelope)
+    return response, parse_envelope(response.body).fault()
+
+
+def _adm(element: str, inner: str = "") -> bytes:
+    return f'<adm:{element} xmlns:adm="{ns.ADMIN}">{inner}</adm:{element}>'.encode()
+
+
+@pytest.mark.parametrize("body", [
+    _adm("ListDeadLetters", "<adm:Limit>1001</adm:Limit>"),
+    _adm("ListDeadLetters", "<adm:Limit>99999999999999999999</adm:Limit>"),
+    _adm("ListDeadLetters", "<adm:Limit>0</adm:Limit>"),
+    _adm("ListDeadLetters", "<adm:Limit>-1</adm:Limit>"),
+    _adm("ListDeadLetters", "<adm:Limit>ten</adm:Limit>"),
+    _adm("ListDeadLetters", f"<adm:Topic>{'t' * 1001}</adm:Topic>"),
+    _adm("RedeliverDeadLetters"),
+    _adm("RedeliverDeadLetters", "<adm:Id>1</adm:Id><adm:All>true</adm:All>"),
+    _adm("RedeliverDeadLetters", "<adm:All>yes</adm:All>"),
+    _adm("RedeliverDeadLetters", "<adm:Id>-4</adm:Id>"),
+    _adm("RedeliverDeadLetters", "<adm:Id>0</adm:Id>"),
+    _adm("RedeliverDeadLetters", "<adm:Id>1</adm:Id>" * 1001),
+    _adm("PurgeDeadLetters"),
+    _adm("PurgeDeadLetters", "<adm:All>true</adm:All><adm:OlderThan>5</adm:OlderThan>"),
+    _adm("PurgeDeadLetters", "<adm:OlderThan>-5</adm:OlderThan>"),
+    _adm("PurgeDeadLetters", "<adm:Id>x</adm:Id>"),
+])
+def test_bad_dead_letter_requests_are_invalid_request_faults(dead, body):
+    response, fault = _raw_admin(dead, body)
+    assert response.status == 400
+    assert fault.code == "Sender" and fault.subcode == contracts.FAULT_INVALID_REQUEST
+    assert dead.manager.outbox.dead_letter_count() == 2
+
+
+@pytest.mark.parametrize("token", [None, "guess"])
+@pytest.mark.parametrize("body", [_adm("ListDeadLetters"), _adm("PurgeDeadLetters",
+                                  "<adm:All>true</adm:All>"),
+                                  _adm("RedeliverDeadLetters", "<adm:All>true</adm:All>")])
+def test_dead_letter_messages_need_the_admin_credential(dead, body, token):
+    response, fault = _raw_admin(dead, body, token)
+    assert fault.subcode == contracts.FAULT_ACCESS_DENIED
+    assert dead.manager.outbox.dead_letter_count() == 2

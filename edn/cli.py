@@ -198,6 +198,61 @@ def cmd_topic_delete(args) -> int:
     return 0
 
 
+def _add_dead_letters(sub):
+    p = sub.add_parser("dead-letters", help="list, redeliver or purge the notifications a "
+                       "source or subscription server gave up on")
+    dsub = p.add_subparsers(dest="dead_letters_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--at", required=True, help="the source's or server's base URL")
+    common.add_argument("--admin-token", "--token", dest="admin_token", default=None)
+    common.add_argument("--json", action="store_true", help="print JSON")
+    ls = dsub.add_parser("list", parents=[common])
+    ls.add_argument("--topic", default=None)
+    ls.add_argument("--subscription", default=None)
+    ls.add_argument("--limit", type=int, default=100, help="at most this many (1..1000)")
+    ls.set_defaults(func=cmd_dead_letters_list)
+    for name, text in (("redeliver", "send dead letters again (same wsa:MessageID)"),
+                       ("purge", "delete dead letters")):
+        c = dsub.add_parser(name, parents=[common], help=text)
+        c.add_argument("ids", nargs="*", type=int, help="dead-letter ids")
+        c.add_argument("--all", action="store_true")
+        if name == "purge":
+            c.add_argument("--older-than", type=int, default=None, metavar="SECONDS")
+        c.set_defaults(func=cmd_dead_letters_change, verb=name)
+
+
+def cmd_dead_letters_list(args) -> int:
+    from subscription_manager.deadletters import ListDeadLetters
+    answer = _admin_client(args).call(ListDeadLetters(Topic=args.topic, Limit=args.limit,
+                                                      Subscription=args.subscription))
+    letters = [{key: getattr(d, key) for key in type(d).get_flat_type_info(type(d))}
+               for d in answer.DeadLetter or ()]
+    if args.json:
+        print(json.dumps({"total": answer.Total, "dead_letters": letters}, indent=2))
+    else:
+        for d in letters:
+            print(f"{d['Id']}\t{d['Subscription']}\t{d['Url']}\t{d['Attempts']} attempts\t"
+                  f"{d['DeadAt']}\t{d['Size']} bytes\t{d['Reason']}")
+        print(f"{len(letters)} of {answer.Total} dead letters")
+    return 0
+
+
+def cmd_dead_letters_change(args) -> int:
+    from subscription_manager.deadletters import PurgeDeadLetters, RedeliverDeadLetters
+    every = "true" if args.all else None
+    if args.verb == "redeliver":
+        answer = _admin_client(args).call(RedeliverDeadLetters(Id=args.ids or None, All=every))
+        unknown = list(answer.Unknown or ())
+        _print(args, {"redelivered": answer.Redelivered, "unknown": unknown},
+               f"redelivered {answer.Redelivered}"
+               + (f"; unknown ids: {' '.join(map(str, unknown))}" if unknown else ""))
+    else:
+        answer = _admin_client(args).call(PurgeDeadLetters(Id=args.ids or None, All=every,
+                                                           OlderThan=args.older_than))
+        _print(args, {"purged": answer.Purged}, f"purged {answer.Purged}")
+    return 0
+
+
 def _print(args, obj, text):
     print(json.dumps(obj, indent=2) if getattr(args, "json", False) else text)
 
@@ -404,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edn", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_serve, _add_topic, _add_publish, _add_subscribe, _add_sink, _add_partition,
-                _add_precision, _add_status, _add_demo):
+                _add_precision, _add_status, _add_demo, _add_dead_letters):
         add(sub)
     for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         entry_point.load()(sub)

@@ -10,8 +10,8 @@ SIGKILL reaches the gunicorn master and its workers at once. One notification si
 every notification's path and wsa:MessageID. Range filters on the grid
 (:mod:`route_manager.grid`) make the expected notifications computable.
 
-A publisher thread per target sends bursts (as fast as one connection goes) alternating
-with steady flow (one event every 20 ms); an event counts only when its publication was
+A publisher thread per target sends bursts (``burst`` events from 8 concurrent
+connections) alternating with 0.5 s of steady flow (one event every 20 ms); an event counts only when its publication was
 answered with 2xx. The killer waits a random moment into a burst, kills, restarts, and
 times the recovery: from launching the restart (process startup included) to the first
 notification delivered afterwards to a subscription the killed process serves.
@@ -31,6 +31,7 @@ import shutil
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -64,8 +65,11 @@ def _message_id(body: bytes) -> str | None:
 class _Publisher(threading.Thread):
     """Bursts and steady flow to ``address``; records the events answered with success."""
 
-    def __init__(self, address: str, rng: random.Random, burst: int, first_id: int):
+    def __init__(self, address: str, rng: random.Random, burst: int, first_id: int,
+                 concurrency: int = 8):
         super().__init__(daemon=True, name="kill-publisher")
+        self.concurrency = concurrency
+        self._lock = threading.Lock()
         self.address = address
         self.rng = rng
         self.burst = burst
@@ -76,10 +80,11 @@ class _Publisher(threading.Thread):
         self.stopping = threading.Event()
         self.client = SoapClient(HttpTransport(timeout=(1.0, 5.0)))
 
-    def _one(self) -> None:
-        point = np.array([self.rng.uniform(0, 10) for _ in range(_D)])
-        event_id = self.next_id
-        self.next_id += 1
+    def _one(self, _=None) -> None:
+        with self._lock:
+            point = np.array([self.rng.uniform(0, 10) for _ in range(_D)])
+            event_id = self.next_id
+            self.next_id += 1
         try:
             status = self.client.send(self.address, PUBLISH_ACTION, event_element(point, event_id))
         except Exception:  # noqa: BLE001 -- not acknowledged: not counted
@@ -93,8 +98,8 @@ class _Publisher(threading.Thread):
     def run(self) -> None:
         while not self.stopping.is_set():
             self.in_burst.set()
-            for _ in range(self.burst):
-                self._one()
+            with ThreadPoolExecutor(self.concurrency) as pool:  # concurrent publishers
+                list(pool.map(self._one, range(self.burst)))
             self.in_burst.clear()
             steady_until = time.monotonic() + 0.5
             while time.monotonic() < steady_until and not self.stopping.is_set():

@@ -26,36 +26,22 @@ from edn.localnet.network import LocalNetwork, wait_until
 from edn.sink import NotificationSink
 from route_manager.grid import range_filter
 from subscription_manager.client import subscribe_body
+from subscription_manager.edn.relay import MessageIdClient
 from subscription_manager.versions import VERSIONS
 from wsframework import ns
-from wsframework.addressing import EndpointReference, new_message_id, request_headers
-from wsframework.client import SoapClient
-from wsframework.soap import build_envelope
+from wsframework.addressing import EndpointReference, new_message_id
 from wsframework.transport import HttpTransport
 
 _TOKEN = "bench-token"
 _D = 2
 
 
-class _IdClient(SoapClient):
-    """A SOAP client that sends a given wsa:MessageID (a client retrying a request)."""
-
-    def __init__(self, message_id: str, **kwargs):
-        super().__init__(**kwargs)
-        self.message_id = message_id
-
-    def envelope(self, to, action, body, headers=(), reply_to=None) -> bytes:
-        blocks = request_headers(self.wsa_version, to, action, message_id=self.message_id,
-                                 reply_to=reply_to) + list(headers)
-        return build_envelope(self.soap_version, body, blocks)
-
-
 def subscribe_with_id(address: str, notify_to: str, filter_text: str, message_id: str,
                       timeout: float = 30.0) -> str:
     """Subscribe (WS-Eventing 2011) with ``message_id``; returns the manager EPR's text."""
     v = VERSIONS["2011"]
-    client = _IdClient(message_id, transport=HttpTransport(timeout=(2.0, timeout)),
-                       wsa_version=v.wsa)
+    client = MessageIdClient(HttpTransport(timeout=(2.0, timeout)), message_id,
+                             wsa_version=v.wsa)
     body = subscribe_body(v, notify_to, filter=filter_text, dialect=ns.RANGES_DIALECT,
                           expires="PT1H")
     reply = client.call(address, v.action("Subscribe"), body)

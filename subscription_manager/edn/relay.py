@@ -47,7 +47,7 @@ from .placement import PLACED
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SubscriptionRelay"]
+__all__ = ["SubscriptionRelay", "MessageIdClient", "forward_message_id"]
 
 
 class SubscriptionRelay:
@@ -68,7 +68,7 @@ class SubscriptionRelay:
         if address is None:
             return None
         message_id = forward_message_id(message)
-        client = _ForwardClient(self._forward_transport(), message_id,
+        client = MessageIdClient(self._forward_transport(), message_id,
                                 soap_version=message.soap_version, wsa_version=version.wsa)
         body = detached(message.body)
         deadline = time.monotonic() + self.edn.forward_timeout
@@ -173,8 +173,9 @@ def forward_message_id(message: IncomingMessage) -> str:
     return new_message_id()
 
 
-class _ForwardClient(SoapClient):
-    """A SOAP client whose requests carry one given wsa:MessageID (each retry the same)."""
+class MessageIdClient(SoapClient):
+    """A SOAP client whose requests carry one given wsa:MessageID (a forward and each of its
+    retries; a client repeating a request)."""
 
     def __init__(self, transport, message_id: str, **kwargs):
         super().__init__(transport, **kwargs)

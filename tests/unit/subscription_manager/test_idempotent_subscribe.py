@@ -15,6 +15,7 @@ import requests
 from matchers.ranges import RANGES_DIALECT
 from route_manager.grid import range_filter
 from subscription_manager.client import EventingClient, SubscriptionHandle
+from subscription_manager.edn.relay import MessageIdClient
 from subscription_manager.lifecycle import State
 from subscription_manager.messages import UNWRAP
 from subscription_manager.operations import MAX_MESSAGE_ID
@@ -22,31 +23,19 @@ from subscription_manager.store import DuplicateRequest, Subscription, Subscript
 from subscription_manager.versions import V2011, VERSIONS
 from tests.support.edn import Network, server_url
 from tests.support.eventing import BASE, SINK, Harness
-from wsframework.addressing import EndpointReference, request_headers
-from wsframework.client import SoapClient
-from wsframework.soap import SoapVersion, build_envelope
+from wsframework.addressing import EndpointReference
+from wsframework.soap import SoapVersion
 from wsframework.store import Store
 from wsframework.transport import TransportError
 
 T0 = 1_700_000_000.0
 
 
-class IdClient(SoapClient):
-    def __init__(self, transport, message_id, **kwargs):
-        super().__init__(transport, **kwargs)
-        self.message_id = message_id
-
-    def envelope(self, to, action, body, headers=(), reply_to=None) -> bytes:
-        blocks = request_headers(self.wsa_version, to, action, message_id=self.message_id,
-                                 reply_to=reply_to) + list(headers)
-        return build_envelope(self.soap_version, body, blocks)
-
-
 def subscribe(transport, address, notify_to, message_id, *, version="2011",
               filter_text="price > 3", dialect=None, expires="PT1H") -> str:
     """Subscribe under ``message_id``; the subscription's identifier."""
     client = EventingClient(version, transport=transport)
-    client.soap = IdClient(transport, message_id, wsa_version=VERSIONS[version].wsa)
+    client.soap = MessageIdClient(transport, message_id, wsa_version=VERSIONS[version].wsa)
     from subscription_manager.client import subscribe_body
     body = subscribe_body(version, notify_to, filter=filter_text, dialect=dialect,
                           expires=expires)

@@ -64,7 +64,8 @@ class Dispatcher(BaseRouteManager):
         self.link_mbps = self.settings.link_mbps or None
         s = self.settings
         self.log = (EventLog(service.store, max_events=s.log_max_events, max_bytes=s.log_max_bytes,
-                             max_age=s.log_max_age, policy=s.log_full)
+                             max_age=s.log_max_age, policy=s.log_full,
+                             group_commit=s.log_group_commit)
                     if s.durable_log else None)
         self.forwarder = Forwarder(
             transport or HttpTransport(timeout=(2.0, self.settings.forward_timeout)),

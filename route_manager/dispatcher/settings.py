@@ -33,6 +33,8 @@ class DispatcherSettings(Settings):
     durable_log: bool = setting(True, "commit every routed copy to the durable log in the data "
                                 "dir before answering the publisher; replayed after a restart "
                                 "(false: memory queues only, lost by a crash)")
+    log_group_commit: bool = setting(True, "concurrent publications share one log transaction "
+                                     "(false: one transaction per publication)")
     log_max_events: int = setting(1_000_000, "undelivered copies the durable log holds at most")
     log_max_bytes: int = setting(1 << 30, "bytes of undelivered events the durable log holds "
                                  "at most")

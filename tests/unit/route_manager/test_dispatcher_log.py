@@ -106,9 +106,11 @@ def logged(service):
         "SELECT server, seq FROM edn_log ORDER BY id")]
 
 
-def test_copies_are_logged_before_the_reply_and_deleted_on_2xx(net):
+@pytest.mark.parametrize("group", ["true", "false"])
+def test_copies_are_logged_before_the_reply_and_deleted_on_2xx(net, group):
     transport, servers, start = net
-    service = start()
+    service = start(log_group_commit=group)
+    assert service.dispatcher.log.group_commit == (group == "true")
     setup_routes(service, transport)
     servers.gate.clear()  # no server answers: whatever is durable was written before the reply
     publish(transport, [1, 4.5, 9])

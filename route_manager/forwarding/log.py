@@ -241,14 +241,17 @@ class EventLog:
 
     def acknowledge(self, server: str, last_seq: int, count: int, size: int) -> None:
         """``server`` answered 2xx to a batch ending at ``last_seq``: delete its copies up to
-        there and remember the position."""
-        with self.store.transaction() as conn:
-            deleted = conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ?",
-                                   (server, last_seq)).rowcount
-            conn.execute("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
-                         "ON CONFLICT(server) DO UPDATE SET acked = max(acked, excluded.acked)",
-                         (server, last_seq))
+        there and remember the position.
+
+        Under the log's lock, as appends: the process's writers queue on a Python lock
+        instead of meeting in SQLite, whose busy handler sleeps (milliseconds) between tries."""
         with self._lock:
+            with self.store.transaction() as conn:
+                deleted = conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ?",
+                                       (server, last_seq)).rowcount
+                conn.execute("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
+                             "ON CONFLICT(server) DO UPDATE SET acked = max(acked, "
+                             "excluded.acked)", (server, last_seq))
             self.events -= deleted
             self.bytes -= size if deleted == count else 0
             if deleted != count:  # some were dropped already: recount exactly

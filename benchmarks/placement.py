@@ -99,10 +99,11 @@ def measure(*, servers: int = 3, clients: int = 50, subscribes: int = 300, repla
             placed_now = placed()
             forwarded = sum(int(net.server_stats(n).get("forwarded_subscribes", 0))
                             for n in names)
-            # replays: the same MessageID and body again, at another server
+            # replays: the same MessageID and body again, at the same server (a client
+            # repeating its request), after the placements of all the others
             same = 0
             for i in list(results)[:replays]:
-                again = subscribe_with_id(addresses[(i + 1) % servers], f"{sink.url}/n/{i}",
+                again = subscribe_with_id(addresses[i % servers], f"{sink.url}/n/{i}",
                                           range_filter(lo[i], hi[i]), message_ids[i])
                 if again == results[i]:
                     same += 1

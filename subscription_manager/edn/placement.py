@@ -1,6 +1,13 @@
 """Where a Subscribe goes (paper III-A): the best server under the load threshold, chosen by
 :class:`~route_manager.placement.PlacementRouter` from this server's summary and its peers'.
 
+A Subscribe with a wsa:MessageID is placed once: the choice is kept in this server's store
+under the request's idempotency key (:func:`~subscription_manager.operations.request_key`,
+for :data:`PLACEMENT_MEMORY` seconds), so a client that repeats the request here reaches the
+server that made the subscription and gets it back (that server answers a repeated request
+with the existing subscription), although the summaries and loads may choose another
+server by then. Two copies racing here agree too: the first choice committed wins.
+
 When the choice is another server the Subscribe is relayed there (:mod:`.relay`) marked
 ``edn:Placed`` and carrying the network's admin credential; the server that receives a
 placed Subscribe checks the credential and keeps it, whatever its own router would say. An
@@ -12,6 +19,8 @@ invalid Subscribe, or one the chosen server cannot be reached for, is answered h
 ``count`` and ``_forward_subscribe`` (:class:`~.relay.SubscriptionRelay`).
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -26,11 +35,23 @@ from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
 
 from .. import messages as msg
+from ..operations import request_key
 from ..versions import EventingVersion, check_pairing
 from .exceptions import PlacementRefused
 
-__all__ = ["SubscriptionPlacement", "PLACED"]
+__all__ = ["SubscriptionPlacement", "PLACED", "PLACEMENT_MEMORY"]
 
+#: how long (seconds) a placement is remembered for repeated Subscribes
+PLACEMENT_MEMORY = 3600.0
+_PLACEMENTS = "edn_placements"
+_PLACEMENTS_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {_PLACEMENTS} (
+    request_key TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {_PLACEMENTS}_created ON {_PLACEMENTS}(created);
+"""
 
 
 class SubscriptionPlacement:
@@ -44,7 +65,12 @@ class SubscriptionPlacement:
             self.count("placed_here_by_peers")
             return reply
         entry = self._topic_entry(message)
-        target = self._place(entry, message, version)
+        key = request_key(message, entry.uid)
+        target = self._remembered(key) if key is not None else None
+        if target is None:
+            target = self._place(entry, message, version)
+            if key is not None:
+                target = self._remember(key, target)
         if target != self.edn.name:
             reply = self._forward_subscribe(message, version, entry, target)
             if reply is not None:
@@ -68,6 +94,32 @@ class SubscriptionPlacement:
         except (SoapFault, MatcherError):
             return self.edn.name  # an invalid request: the local answer is the fault
         return self.router.choose(entry.name, lo, hi, _RouteView(self, entry, engine))
+
+    # -- placements remembered for repeated Subscribes ------------------------------------
+    def _placement_store(self):
+        store = self.service.store
+        if not getattr(self, "_placements_ready", False):
+            store.executescript(_PLACEMENTS_SCHEMA)
+            self._placements_ready = True
+        return store
+
+    def _remembered(self, key: str) -> str | None:
+        rows = self._placement_store().query(
+            f"SELECT target FROM {_PLACEMENTS} WHERE request_key = ? AND created > ?",
+            (key, time.time() - PLACEMENT_MEMORY))
+        return rows[0][0] if rows else None
+
+    def _remember(self, key: str, target: str) -> str:
+        """Keep ``target`` for ``key`` unless a copy of the request got here first; returns
+        the choice that stands. Placements older than :data:`PLACEMENT_MEMORY` go."""
+        now = time.time()
+        with self._placement_store().transaction() as conn:
+            conn.execute(f"DELETE FROM {_PLACEMENTS} WHERE created <= ?",
+                         (now - PLACEMENT_MEMORY,))
+            conn.execute(f"INSERT OR IGNORE INTO {_PLACEMENTS} (request_key, target, created) "
+                         "VALUES (?, ?, ?)", (key, target, now))
+            return conn.execute(f"SELECT target FROM {_PLACEMENTS} WHERE request_key = ?",
+                                (key,)).fetchone()[0]
 
     def _check_credential(self, message: IncomingMessage) -> None:
         if not carries_credential(message, self.service.config.admin_token):

@@ -1,6 +1,6 @@
 """``edn bench placement --quick``: concurrent Subscribes across three EDN servers (real
 processes) all succeed, each makes exactly one subscription, a repeated Subscribe (same
-wsa:MessageID and body, at another server) gets the same subscription, and another client
+wsa:MessageID and body, at the same server) gets the same subscription, and another client
 reusing a MessageID gets its own (issue 13)."""
 from __future__ import annotations
 

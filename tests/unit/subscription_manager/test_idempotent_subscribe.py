@@ -249,3 +249,22 @@ def test_a_forward_without_a_usable_message_id_gets_one_minted(net):
     for bad in (None, "", "x" * (MAX_MESSAGE_ID + 1)):
         minted = forward_message_id(Msg(bad))
         assert minted.startswith("urn:uuid:") and len(minted) <= MAX_MESSAGE_ID
+
+
+def test_a_repeated_subscribe_goes_where_the_first_was_placed(net):
+    """The first server remembers its choice: a repeat reaches the subscription although
+    the router would now choose another server."""
+    first = net.manager(0)
+    first.router.choose = lambda *args, **kwargs: "s1"
+    lo, hi = np.zeros(3), np.ones(3)
+    at = f"{server_url(0)}/topics/grid"
+    sid = subscribe(net.transport, at, SINK + "/n/0", "urn:uuid:p",
+                    filter_text=range_filter(lo, hi), dialect=RANGES_DIALECT)
+    first.router.choose = lambda *args, **kwargs: "s2"
+    again = subscribe(net.transport, at, SINK + "/n/0", "urn:uuid:p",
+                      filter_text=range_filter(lo, hi), dialect=RANGES_DIALECT)
+    assert again == sid and _total(net) == 1
+    # another request goes where the router says now
+    other = subscribe(net.transport, at, SINK + "/n/1", "urn:uuid:q",
+                      filter_text=range_filter(lo, hi), dialect=RANGES_DIALECT)
+    assert net.manager(2).store.get(other).is_active and _total(net) == 2

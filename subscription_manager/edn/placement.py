@@ -43,6 +43,10 @@ __all__ = ["SubscriptionPlacement", "PLACED", "PLACEMENT_MEMORY"]
 
 #: how long (seconds) a placement is remembered for repeated Subscribes
 PLACEMENT_MEMORY = 3600.0
+#: the most placements remembered (the newest are kept): Subscribes with new MessageIDs are
+#: the peer's to send, so the table is trimmed every PLACEMENT_TRIM_EVERY placements
+PLACEMENT_MEMORY_ROWS = 100_000
+PLACEMENT_TRIM_EVERY = 1000
 _PLACEMENTS = "edn_placements"
 _PLACEMENTS_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {_PLACEMENTS} (
@@ -113,9 +117,14 @@ class SubscriptionPlacement:
         """Keep ``target`` for ``key`` unless a copy of the request got here first; returns
         the choice that stands. Placements older than :data:`PLACEMENT_MEMORY` go."""
         now = time.time()
+        self._placements_made = getattr(self, "_placements_made", 0) + 1
         with self._placement_store().transaction() as conn:
             conn.execute(f"DELETE FROM {_PLACEMENTS} WHERE created <= ?",
                          (now - PLACEMENT_MEMORY,))
+            if self._placements_made % PLACEMENT_TRIM_EVERY == 0:
+                conn.execute(f"DELETE FROM {_PLACEMENTS} WHERE created < (SELECT created FROM "
+                             f"{_PLACEMENTS} ORDER BY created DESC LIMIT 1 OFFSET ?)",
+                             (PLACEMENT_MEMORY_ROWS - 1,))
             conn.execute(f"INSERT OR IGNORE INTO {_PLACEMENTS} (request_key, target, created) "
                          "VALUES (?, ?, ?)", (key, target, now))
             return conn.execute(f"SELECT target FROM {_PLACEMENTS} WHERE request_key = ?",

@@ -268,3 +268,15 @@ def test_a_repeated_subscribe_goes_where_the_first_was_placed(net):
     other = subscribe(net.transport, at, SINK + "/n/1", "urn:uuid:q",
                       filter_text=range_filter(lo, hi), dialect=RANGES_DIALECT)
     assert net.manager(2).store.get(other).is_active and _total(net) == 2
+
+
+def test_the_placements_remembered_are_bounded(net, monkeypatch):
+    from subscription_manager.edn import placement
+    monkeypatch.setattr(placement, "PLACEMENT_MEMORY_ROWS", 5)
+    monkeypatch.setattr(placement, "PLACEMENT_TRIM_EVERY", 3)
+    first = net.manager(0)
+    for k in range(20):
+        first._remember(f"key-{k}", "s1")
+    rows = first.service.store.query("SELECT request_key FROM edn_placements")
+    assert len(rows) <= 5 + 3
+    assert first._remembered("key-19") == "s1"

@@ -14,7 +14,7 @@
                      the event source's :class:`EventingSettings`)
 ``manager_class``    a :class:`SubscriptionManager` subclass (the EDN manager uses this)
 ``admin_operations`` the admin operations the admin WSDL describes (default the base ones,
-                     ``wsframework.admin.OPERATIONS``)
+                     ``wsframework.admin.OPERATIONS``); the dead-letter ones are added
 ``start_sweeper``    run the expiry sweeper thread (default True)
 ``clock``            epoch-seconds clock for expiry decisions (tests pin it)
 """
@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from wsdl.admin import serve_admin_wsdl
 from wsdl.eventing import serve_eventing_wsdl
+from wsframework.admin import OPERATIONS as BASE_ADMIN_OPERATIONS
 from wsframework.service import Service, ServiceConfig
 
+from .deadletters import OPERATIONS as DEAD_LETTER_OPERATIONS
 from .manager import SubscriptionManager
 from .settings import EventingSettings
 
@@ -36,7 +38,9 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
                  start_sweeper: bool = True, clock=None, admin_operations: tuple | None = None,
                  **kwargs) -> Service:
     service = Service(config, **kwargs)
-    serve_admin_wsdl(service, admin_operations)
+    # every event source also answers the dead-letter messages (registered by its manager)
+    serve_admin_wsdl(service, tuple(admin_operations or BASE_ADMIN_OPERATIONS)
+                     + DEAD_LETTER_OPERATIONS)
     serve_eventing_wsdl(service)
     try:
         pinned = {"clock": clock} if clock is not None else {}

@@ -390,3 +390,25 @@ def test_dead_letter_messages_need_the_admin_credential(dead, body, token):
     response, fault = _raw_admin(dead, body, token)
     assert fault.subcode == contracts.FAULT_ACCESS_DENIED
     assert dead.manager.outbox.dead_letter_count() == 2
+
+
+@pytest.mark.parametrize("role", ["source", "server"])
+def test_the_admin_wsdl_describes_the_dead_letter_messages(tmp_path, role):
+    from subscription_manager.edn import build_server
+    from subscription_manager.source import build_source
+    from tests.support.eventing import TOKEN, fake_resolver
+    from wsframework.service import ServiceConfig
+    from wsframework.transport import InProcessTransport
+    config = ServiceConfig(base_url="http://svc", data_dir=str(tmp_path), admin_token=TOKEN,
+                           settings={"dispatcher": "http://dispatcher"} if role == "server" else {})
+    build = build_source if role == "source" else build_server
+    extra = {"start_background": False} if role == "server" else {}
+    service = build(config, transport=InProcessTransport(), resolver=fake_resolver(),
+                    start_sweeper=False, **extra)
+    try:
+        document = service.wsdl_for("/admin").decode()
+        for operation in ("ListDeadLetters", "RedeliverDeadLetters", "PurgeDeadLetters",
+                          "CreateTopic"):
+            assert f'name="{operation}"' in document, operation
+    finally:
+        service.close()

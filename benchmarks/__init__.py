@@ -26,6 +26,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "worstfilters": ("benchmarks.worstfilters:run",
                      "publish and /health latency on a source with the worst accepted filters "
                      "subscribed beside normal ones, side by side with normal ones alone"),
+    "durability": ("benchmarks.durability:run",
+                   "events/s of the throughput network with the dispatcher's durable log on and "
+                   "off, alternating in one run"),
     "selftuning": ("benchmarks.selftuning:run",
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),

@@ -33,7 +33,7 @@ from __future__ import annotations
 from wsframework import ns
 from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Contract,
                                EntryName, Figure, Integer32, Unicode, optional,
-                               register_contract, repeated, required)
+                               register_operation, repeated, required)
 
 __all__ = [
     "EVENT_BATCH", "PLACED", "SUBSCRIPTIONS", "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE",
@@ -265,27 +265,20 @@ class RepartitionResponse(Contract):
                   ("Figure", repeated(Figure))]
 
 
-def _declare(request, response):
-    """Declare both elements of an operation with the base registry."""
-    register_contract(request, element=ns.qname(ns.ADMIN, request.get_type_name()))
-    register_contract(response, request=False,
-                      element=ns.qname(ns.ADMIN, response.get_type_name()))
-    return (request.get_type_name(), request, response)
-
 
 # (operation, request contract, response contract); the order of the WSDL.
 OPERATIONS = (
-    _declare(CreateRoute, CreateRouteResponse),
-    _declare(DeleteRoute, DeleteRouteResponse),
-    _declare(ListRoutes, ListRoutesResponse),
-    _declare(RegisterServer, RegisterServerResponse),
-    _declare(ListServers, ListServersResponse),
-    _declare(UpdateSummary, UpdateSummaryResponse),
-    _declare(PeerUpdate, PeerUpdateResponse),
-    _declare(ExportSubscriptions, ExportSubscriptionsResponse),
-    _declare(MoveSubscriptions, MoveSubscriptionsResponse),
-    _declare(ImportSubscriptions, ImportSubscriptionsResponse),
-    _declare(Repartition, RepartitionResponse),
+    register_operation(CreateRoute, CreateRouteResponse),
+    register_operation(DeleteRoute, DeleteRouteResponse),
+    register_operation(ListRoutes, ListRoutesResponse),
+    register_operation(RegisterServer, RegisterServerResponse),
+    register_operation(ListServers, ListServersResponse),
+    register_operation(UpdateSummary, UpdateSummaryResponse),
+    register_operation(PeerUpdate, PeerUpdateResponse),
+    register_operation(ExportSubscriptions, ExportSubscriptionsResponse),
+    register_operation(MoveSubscriptions, MoveSubscriptionsResponse),
+    register_operation(ImportSubscriptions, ImportSubscriptionsResponse),
+    register_operation(Repartition, RepartitionResponse),
 )
 
 # What the admin WSDL of an EDN role (dispatcher, server) describes.

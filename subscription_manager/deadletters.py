@@ -23,7 +23,7 @@ import datetime
 
 from wsframework import ns
 from wsframework.admin import (Contract, Integer32, Unicode, contracts, optional,
-                               register_contract, repeated, required)
+                               register_operation, repeated, required)
 from wsframework.exceptions import sender_fault
 
 from .outbox import MAX_DEAD_LETTER_LIST, Outbox
@@ -90,17 +90,11 @@ class PurgeDeadLettersResponse(Contract):
     _type_info = [("Purged", Integer32(min_occurs=1, nillable=False))]
 
 
-def _declare(request, response):
-    register_contract(request, element=ns.qname(ns.ADMIN, request.get_type_name()))
-    register_contract(response, request=False,
-                      element=ns.qname(ns.ADMIN, response.get_type_name()))
-    return (request.get_type_name(), request, response)
-
 
 OPERATIONS = (
-    _declare(ListDeadLetters, ListDeadLettersResponse),
-    _declare(RedeliverDeadLetters, RedeliverDeadLettersResponse),
-    _declare(PurgeDeadLetters, PurgeDeadLettersResponse),
+    register_operation(ListDeadLetters, ListDeadLettersResponse),
+    register_operation(RedeliverDeadLetters, RedeliverDeadLettersResponse),
+    register_operation(PurgeDeadLetters, PurgeDeadLettersResponse),
 )
 
 

@@ -72,7 +72,8 @@ from .endpoint import ADMIN_PATH, AdminEndpoint, NamespaceAdmin, carries_credent
 from .model import (AnyUri, AnyXml, Contract, Integer32, Unicode, optional, repeated,
                     required)
 from .registry import (REQUEST_ACTIONS, RESPONSE_ACTIONS, action_for, element_qname,
-                       register_contract, reset_contracts, unregister_contract)
+                       register_contract, register_operation, reset_contracts,
+                       unregister_contract)
 from .wsdl_app import spyne_wsdl
 
 __all__ = [
@@ -85,7 +86,7 @@ __all__ = [
     "ListTopics", "ListTopicsResponse", "TopicInfo",
     "Figure", "GetStats", "GetStatsResponse", "Configure", "ConfigureResponse",
     "Contract", "AnyUri", "AnyXml", "Integer32", "Unicode", "required", "optional", "repeated",
-    "register_contract", "unregister_contract", "reset_contracts",
+    "register_contract", "register_operation", "unregister_contract", "reset_contracts",
     "parse_request", "parse_response", "render", "spyne_wsdl",
     "ADMIN_PATH", "AdminEndpoint", "NamespaceAdmin", "carries_credential", "unknown_matcher_fault",
     "AdminClient",

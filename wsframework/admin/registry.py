@@ -28,7 +28,8 @@ from .contracts import OPERATIONS
 from .model import Contract, schema
 
 __all__ = ["REQUEST_ACTIONS", "RESPONSE_ACTIONS", "action_for", "element_qname",
-           "contract_for", "register_contract", "unregister_contract", "reset_contracts"]
+           "contract_for", "register_contract", "register_operation", "unregister_contract",
+           "reset_contracts"]
 
 
 def action_for(name: str, namespace: str = ns.ADMIN) -> str:
@@ -98,6 +99,16 @@ def register_contract(cls: type, *, request: bool = True, element: str | None = 
                              % (qname, current))
         table[qname] = cls
     return cls
+
+
+def register_operation(request: type, response: type) -> tuple[str, type, type]:
+    """Declare an admin operation's request and response contracts as elements of the admin
+    namespace named after them; returns ``(operation, request, response)``, the form the
+    admin WSDL's operation lists take."""
+    register_contract(request, element=ns.qname(ns.ADMIN, request.get_type_name()))
+    register_contract(response, request=False,
+                      element=ns.qname(ns.ADMIN, response.get_type_name()))
+    return (request.get_type_name(), request, response)
 
 
 def _declare(cls, element: str, request: bool) -> type:

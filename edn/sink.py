@@ -2,9 +2,19 @@
 
 Used by ``edn demo``, the benchmarks and the integration tests. Callers wait on a condition
 (:meth:`NotificationSink.wait_for`) rather than sleeping.
+
+:class:`NotificationSink` (http.server, a thread per connection) records what it gets and
+takes a few thousand POSTs/s; :class:`FastSink` (an asyncio server in its own process)
+only counts, and takes tens of thousands (``benchmarks/delivery.py`` measures its ceiling).
 """
 from __future__ import annotations
 
+import argparse
+import asyncio
+import http.client
+import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -103,3 +113,193 @@ class NotificationSink:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+# == a sink that can take well over 10,000 notifications/s ==================================
+
+class _CountingProtocol(asyncio.Protocol):
+    """HTTP/1.1 keep-alive (pipelining too) for the fast sink: every POST is answered 202
+    and counted; ``GET /count`` answers the count, ``GET /wait?n=N&t=T`` answers it once
+    the count reaches N or after T seconds. Headers and body of each answer go in one
+    write (and all answers to what one read brought, in one write)."""
+
+    def __init__(self, state: "_SinkState"):
+        self.state = state
+        self.buffer = b""
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer + data if self.buffer else data
+        answers = []
+        state = self.state
+        while True:
+            end = buffer.find(b"\r\n\r\n")
+            if end == -1:
+                if len(buffer) > 65536:
+                    self.transport.close()
+                    return
+                break
+            head = buffer[:end]
+            length = 0
+            marker = head.lower().find(b"\ncontent-length:")
+            if marker != -1:
+                stop = head.find(b"\r", marker + 1)
+                try:
+                    length = int(head[marker + 16:stop if stop != -1 else len(head)])
+                except ValueError:
+                    self.transport.close()
+                    return
+            if len(buffer) < end + 4 + length:
+                break
+            buffer = buffer[end + 4 + length:]
+            if head.startswith(b"POST "):
+                state.count += 1
+                answers.append(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+            elif head.startswith(b"GET /wait"):
+                self._wait(head)
+            else:
+                answers.append(_text_answer(str(state.count)))
+        self.buffer = buffer
+        if answers:
+            self.transport.write(b"".join(answers))
+        if state.waiters:
+            state.wake()
+
+    def _wait(self, head: bytes) -> None:
+        query = head.split(b" ", 2)[1].partition(b"?")[2].decode("latin-1")
+        params = dict(p.partition("=")[::2] for p in query.split("&") if p)
+        want = int(params.get("n", "0"))
+        timeout = float(params.get("t", "10"))
+        loop = asyncio.get_running_loop()
+        transport = self.transport
+        state = self.state
+
+        def answer():
+            if not transport.is_closing():
+                transport.write(_text_answer(str(state.count)))
+
+        if state.count >= want:
+            answer()
+            return
+        handle = loop.call_later(timeout, lambda: state.waiters.pop(key, None) and answer())
+        key = object()
+        state.waiters[key] = (want, answer, handle)
+
+
+class _SinkState:
+    def __init__(self):
+        self.count = 0
+        self.waiters: dict = {}
+
+    def wake(self) -> None:
+        for key, (want, answer, handle) in list(self.waiters.items()):
+            if self.count >= want:
+                del self.waiters[key]
+                handle.cancel()
+                answer()
+
+
+def _text_answer(text: str) -> bytes:
+    body = text.encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body), body)
+
+
+def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print) -> None:
+    """Run the fast sink in this process until it is killed; ``ready(port)`` is called
+    once it listens."""
+    async def main():
+        state = _SinkState()
+        server = await asyncio.get_running_loop().create_server(
+            lambda: _CountingProtocol(state), host, port, backlog=1024)
+        ready(server.sockets[0].getsockname()[1])
+        async with server:
+            await server.serve_forever()
+    asyncio.run(main())
+
+
+class FastSink:
+    """A counting notification sink in its own process (an asyncio server: one core, no
+    thread per connection), for benchmarks that need a sink faster than the delivery they
+    measure. It keeps no bodies; :attr:`count`, :meth:`wait_for` and :attr:`cpu_seconds`
+    read it from outside."""
+
+    def __init__(self, host: str = "127.0.0.1"):
+        self.host = host
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "FastSink":
+        self.proc = subprocess.Popen([sys.executable, "-m", "edn.sink", "--fast", "--host",
+                                      self.host], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()  # blocks until the server listens
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"the fast sink did not start: {line!r}")
+        self.port = int(line.split()[1])
+        return self
+
+    def _get(self, path: str, timeout: float) -> int:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            connection.request("GET", path)
+            return int(connection.getresponse().read())
+        finally:
+            connection.close()
+
+    @property
+    def count(self) -> int:
+        return self._get("/count", 10.0)
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> int:
+        """Block until the sink has counted ``count`` POSTs; AssertionError on timeout."""
+        got = self._get(f"/wait?n={count}&t={timeout}", timeout + 10.0)
+        if got < count:
+            raise AssertionError(f"expected {count} messages at the sink, got {got}")
+        return got
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the sink process has used."""
+        with open(f"/proc/{self.proc.pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="a counting notification sink")
+    parser.add_argument("--fast", action="store_true", help="the asyncio sink (counts only)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not args.fast:
+        parser.error("only --fast runs as a command")
+    serve_fast(args.host, args.port, ready=lambda port: print(f"PORT {port}", flush=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,30 +1,42 @@
-"""Push delivery that never blocks publication.
+"""Push delivery that never blocks publication, with bounded concurrency per target host.
 
 Publication hands each (subscription, event) pair to :meth:`Deliverer.submit`, which only
-puts a small job on a bounded queue; a fixed pool of worker threads (started once) renders
-the message, has the target approved (:class:`~wsframework.urlpolicy.UrlPolicy`), and POSTs
-it to the approved address through the injected transport (pooled
-keep-alive HTTP in production, an in-process transport in tests).
+puts a small job on its target host's queue; a fixed pool of workers (threads, or greenlets
+under gunicorn's gevent worker; started once) takes jobs host by host, has each target
+approved (:class:`~wsframework.urlpolicy.UrlPolicy`), and POSTs it to the approved address
+through the injected transport (:class:`~wsframework.transport.LeanHttpTransport`'s pooled
+keep-alive connections in production, an in-process transport in tests).
+
+Hosts
+-----
+Jobs wait in one queue per target host (the URL's authority, ``host:port``). At most
+``per_host`` workers deliver to one host at once, so a slow sink holds at most that many
+workers and the others go on delivering to the other hosts. A host whose last attempt was
+a transport error (a timeout, a refused or broken connection) is *suspect*: one worker at a
+time tries it, taking one job at a time, until an attempt gets an answer again; so a silent
+sink holds one worker per read timeout, not ``per_host`` workers times a batch. A host's
+queue is forgotten when it is empty and idle (memory does not grow with hosts seen).
 
 Policies
 --------
-* **Full queue: drop the newest.** ``submit`` never waits. When the queue is full the job
-  being submitted is dropped, counted (``dropped``) and logged (at most every few seconds).
-  Dropping the newest keeps what is already queued in order and needs no locking beyond the
-  queue's own; the counter tells an operator to add workers or queue space.
+* **Full queue: drop the newest.** ``submit`` never waits. When ``queue_size`` jobs wait
+  (all hosts together) the job being submitted is dropped, counted (``dropped``) and
+  logged (at most every few seconds). The manager's durable jobs stay in the outbox and
+  are taken again by its sweep.
 * **Retries with exponential backoff.** A failed POST (transport error or non-2xx status) is
   retried ``retries`` times after ``backoff * 2**(n-1)`` seconds (capped by
   ``backoff_max``). Waiting retries sit in a timer heap, not in a worker, so one dead sink
   does not stall delivery to the others. The retried message is byte-identical (same
   ``wsa:MessageID``), so a sink can discard duplicates.
 * **Giving up.** After the last retry -- or at once when the target is refused by the
-  address policy -- ``on_give_up(job)`` is called (the manager ends the subscription and
-  sends SubscriptionEnd/DeliveryFailure); jobs for a subscription that is no longer wanted
-  when they reach a worker are discarded without a POST.
+  address policy -- ``on_give_up(job)`` is called (the manager dead-letters it and ends the
+  subscription with SubscriptionEnd/DeliveryFailure); jobs for a subscription that is no
+  longer wanted when they reach a worker are discarded without a POST.
 * Ordering between notifications of one subscription is not guaranteed (WS-Eventing
   promises none); several workers may deliver to the same sink at once.
 
-Counters (``stats()``): queued, delivered, failed, dropped, retries, discarded, refused.
+Counters (``stats()``): queued, delivered, failed, dropped, retries, discarded, refused;
+pending, queue_depth, hosts (with jobs waiting or in flight).
 """
 from __future__ import annotations
 
@@ -32,6 +44,7 @@ import collections
 import heapq
 import itertools
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,11 +60,34 @@ NOTIFICATION = "notification"
 SUBSCRIPTION_END = "subscription-end"
 
 _DROP_LOG_INTERVAL = 5.0
+_BATCH = 16  # most jobs a worker takes from one host at a time
+_AUTHORITY = re.compile(r"[^/?#]*")
+
+
+def host_of(url: str) -> str:
+    """The queue a job waits in: its URL's authority, lower-cased (no resolution here; the
+    URL policy judges the address when the job is delivered)."""
+    rest = url.partition("://")[2]
+    return _AUTHORITY.match(rest).group().lower()
+
+
+class _Host:
+    """One target host's waiting jobs and how many workers deliver to it now."""
+
+    __slots__ = ("key", "jobs", "active", "ready", "suspect")
+
+    def __init__(self, key: str):
+        self.key = key
+        self.jobs: collections.deque[Delivery] = collections.deque()
+        self.active = 0
+        self.ready = False  # in the deliverer's ready queue
+        self.suspect = False  # the last attempt was a transport error
 
 
 @dataclass(frozen=True)
 class DeliveryPolicy:
-    workers: int = 8
+    workers: int = 32
+    per_host: int = 8  # workers delivering to one host at once
     queue_size: int = 50_000
     retries: int = 3
     backoff: float = 0.5
@@ -59,8 +95,9 @@ class DeliveryPolicy:
     max_age: float | None = None  # seconds after acceptance a job may still be retried
 
     def __post_init__(self):
-        if self.workers < 1 or self.queue_size < 1:
-            raise ValueError("delivery needs at least one worker and one queue slot")
+        if self.workers < 1 or self.queue_size < 1 or self.per_host < 1:
+            raise ValueError("delivery needs at least one worker (per host too) and one "
+                             "queue slot")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0:
             raise ValueError("retries and backoff must not be negative")
 
@@ -116,13 +153,15 @@ class Deliverer:
         self._on_retry = on_retry
         self._clock = clock
         self._wall_clock = wall_clock
-        # One lock guards the job deque, the counters and the pending count, so a whole
-        # event's fan-out is queued in one acquisition (per-job queue puts convoy with the
+        # One lock guards the host queues, the counters and the pending count, so a whole
+        # event's fan-out is queued in one acquisition (per-job puts convoy with the
         # waking workers).
         lock = threading.Lock()
-        self._cond = threading.Condition(lock)  # workers wait here for jobs
+        self._cond = threading.Condition(lock)  # workers wait here for a ready host
         self._idle = threading.Condition(lock)  # drain() waits here for pending == 0
-        self._jobs: collections.deque[Delivery] = collections.deque()
+        self._hosts: dict[str, _Host] = {}
+        self._ready: collections.deque[_Host] = collections.deque()
+        self._queued = 0  # jobs waiting in host queues
         self._counts = dict.fromkeys(
             ("queued", "delivered", "failed", "dropped", "retries", "discarded", "refused"), 0)
         self._pending = 0  # accepted (incl. waiting retries) and not finished
@@ -141,25 +180,48 @@ class Deliverer:
         return self.submit_many((job,)) == 1
 
     def submit_many(self, jobs) -> int:
-        """Queue several jobs in one step; returns how many were accepted (the rest were
-        dropped: the queue keeps what it already holds)."""
+        """Queue several jobs in one step; returns how many were accepted (the first ones;
+        the rest were dropped: the queue keeps what it already holds)."""
         if not self._started:
             self._start()
         jobs = list(jobs)
+        keys = [host_of(job.url) for job in jobs]
         with self._cond:
-            space = 0 if self._closed else max(0, self.policy.queue_size - len(self._jobs))
-            accepted = jobs[:space]
-            dropped = len(jobs) - len(accepted)
+            space = 0 if self._closed else max(0, self.policy.queue_size - self._queued)
+            accepted = min(space, len(jobs))
+            dropped = len(jobs) - accepted
             if accepted:
-                self._jobs.extend(accepted)
-                self._pending += len(accepted)
-                self._counts["queued"] += len(accepted)
-                self._cond.notify(min(len(accepted), self.policy.workers))
+                woken = 0
+                for job, key in zip(jobs[:accepted], keys):
+                    woken += self._enqueue(key, job)
+                self._pending += accepted
+                self._counts["queued"] += accepted
+                if woken:
+                    self._cond.notify(min(woken * self.policy.per_host, self.policy.workers))
             if dropped:
                 self._counts["dropped"] += dropped
         if dropped:
-            self._log_drop(jobs[len(accepted)], dropped)
-        return len(accepted)
+            self._log_drop(jobs[accepted], dropped)
+        return accepted
+
+    def _enqueue(self, key: str, job: Delivery, *, front: bool = False) -> int:
+        """Put ``job`` in its host's queue (under the lock); 1 if the host became ready."""
+        host = self._hosts.get(key)
+        if host is None:
+            host = self._hosts[key] = _Host(key)
+        if front:
+            host.jobs.appendleft(job)
+        else:
+            host.jobs.append(job)
+        self._queued += 1
+        if not host.ready and host.active < self._limit(host):
+            host.ready = True
+            self._ready.append(host)
+            return 1
+        return 0
+
+    def _limit(self, host: _Host) -> int:
+        return 1 if host.suspect else self.policy.per_host
 
     def submit_later(self, job: Delivery, delay: float) -> bool:
         """Accept ``job`` for a first try after ``delay`` seconds (a persisted retry loaded
@@ -199,56 +261,106 @@ class Deliverer:
             timer.start()
             self._threads.append(timer)
 
-    def _work(self) -> None:
-        workers = self.policy.workers
-        while True:
-            with self._cond:
-                while not self._jobs:
+    def _take(self) -> tuple[_Host, list[Delivery]] | None:
+        """The next ready host and a fair share of its jobs (under the lock)."""
+        with self._cond:
+            while True:
+                while not self._ready:
                     if self._closed:
-                        return
+                        return None
                     self._cond.wait()
-                # Take a fair share (at most 16) so lock traffic stays low without leaving
-                # the other workers idle.
-                take = min(16, max(1, len(self._jobs) // workers))
-                batch = [self._jobs.popleft() for _ in range(take)]
-            for job in batch:
+                host = self._ready.popleft()
+                host.ready = False
+                limit = self._limit(host)
+                if host.active < limit:
+                    break
+                # it turned suspect while it waited: _release makes it ready again
+            jobs = host.jobs
+            # A fair share of the host's jobs among the workers it may have: low lock
+            # traffic without leaving those workers idle; one at a time to a suspect host.
+            take = 1 if host.suspect else min(_BATCH, max(1, len(jobs) // limit), len(jobs))
+            batch = [jobs.popleft() for _ in range(take)]
+            self._queued -= take
+            host.active += 1
+            if jobs and host.active < limit:
+                host.ready = True
+                self._ready.append(host)
+                self._cond.notify()
+            return host, batch
+
+    def _release(self, host: _Host, unsent: list[Delivery]) -> None:
+        with self._cond:
+            host.active -= 1
+            if self._closed:
+                return  # close() abandoned what was queued; ``unsent`` with it
+            for job in reversed(unsent):  # back at the head of the host's queue
+                host.jobs.appendleft(job)
+                self._queued += 1
+            if host.jobs:
+                if not host.ready and host.active < self._limit(host) and not self._closed:
+                    host.ready = True
+                    self._ready.append(host)
+                    self._cond.notify()
+            elif host.active == 0 and self._hosts.get(host.key) is host:
+                del self._hosts[host.key]
+
+    def _work(self) -> None:
+        while True:
+            taken = self._take()
+            if taken is None:
+                return
+            host, batch = taken
+            approved: dict[str, str] = {}  # one approval per URL per batch
+            unsent: list[Delivery] = []
+            for index, job in enumerate(batch):
                 try:
-                    outcome = self._deliver(job)
+                    outcome, reached = self._deliver(job, approved)
                 except Exception:  # a bug here must not kill the worker
                     log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
-                    outcome = "failed"
+                    outcome, reached = "failed", True
                 if outcome is not None:
                     self._finish(outcome, job)
+                if reached is not None:
+                    host.suspect = not reached
+                if host.suspect and index + 1 < len(batch):
+                    unsent = batch[index + 1:]  # let others have the workers meanwhile
+                    break
+            self._release(host, unsent)
 
-    def _deliver(self, job: Delivery) -> str | None:
-        """Deliver once; the counter to bump when the job is finished, or None when it was
-        handed on (to a retry, or to the give-up handler that finishes it)."""
+    def _deliver(self, job: Delivery, approved: dict[str, str]) -> tuple[str | None, bool | None]:
+        """Deliver once. Returns the counter to bump when the job is finished, or None when
+        it was handed on (to a retry, or to the give-up handler that finishes it); and
+        whether the host answered (None: no attempt was made)."""
         if (job.kind == NOTIFICATION and job.subscription_id is not None
                 and self._is_wanted is not None and not self._is_wanted(job.subscription_id)):
-            return "discarded"
-        url = job.url
-        try:
-            if self._approve_target is not None:
-                # The approved URL carries the checked address: the transport connects there
-                # and does not resolve the name again (no DNS-rebinding window).
-                url = self._approve_target(job.url)
-        except UrlRefused as refused:
-            job.last_error = refused.reason
-            log.warning("refusing to deliver a %s to %s: %s", job.kind, job.url, refused.reason)
-            with self._cond:
-                self._counts["refused"] += 1
-            self._give_up(job)
-            return None
+            return "discarded", None
+        url = approved.get(job.url)
+        if url is None:
+            url = job.url
+            try:
+                if self._approve_target is not None:
+                    # The approved URL carries the checked address: the transport connects
+                    # there and does not resolve the name again (no DNS-rebinding window).
+                    url = approved[job.url] = self._approve_target(job.url)
+            except UrlRefused as refused:
+                job.last_error = refused.reason
+                log.warning("refusing to deliver a %s to %s: %s", job.kind, job.url,
+                            refused.reason)
+                with self._cond:
+                    self._counts["refused"] += 1
+                self._give_up(job)
+                return None, None
+        reached = True
         try:
             response = self.transport.post(url, job.body(), job.content_type, job.action)
             ok = 200 <= response.status < 300
             if not ok:
                 job.last_error = f"HTTP {response.status}"
         except Exception as exc:  # TransportError, or anything a custom transport raises
-            ok = False
+            ok = reached = False
             job.last_error = str(exc)
         if ok:
-            return "delivered"
+            return "delivered", True
         if job.first_attempt is None:
             job.first_attempt = self._wall_clock()
         too_old = (self.policy.max_age is not None and job.created is not None
@@ -264,11 +376,11 @@ class Deliverer:
                 except Exception:
                     log.exception("could not persist the retry of a %s to %s", job.kind, job.url)
             self._schedule_retry(job, delay)
-            return None
+            return None, reached
         if too_old:
             job.last_error = f"older than {self.policy.max_age:g} s (last: {job.last_error})"
         self._give_up(job)
-        return None
+        return None, reached
 
     def _give_up(self, job: Delivery) -> None:
         log.info("gave up on a %s to %s after %d attempt(s): %s", job.kind, job.url,
@@ -301,11 +413,12 @@ class Deliverer:
                     if self._closed:
                         timeout = min(timeout or 0.05, 0.05)
                     self._retry_wakeup.wait(timeout)
+            key = host_of(job.url)
             with self._cond:
                 # A retry already counts as pending; it only needs a slot in the queue.
-                if len(self._jobs) < self.policy.queue_size and not self._closed:
-                    self._jobs.append(job)
-                    self._cond.notify()
+                if self._queued < self.policy.queue_size and not self._closed:
+                    if self._enqueue(key, job):
+                        self._cond.notify()
                     continue
             self._finish("dropped", job)
             self._log_drop(job, 1)
@@ -327,7 +440,8 @@ class Deliverer:
         with self._cond:
             counts = dict(self._counts)
             counts["pending"] = self._pending
-            counts["queue_depth"] = len(self._jobs)
+            counts["queue_depth"] = self._queued
+            counts["hosts"] = len(self._hosts)
         return counts
 
     def drain(self, timeout: float | None = None) -> bool:
@@ -342,13 +456,17 @@ class Deliverer:
             return True
 
     def close(self, timeout: float = 5.0) -> bool:
-        """Deliver what is pending for up to ``timeout`` seconds, then stop the threads.
+        """Deliver what is pending for up to ``timeout`` seconds, then stop the workers.
         Returns whether everything pending was finished."""
         finished = self.drain(timeout) if self._started else True
         with self._cond:
             self._closed = True
-            abandoned_queue = len(self._jobs)
-            self._jobs.clear()
+            abandoned_queue = self._queued
+            for host in self._hosts.values():
+                host.jobs.clear()
+            self._hosts.clear()
+            self._ready.clear()
+            self._queued = 0
             self._cond.notify_all()
         with self._retry_wakeup:
             abandoned = len(self._retry_heap) + abandoned_queue

@@ -59,6 +59,7 @@ from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.settings import Settings, read_settings
+from wsframework.transport import HttpTransport, LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 from wsframework.soap import SoapVersion, build_envelope
 
@@ -121,7 +122,9 @@ class SubscriptionManager(SubscriptionOperations):
         self._durable = self.settings.durable_outbox
         self._in_memory: set[int] = set()  # outbox rows the deliverer holds
         self._in_memory_lock = threading.Lock()
-        self.deliverer = Deliverer(service.transport, self.settings.delivery_policy(),
+        self._own_delivery_transport = None
+        self.deliverer = Deliverer(self._delivery_transport(service.transport),
+                                   self.settings.delivery_policy(),
                                    approve_target=self.targets.approve, is_wanted=self._is_wanted,
                                    on_give_up=self._gave_up, on_finish=self._job_finished,
                                    on_retry=self._job_retry, wall_clock=clock)
@@ -215,6 +218,17 @@ class SubscriptionManager(SubscriptionOperations):
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic))
         return self._submit(jobs)
+
+    def _delivery_transport(self, transport):
+        """The service's transport, or, when that is real HTTP and ``delivery_client`` is
+        lean, a :class:`LeanHttpTransport` of this manager's own (a fifth of the CPU per
+        POST; ``benchmarks/delivery.py`` measures both)."""
+        if self.settings.delivery_client != "lean" or not isinstance(transport, HttpTransport):
+            return transport
+        self._own_delivery_transport = LeanHttpTransport(
+            timeout=(self.settings.delivery_connect_timeout, self.settings.delivery_read_timeout),
+            pool_size=self.settings.delivery_per_host)
+        return self._own_delivery_transport
 
     def _submit(self, jobs: list[Delivery]) -> int:
         if not jobs:
@@ -573,6 +587,8 @@ class SubscriptionManager(SubscriptionOperations):
             except Exception:
                 log.exception("ending subscriptions at shutdown failed")
         self.deliverer.close(self.settings.delivery_timeout)
+        if self._own_delivery_transport is not None:
+            self._own_delivery_transport.close()
         try:
             self.outbox.flush()
         except Exception:

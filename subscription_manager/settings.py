@@ -13,7 +13,14 @@ default_expires                     --          2011 Subscribe without Expires (
 accept_datetime                     true        accept xs:dateTime expirations
 sweep_interval                      1.0         seconds between expiry sweeps (0: no sweeper)
 purge_after                         604800      seconds terminal rows are kept before purging
-delivery_workers                    8           delivery threads per process
+delivery_workers                    32          delivery workers per process (threads;
+                                                greenlets under the gevent worker)
+delivery_per_host                   8           workers delivering to one target host at
+                                                once (a slow sink holds at most these)
+delivery_client                     lean        HTTP client of deliveries when the service
+                                                uses real HTTP: ``lean`` (LeanHttpTransport)
+                                                or ``requests`` (the service's HttpTransport)
+delivery_connect_timeout / _read    3 / 10      seconds to connect; to get a whole answer
 delivery_queue_size                 50000       bounded queue; full -> newest dropped
 delivery_retries                    9           retries after the first attempt (10
                                                 deliveries, as Service Bus's MaxDeliveryCount;
@@ -136,7 +143,16 @@ class EventingSettings(Settings):
     accept_datetime: bool = setting(True, "accept xs:dateTime expirations")
     sweep_interval: float = setting(1.0, "seconds between expiry sweeps (0: no sweeper)")
     purge_after: float = setting(7 * 86400.0, "seconds terminal rows are kept before purging")
-    delivery_workers: int = setting(8, "delivery threads per process")
+    delivery_workers: int = setting(32, "delivery workers per process (threads; greenlets "
+                                    "under the gevent worker)")
+    delivery_per_host: int = setting(8, "workers delivering to one target host at once (a "
+                                     "slow sink holds at most these)")
+    delivery_client: str = setting("lean", "HTTP client of deliveries: lean (a lean "
+                                   "keep-alive client) or requests")
+    delivery_connect_timeout: float = setting(3.0, "seconds to connect to a notification "
+                                              "target")
+    delivery_read_timeout: float = setting(10.0, "seconds a notification target has to answer "
+                                           "(the whole answer)")
     delivery_queue_size: int = setting(50_000, "bounded delivery queue; full -> newest dropped")
     delivery_retries: int = setting(9, "retries after the first delivery attempt (9: 10 "
                                     "deliveries, as Service Bus's MaxDeliveryCount)")
@@ -193,8 +209,14 @@ class EventingSettings(Settings):
                self.max_subscriptions_per_host) < 0:
             raise ValueError("max_subscriptions(_per_topic, _per_host) must not be negative "
                              "(0: no limit)")
-        if self.delivery_workers < 1 or self.delivery_queue_size < 1:
-            raise ValueError("delivery_workers and delivery_queue_size must be >= 1")
+        if min(self.delivery_workers, self.delivery_queue_size, self.delivery_per_host) < 1:
+            raise ValueError("delivery_workers, delivery_per_host and delivery_queue_size "
+                             "must be >= 1")
+        if self.delivery_client not in ("lean", "requests"):
+            raise ValueError("delivery_client must be lean or requests")
+        if self.delivery_connect_timeout <= 0 or self.delivery_read_timeout <= 0:
+            raise ValueError("delivery_connect_timeout and delivery_read_timeout must be "
+                             "positive")
         if min(self.delivery_retries, self.delivery_backoff, self.delivery_backoff_max) < 0:
             raise ValueError("delivery_retries and delivery_backoff(_max) must not be negative")
         if self.delivery_max_age is not None and self.delivery_max_age <= 0:
@@ -221,7 +243,8 @@ class EventingSettings(Settings):
                             accept_datetime=self.accept_datetime)
 
     def delivery_policy(self) -> DeliveryPolicy:
-        return DeliveryPolicy(workers=self.delivery_workers, queue_size=self.delivery_queue_size,
+        return DeliveryPolicy(workers=self.delivery_workers, per_host=self.delivery_per_host,
+                              queue_size=self.delivery_queue_size,
                               retries=self.delivery_retries, backoff=self.delivery_backoff,
                               backoff_max=self.delivery_backoff_max,
                               max_age=self.delivery_max_age)

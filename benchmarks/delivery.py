@@ -1,0 +1,240 @@
+"""Notification delivery at its limit: notifications/s of one real source process to a sink
+that can take them, beside the sink's own ceiling and the old client's figure.
+
+Call :func:`run` (``edn bench eventpath`` does). Figures:
+
+* ``sink_ceiling_per_s`` -- POSTs/s the :class:`~edn.sink.FastSink` (an asyncio server in its
+  own process) answers when a gevent process blasts it with
+  :class:`~wsframework.transport.LeanHttpTransport` from ``blast_concurrency`` greenlets:
+  the most any delivery to it could reach; ``sink_cpu_share_at_ceiling`` says whether the
+  sink itself was the limit (1.0 = a whole core) or the blaster was;
+* ``notifications_per_s`` -- ``edn serve source`` (gunicorn, one gevent worker: one server
+  process, the same :class:`~subscription_manager.manager.SubscriptionManager` delivery
+  path as the EDN server role) with ``subscriptions`` subscriptions that all match every
+  event, ``events`` events published one by one: notifications counted at the sink divided
+  by the time from the first publication until the sink has them all. Every notification
+  went through the durable outbox (a row each, committed before the publisher's answer);
+* ``source_cpu_us_per_notification`` -- the source process's CPU (user + system) over that
+  time, per notification;
+* ``notifications_per_s_requests`` / ``source_cpu_us_per_notification_requests`` -- the same
+  run with ``delivery_client=requests`` (the old path: requests/urllib3 through the
+  service's HttpTransport), side by side in this run; ``speedup`` is the ratio;
+* ``client_cpu_us_per_post`` -- CPU per POST of the candidate clients blasting the sink with
+  the same concurrency, each in its own process: ``lean`` (gevent greenlets, as in the
+  source), ``requests`` (gevent greenlets), ``aiohttp`` (asyncio, when installed): why the
+  lean client was chosen.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from benchmarks.eventing import _TOKEN, _Source
+from edn.sink import FastSink
+
+_PAYLOAD = (b'<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Header/>'
+            b'<s:Body><q:quote xmlns:q="urn:quotes"><q:price>1</q:price></q:quote></s:Body>'
+            b"</s:Envelope>")
+
+
+def _process_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _worker_pid(arbiter_pid: int) -> int:
+    """The gunicorn worker under ``arbiter_pid`` (the process that delivers)."""
+    children = open(f"/proc/{arbiter_pid}/task/{arbiter_pid}/children").read().split()
+    return int(children[0]) if children else arbiter_pid
+
+
+# -- the blaster: one client, N POSTs, C concurrent, in its own process ----------------------
+
+def _blast_main(argv: list[str]) -> None:
+    """``client url n concurrency`` -> prints JSON {per_s, cpu_us_per_post}. Run with gevent
+    patched first for lean/requests (see :func:`_blast`)."""
+    import resource
+    client, url, n, concurrency = argv[0], argv[1], int(argv[2]), int(argv[3])
+    per_worker = n // concurrency
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    if client == "aiohttp":
+        import asyncio
+
+        import aiohttp
+
+        async def blast():
+            connector = aiohttp.TCPConnector(limit_per_host=concurrency)
+            headers = {"Content-Type": "application/soap+xml; charset=utf-8"}
+            async with aiohttp.ClientSession(connector=connector) as session:
+                async def worker():
+                    for _ in range(per_worker):
+                        async with session.post(url + "/n", data=_PAYLOAD, headers=headers) as r:
+                            await r.read()
+                            assert r.status == 202
+                await worker()  # warm: one connection
+                c0, t0 = cpu(), time.perf_counter()
+                await asyncio.gather(*(worker() for _ in range(concurrency)))
+                return time.perf_counter() - t0, cpu() - c0
+        elapsed, used = asyncio.run(blast())
+    else:
+        from wsframework.transport import HttpTransport, LeanHttpTransport
+        transport = LeanHttpTransport() if client == "lean" else HttpTransport()
+
+        def worker(count: int) -> None:
+            for _ in range(count):
+                assert transport.post(url + "/n", _PAYLOAD, "application/soap+xml",
+                                      "urn:a").status == 202
+        worker(min(per_worker, 200))  # warm
+        threads = [threading.Thread(target=worker, args=(per_worker,))
+                   for _ in range(concurrency)]
+        c0, t0 = cpu(), time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed, used = time.perf_counter() - t0, cpu() - c0
+    posts = per_worker * concurrency
+    print(json.dumps({"per_s": posts / elapsed, "cpu_us_per_post": used / posts * 1e6}))
+
+
+def _blast(client: str, url: str, n: int, concurrency: int) -> dict:
+    prelude = "" if client == "aiohttp" else "from gevent import monkey; monkey.patch_all(); "
+    code = (f"{prelude}import sys; from benchmarks.delivery import _blast_main; "
+            f"_blast_main(sys.argv[1:])")
+    done = subprocess.run([sys.executable, "-c", code, client, url, str(n), str(concurrency)],
+                          capture_output=True, text=True, timeout=600,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if done.returncode != 0:
+        raise RuntimeError(f"the {client} blaster failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _have_aiohttp() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("aiohttp") is not None
+
+
+# -- the source delivering ------------------------------------------------------------------
+
+def _delivery_run(sink: FastSink, client: str, subscriptions: int, events: int) -> dict:
+    from lxml import etree
+
+    from subscription_manager.client import EventingClient
+    from wsframework.admin import AdminClient
+    from wsframework.client import SoapClient
+    from wsframework.publisher import PUBLISH_ACTION
+    from wsframework.transport import HttpTransport
+
+    data_dir = tempfile.mkdtemp(prefix="edn-bench-delivery-")
+    settings = {"delivery_client": client, "delivery_queue_size": "200000",
+                "delivery_retries": "1", "delivery_backoff": "0.05",
+                "max_subscriptions_per_host": str(subscriptions + 10),
+                "max_subscriptions_per_topic": str(subscriptions + 10),
+                "max_subscriptions": str(subscriptions + 10)}
+    source = _Source(data_dir, settings)
+    try:
+        source.wait_healthy()
+        AdminClient(source.base_url, _TOKEN).create_topic("rate")
+        topic = source.base_url + "/topics/rate"
+        errors: list[BaseException] = []
+
+        def subscribe(part: range) -> None:
+            transport = HttpTransport()
+            eventing = EventingClient("2011", transport=transport)
+            try:
+                for n in part:
+                    eventing.subscribe(topic, f"{sink.url}/n{n % 16}",
+                                       filter="/q:quote[q:price >= 0]",
+                                       namespaces={"q": "urn:quotes"})
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                transport.close()
+        threads = [threading.Thread(target=subscribe, args=(range(i, subscriptions, 4),))
+                   for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        worker = _worker_pid(source.proc.pid)
+        transport = HttpTransport(timeout=(3.0, 60.0))
+        publisher = SoapClient(transport)
+        before = sink.count
+        expected = before + subscriptions * events
+        cpu0 = _process_cpu(worker)
+        started = time.perf_counter()
+        for i in range(events):
+            event = etree.fromstring(f'<q:quote xmlns:q="urn:quotes"><q:price>{i}</q:price>'
+                                     f'</q:quote>')
+            publisher.send(topic, PUBLISH_ACTION, event)
+        published = time.perf_counter() - started
+        sink.wait_for(expected, timeout=300)
+        elapsed = time.perf_counter() - started
+        cpu = _process_cpu(worker) - cpu0
+        transport.close()
+        notifications = subscriptions * events
+        return {"per_s": notifications / elapsed, "seconds": elapsed,
+                "publish_seconds": published, "cpu_us": cpu / notifications * 1e6}
+    finally:
+        source.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def run(quick: bool = False) -> dict:
+    subscriptions = 500 if quick else 1_000
+    events = 10 if quick else 40
+    old_events = 4 if quick else 10  # the old path is ~7x slower: fewer events, same shape
+    blast_posts = 20_000 if quick else 100_000
+    concurrency = 16
+    figures: dict = {}
+    sink = FastSink().start()
+    try:
+        cpu0 = sink.cpu_seconds
+        started = time.perf_counter()
+        ceiling = _blast("lean", sink.url, blast_posts, concurrency)
+        wall = time.perf_counter() - started
+        figures["sink_ceiling_per_s"] = round(ceiling["per_s"])
+        figures["sink_cpu_share_at_ceiling"] = round((sink.cpu_seconds - cpu0) / wall, 2)
+        figures["blast_concurrency"] = concurrency
+        clients = {"lean": ceiling["cpu_us_per_post"]}
+        clients["requests"] = _blast("requests", sink.url, blast_posts // 10,
+                                     concurrency)["cpu_us_per_post"]
+        if _have_aiohttp():
+            clients["aiohttp"] = _blast("aiohttp", sink.url, blast_posts // 4,
+                                        concurrency)["cpu_us_per_post"]
+        figures["client_cpu_us_per_post"] = {k: round(v, 1) for k, v in clients.items()}
+
+        new = _delivery_run(sink, "lean", subscriptions, events)
+        old = _delivery_run(sink, "requests", subscriptions, old_events)
+        figures["notifications_per_s"] = round(new["per_s"])
+        figures["source_cpu_us_per_notification"] = round(new["cpu_us"], 1)
+        figures["notifications_per_s_requests"] = round(old["per_s"])
+        figures["source_cpu_us_per_notification_requests"] = round(old["cpu_us"], 1)
+        figures["speedup"] = round(new["per_s"] / old["per_s"], 2)
+        figures["role"] = "source (edn serve source, gunicorn, 1 gevent worker)"
+        figures["subscriptions"] = subscriptions
+        figures["events"] = events
+        figures["events_requests"] = old_events
+        figures["notifications"] = subscriptions * events
+        figures["delivery_seconds"] = round(new["seconds"], 2)
+        figures["publish_seconds"] = round(new["publish_seconds"], 2)
+    finally:
+        sink.stop()
+    return figures
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))

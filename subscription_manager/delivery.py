@@ -15,7 +15,8 @@ workers and the others go on delivering to the other hosts. A host whose last at
 a transport error (a timeout, a refused or broken connection) is *suspect*: one worker at a
 time tries it, taking one job at a time, until an attempt gets an answer again; so a silent
 sink holds one worker per read timeout, not ``per_host`` workers times a batch. A host's
-queue is forgotten when it is empty and idle (memory does not grow with hosts seen).
+queue is forgotten when it is empty and idle (memory does not grow with hosts seen); an idle
+suspect host is remembered (up to 10,000 of them) so that its next jobs start suspect.
 
 Policies
 --------
@@ -61,6 +62,7 @@ SUBSCRIPTION_END = "subscription-end"
 
 _DROP_LOG_INTERVAL = 5.0
 _BATCH = 16  # most jobs a worker takes from one host at a time
+_MAX_SUSPECTS_KEPT = 10_000  # idle suspect hosts remembered (beyond: forgotten when idle)
 _AUTHORITY = re.compile(r"[^/?#]*")
 
 
@@ -301,7 +303,9 @@ class Deliverer:
                     host.ready = True
                     self._ready.append(host)
                     self._cond.notify()
-            elif host.active == 0 and self._hosts.get(host.key) is host:
+            elif (host.active == 0 and self._hosts.get(host.key) is host
+                  and (not host.suspect or len(self._hosts) > _MAX_SUSPECTS_KEPT)):
+                # a suspect host is remembered (idle) so its next jobs start with one worker
                 del self._hosts[host.key]
 
     def _work(self) -> None:

@@ -241,14 +241,14 @@ class LeanHttpTransport:
             parts = [connection.buffer]
             size = len(connection.buffer)
             connection.buffer = b""
-            while True:
+            while size <= max_body:
                 data = self._recv(connection, deadline, url)
                 if not data:
                     break
                 size += len(data)
-                if size > max_body:
-                    raise TransportError(f"response from {url} exceeds {max_body} bytes")
                 parts.append(data)
+            if size > max_body:
+                raise TransportError(f"response from {url} exceeds {max_body} bytes")
             body = b"".join(parts)
         if connection.buffer:  # bytes after the answer: out of step with the peer
             keep = False

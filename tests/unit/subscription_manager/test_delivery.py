@@ -260,3 +260,111 @@ def test_notification_envelope_is_well_formed_with_hostile_text(tmp_path):
         assert envelope.body.get("actionURI") == 'urn:a?x=1&y="<2>"'
     finally:
         h.close()
+
+
+# -- per-host queues: a slow or silent sink holds only its own workers -------------------------
+
+class HostTransport:
+    """Per host (``http://HOST/...``): 'slow' blocks until released, 'dead' raises (the first
+    time at once, then after blocking until released), anything else answers 202. Records
+    the calls in flight per host and the most seen at once."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.cond = threading.Condition()
+        self.in_flight: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.done: dict[str, int] = {}
+        self.dead_calls = 0
+
+    def post(self, url, payload, content_type, soap_action=None):
+        host = url.split("/")[2]
+        with self.cond:
+            self.in_flight[host] = self.in_flight.get(host, 0) + 1
+            self.most[host] = max(self.most.get(host, 0), self.in_flight[host])
+            first_dead = host == "dead.test" and self.dead_calls == 0
+            if host == "dead.test":
+                self.dead_calls += 1
+            self.cond.notify_all()
+        try:
+            if host in ("slow.test", "dead.test") and not first_dead:
+                self.release.wait(10)
+            if host == "dead.test":
+                raise TransportError("timed out")
+            return TransportResponse(202, None, b"")
+        finally:
+            with self.cond:
+                self.in_flight[host] -= 1
+                self.done[host] = self.done.get(host, 0) + 1
+                self.cond.notify_all()
+
+    def wait(self, predicate, timeout=5.0):
+        with self.cond:
+            return self.cond.wait_for(predicate, timeout)
+
+    def close(self):
+        pass
+
+
+def test_a_slow_host_holds_at_most_per_host_workers_and_the_others_flow():
+    transport = HostTransport()
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=2, retries=0))
+    try:
+        deliverer.submit_many([job(url="http://slow.test/n") for _ in range(40)])
+        assert transport.wait(lambda: transport.in_flight.get("slow.test") == 2)
+        deliverer.submit_many([job(url=f"http://fast{i % 3}.test/n") for i in range(60)])
+        assert transport.wait(lambda: sum(transport.done.get(f"fast{i}.test", 0)
+                                          for i in range(3)) == 60)
+        assert transport.most["slow.test"] == 2 and transport.in_flight["slow.test"] == 2
+        assert max(transport.most[f"fast{i}.test"] for i in range(3)) <= 2
+    finally:
+        transport.release.set()
+    assert deliverer.drain(10)
+    assert deliverer.stats()["delivered"] == 100
+    deliverer.close()
+
+
+def test_a_silent_host_after_a_transport_error_gets_one_worker_at_a_time():
+    transport = HostTransport()
+    given_up = []
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, retries=0),
+                          on_give_up=given_up.append)
+    try:
+        deliverer.submit(job(url="http://dead.test/n"))  # fails at once: suspect
+        assert transport.wait(lambda: len(given_up) == 1)
+        deliverer.submit_many([job(url="http://dead.test/n") for _ in range(20)])
+        assert transport.wait(lambda: transport.in_flight.get("dead.test") == 1)
+        deliverer.submit_many([job(url="http://fast.test/n") for _ in range(50)])
+        assert transport.wait(lambda: transport.done.get("fast.test") == 50)
+        assert transport.in_flight["dead.test"] == 1  # still only one stuck worker
+        assert transport.most["dead.test"] == 1
+    finally:
+        transport.release.set()
+    assert deliverer.drain(10)
+    stats = deliverer.stats()
+    assert (stats["delivered"], stats["failed"], stats["hosts"]) == (50, 21, 1)  # dead.test: suspect
+    deliverer.close()
+
+
+def test_the_queue_bound_counts_every_host():
+    transport = HostTransport()
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, per_host=1, queue_size=5,
+                                                    retries=0))
+    try:
+        deliverer.submit(job(url="http://slow.test/n"))
+        assert transport.wait(lambda: transport.in_flight.get("slow.test") == 1)
+        accepted = [deliverer.submit(job(url=f"http://h{i}.test/n")) for i in range(8)]
+        assert accepted == [True] * 5 + [False] * 3
+        assert deliverer.stats()["queue_depth"] == 5 and deliverer.stats()["dropped"] == 3
+    finally:
+        transport.release.set()
+    assert deliverer.drain(10)
+    assert deliverer.stats()["delivered"] == 6
+    deliverer.close()
+
+
+def test_host_of_reads_the_authority():
+    from subscription_manager.delivery import host_of
+    assert host_of("http://Sink.Test:8080/a?b#c") == "sink.test:8080"
+    assert host_of("https://[::1]:9/x") == "[::1]:9"
+    assert host_of("http://h?x") == "h" and host_of("nonsense") == ""

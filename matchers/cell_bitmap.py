@@ -42,10 +42,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from wsframework import ns
-from wsframework.matching.base import FilterFailures, Pacer
+from wsframework.matching.base import FilterFailures, Pacer, ReportingMatcher
 
 from .rtree_engine import _ALWAYS, _IF_UNCLEAN, RTreeMatchingEngine
 from .schema.extraction import standalone
+from .summary import MaximalRectangles
 
 __all__ = ["CELL_BITMAP_URI", "CellBitmapEngine", "CellBitmapIndex"]
 
@@ -290,6 +291,79 @@ class CellBitmapIndex:
         raise TypeError("an index cannot be pickled; rebuild it from its arrays")
 
 
+class _DeferredMaximal:
+    """The R-tree engine's summary manager (:class:`~matchers.summary.MaximalRectangles`),
+    brought up to date only when a summary is asked for.
+
+    Finding the maximal rectangles of a million wide boxes in d = 20, half of them
+    unconstrained on each dimension, takes the manager minutes (nearly every pair is a
+    candidate cover), so loading and changing filters must not wait for it.  Changes are
+    logged (``add`` with the box, ``remove``); a bulk load, or more logged changes than a
+    quarter of the rows, makes the next summary reload the manager from the engine's live
+    rows instead.  ``generation`` counts changes (every change may change the summaries).
+    """
+
+    def __init__(self, d: int, live_boxes: Any) -> None:
+        self.d = d
+        self._live_boxes = live_boxes   # () -> (rows, mins, maxs) of the engine
+        self._inner = MaximalRectangles(d)
+        self._log: list[tuple[int, Any, Any]] = []  # (row, lo, hi), lo None for a removal
+        self._reload = False
+        self._size = 0
+        self.generation = 0
+
+    @property
+    def pending(self) -> bool:
+        return self._reload or bool(self._log)
+
+    def add(self, row: int, lo: Any, hi: Any) -> None:
+        self._note()
+        if not self._reload:
+            self._log.append((int(row), np.array(lo, dtype=np.float64),
+                              np.array(hi, dtype=np.float64)))
+        self._size += 1
+
+    def remove(self, row: int) -> None:
+        self._note()
+        if not self._reload:
+            self._log.append((int(row), None, None))
+        self._size -= 1
+
+    def load(self, rows: Any, mins: Any, maxs: Any) -> None:
+        self._note()
+        self._reload = True
+        self._log.clear()
+        self._size = len(rows)
+
+    def _note(self) -> None:
+        self.generation += 1
+        if len(self._log) > max(1024, self._size // 4):
+            self._reload = True
+            self._log.clear()
+
+    def _sync(self) -> MaximalRectangles:
+        inner = self._inner
+        if self._reload:
+            rows, mins, maxs = self._live_boxes()
+            inner.load(rows, mins, maxs)
+        else:
+            for row, lo, hi in self._log:
+                if lo is None:
+                    inner.remove(row)
+                else:
+                    inner.add(row, lo, hi)
+        self._reload = False
+        self._log.clear()
+        return inner
+
+    @property
+    def maximal_count(self) -> int:
+        return self._sync().maximal_count
+
+    def boxes_at(self, target: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._sync().boxes_at(target)
+
+
 class CellBitmapEngine(RTreeMatchingEngine):
     """:class:`~matchers.rtree_engine.RTreeMatchingEngine` with a :class:`CellBitmapIndex`
     as its filtering index: same config, dialects, answers and summaries.
@@ -305,6 +379,12 @@ class CellBitmapEngine(RTreeMatchingEngine):
     def __init__(self, config: Any = None) -> None:
         super().__init__(config)
         self._index = CellBitmapIndex(self.schema.d, cells=self.cells)
+        self._maximal = _DeferredMaximal(self.schema.d, self._live_boxes)
+
+    def _live_boxes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        table = self._table
+        live = table.live_rows()
+        return live, table.mins[live], table.maxs[live]
 
     def _repack(self) -> np.ndarray:
         table = self._table
@@ -314,7 +394,12 @@ class CellBitmapEngine(RTreeMatchingEngine):
         return live
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "cells": self.cells}
+        """As the R-tree engine's, without bringing the summary manager up to date:
+        ``maximal`` is None while changes are pending (the next summary computes it)."""
+        maximal = self._maximal
+        return {**ReportingMatcher.describe(self), "dims": list(self.schema.dims),
+                "rectangles": self._table.boxes, "cells": self.cells,
+                "maximal": None if maximal.pending else maximal.maximal_count}
 
     # -- batches -----------------------------------------------------------------------------
     def match_points(self, points: Any, highs: Any | None = None) -> list[list[str]]:

@@ -33,7 +33,8 @@ _STRING_SCALE = float(256 ** STRING_PREFIX_BYTES)
 STRING_MAX = (256 ** STRING_PREFIX_BYTES - 1) / _STRING_SCALE  # the largest string coordinate
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+NUMBER_PATTERN = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"  # what parse_number takes
+_NUMBER = re.compile(NUMBER_PATTERN)
 _MAX_CODE_POINT = 0x10FFFF
 
 

@@ -6,21 +6,30 @@ string-value, or, when that is blank and the element has ``min`` and/or ``max`` 
 the *range* they give (an eCube event).  Nodes whose value does not parse are skipped; no
 parseable node means the attribute is absent; several values make the event span their hull.
 :class:`~matchers.schema.Schema` (``values_of``, ``event_box``, ``extract``) calls these.
+
+Batches (:func:`read_boxes`, ``Schema.extract_many``) give the same boxes as arrays. An
+attribute whose path is one child or attribute step (``q:price``, ``@time``, or the same
+under the root step, ``/q:quote/q:price``) is read without XPath, from the event element
+in place (no copy into a document of its own), and numbers are parsed for the whole batch
+at once; any other path is the attribute's XPath on the event as the root of its own
+document, as :meth:`Schema.extract` reads it.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from lxml import etree
 
-from .codecs import NUMBER
+from .codecs import NUMBER, NUMBER_PATTERN
 
-__all__ = ["EventBox", "standalone", "read_values", "range_of", "to_event_box"]
+__all__ = ["EventBox", "EventBoxes", "standalone", "read_values", "range_of", "to_event_box",
+           "simple_step", "read_boxes"]
 
 
 def standalone(event: Any) -> Any:
@@ -33,7 +42,11 @@ def standalone(event: Any) -> Any:
     child, say) is matched as a copy of itself.
     """
     getparent = getattr(event, "getparent", None)
-    if getparent is None or getparent() is None:
+    if getparent is None:
+        return event
+    # An element removed from its parent has none, yet stays in its old document, where
+    # "/" is still that document's root: only the document element itself is standalone.
+    if getparent() is None and event.getroottree().getroot() is event:
         return event
     return copy.deepcopy(event)
 
@@ -135,24 +148,191 @@ def to_event_box(attributes: Sequence[Any], bounds: Sequence[tuple[float, float,
     ``(domain low, domain high, NULL)``."""
     lo, hi = [], []
     clean = True
-    for attribute, value, (low, high, null) in zip(attributes, values, bounds):
-        if value is None:
-            lo.append(null)
-            hi.append(null)
-            continue
-        a, b = value
-        if a is None:
-            ca = low
-        else:
-            ra = attribute.coordinate(a)
-            ca = low if ra < low else high if ra > high else ra
-            clean = clean and ca == ra
-        if b is None:
-            cb = high
-        else:
-            rb = attribute.coordinate(b)
-            cb = low if rb < low else high if rb > high else rb
-            clean = clean and cb == rb
+    for attribute, value, bound in zip(attributes, values, bounds):
+        ca, cb, exact = _coordinates(attribute, value, bound)
+        clean = clean and exact
         lo.append(ca)
         hi.append(cb)
     return EventBox(np.array(lo), np.array(hi), values, clean)
+
+
+def _coordinates(attribute: Any, value: tuple | None,
+                 bound: tuple[float, float, float]) -> tuple[float, float, bool]:
+    """One attribute's (low, high) coordinates of ``value`` and whether none was clamped."""
+    low, high, null = bound
+    if value is None:
+        return null, null, True
+    a, b = value
+    clean = True
+    if a is None:
+        ca = low
+    else:
+        ra = attribute.coordinate(a)
+        ca = low if ra < low else high if ra > high else ra
+        clean = ca == ra
+    if b is None:
+        cb = high
+    else:
+        rb = attribute.coordinate(b)
+        cb = low if rb < low else high if rb > high else rb
+        clean = clean and cb == rb
+    return ca, cb, clean
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+_QNAME = r"(?:[A-Za-z_][\w.\-]*:)?[A-Za-z_][\w.\-]*"
+_SIMPLE_STEP = re.compile(rf"(?:/(?P<root>{_QNAME})/)?(?P<at>@)?(?P<name>{_QNAME})")
+# every text of a batch a number: the texts joined by NUL (which XML text cannot contain)
+_NUMBERS = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?:\x00\s*{NUMBER_PATTERN}\s*)*")
+CHILD, ATTRIBUTE = "child", "attribute"
+
+
+def simple_step(xpath: str, namespaces: Sequence[tuple[str, str]]) -> tuple | None:
+    """``(kind, root tag or None, name)`` when ``xpath`` selects one child element or
+    attribute of the event (``q:price``, ``@time``, ``/q:quote/q:price``, ``/q:quote/@time``),
+    read then without XPath; None for any other path."""
+    found = _SIMPLE_STEP.fullmatch(xpath)
+    if found is None:
+        return None
+    bindings = dict(namespaces)
+
+    def clark(qname: str, attribute: bool) -> str | None:
+        prefix, _, local = qname.rpartition(":")
+        if not prefix:
+            return local  # XPath 1.0: an unprefixed name is in no namespace
+        uri = bindings.get(prefix)
+        return None if not uri else f"{{{uri}}}{local}"
+
+    root = found.group("root")
+    root_tag = clark(root, False) if root else None
+    name = clark(found.group("name"), bool(found.group("at")))
+    if name is None or (root and root_tag is None):
+        return None
+    return (ATTRIBUTE if found.group("at") else CHILD), root_tag, name
+
+
+class EventBoxes:
+    """What the index sees of ``m`` events: ``lo``/``hi`` (m, d) and ``clean`` (m,) as
+    :class:`EventBox` has them per event; :meth:`box` builds event ``i``'s EventBox (its
+    values for exact checks) once, when asked."""
+
+    __slots__ = ("lo", "hi", "clean", "_value", "_d", "_boxes")
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, clean: np.ndarray,
+                 value: Callable[[int, int], Any]) -> None:
+        self.lo, self.hi, self.clean = lo, hi, clean
+        self._value = value
+        self._d = lo.shape[1]
+        self._boxes: dict[int, EventBox] = {}
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+    def box(self, i: int) -> EventBox:
+        found = self._boxes.get(i)
+        if found is None:
+            values = tuple(self._value(i, j) for j in range(self._d))
+            found = self._boxes[i] = EventBox(self.lo[i].copy(), self.hi[i].copy(), values,
+                                              bool(self.clean[i]))
+        return found
+
+
+def read_boxes(attributes: Sequence[Any], paths: Sequence[Any], steps: Sequence[tuple | None],
+               bounds: Sequence[tuple[float, float, float]], events: Sequence[Any]) -> EventBoxes:
+    """The boxes of ``events`` (lxml elements), as :func:`read_values` and :func:`to_event_box`
+    give them one by one; ``steps`` are the attributes' :func:`simple_step` (None: read by
+    the compiled XPath in ``paths``, on the event as the root of its own document)."""
+    m, d = len(events), len(attributes)
+    lo = np.empty((m, d))
+    hi = np.empty((m, d))
+    clean = np.ones(m, dtype=bool)
+    slow: list[dict[int, Any]] = [{} for _ in range(d)]  # per attribute: event -> value
+    numbers: list[np.ndarray | None] = [None] * d       # per attribute: fast values (NaN: absent)
+    if any(step is None for step in steps):
+        documents = [standalone(event) for event in events]
+    wanted = {step[2] for step in steps if step is not None and step[0] == CHILD}
+    # per attribute: (event, text) of single nodes whose number is parsed batch-wise
+    texts: list[list[str]] = [[] for _ in range(d)]
+    where: list[list[int]] = [[] for _ in range(d)]
+    for i, event in enumerate(events):
+        found: dict[str, list] = {}
+        if wanted:
+            for child in event:
+                tag = child.tag
+                if tag in wanted:
+                    found.setdefault(tag, []).append(child)
+        tag = event.tag
+        for j, step in enumerate(steps):
+            attribute = attributes[j]
+            if step is None:
+                try:
+                    result = paths[j](documents[i])
+                except (etree.Error, TypeError, ValueError):
+                    slow[j][i] = None
+                    continue
+                slow[j][i] = range_of(attribute, result)
+                continue
+            kind, root, name = step
+            if root is not None and tag != root:
+                slow[j][i] = None
+                continue
+            if kind == CHILD:
+                nodes = found.get(name)
+                if nodes is None:
+                    slow[j][i] = None
+                    continue
+                if attribute.type == NUMBER and len(nodes) == 1 and len(nodes[0]) == 0:
+                    texts[j].append(nodes[0].text or "")
+                    where[j].append(i)
+                    continue
+                slow[j][i] = range_of(attribute, nodes)
+            else:
+                text = event.get(name)
+                if text is None:
+                    slow[j][i] = None
+                elif attribute.type == NUMBER:
+                    texts[j].append(text)
+                    where[j].append(i)
+                else:
+                    slow[j][i] = range_of(attribute, [text])
+    for j, attribute in enumerate(attributes):
+        if texts[j]:
+            if _NUMBERS.fullmatch("\x00".join(texts[j])):
+                parsed = np.array([float(t) for t in texts[j]])
+                values = np.full(m, np.nan)
+                values[where[j]] = np.where(np.isfinite(parsed), parsed, np.nan)
+                numbers[j] = values
+            else:  # some text is no number (an eCube element, say): one by one, exactly
+                for i, text in zip(where[j], texts[j]):
+                    node = None
+                    if steps[j][0] == CHILD:
+                        node = [c for c in events[i] if c.tag == steps[j][2]]
+                    slow[j][i] = range_of(attribute, node if node is not None else [text])
+        low, high, null = bounds[j]
+        column = numbers[j]
+        if column is not None:
+            present = ~np.isnan(column)
+            inside = np.clip(column, low, high)
+            lo[:, j] = np.where(present, inside, null)
+            hi[:, j] = lo[:, j]
+            clean &= ~present | (inside == column)
+        else:
+            lo[:, j] = null
+            hi[:, j] = null
+        for i, value in slow[j].items():
+            if value is None:
+                continue
+            ca, cb, exact = _coordinates(attribute, value, bounds[j])
+            lo[i, j], hi[i, j] = ca, cb
+            if not exact:
+                clean[i] = False
+
+    def value(i: int, j: int) -> Any:
+        column = numbers[j]
+        if column is not None and not math.isnan(column[i]):
+            number = float(column[i])
+            return number, number
+        return slow[j].get(i)
+
+    return EventBoxes(lo, hi, clean, value)

@@ -18,12 +18,14 @@ module (each a mixin of :class:`EdnSubscriptionManager`, or a part it holds):
 * :mod:`.network` -- registration, route updates, peer exchange (``manager.network``).
 
 This module composes them, and publishes the ``edn:EventBatch`` messages the dispatcher
-sends (``{server}/topics/T``) locally, event by event: exact matching, then notification.
+sends (``{server}/topics/T``) locally, a batch at a time: the topic's engine matches the
+whole batch exactly (``match_many_reporting``: one extraction and one index pass), the
+events with subscribers are serialized (once each) and the batch goes to the outbox in one
+transaction with the dispatcher's position.
 """
 from __future__ import annotations
 
 import collections
-import copy
 import logging
 import threading
 import time
@@ -37,6 +39,7 @@ from wsframework import ns
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied
 from wsframework.exceptions import sender_fault
+from wsframework.matching import FilterFailures
 from wsframework.messaging import IncomingMessage, MessageFilter
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 from wsframework.transport import HttpTransport
@@ -96,6 +99,7 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         self._counters: collections.Counter = collections.Counter()
         self._counter_lock = threading.Lock()
         self._down: dict[str, float] = {}
+        self._limit_probe = None  # ((max elements, max depth), compiled XPath)
         super().__init__(service, **kwargs)
         self.edn: EdnSettings = self.role_settings[EdnSettings].named_after(service.base_url)
         # Admin calls and forwarded subscribes; HTTP with this role's read timeout.
@@ -167,13 +171,14 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         # events a replayed batch holds at or below the dispatcher's position are not
         # matched again (checked again in the batch's transaction, against a concurrent copy)
         applied = self.outbox.position(dispatcher) if dispatcher is not None else 0
-        matched = []
+        events = [e for e in body if isinstance(e.tag, str)]
+        refused = self._events_over_limits(body, events)
+        kept = []
         seqs = []
-        events = skipped = 0
-        for index, event in enumerate(e for e in body if isinstance(e.tag, str)):
-            problem = self.event_limits_exceeded(event)
-            if problem is not None:  # the batch's other events still count
-                log.warning("event refused from a batch: %s", problem)
+        skipped = 0
+        for index, event in enumerate(events):
+            if refused and index in refused:  # the batch's other events still count
+                log.warning("event refused from a batch: %s", refused[index])
                 self.count("events_refused")
                 continue
             if first_seq is not None:
@@ -182,19 +187,86 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
                     skipped += 1
                     continue
                 seqs.append(seq)
-            event = copy.deepcopy(event)
-            matched.append((self.match_event(entry, event, action), action,
-                            etree.tostring(event)))
-            events += 1
+            kept.append(event)
+        matched = []
+        for event, targets in zip(kept, self._match_batch(entry, kept, action)):
+            # Serialized only when notified (the outbox keeps no body for an event without
+            # matches). Taken out of the batch first, the element serializes as a copy of it
+            # would: with the namespace declarations it uses, not every one in scope.
+            if targets:
+                body.remove(event)
+                matched.append((targets, action, etree.tostring(event)))
+            else:
+                matched.append((targets, action, b""))
         if dispatcher is not None and first_seq is not None and matched:
             # one transaction for the whole batch, with the dispatcher's position; events a
             # replayed batch holds at or below the position are skipped there
             self.deliver_many(matched, dispatcher=dispatcher, seqs=seqs)
         else:
             self.deliver_many([m for m in matched if m[0]])
-        self.count("events_received", events)
+        self.count("events_received", len(kept))
         self.count("replayed_events_skipped", skipped)
         return None
+
+    def _events_over_limits(self, body, events: list) -> dict[int, str]:
+        """Index -> why, for the events over ``event_max_elements`` / ``event_max_depth``
+        (as :meth:`event_limits_exceeded` judges each). One XPath over the batch finds
+        them (elements counted and depth probed in libxml2); only those are walked again,
+        for the reason."""
+        limits = (self.settings.event_max_elements, self.settings.event_max_depth)
+        probe = self._limit_probe
+        if probe is None or probe[0] != limits:
+            max_elements, max_depth = limits
+            # an element at depth max_depth + 1 (the event is at depth 1)
+            deeper = "/".join(["*"] * max_depth) if max_depth > 0 else "true()"
+            probe = self._limit_probe = (limits, etree.XPath(
+                f"*[count(descendant-or-self::*) > {max_elements} or {deeper}]"))
+        over = probe[1](body)
+        if not over:
+            return {}
+        position = {id(event): index for index, event in enumerate(events)}
+        refused = {}
+        for event in over:
+            problem = self.event_limits_exceeded(event)
+            if problem is not None and id(event) in position:
+                refused[position[id(event)]] = problem
+        return refused
+
+    def _match_batch(self, entry: NamespaceEntry, events: list,
+                     action: str) -> list[list]:
+        """:meth:`match_event` for each of ``events``, with one ``match_many_reporting``
+        call: the subscriptions each event is to be notified to. Strikes are counted event
+        by event, as ``match_event`` counts them, once the batch is matched."""
+        if not events:
+            return []
+        matcher = self.matcher_for(entry)
+        variables = {"action": action}
+        failures = [FilterFailures(self.settings.filter_budget) for _ in events]
+        view = self.view
+        with view.lock.read():  # what SubscriptionView.match holds, once for the batch
+            if len(matcher):
+                answers = matcher.match_many_reporting(events, failures, variables=variables)
+            else:
+                answers = [[] for _ in events]
+            everything = view._unfiltered.get(entry.uid)
+            if everything:
+                answers = [ids + list(everything) for ids in answers]
+        self._published += len(events)
+        subscriptions = self._subscriptions
+        targets = []
+        now = None
+        for event, ids, failed in zip(events, answers, failures):
+            if failed:
+                self._strike(failed.failed)
+            ids = self.on_event_matched(entry, event, action, ids)
+            if not ids:
+                targets.append([])
+                continue
+            if now is None:
+                now = self.clock()
+            targets.append([s for s in map(subscriptions.get, ids)
+                            if s is not None and not s.expired_at(now)])
+        return targets
 
     # == control ===========================================================================
     def flush_summaries(self) -> int:

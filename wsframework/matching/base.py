@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from .errors import UnsupportedDialect
 
@@ -109,6 +109,11 @@ class Matcher(abc.ABC):
     * ``match_reporting`` answers as ``match`` does and tells a :class:`FilterFailures`
       which filters raised or overran its budget; engines that evaluate per-filter code
       override it (the default reports nothing).
+    * ``match_many`` / ``match_many_reporting`` answer for a batch of events exactly as
+      ``match`` / ``match_reporting`` would for each (one id list per event; one
+      :class:`FilterFailures` per event, so a filter failing on two events is reported
+      twice). The default is that loop; an engine that can share work across a batch (one
+      index pass, say) overrides them.
 
     Thread safety: callers serialize mutations (add/remove) against everything else; ``match``
     may run concurrently with other ``match`` calls only, so engines must not mutate shared
@@ -142,6 +147,19 @@ class Matcher(abc.ABC):
                         variables: Mapping[str, Any] | None = None) -> list[str]:
         """:meth:`match`, reporting per-filter failures to ``failures``."""
         return self.match(event, variables=variables)
+
+    def match_many(self, events: Sequence[Any], *,
+                   variables: Mapping[str, Any] | None = None) -> list[list[str]]:
+        """:meth:`match` for each of ``events``: one id list per event."""
+        return [self.match(event, variables=variables) for event in events]
+
+    def match_many_reporting(self, events: Sequence[Any], failures: Sequence[FilterFailures], *,
+                             variables: Mapping[str, Any] | None = None) -> list[list[str]]:
+        """:meth:`match_reporting` for each of ``events``, event ``i`` reporting to
+        ``failures[i]``."""
+        _check_failures(events, failures)
+        return [self.match_reporting(event, failed, variables=variables)
+                for event, failed in zip(events, failures)]
 
     @abc.abstractmethod
     def filter_ids(self) -> list[str]:
@@ -188,3 +206,26 @@ class ReportingMatcher(Matcher):
     def match_reporting(self, event: Any, failures: FilterFailures, *,
                         variables: Mapping[str, Any] | None = None) -> list[str]:
         return self._match(event, variables, failures)
+
+    def _match_many(self, events: Sequence[Any], variables: Mapping[str, Any] | None,
+                    failures: Sequence[FilterFailures] | None) -> list[list[str]]:
+        """:meth:`_match` for each event (``failures[i]`` for event ``i``, or all None); an
+        engine that shares work across a batch overrides this one routine."""
+        if failures is None:
+            return [self._match(event, variables, None) for event in events]
+        return [self._match(event, variables, failed) for event, failed in zip(events, failures)]
+
+    def match_many(self, events: Sequence[Any], *,
+                   variables: Mapping[str, Any] | None = None) -> list[list[str]]:
+        return self._match_many(list(events), variables, None)
+
+    def match_many_reporting(self, events: Sequence[Any], failures: Sequence[FilterFailures], *,
+                             variables: Mapping[str, Any] | None = None) -> list[list[str]]:
+        events = list(events)
+        _check_failures(events, failures)
+        return self._match_many(events, variables, list(failures))
+
+
+def _check_failures(events: Sequence[Any], failures: Sequence[FilterFailures]) -> None:
+    if len(failures) != len(events):
+        raise ValueError(f"one FilterFailures per event: {len(failures)} for {len(events)} events")

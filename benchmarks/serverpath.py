@@ -1,0 +1,274 @@
+"""Server CPU per forwarded event copy: a subscription server's ``edn:EventBatch`` path in
+process, from its WSGI application to the durable outbox (issue 14).
+
+The throughput benchmark's server side, with no sockets and no other process: one server
+holding ``per_server`` narrow range subscriptions in d = 8 (imported in bulk), and the
+64-event ``edn:EventBatch`` messages the dispatcher's durable log sends (``Dispatcher`` and
+``FirstSeq`` marks, the network's credential), posted through the service's WSGI
+application. Events are matched exactly (range filters; ``symbols`` adds an ``@sym``
+equality no box carries, so candidates get the XPath check); they match few subscriptions,
+so the server does almost no notification work (notifications go to an in-process sink that
+drops them).
+
+Two handlers are measured alternately in one run, on two servers holding the same
+subscriptions: ``new`` is the server as built (:meth:`EdnSubscriptionManager._on_event_batch`:
+one extraction and one index pass per batch); ``reference`` is the event-by-event path the
+server had before (a deep copy, ``match_event`` and ``tostring`` per event), kept here only.
+``server_cpu_us_per_copy`` is ``time.process_time`` per event received by the new path.
+"""
+from __future__ import annotations
+
+import copy
+import io
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from lxml import etree
+
+from benchmarks.livenet import D, TOPIC, Setup, event_workload, narrow_rectangles, xpath_filter
+from route_manager.edn_wire import BATCH_DISPATCHER, BATCH_FIRST_SEQ, EVENT_BATCH
+from route_manager.forwarding.batch import batch_envelope
+from route_manager.grid import event_element, range_filter, schema_element
+from wsframework import ns
+from wsframework.transport.base import TransportResponse
+from wsframework.wsgi import WsgiApplication
+
+__all__ = ["run"]
+
+_TOKEN = "serverpath-token"
+_DISPATCHER = "http://dispatcher.invalid"
+_SINK = "http://sink.invalid"
+
+
+def _null_sink(url, payload, content_type, soap_action=None):
+    return TransportResponse(202, b"", "")
+
+
+def _public(host, port, family=0, type=0, proto=0, flags=0):
+    import socket
+    return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+
+def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | None,
+          name: str):
+    """A server service on an in-process transport holding one subscription per row."""
+    from matchers import FilterSpec
+    from subscription_manager.edn import build_server
+    from subscription_manager.edn.moves import subscriptions_element
+    from subscription_manager.messages import UNWRAP
+    from subscription_manager.store import Subscription
+    from subscription_manager.versions import VERSIONS
+    from wsframework.addressing import EndpointReference
+    from wsframework.service import ServiceConfig
+    from wsframework.soap import SoapVersion
+    from wsframework.transport import InProcessTransport
+
+    transport = InProcessTransport()
+    transport.mount(_SINK, _null_sink)
+    transport.sent = _Discard()  # the transport records what it sent: not here
+    url = f"http://{name}.invalid"
+    config = ServiceConfig(url, data_dir, _TOKEN, role="server",
+                           settings={"dispatcher": _DISPATCHER, "name": name})
+    service = build_server(config, transport=transport, resolver=_public, start_sweeper=False,
+                           start_background=False)
+    manager = service.subscription_manager
+    options = etree.Element(ns.qname(ns.ADMIN, "Options"), nsmap={"adm": ns.ADMIN})
+    options.append(schema_element(D))
+    manager.topics.create(TOPIC, ns.MATCHER_RTREE_ENGINE, options)
+    now = time.time()
+    chunk = 5000
+    for start in range(0, len(lo), chunk):
+        rows = range(start, min(start + chunk, len(lo)))
+        subscriptions = [Subscription(
+            id=f"b{i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
+            soap_version=SoapVersion.SOAP12.value,
+            filter=(FilterSpec(ns.RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
+                    else FilterSpec(ns.XPATH10_DIALECT_2011,
+                                    xpath_filter(lo[i], hi[i], int(symbols[i])),
+                                    (("e", ns.GRID_EVENTS),))),
+            notify_to=EndpointReference(f"{_SINK}/n/{i}"), end_to=None, format=UNWRAP,
+            expires=None, expires_kind="duration", created=now) for i in rows]
+        manager.mover.import_(TOPIC, subscriptions_element(TOPIC, subscriptions))
+    return service
+
+
+class _Discard(list):
+    def append(self, item) -> None:
+        pass
+
+
+def batches(points: np.ndarray, symbols: np.ndarray | None, batch: int, address: str,
+            first_seq: int) -> list[bytes]:
+    """``edn:EventBatch`` envelopes as the dispatcher's durable log sends them."""
+    from wsframework.soap import SoapVersion
+    out = []
+    seq = first_seq
+    for start in range(0, len(points) - batch + 1, batch):
+        events = []
+        for k in range(start, start + batch):
+            event = event_element(points[k], k)
+            if symbols is not None:
+                event.set("sym", f"S{int(symbols[k])}")
+            events.append(etree.tostring(event))
+        out.append(batch_envelope(SoapVersion.SOAP12, address, TOPIC, events, _TOKEN,
+                                  dispatcher=_DISPATCHER, first_seq=seq))
+        seq += batch
+    return out
+
+
+def post(app: WsgiApplication, path: str, payload: bytes) -> str:
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": path, "QUERY_STRING": "",
+               "CONTENT_TYPE": f'application/soap+xml; charset=utf-8; '
+                               f'action="{ns.EDN_EVENT_BATCH_ACTION}"',
+               "CONTENT_LENGTH": str(len(payload)), "REMOTE_ADDR": "127.0.0.1",
+               "wsgi.input": io.BytesIO(payload)}
+    status = []
+    app(environ, lambda line, headers: status.append(line))
+    return status[0]
+
+
+def reference_handler(manager):
+    """The server's event path before batch matching: per event a deep copy (the event
+    becomes the root of its own document), ``match_event`` and ``tostring``."""
+    from subscription_manager.edn.manager import _batch_position
+    from wsframework.admin import carries_credential
+    from wsframework.exceptions import AccessDenied, sender_fault
+
+    def handle(message):
+        if not carries_credential(message, manager.service.config.admin_token):
+            raise AccessDenied("an EventBatch needs the network's admin credential")
+        manager.sync()
+        entry = manager._topic_entry(message)
+        body = message.body
+        if body is None or body.tag != EVENT_BATCH:
+            raise sender_fault("an EventBatch message needs an edn:EventBatch body")
+        action = manager.default_action(entry)
+        dispatcher, first_seq = _batch_position(body)
+        applied = manager.outbox.position(dispatcher) if dispatcher is not None else 0
+        matched, seqs = [], []
+        events = skipped = 0
+        for index, event in enumerate(e for e in body if isinstance(e.tag, str)):
+            if manager.event_limits_exceeded(event) is not None:
+                continue
+            if first_seq is not None:
+                seq = first_seq + index
+                if seq <= applied:
+                    skipped += 1
+                    continue
+                seqs.append(seq)
+            event = copy.deepcopy(event)
+            matched.append((manager.match_event(entry, event, action), action,
+                            etree.tostring(event)))
+            events += 1
+        if dispatcher is not None and first_seq is not None and matched:
+            manager.deliver_many(matched, dispatcher=dispatcher, seqs=seqs)
+        else:
+            manager.deliver_many([m for m in matched if m[0]])
+        manager.count("events_received", events)
+        return None
+    return handle
+
+
+def _use_reference(service) -> None:
+    from subscription_manager.manager import TOPICS_PREFIX
+    from wsframework.messaging import MessageFilter
+    messaging = service.messaging
+    messaging.unroute("edn.event-batch")
+    messaging.route("edn.event-batch", MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
+                                                     path_prefix=TOPICS_PREFIX),
+                    reference_handler(service.subscription_manager), priority=20)
+
+
+def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
+        rounds: int | None = None, symbols: bool = False, profile: str | None = None) -> dict:
+    """Figures: ``server_cpu_us_per_copy`` (new path), ``reference_cpu_us_per_copy`` (the
+    event-by-event path) and their ratio; ``matches_per_event``. ``profile``: write a
+    cProfile of the new path's measured batches to that file."""
+    setup = Setup()
+    n = per_server or (2000 if quick else setup.per_server)
+    rounds = rounds or (3 if quick else 7)
+    events_per_round = 64 * (8 if quick else 32)
+    lo, hi = narrow_rectangles(n, setup.half_width, setup.seed)
+    rng = np.random.default_rng(setup.seed + 3)
+    subscription_symbols = rng.integers(0, setup.symbols, n) if symbols else None
+    points, event_symbols = event_workload(setup, events_per_round, setup.seed + 1)
+    if not symbols:
+        event_symbols = None
+    scratch = Path(tempfile.mkdtemp(prefix="edn-serverpath-"))
+    services = {}
+    try:
+        for kind in ("new", "reference"):
+            services[kind] = build(scratch / kind, lo, hi, subscription_symbols, kind)
+        _use_reference(services["reference"])
+        apps = {kind: WsgiApplication(service) for kind, service in services.items()}
+        path = f"/topics/{TOPIC}"
+        seq = {kind: 1 for kind in services}
+        cpu = {kind: [] for kind in services}
+        profiler = None
+        if profile:
+            import cProfile
+            profiler = cProfile.Profile()
+
+        def one_round(kind: str, measured: bool) -> None:
+            payloads = batches(points, event_symbols, batch, services[kind].base_url, seq[kind])
+            seq[kind] += len(payloads) * batch
+            app = apps[kind]
+            if profiler is not None and kind == "new" and measured:
+                profiler.enable()
+            started = time.process_time()
+            for payload in payloads:
+                status = post(app, path, payload)
+                if not status.startswith("2"):
+                    raise RuntimeError(f"the server answered {status}")
+            spent = time.process_time() - started
+            if profiler is not None and kind == "new" and measured:
+                profiler.disable()
+            if measured:
+                cpu[kind].append(spent / (len(payloads) * batch))
+
+        for kind in services:  # warm up: caches, first summary cuts
+            one_round(kind, False)
+        for r in range(rounds):
+            for kind in (("new", "reference") if r % 2 == 0 else ("reference", "new")):
+                one_round(kind, True)
+        for service in services.values():
+            service.subscription_manager.deliverer.drain(10)
+        if profiler is not None:
+            profiler.dump_stats(profile)
+        new = float(np.median(cpu["new"])) * 1e6
+        old = float(np.median(cpu["reference"])) * 1e6
+        manager = services["new"].subscription_manager
+        received = manager.edn_counters.get("events_received", 0)
+        inside = ((lo[None] <= points[:, None]) & (hi[None] >= points[:, None])).all(axis=2)
+        if symbols:
+            inside &= subscription_symbols[None, :] == event_symbols[:, None]
+        return {
+            "server_cpu_us_per_copy": round(new, 2),
+            "reference_cpu_us_per_copy": round(old, 2),
+            "reference_over_new": round(old / new, 2) if new else None,
+            "subscriptions": n, "d": D, "batch": batch, "rounds": rounds,
+            "events_per_round": events_per_round - events_per_round % batch,
+            "events_received": received,
+            "matches_per_event": round(float(inside.sum()) / len(points), 4),
+            "symbols": symbols,
+        }
+    finally:
+        for service in services.values():
+            service.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":  # python -m benchmarks.serverpath [--quick] [--symbols] [--profile F]
+    import argparse
+    import json
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--symbols", action="store_true")
+    parser.add_argument("--profile")
+    parser.add_argument("--rounds", type=int)
+    args = parser.parse_args()
+    print(json.dumps(run(args.quick, symbols=args.symbols, profile=args.profile,
+                         rounds=args.rounds), indent=1))

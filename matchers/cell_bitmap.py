@@ -8,15 +8,16 @@
     engine.bulk_load(ids, mins, maxs)            # RTreeMatchingEngine
     engine.add_filter("s1", FilterSpec(RANGES_DIALECT, "x3 in [10, 20]"))
     engine.match(event)                          # -> ids, insertion order
-    engine.match_batch(events)                   # -> one id list per event, one index pass
+    engine.match_many(events)                    # -> one id list per event, one index pass
     engine.match_points(points)                  # (m, d) coordinates -> one id list per row
     engine.summary(0.5)                          # the summary manager is the R-tree engine's
 
 For workloads with many subscriptions over many attributes (HEM's: 1M subscriptions, d = 20,
 10 wide predicates each), where an R-tree degrades towards a scan.  Only the *filtering
 index* differs from :class:`~matchers.rtree_engine.RTreeMatchingEngine`: filter
-compilation, exact checks, insertion order, bulk loading and the maximal-rectangle summary
-manager are inherited unchanged.
+compilation, exact checks, insertion order, bulk loading, batch matching (``match_many``:
+one extraction, then :meth:`CellBitmapIndex.intersecting_batch`) and the maximal-rectangle
+summary manager (deferred, see :class:`_DeferredMaximal`) are the R-tree engine's.
 
 The index (:class:`CellBitmapIndex`) cuts each dimension ``j`` into at most ``cells`` cells
 (equi-depth over the rectangles' inner edges, so that every cell holds about as many edges)
@@ -37,15 +38,15 @@ repacks, amortized as for the R-tree's pages).
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from wsframework import ns
-from wsframework.matching.base import FilterFailures, Pacer, ReportingMatcher
+from wsframework.matching.base import ReportingMatcher
 
-from .rtree_engine import _ALWAYS, _IF_UNCLEAN, RTreeMatchingEngine
-from .schema.extraction import standalone
+from .rtree_engine import RTreeMatchingEngine
 from .summary import MaximalRectangles
 
 __all__ = ["CELL_BITMAP_URI", "CellBitmapEngine", "CellBitmapIndex"]
@@ -113,7 +114,7 @@ class CellBitmapIndex:
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def bulk(cls, rows: np.ndarray, mins: np.ndarray, maxs: np.ndarray, *, dims: int,
-             cells: int = 64) -> "CellBitmapIndex":
+             cells: int = 64) -> CellBitmapIndex:
         """An index holding ``rows`` (n,) with boxes ``mins``/``maxs`` (n, dims), cells cut
         for them."""
         rows = np.asarray(rows, dtype=np.int64)
@@ -422,43 +423,4 @@ class CellBitmapEngine(RTreeMatchingEngine):
                 continue
             part = np.unique(part) if table.multi else np.sort(part)
             answers.append(table.ids[part].tolist())
-        return answers
-
-    def match_batch(self, events: Iterable[Any], *,
-                    variables: Mapping[str, Any] | None = None,
-                    failures: FilterFailures | None = None) -> list[list[str]]:
-        """``match`` for many events, with one index pass over all their boxes: one id list
-        per event, each in insertion order.  ``failures`` collects what the exact checks
-        report, as in :meth:`match_reporting`."""
-        events = [standalone(event) for event in events]
-        table = self._table
-        if not events:
-            return []
-        if not table.seq_of:
-            return [[] for _ in events]
-        boxes = [self.schema.extract(event) for event in events]
-        lows = np.array([box.lo for box in boxes], dtype=np.float64).reshape(len(boxes), -1)
-        highs = np.array([box.hi for box in boxes], dtype=np.float64).reshape(len(boxes), -1)
-        rows, counts = self._index.intersecting_batch(lows, highs)
-        seqs_all = table.owner[rows]
-        answers = []
-        start = 0
-        pacer = Pacer()
-        for event, box, count in zip(events, boxes, counts.tolist()):
-            seqs = seqs_all[start:start + count]
-            start += count
-            if not count:
-                answers.append([])
-                continue
-            seqs = np.unique(seqs) if table.multi else np.sort(seqs)
-            need = table.kind[seqs] >= (_IF_UNCLEAN if not box.clean else _ALWAYS)
-            if not need.any():
-                answers.append(table.ids[seqs].tolist())
-                continue
-            keep = ~need
-            for position in np.flatnonzero(need).tolist():
-                pacer.tick()
-                keep[position] = self._confirm(int(seqs[position]), event, box, variables,
-                                               failures)
-            answers.append(table.ids[seqs[keep]].tolist())
         return answers

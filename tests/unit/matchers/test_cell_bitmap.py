@@ -11,8 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from matchers import BruteForceMatcher, FilterSpec, RTreeMatchingEngine, Schema, create_matcher
-from matchers import cell_bitmap
+from matchers import (
+    BruteForceMatcher,
+    FilterSpec,
+    RTreeMatchingEngine,
+    Schema,
+    cell_bitmap,
+    create_matcher,
+)
 from matchers.cell_bitmap import CELL_BITMAP_URI, CellBitmapEngine, CellBitmapIndex
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
@@ -189,16 +195,13 @@ EVENT_VALUE = st.one_of(st.none(), VALUES, st.sampled_from([-1.0, 11.0, 3.25]))
 @given(operations=ENGINE_OPERATIONS,
        events=st.lists(st.lists(EVENT_VALUE, min_size=D, max_size=D), min_size=1, max_size=6))
 def test_engine_agrees_with_brute_force_on_events(operations, events):
-    """XML events (absent attributes, values outside the domain): match and match_batch."""
+    """XML events (absent attributes, values outside the domain): match and match_many."""
     engine, oracle = FewCells(SCHEMA), BruteForceMatcher(SCHEMA)
     _apply([engine, oracle], operations)
     documents = [_event(values) for values in events]
     wanted = [oracle.match(document) for document in documents]
     assert [engine.match(document) for document in documents] == wanted
-    assert engine.match_batch(documents) == wanted
-    many = getattr(engine, "match_many", None)  # the Matcher contract's batch entry, if present
-    if many is not None:
-        assert many(documents) == wanted
+    assert engine.match_many(documents) == wanted
 
 
 @FAST

@@ -8,7 +8,7 @@ take the reference once and never see a half-updated table; writers are serializ
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from lxml import etree
@@ -160,7 +160,9 @@ class RTreeRouteSet(Matcher):
 
     # -- the Matcher interface ---------------------------------------------------------------
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
-        routes = self._routes
+        return self._match_in(self._routes, event)
+
+    def _match_in(self, routes: RoutingTable, event: Any) -> list[str]:
         if not routes.servers:
             return []
         if routes.precision <= NO_SUMMARY:
@@ -175,6 +177,33 @@ class RTreeRouteSet(Matcher):
             box = schema.extract(event)
             chosen = route(routes, box.lo[None, :], box.hi[None, :])[0]
         return [server for server in routes.servers if server in chosen]
+
+    def match_many(self, events: Sequence[Any]) -> list[list[str]]:
+        """:meth:`match` for a batch: each event read once, the whole batch routed in one
+        call (the table's measured batch strategy: a few microseconds per event, against
+        ~150 us for one event against every box), one table for the whole batch."""
+        routes = self._routes
+        if not routes.servers:
+            return [[] for _ in events]
+        if routes.precision <= NO_SUMMARY:
+            every = list(routes.servers)  # no summary: nothing to read, every server
+            return [every for _ in events]
+        schema = self.schema
+        if schema is None or (self.dims is not None and schema.dims != self.dims):
+            return [self._match_in(routes, event) for event in events]
+        if not len(events):
+            return []
+        boxes = [schema.extract(standalone(event)) for event in events]
+        chosen = route(routes, np.vstack([box.lo for box in boxes]),
+                       np.vstack([box.hi for box in boxes]))
+        ordered: dict[frozenset, list[str]] = {}  # one list per distinct answer
+        out = []
+        for servers in chosen:
+            found = ordered.get(servers)
+            if found is None:
+                found = ordered[servers] = [s for s in routes.servers if s in servers]
+            out.append(found)
+        return out
 
     def filter_ids(self) -> list[str]:
         return list(self._routes.servers)

@@ -42,7 +42,7 @@ import numpy as np
 from .table import RoutingTable
 
 __all__ = ["CALIBRATION_POINTS", "route", "strategies", "candidates", "by_bitmaps", "by_rtree",
-           "by_scan", "by_columns", "fastest"]
+           "by_scan", "by_columns", "by_cells", "fastest"]
 
 CALIBRATION_POINTS = 64
 _FIRST_CHUNK = 16
@@ -74,8 +74,8 @@ def strategies(single: bool) -> dict:
     """The ways of routing one event (``single``) or a batch, by name."""
     if single:
         # (bitmaps cost a numpy pass per server and dimension: ~10x slower for one event)
-        return {"columns": by_columns, "rtree": by_rtree}
-    return {"scan": by_scan, "rtree": by_rtree, "bitmap": by_bitmaps}
+        return {"columns": by_columns, "rtree": by_rtree, "cells": by_cells}
+    return {"scan": by_scan, "rtree": by_rtree, "bitmap": by_bitmaps, "cells": by_cells}
 
 
 def candidates(table: RoutingTable, single: bool) -> dict:
@@ -83,7 +83,8 @@ def candidates(table: RoutingTable, single: bool) -> dict:
     methods = strategies(single)
     if "bitmap" in methods and any(bitmap is None for bitmap in table.bitmaps):
         del methods["bitmap"]  # some server has too many boxes for bitmaps
-    table.index  # build the tree outside the timing
+    table.index  # build the tree and the cells outside the timing
+    table.cells
     return methods
 
 
@@ -120,6 +121,14 @@ def by_bitmaps(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
         if bitmaps is not None:
             hit[:, position] = bitmaps.value.any_hit(lo, hi)
     return hit
+
+
+def by_cells(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Cell bitmaps (:mod:`.cells`) for points; a batch holding boxes (eCube events) is
+    scanned instead."""
+    if not np.array_equal(lo, hi):
+        return by_scan(table, lo, hi)
+    return table.cells.hits(lo, table.owner, len(table.servers))
 
 
 def by_rtree(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

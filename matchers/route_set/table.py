@@ -31,6 +31,7 @@ import numpy as np
 from .._rtree import BoxIndex
 from ..summary import Summary, str_groups, summary_target
 from .bitmaps import MAX_BITMAP_BOXES, LazyBitmaps, no_boxes
+from .cells import CellBitmaps
 
 __all__ = ["NO_SUMMARY", "PRECISE", "RoutingTable", "SummaryCuts", "build_table"]
 
@@ -60,6 +61,7 @@ class RoutingTable:
     choice: dict = field(default_factory=lambda: {"batch": None, "single": None})
     recent: list = field(default_factory=list)   # single events seen before calibrating
     _index: list = field(default_factory=lambda: [None])
+    _cells: list = field(default_factory=lambda: [None])
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sets: dict = field(default_factory=dict)
 
@@ -74,6 +76,14 @@ class RoutingTable:
                 self._index[0] = BoxIndex.bulk(np.arange(len(self.owner)), self.mins, self.maxs,
                                                dims=self.mins.shape[1])
             return self._index[0]
+
+    @property
+    def cells(self) -> CellBitmaps:
+        """The table's cell bitmaps (:mod:`.cells`), built on first use."""
+        with self._lock:
+            if self._cells[0] is None:
+                self._cells[0] = CellBitmaps(self.mins, self.maxs)
+            return self._cells[0]
 
     def frozen(self, mask_row: np.ndarray) -> frozenset:
         positions = np.flatnonzero(mask_row)

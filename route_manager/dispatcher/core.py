@@ -3,7 +3,6 @@ forward, with backpressure). Administration (:mod:`.admin`), precision and self-
 (:mod:`.control`), statistics (:mod:`.stats`) and the tables (:mod:`.tables`) are its parts."""
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -13,6 +12,7 @@ from typing import Mapping
 from lxml import etree
 
 from matchers import FilterSpec, MatcherError
+from matchers.schema.extraction import standalone
 from wsframework import ns
 from wsframework.busy import BusyMeter
 from wsframework.messaging import IncomingMessage, Reply
@@ -80,7 +80,6 @@ class Dispatcher(BaseRouteManager):
         self._summary_lock = threading.Lock()  # generation check, install and store are one step
         self.counters = DispatcherCounters()
         self.counters_lock = threading.Lock()  # counters, backpressure_timeouts
-        self._match_lock = threading.Lock()  # libspatialindex is not thread-safe
         self.servers: dict[str, str] = {}
         self.loads: dict[str, int] = {}
         # utilization: the service counts requests in hand; the hold-back wait is taken out
@@ -130,8 +129,7 @@ class Dispatcher(BaseRouteManager):
             # A server that does not say how many rectangles its summary covers: its load
             # (subscriptions on all its topics) is the best denominator for precision.
             summary.set("rectangles", str(load))
-        with self._match_lock:
-            entry.matcher.add_filter(server, FilterSpec(ns.SUMMARY_DIALECT, "", (), summary))
+        entry.matcher.add_filter(server, FilterSpec(ns.SUMMARY_DIALECT, "", (), summary))
 
     def add_server(self, name: str, address: str) -> None:
         self.servers[name] = address.rstrip("/")
@@ -180,25 +178,32 @@ class Dispatcher(BaseRouteManager):
         return None
 
     def route_events(self, entry: NamespaceEntry, events) -> int:
+        """Route ``events`` (elements of one message) and queue their copies; returns the
+        number of copies. The batch is read and routed in one call (the matcher's
+        ``match_many``); each event is serialized once, and its copies share those bytes."""
+        if not events:
+            return 0
+        matcher = entry.matcher
+        started = time.thread_time()  # CPU of this thread: GIL waits excluded
+        match_many = getattr(matcher, "match_many", None)
+        if match_many is not None:
+            answers = match_many(events)
+        else:  # a plugin matcher without batches: one event at a time, each standalone
+            answers = [matcher.match(standalone(event)) for event in events]
+        route_seconds = time.thread_time() - started
         copies = 0
-        route_seconds = 0.0
         hits: dict[str, int] = {}
         logged = []  # (topic, event, targets): committed to the log in one transaction
-        for event in events:
-            # Match the event as its own document: schema XPaths are absolute (/q:quote/...)
-            # and would see the SOAP envelope above an event left in place.
-            event = copy.deepcopy(event)
-            with self._match_lock:
-                started = time.thread_time()  # CPU of this thread: GIL waits excluded
-                targets = entry.matcher.match(event)
-                route_seconds += time.thread_time() - started
-            if targets:
-                if self.log is not None:
-                    logged.append((entry.name, etree.tostring(event), targets))
-                else:
-                    copies += self.forwarder.forward(entry.name, etree.tostring(event), targets)
-                for server in targets:
-                    hits[server] = hits.get(server, 0) + 1
+        for event, targets in zip(events, answers):
+            if not targets:
+                continue
+            data = etree.tostring(event)
+            if self.log is not None:
+                logged.append((entry.name, data, targets))
+            else:
+                copies += self.forwarder.forward(entry.name, data, targets)
+            for server in targets:
+                hits[server] = hits.get(server, 0) + 1
         if logged:  # durable before the reply; LogFull refuses the whole message
             copies += self.forwarder.forward_logged(logged)
         with self.counters_lock:

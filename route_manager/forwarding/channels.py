@@ -15,12 +15,13 @@ from wsframework import ns
 from wsframework.soap import SoapVersion
 
 from ..measurement import thread_cpu_seconds
-from .batch import batch_envelope
+from .batch import BatchTemplate
 from .link import TokenBucket
 
 log = logging.getLogger(__name__)
 
 POLICIES = ("drop-newest", "drop-oldest")
+_MAX_TEMPLATES = 1024  # batch envelopes prepared per channel (one per topic in use)
 
 
 @dataclass
@@ -125,6 +126,7 @@ class ServerChannel:
         self.soap_version = soap_version
         self.credential = credential  # sent with each batch: servers check it
         self.stats = ChannelStats()
+        self._templates: dict[tuple[str, bool], BatchTemplate] = {}  # (topic, logged)
         self._queue: collections.deque[_Item] = collections.deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -315,10 +317,17 @@ class ServerChannel:
         return True
 
     def envelope(self, topic: str, events: Iterable[bytes], first_seq: int | None = None) -> bytes:
+        """The batch's envelope, spliced from this channel's template for ``topic``."""
         logged = self.log is not None and first_seq is not None
-        return batch_envelope(self.soap_version, self.address, topic, events, self.credential,
-                              dispatcher=self.log.dispatcher_id if logged else None,
-                              first_seq=first_seq if logged else None)
+        key = (topic, logged)
+        template = self._templates.get(key)
+        if template is None:
+            if len(self._templates) >= _MAX_TEMPLATES:
+                self._templates.clear()
+            template = self._templates[key] = BatchTemplate(
+                self.soap_version, self.address, topic, self.credential,
+                dispatcher=self.log.dispatcher_id if logged else None)
+        return template.render(events, first_seq if logged else None)
 
     def close(self, timeout: float = 5.0) -> None:
         with self._cond:

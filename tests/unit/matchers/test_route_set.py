@@ -3,6 +3,8 @@
 import threading
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 from lxml import etree
 
@@ -63,6 +65,22 @@ def test_match_and_route(routes):
     assert routes.route_box([1, 7], [4, 9]) == frozenset({"high"})
 
 
+def test_match_many_answers_what_match_answers_event_by_event(routes):
+    rng = np.random.default_rng(3)
+    body = etree.Element("batch")  # events inside a larger document, as in an EventBatch
+    for x, y in rng.integers(-1, 12, (80, 2)) / 1.0:
+        body.append(event(x, y))
+    body.append(event(x=1))
+    body.append(etree.fromstring('<e x="2" y="" />'))
+    events = list(body)
+    assert routes.match_many(events) == [routes.match(etree.fromstring(etree.tostring(e)))
+                                         for e in events]
+    assert routes.match_many([]) == []
+    routes.set_precision(0.0)  # no summary: every event to every server, nothing read
+    assert routes.match_many(events[:2]) == [["low", "high", "middle"]] * 2
+    assert RTreeRouteSet(SCHEMA).match_many(events[:3]) == [[], [], []]
+
+
 def test_events_lacking_an_attribute_go_where_a_box_spans_null(routes):
     assert routes.match(event(x=1)) == []
     routes.set_summary("wide", summary((SCHEMA.null, SCHEMA.domain_hi)))
@@ -74,15 +92,15 @@ def test_batch_equals_single_for_both_strategies(routes):
     points = rng.uniform(-1, 11, (300, 2))
     single = [routes.route(p) for p in points]
     table = routes._routes
-    for method in (routing.by_scan, routing.by_rtree, routing.by_bitmaps):
+    for method in (routing.by_scan, routing.by_rtree, routing.by_bitmaps, routing.by_cells):
         assert table.sets(method(table, points, points)) == single
         highs = points + 0.7
         assert table.sets(method(table, points, highs)) == [routes.route_box(a, b) for a, b in zip(points, highs)]
-    for method in (routing.by_columns, routing.by_rtree, routing.by_bitmaps):
+    for method in (routing.by_columns, routing.by_rtree, routing.by_bitmaps, routing.by_cells):
         assert [table.sets(method(table, p[None], p[None]))[0] for p in points] == single
-    assert table.choice["single"] in ("columns", "rtree")  # calibrated after 64 single events
+    assert table.choice["single"] in ("columns", "rtree", "cells")  # after 64 single events
     assert routes.route_batch(points) == single  # calibrates, then routes
-    assert routes._routes.choice["batch"] in ("scan", "rtree", "bitmap")
+    assert routes._routes.choice["batch"] in ("scan", "rtree", "bitmap", "cells")
     assert routes.route_batch(points[:5]) == single[:5]
     highs = points + 0.5
     assert routes.route_batch(points, highs) == [routes.route_box(lo, hi) for lo, hi in zip(points, highs)]
@@ -216,7 +234,7 @@ def test_servers_with_many_boxes_skip_the_bitmaps(routes, monkeypatch):
     points = np.array([[0.5, 0.5], [9.5, 9.5], [4.0, 9.0]] * 30)
     assert routes.route_batch(points)[:3] == [frozenset({"low", "big"}), frozenset({"high", "big"}),
                                               frozenset()]
-    assert table.choice["batch"] in ("scan", "rtree")
+    assert table.choice["batch"] in ("scan", "rtree", "cells")
 
 
 def test_rank_bitmaps_against_numpy():
@@ -230,3 +248,23 @@ def test_rank_bitmaps_against_numpy():
         hi = lo + rng.integers(0, 2, (200, d))
         expected = [bool(np.any(np.all((mins <= b) & (maxs >= a), axis=1))) for a, b in zip(lo, hi)]
         assert bitmaps.any_hit(lo, hi).tolist() == expected
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(1, 6), st.integers(1, 60), st.integers(0, 2**32 - 1))
+def test_cell_bitmaps_answer_exactly_what_a_scan_answers(d, k, seed):
+    """Boxes on a coarse grid (shared edges, degenerate boxes, equal bounds) and points on
+    those edges, inside and outside the boxes' extent: cells never miss nor add a server."""
+    from matchers.route_set.cells import CellBitmaps
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 8, (k, d)) / 2.0
+    b = rng.integers(0, 8, (k, d)) / 2.0
+    mins, maxs = np.minimum(a, b), np.maximum(a, b)
+    owner = rng.integers(0, 3, k)
+    points = np.vstack([rng.integers(-2, 10, (40, d)) / 2.0, rng.uniform(-1, 5, (20, d))])
+    want = np.zeros((len(points), 3), dtype=bool)
+    inside = np.all((mins[None] <= points[:, None]) & (maxs[None] >= points[:, None]), axis=2)
+    for i, j in zip(*np.nonzero(inside)):
+        want[i, owner[j]] = True
+    for cells in (1, 3, 64):
+        assert np.array_equal(CellBitmaps(mins, maxs, cells).hits(points, owner, 3), want)

@@ -238,3 +238,53 @@ def test_sender_cpu_is_its_greenlets_own_under_gevent():
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["sent"] == 10
     assert 0.15 <= figures["sender"] <= 0.28, figures  # 10 x 20 ms, not + 300 ms of the other
+
+
+# -- the spliced batch envelope ---------------------------------------------------------------
+
+def _tree_batch(soap_version, address, topic, events, credential, dispatcher, first_seq):
+    """The batch envelope as a tree would give it: what the splice must equal."""
+    from route_manager.edn_wire import BATCH_DISPATCHER, BATCH_FIRST_SEQ
+    from wsframework import ns as wsns
+    from wsframework.addressing import WsaVersion, request_headers
+    from wsframework.admin import ADMIN_TOKEN_QNAME
+    from wsframework.soap import build_envelope
+    body = etree.Element(f"{{{wsns.EDN}}}EventBatch", nsmap={"edn": wsns.EDN})
+    body.set("Topic", topic)
+    if dispatcher is not None:
+        body.set(BATCH_DISPATCHER, dispatcher)
+        body.set(BATCH_FIRST_SEQ, str(first_seq))
+    for event in events:
+        body.append(etree.fromstring(event))
+    headers = request_headers(WsaVersion.WSA10, f"{address}/topics/{topic}",
+                              wsns.EDN_EVENT_BATCH_ACTION, message_id="urn:uuid:fixed")
+    if credential is not None:
+        token = etree.Element(ADMIN_TOKEN_QNAME, nsmap={"adm": wsns.ADMIN})
+        token.text = credential
+        headers.append(token)
+    return build_envelope(soap_version, body, headers)
+
+
+@pytest.mark.parametrize("logged", [False, True])
+@pytest.mark.parametrize("credential", [None, "tok", 'FirstSeq="0" >EVENTS< &<'])
+def test_spliced_batch_equals_the_tree_built_envelope(logged, credential):
+    from route_manager.forwarding.batch import BatchTemplate
+    from wsframework.soap import SoapVersion
+    events = [b'<e:event xmlns:e="urn:e"><e:x>1</e:x></e:event>',
+              b'<q:quote xmlns:q="urn:q" sym="A&amp;B"><q:price>4</q:price></q:quote>']
+    for version in SoapVersion:
+        template = BatchTemplate(version, "http://s1.test:8080/base", "gr&id", credential,
+                                 dispatcher="d-1" if logged else None)
+        first = [template.render(events, 7 if logged else None) for _ in range(2)]
+        expected = _tree_batch(version, "http://s1.test:8080/base", "gr&id", events,
+                               credential, "d-1" if logged else None, 7)
+        for spliced in first:
+            envelope = parse_envelope(spliced)
+            reference = parse_envelope(expected)
+            got_id = envelope.root.find(".//{http://www.w3.org/2005/08/addressing}MessageID")
+            want_id = reference.root.find(".//{http://www.w3.org/2005/08/addressing}MessageID")
+            assert got_id.text.startswith("urn:uuid:") and got_id.text != "urn:uuid:fixed"
+            got_id.text = want_id.text
+            assert etree.tostring(envelope.root, method="c14n") == \
+                etree.tostring(reference.root, method="c14n")
+        assert first[0] != first[1]  # a fresh MessageID per batch

@@ -4,10 +4,13 @@ that can take them, beside the sink's own ceiling and the old client's figure.
 Call :func:`run` (``edn bench eventpath`` does). Figures:
 
 * ``sink_ceiling_per_s`` -- POSTs/s the :class:`~edn.sink.FastSink` (an asyncio server in its
-  own process) answers when a gevent process blasts it with
-  :class:`~wsframework.transport.LeanHttpTransport` from ``blast_concurrency`` greenlets:
-  the most any delivery to it could reach; ``sink_cpu_share_at_ceiling`` says whether the
-  sink itself was the limit (1.0 = a whole core) or the blaster was;
+  own process) answers when one gevent process blasts it with
+  :class:`~wsframework.transport.LeanHttpTransport` from ``blast_concurrency`` greenlets,
+  doing nothing else: the most a delivering process with this client can get through to
+  it. The blaster, not the sink, is the limit there: ``sink_cpu_us_per_post`` is the sink's
+  own CPU per POST meanwhile and ``sink_cpu_bound_per_s`` what a whole core of it would take
+  (1e6 / that). Two blaster processes on this 2-core machine got less, not more (three
+  busy processes on two cores);
 * ``notifications_per_s`` -- ``edn serve source`` (gunicorn, one gevent worker: one server
   process, the same :class:`~subscription_manager.manager.SubscriptionManager` delivery
   path as the EDN server role) with ``subscriptions`` subscriptions that all match every
@@ -51,7 +54,8 @@ def _process_cpu(pid: int) -> float:
 
 def _worker_pid(arbiter_pid: int) -> int:
     """The gunicorn worker under ``arbiter_pid`` (the process that delivers)."""
-    children = open(f"/proc/{arbiter_pid}/task/{arbiter_pid}/children").read().split()
+    with open(f"/proc/{arbiter_pid}/task/{arbiter_pid}/children") as listing:
+        children = listing.read().split()
     return int(children[0]) if children else arbiter_pid
 
 
@@ -105,19 +109,32 @@ def _blast_main(argv: list[str]) -> None:
             thread.join()
         elapsed, used = time.perf_counter() - t0, cpu() - c0
     posts = per_worker * concurrency
-    print(json.dumps({"per_s": posts / elapsed, "cpu_us_per_post": used / posts * 1e6}))
+    ended = time.time()
+    print(json.dumps({"per_s": posts / elapsed, "cpu_us_per_post": used / posts * 1e6,
+                      "posts": posts, "start": ended - elapsed, "end": ended}))
 
 
-def _blast(client: str, url: str, n: int, concurrency: int) -> dict:
+def _blast(client: str, url: str, n: int, concurrency: int, processes: int = 1) -> dict:
+    """``processes`` blasters at once, ``n`` POSTs each; per_s is all their POSTs over the
+    span from the first one's start to the last one's end."""
     prelude = "" if client == "aiohttp" else "from gevent import monkey; monkey.patch_all(); "
     code = (f"{prelude}import sys; from benchmarks.delivery import _blast_main; "
             f"_blast_main(sys.argv[1:])")
-    done = subprocess.run([sys.executable, "-c", code, client, url, str(n), str(concurrency)],
-                          capture_output=True, text=True, timeout=600,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if done.returncode != 0:
-        raise RuntimeError(f"the {client} blaster failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    running = [subprocess.Popen([sys.executable, "-c", code, client, url, str(n),
+                                 str(concurrency)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=root)
+               for _ in range(processes)]
+    results = []
+    for proc in running:
+        out, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the {client} blaster failed:\n{err[-2000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    posts = sum(r["posts"] for r in results)
+    span = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return {"per_s": posts / span, "posts": posts,
+            "cpu_us_per_post": sum(r["cpu_us_per_post"] * r["posts"] for r in results) / posts}
 
 
 def _have_aiohttp() -> bool:
@@ -203,11 +220,11 @@ def run(quick: bool = False) -> dict:
     sink = FastSink().start()
     try:
         cpu0 = sink.cpu_seconds
-        started = time.perf_counter()
         ceiling = _blast("lean", sink.url, blast_posts, concurrency)
-        wall = time.perf_counter() - started
+        sink_cpu_us = (sink.cpu_seconds - cpu0) / (ceiling["posts"] + 200) * 1e6  # + warm-up
         figures["sink_ceiling_per_s"] = round(ceiling["per_s"])
-        figures["sink_cpu_share_at_ceiling"] = round((sink.cpu_seconds - cpu0) / wall, 2)
+        figures["sink_cpu_us_per_post"] = round(sink_cpu_us, 1)
+        figures["sink_cpu_bound_per_s"] = round(1e6 / sink_cpu_us)
         figures["blast_concurrency"] = concurrency
         clients = {"lean": ceiling["cpu_us_per_post"]}
         clients["requests"] = _blast("requests", sink.url, blast_posts // 10,

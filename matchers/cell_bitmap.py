@@ -57,19 +57,25 @@ _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_ROWS.setflags(write=False)
 _OR_LIMIT = 4        # a query side spanning more cells than this skips its dimension
 _MIN_RECUT = 1024    # rows below which cells are not re-cut (a scan of them is cheap)
+_CUT_SAMPLE = 65_536  # rows whose edges place the cuts
 
 
 def _cell_cuts(mins: np.ndarray, maxs: np.ndarray, cells: int) -> np.ndarray:
     """(d, cells - 1) ascending inner cell boundaries, +inf padded.
 
-    Equi-depth over the rectangles' edges, leaving out edges at the column's extremes
-    (unconstrained sides: they cut nothing), so each cell holds about as many edges and
-    so about as many rectangles that meet it without containing the whole cell.
+    Equi-depth over the rectangles' edges (a sample of them past ``_CUT_SAMPLE`` rows),
+    leaving out edges at the column's extremes (unconstrained sides: they cut nothing), so
+    each cell holds about as many edges and so about as many rectangles that meet it
+    without containing the whole cell.  Any cuts give exact answers; these keep the
+    candidates few.
     """
     d = mins.shape[1]
     cuts = np.full((d, max(cells - 1, 0)), np.inf)
     if not len(mins) or cells < 2:
         return cuts
+    if len(mins) > _CUT_SAMPLE:
+        sample = np.random.default_rng(0).choice(len(mins), _CUT_SAMPLE, replace=False)
+        mins, maxs = mins[sample], maxs[sample]
     quantiles = np.linspace(0.0, 1.0, cells + 1)[1:-1]
     for j in range(d):
         edges = np.concatenate([mins[:, j], maxs[:, j]])
@@ -126,23 +132,28 @@ class CellBitmapIndex:
         index._cut_for = len(rows)
         if not len(rows):
             return index
-        index._reserve(int(rows.max()) + 1)
-        index._mins[rows] = mins
-        index._maxs[rows] = maxs
-        index._live[rows] = True
+        top = int(rows.max()) + 1
+        index._reserve(top)
+        dense = top == len(rows) and bool(np.all(rows[1:] > rows[:-1]))  # rows 0 .. n - 1
+        where = slice(0, top) if dense else rows
+        index._mins[where] = mins
+        index._maxs[where] = maxs
+        index._live[where] = True
         index._count = len(rows)
-        index._top = int(rows.max()) + 1
-        top = index._top
-        # one bool column per (j, cell) over rows 0..top, packed 64 to a word
+        index._top = top
+        # one bool column per (j, cell) over rows 0 .. top - 1, packed 64 to a word
+        small = np.uint8 if cells <= 255 else np.int32
         flags = np.zeros(index._words * 64, dtype=bool)
+        above = np.empty(top, dtype=bool)
         for j in range(dims):
-            first = np.zeros(top, dtype=np.int16)
-            last = np.full(top, -1, dtype=np.int16)
-            first[rows] = index._cell_of(j, mins[:, j])
-            last[rows] = index._cell_of(j, maxs[:, j])
-            for cell in range(int(first[rows].min()), int(last[rows].max()) + 1):
+            first = np.full(top, cells, dtype=small)  # rows not held: in no cell
+            last = np.zeros(top, dtype=small)
+            first[where] = index._cell_of(j, mins[:, j])
+            last[where] = index._cell_of(j, maxs[:, j])
+            for cell in range(int(first.min()), int(last.max()) + 1):
                 np.less_equal(first, cell, out=flags[:top])
-                flags[:top] &= last >= cell
+                np.greater_equal(last, cell, out=above)
+                flags[:top] &= above
                 index._bits[j, cell] = np.packbits(flags, bitorder="little").view(np.uint64)
         return index
 
@@ -158,10 +169,12 @@ class CellBitmapIndex:
         bits = np.zeros((self.dims, self.cells, words), dtype=np.uint64)
         bits[:, :, :self._words] = self._bits
         self._bits = bits
-        grow = words * 64 - len(self._live)
-        self._mins = np.vstack([self._mins, np.zeros((grow, self.dims))])
-        self._maxs = np.vstack([self._maxs, np.zeros((grow, self.dims))])
-        self._live = np.concatenate([self._live, np.zeros(grow, dtype=bool)])
+        held = len(self._live)
+        mins, maxs = np.zeros((words * 64, self.dims)), np.zeros((words * 64, self.dims))
+        mins[:held], maxs[:held] = self._mins, self._maxs
+        live = np.zeros(words * 64, dtype=bool)
+        live[:held] = self._live
+        self._mins, self._maxs, self._live = mins, maxs, live
         self._words = words
 
     # -- mutations ---------------------------------------------------------------------------
@@ -387,10 +400,20 @@ class CellBitmapEngine(RTreeMatchingEngine):
         live = table.live_rows()
         return live, table.mins[live], table.maxs[live]
 
+    def _index_new_rows(self, rows: np.ndarray) -> None:
+        if len(rows) >= self._table.boxes - len(rows):
+            # the R-tree engine's bulk branch, without gathering boxes for the summary
+            # manager: deferred, it reads the live rows when a summary is asked for
+            self._maximal.load(self._repack(), None, None)
+            return
+        super()._index_new_rows(rows)
+
     def _repack(self) -> np.ndarray:
         table = self._table
         live = table.live_rows()
-        self._index = CellBitmapIndex.bulk(live, table.mins[live], table.maxs[live],
+        # rows 0 .. k - 1 (after a bulk load into an empty engine): views, not copies
+        held = slice(0, len(live)) if not len(live) or live[-1] == len(live) - 1 else live
+        self._index = CellBitmapIndex.bulk(live, table.mins[held], table.maxs[held],
                                            dims=self.schema.d, cells=self.cells)
         return live
 

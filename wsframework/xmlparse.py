@@ -22,6 +22,7 @@ fault.
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from dataclasses import dataclass
 
@@ -143,21 +144,39 @@ def parse_xml(data: bytes, limits: ParserLimits = DEFAULT_LIMITS) -> etree._Elem
     if docinfo.doctype or docinfo.internalDTD is not None:
         # An encoding the byte checks above cannot see (UTF-7, ...) smuggled one in.
         raise XmlRejected("document type declarations are not allowed in SOAP messages")
-    _check_shape(root, limits)
+    _check_shape(root, limits, data)
     return root
 
 
-def _check_shape(root: etree._Element, limits: ParserLimits) -> None:
-    count = 0
-    stack = [(root, 1)]
-    while stack:
-        element, depth = stack.pop()
-        count += 1
-        if depth > limits.max_depth:
-            raise XmlRejected(f"element nesting deeper than {limits.max_depth}")
-        if count > limits.max_elements:
-            raise XmlRejected(f"more than {limits.max_elements} elements")
-        if isinstance(element.tag, str):
-            stack.extend((child, depth + 1) for child in element)
-        if element.tag is etree.Entity:
-            raise XmlRejected("entity references are not allowed")
+def _check_shape(root: etree._Element, limits: ParserLimits, data: bytes) -> None:
+    """Element count, nesting depth and entity references, checked by libxml2 rather than
+    by a Python walk over the tree (~400 us for a 64-event batch; this costs ~10 us).
+
+    * count: every element starts with a ``<``, which is the byte 0x3C in every encoding
+      below, so ``data.count(b"<")`` bounds the element count; only a document with more
+      ``<`` bytes than the limit (or in another encoding) is counted element by element;
+    * depth: an XPath selecting the elements one level below the limit, evaluated in C;
+    * entities: lxml's C iteration filtered to entity-reference nodes.
+    """
+    encoding = (root.getroottree().docinfo.encoding or "").upper().replace("_", "-")
+    if data.count(b"<") > limits.max_elements or not encoding.startswith(_BOUNDED_ENCODINGS):
+        count = 0
+        for _ in root.iter():
+            count += 1
+            if count > limits.max_elements:
+                raise XmlRejected(f"more than {limits.max_elements} elements")
+    if _too_deep(limits.max_depth)(root):
+        raise XmlRejected(f"element nesting deeper than {limits.max_depth}")
+    if next(root.iter(etree.Entity), None) is not None:
+        raise XmlRejected("entity references are not allowed")
+
+
+# Encodings in which "<" is the byte 0x3C (alone or with zero bytes around it).
+_BOUNDED_ENCODINGS = ("UTF-8", "UTF8", "US-ASCII", "ASCII", "ISO-8859-", "LATIN", "UTF-16",
+                      "UTF-32", "UCS-2", "UCS-4", "WINDOWS-125")
+
+
+@functools.lru_cache(maxsize=8)
+def _too_deep(max_depth: int) -> etree.XPath:
+    """True for a document with an element at depth ``max_depth + 1`` (the root is 1)."""
+    return etree.XPath("boolean(/" + "*/" * max_depth + "*)")

@@ -227,3 +227,22 @@ def test_empty_soap_body_reaches_the_handler(layer):
     assert outcome.status == 200
     assert layer.echoed[0].body is None
     assert parse_envelope(outcome.body).body is None
+
+
+def test_element_count_is_exact_when_text_holds_more_angle_brackets_than_the_limit():
+    # "<" in CDATA makes the byte count a loose bound: the elements are then counted.
+    limits = ParserLimits(max_elements=3)
+    assert parse_xml(b"<r><![CDATA[" + b"<" * 50 + b"]]><a/><b/></r>", limits).tag == "r"
+    with pytest.raises(XmlRejected, match="more than 3 elements"):
+        parse_xml(b"<r><![CDATA[" + b"<" * 50 + b"]]><a/><b/><c/></r>", limits)
+
+
+def test_limits_hold_in_utf16_as_in_utf8():
+    limits = ParserLimits(max_elements=5, max_depth=4)
+    for codec in ("utf-8", "utf-16"):
+        declared = f'<?xml version="1.0" encoding="{codec.upper()}"?>'
+        with pytest.raises(XmlRejected, match="more than 5"):
+            parse_xml((declared + "<r>" + "<a/>" * 5 + "</r>").encode(codec), limits)
+        with pytest.raises(XmlRejected, match="deeper than 4"):
+            parse_xml((declared + "<a>" * 5 + "</a>" * 5).encode(codec), limits)
+        assert parse_xml((declared + "<a>" * 4 + "</a>" * 4).encode(codec), limits) is not None

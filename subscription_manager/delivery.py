@@ -108,7 +108,7 @@ class DeliveryPolicy:
         return min(self.backoff_max, self.backoff * (2 ** (attempt - 1)))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Delivery:
     """One message to one endpoint. ``render`` builds the payload lazily in a worker (once;
     retries reuse it)."""

@@ -40,12 +40,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from wsframework.store import Store
 
 __all__ = ["Outbox", "OutboxRow", "DeadLetter", "process_owner", "new_message_id",
-           "MAX_DEAD_LETTER_LIST"]
+           "new_message_ids", "MAX_DEAD_LETTER_LIST"]
 
 _EVENTS = "eventing_outbox_events"
 _OUTBOX = "eventing_outbox"
@@ -120,6 +120,16 @@ def new_message_id() -> str:
     return f"urn:uuid:{uuid.uuid4()}"
 
 
+def new_message_ids(count: int) -> list[str]:
+    """``count`` random (version 4) UUID URNs from one ``os.urandom`` call: a third of the
+    cost of ``uuid4()`` each, which is a syscall and a UUID object per notification."""
+    raw = os.urandom(16 * count).hex()
+    variant = "89ab89ab89ab89ab"
+    return [f"urn:uuid:{raw[i:i + 8]}-{raw[i + 8:i + 12]}-4{raw[i + 13:i + 16]}-"
+            f"{variant[int(raw[i + 16], 16)]}{raw[i + 17:i + 20]}-{raw[i + 20:i + 32]}"
+            for i in range(0, 32 * count, 32)]
+
+
 def _process_start(pid: int) -> str:
     """The start time of process ``pid`` (clock ticks since boot, from /proc), or '' where
     /proc is not there."""
@@ -192,9 +202,10 @@ class DeadLetter:
     size: int
 
 
-@dataclass(frozen=True)
-class Accepted:
-    """One outbox row just committed: the row id and the message id its notification keeps."""
+class Accepted(NamedTuple):
+    """One outbox row just committed: the row id and the message id its notification keeps.
+    (A tuple: one is made per notification, and a frozen dataclass costs several times
+    more to build.)"""
 
     id: int
     subscription_id: str
@@ -261,15 +272,17 @@ class Outbox:
                 event_id = conn.execute(
                     f"INSERT INTO {_EVENTS}(topic, action, body, created) VALUES (?, ?, ?, ?)",
                     (topic, action, body, now)).lastrowid
-                rows = [(event_id, sid, new_message_id(), due, now, owner) for sid in ids]
+                message_ids = new_message_ids(len(ids))
                 first = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_OUTBOX}").fetchone()[0]
                 conn.executemany(
                     f"INSERT INTO {_OUTBOX}(event_id, subscription_id, message_id, "
-                    f"next_attempt_at, created, owner) VALUES (?, ?, ?, ?, ?, ?)", rows)
+                    f"next_attempt_at, created, owner) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(event_id, sid, mid, due, now, owner)
+                     for sid, mid in zip(ids, message_ids)])
                 # ids are assigned in order after the previous maximum (INTEGER PRIMARY KEY
                 # without AUTOINCREMENT, inside our write transaction)
-                result.append([Accepted(first + 1 + i, row[1], row[2], now)
-                               for i, row in enumerate(rows)])
+                result.append([Accepted(first + 1 + i, sid, mid, now)
+                               for i, (sid, mid) in enumerate(zip(ids, message_ids))])
             if dispatcher is not None and seqs:
                 self._set_position(conn, dispatcher, max(seqs))
             if durable:

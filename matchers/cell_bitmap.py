@@ -38,7 +38,6 @@ repacks, amortized as for the R-tree's pages).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -214,21 +213,30 @@ class CellBitmapIndex:
         return self._count > 2 * max(self._cut_for, _MIN_RECUT // 2)
 
     # -- queries -----------------------------------------------------------------------------
-    def _candidates_of(self, lo: Sequence[float], hi: Sequence[float], acc: np.ndarray) -> np.ndarray:
-        """Rows whose bits survive the AND of the cells ``[lo, hi]`` meets (a superset)."""
+    def _cells(self, lows: np.ndarray, highs: np.ndarray) -> tuple[list, list]:
+        """The first and last cell each of ``m`` query boxes (m, d) meets on each dimension,
+        as lists of lists (the count of cuts at or below a value: ``searchsorted(...,
+        "right")``, as the bits were set, for all queries and dimensions at once)."""
+        cuts = self._cuts[None, :, :]
+        first = (cuts <= lows[:, :, None]).sum(axis=2)
+        if lows is highs or np.array_equal(lows, highs):
+            listed = first.tolist()
+            return listed, listed
+        return first.tolist(), (cuts <= highs[:, :, None]).sum(axis=2).tolist()
+
+    def _candidates_of(self, first: list, last: list, acc: np.ndarray) -> np.ndarray:
+        """Rows whose bits survive the AND of the cells a query meets (a superset of its
+        answer): ``first``/``last`` its cells per dimension, ``acc`` scratch words."""
         bits = self._bits
-        words = -(-self._top // 64)
+        words = len(acc)
         started = False
-        for j in range(self.dims):
-            cuts = self._cuts_list[j]
-            first = int(cuts.searchsorted(lo[j], "right"))
-            last = first if hi[j] == lo[j] else int(cuts.searchsorted(hi[j], "right"))
-            if last == first:
-                cell = bits[j, first, :words]
-            elif last - first < _OR_LIMIT:
-                cell = np.bitwise_or.reduce(bits[j, first:last + 1, :words], axis=0)
+        for j, (low, high) in enumerate(zip(first, last)):
+            if low == high:
+                cell = bits[j, low, :words]
+            elif high - low < _OR_LIMIT:
+                cell = np.bitwise_or.reduce(bits[j, low:high + 1, :words], axis=0)
             else:
-                continue
+                continue  # wide on this dimension: the exact check decides
             if started:
                 np.bitwise_and(acc, cell, out=acc)
             else:
@@ -254,9 +262,10 @@ class CellBitmapIndex:
         """Rows whose boxes meet [lo, hi] (closed), ascending."""
         if not self._count:
             return _NO_ROWS
-        lo = np.asarray(lo, dtype=np.float64)
-        hi = np.asarray(hi, dtype=np.float64)
-        rows = self._candidates_of(lo.tolist(), hi.tolist(), self._scratch_words())
+        lo = np.asarray(lo, dtype=np.float64).reshape(1, self.dims)
+        hi = lo if hi is None else np.asarray(hi, dtype=np.float64).reshape(1, self.dims)
+        first, last = self._cells(lo, hi)
+        rows = self._candidates_of(first[0], last[0], self._scratch_words())
         if not len(rows):
             return rows
         inside = np.all(self._mins[rows] <= hi, axis=1)
@@ -264,8 +273,9 @@ class CellBitmapIndex:
         return rows[inside]
 
     def intersecting_batch(self, mins: np.ndarray, maxs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For ``m`` query boxes ``(m, d)``: their hit rows concatenated query by query and
-        the number of hits of each (``(rows, counts)``, as the R-tree's batch query)."""
+        """For ``m`` query boxes ``(m, d)``: their hit rows concatenated query by query (each
+        query's ascending) and the number of hits of each (``(rows, counts)``, as the
+        R-tree's batch query)."""
         mins = np.asarray(mins, dtype=np.float64)
         maxs = np.asarray(maxs, dtype=np.float64)
         if mins.ndim != 2 or mins.shape != maxs.shape or mins.shape[1] != self.dims:
@@ -275,16 +285,13 @@ class CellBitmapIndex:
         if not self._count or not m:
             return _NO_ROWS, counts
         acc = self._scratch_words()
-        found, owners = [], []
-        for query, (lo, hi) in enumerate(zip(mins.tolist(), maxs.tolist())):
-            rows = self._candidates_of(lo, hi, acc)
-            if len(rows):
-                found.append(rows)
-                owners.append(np.full(len(rows), query, dtype=np.int64))
-        if not found:
+        firsts, lasts = self._cells(mins, maxs)
+        found = [self._candidates_of(first, last, acc) for first, last in zip(firsts, lasts)]
+        sizes = np.fromiter(map(len, found), dtype=np.int64, count=m)
+        if not sizes.any():
             return _NO_ROWS, counts
         rows = np.concatenate(found)
-        owner = np.concatenate(owners)
+        owner = np.repeat(np.arange(m, dtype=np.int64), sizes)
         # every candidate checked at once, against its own query's box
         inside = np.all(self._mins[rows] <= maxs[owner], axis=1)
         inside &= np.all(self._maxs[rows] >= mins[owner], axis=1)
@@ -434,16 +441,16 @@ class CellBitmapEngine(RTreeMatchingEngine):
         lows = np.asarray(points, dtype=np.float64).reshape(-1, self.schema.d)
         highs = lows if highs is None else np.asarray(highs, dtype=np.float64).reshape(lows.shape)
         rows, counts = self._index.intersecting_batch(lows, highs)
+        m = len(lows)
+        if not len(rows):
+            return [[] for _ in range(m)]
         table = self._table
-        seqs = table.owner[rows]
-        answers = []
-        start = 0
-        for count in counts.tolist():
-            part = seqs[start:start + count]
-            start += count
-            if not count:
-                answers.append([])
-                continue
-            part = np.unique(part) if table.multi else np.sort(part)
-            answers.append(table.ids[part].tolist())
-        return answers
+        # (event, seq) keys: one sort puts each event's filters in insertion order
+        # (de-duplicated for filters of several rectangles)
+        stride = np.int64(max(table.next_seq, 1))
+        keys = np.repeat(np.arange(m, dtype=np.int64), counts) * stride + table.owner[rows]
+        keys = np.unique(keys) if table.multi else np.sort(keys)
+        owner, seqs = np.divmod(keys, stride)
+        ids = table.ids[seqs].tolist()
+        ends = np.searchsorted(owner, np.arange(1, m + 1, dtype=np.int64)).tolist()
+        return [ids[start:end] for start, end in zip([0] + ends[:-1], ends)]

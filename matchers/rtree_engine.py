@@ -171,6 +171,8 @@ class _PagedBatch:
     # (measured: a numpy pass over 313 page boxes for 64 events costs ~1.5 us per event,
     # libspatialindex's batch query ~9 us per event in d = 8)
     SCAN_PAGES = 4096
+    # single entries scanned in numpy (the R-tree's batch query beyond: ~9 us per event)
+    SCAN_SINGLES = 2048
 
     def __init__(self) -> None:
         self._cached: tuple[Any, np.ndarray, np.ndarray] | None = None
@@ -184,33 +186,37 @@ class _PagedBatch:
             cached = self._cached = (index, lows, highs)
         return cached[1], cached[2]
 
-    def query(self, index: PagedBoxIndex, mins: np.ndarray,
-              maxs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def query(self, index: PagedBoxIndex, mins: np.ndarray, maxs: np.ndarray,
+              singles: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """``singles``: the index's single entries as (rows, lows (d, s), highs (d, s)), or
+        None when there are too many to scan (the R-tree answers then)."""
         mins = np.ascontiguousarray(mins, dtype=np.float64)
         maxs = np.ascontiguousarray(maxs, dtype=np.float64)
         m, d = mins.shape
         pages = len(index._rows)
-        singles = np.empty(0, dtype=np.int64)
-        single_queries = singles
-        if index._singles or pages > self.SCAN_PAGES:
+        found = np.empty(0, dtype=np.int64)
+        found_queries = found
+        if (index._singles and singles is None) or pages > self.SCAN_PAGES:
             ids, counts = index._tree.intersecting_batch(mins, maxs)
             queries = np.repeat(np.arange(m, dtype=np.int64), counts)
             paged = ids >= index._PAGE_BASE
-            singles, single_queries = ids[~paged], queries[~paged]
+            found, found_queries = ids[~paged], queries[~paged]
             page, query = ids[paged] - index._PAGE_BASE, queries[paged]
-        elif pages:
-            lows, highs = self._page_boxes(index)
-            meets = (lows[0][None, :] <= maxs[:, 0, None]) & (highs[0][None, :] >= mins[:, 0, None])
-            query, page = np.nonzero(meets)
-            for j in range(1, d):
-                inside = (lows[j][page] <= maxs[query, j]) & (highs[j][page] >= mins[query, j])
-                query, page = query[inside], page[inside]
         else:
-            page = query = np.empty(0, dtype=np.int64)
+            if pages:
+                lows, highs = self._page_boxes(index)
+                query, page = _meeting(lows, highs, mins, maxs)
+            else:
+                page = query = np.empty(0, dtype=np.int64)
+            if index._singles and len(singles[0]):
+                rows, lows, highs = singles
+                found_queries, position = _meeting(lows, highs, mins, maxs)
+                found = rows[position]
         rows, row_queries = self._slots(index, page, query, mins, maxs)
-        if len(singles):
-            rows = np.concatenate([singles, rows])
-            row_queries = np.concatenate([single_queries, row_queries])
+        if len(found):
+            rows = np.concatenate([found, rows])
+            row_queries = np.concatenate([found_queries, row_queries])
         order = np.argsort(row_queries, kind="stable")
         return rows[order], np.bincount(row_queries, minlength=m).astype(np.int64)
 
@@ -225,17 +231,39 @@ class _PagedBatch:
         base = page * (twice_d * width)
         slots = np.arange(width, dtype=np.int64)
         first = base[:, None] + slots[None, :]
-        meets = (flat[first] <= maxs[query, 0][:, None])
-        meets &= (flat[first + width] >= mins[query, 0][:, None])
+        dense = min(2, twice_d // 2)  # dimensions tested as (pairs, slots) masks
+        meets = flat[first] <= maxs[query, 0][:, None]
+        meets &= flat[first + width] >= mins[query, 0][:, None]
+        for j in range(1, dense):
+            meets &= flat[first + 2 * j * width] <= maxs[query, j][:, None]
+            meets &= flat[first + (2 * j + 1) * width] >= mins[query, j][:, None]
         pair, slot = np.nonzero(meets)
         at = base[pair] + slot
         query = query[pair]
         where = page[pair] * width + slot
-        for j in range(1, twice_d // 2):
+        for j in range(dense, twice_d // 2):
             inside = flat[at + 2 * j * width] <= maxs[query, j]
             inside &= flat[at + (2 * j + 1) * width] >= mins[query, j]
             at, query, where = at[inside], query[inside], where[inside]
         return index._rows.reshape(-1)[where], query
+
+
+def _meeting(lows: np.ndarray, highs: np.ndarray, mins: np.ndarray, maxs: np.ndarray,
+             dense: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """(query, box) pairs of ``m`` query boxes ``mins``/``maxs`` (m, d) meeting boxes given
+    as ``lows``/``highs`` (d, n), closed: the first ``dense`` dimensions as (m, n) masks,
+    the others over the pairs still in play (fewer numpy calls and gathers than pairs
+    compacted from the first dimension on, measured)."""
+    d = mins.shape[1]
+    meets = (lows[0][None, :] <= maxs[:, 0, None]) & (highs[0][None, :] >= mins[:, 0, None])
+    for j in range(1, min(dense, d)):
+        meets &= lows[j][None, :] <= maxs[:, j, None]
+        meets &= highs[j][None, :] >= mins[:, j, None]
+    query, box = np.nonzero(meets)
+    for j in range(min(dense, d), d):
+        inside = (lows[j][box] <= maxs[query, j]) & (highs[j][box] >= mins[query, j])
+        query, box = query[inside], box[inside]
+    return query, box
 
 
 class RTreeMatchingEngine(ReportingMatcher):
@@ -259,6 +287,8 @@ class RTreeMatchingEngine(ReportingMatcher):
         self._maximal = MaximalRectangles(d)
         self._summaries: dict[tuple[int, int], Summary] = {}
         self._pages = _PagedBatch()
+        self._index_changes = 0  # bumped by every insertion into / removal from the index
+        self._singles_cache: tuple | None = None
 
     # -- the Matcher interface ---------------------------------------------------------------
     def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
@@ -275,6 +305,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         for row in rows.tolist():
             self._index.insert(row, table.mins[row], table.maxs[row])
             self._maximal.add(row, table.mins[row], table.maxs[row])
+        self._index_changes += 1
         self._maybe_repack()
 
     def remove_filter(self, filter_id: str) -> None:
@@ -360,6 +391,26 @@ class RTreeMatchingEngine(ReportingMatcher):
             start = end
         return answers
 
+    def _single_rows(self, index: PagedBoxIndex) -> tuple | None:
+        """The paged index's single (unpaged) entries: (rows, lows (d, s), highs (d, s)),
+        kept until the index changes; None when there are more than a scan should test."""
+        if not index._singles or index._singles > _PagedBatch.SCAN_SINGLES:
+            return None
+        cached = self._singles_cache
+        if cached is not None and cached[0] is index and cached[1] == self._index_changes:
+            return cached[2]
+        live = self._table.live_rows()
+        where = index._where
+        known = live < len(where)
+        single = live[~known]
+        if known.any():
+            single = np.concatenate([live[known][where[live[known]] < 0], single])
+        table = self._table
+        found = (single, np.ascontiguousarray(table.mins[single].T),
+                 np.ascontiguousarray(table.maxs[single].T))
+        self._singles_cache = (index, self._index_changes, found)
+        return found
+
     def _intersecting_batch(self, mins: np.ndarray, maxs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For ``m`` query boxes: their hit rows concatenated query by query and the hits
         of each (``(rows, counts)``). An index with its own batch query answers; the paged
@@ -369,7 +420,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         if batch is not None:
             return batch(mins, maxs)
         if isinstance(index, PagedBoxIndex):
-            return self._pages.query(index, mins, maxs)
+            return self._pages.query(index, mins, maxs, self._single_rows(index))
         found = [index.intersecting(lo, hi) for lo, hi in zip(mins, maxs)]
         counts = np.array([len(f) for f in found], dtype=np.int64)
         return (np.concatenate(found) if found else np.empty(0, dtype=np.int64)), counts
@@ -466,6 +517,7 @@ class RTreeMatchingEngine(ReportingMatcher):
             for row in rows.tolist():
                 self._index.insert(row, table.mins[row], table.maxs[row])
                 self._maximal.add(row, table.mins[row], table.maxs[row])
+            self._index_changes += 1
             self._maybe_repack()
 
     def _maybe_repack(self) -> None:
@@ -496,6 +548,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         for row in rows.tolist():
             self._index.delete(row, table.mins[row], table.maxs[row])
             self._maximal.remove(row)
+        self._index_changes += 1
         table.drop_rows(seq)
         table.compiled.pop(seq, None)
 

@@ -249,53 +249,56 @@ def read_boxes(attributes: Sequence[Any], paths: Sequence[Any], steps: Sequence[
     clean = np.ones(m, dtype=bool)
     slow: list[dict[int, Any]] = [{} for _ in range(d)]  # per attribute: event -> value
     numbers: list[np.ndarray | None] = [None] * d       # per attribute: fast values (NaN: absent)
-    if any(step is None for step in steps):
+    general = [j for j, step in enumerate(steps) if step is None]
+    if general:
         documents = [standalone(event) for event in events]
     wanted = {step[2] for step in steps if step is not None and step[0] == CHILD}
     # per attribute: (event, text) of single nodes whose number is parsed batch-wise
     texts: list[list[str]] = [[] for _ in range(d)]
     where: list[list[int]] = [[] for _ in range(d)]
+    plan = [(j, step[0], step[1], step[2], attributes[j], attributes[j].type == NUMBER,
+             texts[j].append, where[j].append) for j, step in enumerate(steps)
+            if step is not None]
     for i, event in enumerate(events):
         found: dict[str, list] = {}
         if wanted:
             for child in event:
                 tag = child.tag
                 if tag in wanted:
-                    found.setdefault(tag, []).append(child)
+                    nodes = found.get(tag)
+                    if nodes is None:
+                        found[tag] = [child]
+                    else:
+                        nodes.append(child)
         tag = event.tag
-        for j, step in enumerate(steps):
-            attribute = attributes[j]
-            if step is None:
-                try:
-                    result = paths[j](documents[i])
-                except (etree.Error, TypeError, ValueError):
-                    slow[j][i] = None
-                    continue
-                slow[j][i] = range_of(attribute, result)
-                continue
-            kind, root, name = step
+        # an absent attribute is left out: NULL coordinates, value None
+        for j, kind, root, name, attribute, number, add_text, add_where in plan:
             if root is not None and tag != root:
-                slow[j][i] = None
                 continue
             if kind == CHILD:
                 nodes = found.get(name)
                 if nodes is None:
-                    slow[j][i] = None
                     continue
-                if attribute.type == NUMBER and len(nodes) == 1 and len(nodes[0]) == 0:
-                    texts[j].append(nodes[0].text or "")
-                    where[j].append(i)
-                    continue
-                slow[j][i] = range_of(attribute, nodes)
+                if number and len(nodes) == 1 and not len(nodes[0]):
+                    add_text(nodes[0].text or "")
+                    add_where(i)
+                else:
+                    slow[j][i] = range_of(attribute, nodes)
             else:
                 text = event.get(name)
                 if text is None:
-                    slow[j][i] = None
-                elif attribute.type == NUMBER:
-                    texts[j].append(text)
-                    where[j].append(i)
+                    continue
+                if number:
+                    add_text(text)
+                    add_where(i)
                 else:
                     slow[j][i] = range_of(attribute, [text])
+        for j in general:
+            try:
+                result = paths[j](documents[i])
+            except (etree.Error, TypeError, ValueError):
+                continue
+            slow[j][i] = range_of(attributes[j], result)
     for j, attribute in enumerate(attributes):
         if texts[j]:
             if _NUMBERS.fullmatch("\x00".join(texts[j])):

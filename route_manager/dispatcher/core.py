@@ -71,6 +71,7 @@ class Dispatcher(BaseRouteManager):
             transport or HttpTransport(timeout=(2.0, self.settings.forward_timeout)),
             log=self.log,
             capacity=self.settings.queue_capacity, batch_max=self.settings.batch_max,
+            batch_max_bytes=self.settings.batch_max_bytes, linger=self.settings.batch_linger,
             policy=self.settings.overflow_policy,
             link=TokenBucket.megabits(self.link_mbps) if self.link_mbps else None,
             credential=service.config.admin_token)

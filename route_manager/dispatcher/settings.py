@@ -27,7 +27,11 @@ class DispatcherSettings(Settings):
     queue_capacity: int = setting(10_000, "events queued per server before the overflow policy "
                                   "(with durable_log: events of a server held in memory; the "
                                   "rest wait in the log)")
-    batch_max: int = setting(64, "events per edn:EventBatch")
+    batch_max: int = setting(256, "events per edn:EventBatch at most")
+    batch_max_bytes: int = setting(1 << 20, "bytes of events per edn:EventBatch at most (a "
+                                   "single larger event still goes, alone)")
+    batch_linger: float = setting(0.005, "seconds a short batch waits for more events before "
+                                  "it leaves (0: at once)")
     overflow_policy: str = setting("drop-newest", "a full server queue drops the newest or the "
                                    "oldest event (drop-newest | drop-oldest)")
     durable_log: bool = setting(True, "commit every routed copy to the durable log in the data "
@@ -62,8 +66,10 @@ class DispatcherSettings(Settings):
     def validate(self) -> None:
         if self.link_mbps is not None and self.link_mbps < 0:
             raise ValueError("link_mbps must not be negative")
-        if self.queue_capacity < 1 or self.batch_max < 1:
-            raise ValueError("queue_capacity and batch_max must be >= 1")
+        if self.queue_capacity < 1 or self.batch_max < 1 or self.batch_max_bytes < 1:
+            raise ValueError("queue_capacity, batch_max and batch_max_bytes must be >= 1")
+        if not 0 <= self.batch_linger <= 1:
+            raise ValueError("batch_linger must be between 0 and 1 second")
         if self.log_full not in LOG_FULL_POLICIES:
             raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
         if self.log_max_events < 1 or self.log_max_bytes < 1 or self.log_max_age <= 0:

@@ -104,7 +104,8 @@ class _Item:
 
 class ServerChannel:
     def __init__(self, server_id: str, address: str, transport, *, capacity: int = 10_000,
-                 batch_max: int = 64, policy: str = "drop-newest",
+                 batch_max: int = 64, batch_max_bytes: int = 1 << 20, linger: float = 0.0,
+                 policy: str = "drop-newest",
                  backoff: tuple[float, float] = (0.05, 2.0), link: TokenBucket | None = None,
                  soap_version: SoapVersion = SoapVersion.SOAP12, credential: str | None = None,
                  log=None):
@@ -120,6 +121,11 @@ class ServerChannel:
         self.transport = transport
         self.capacity = capacity
         self.batch_max = batch_max
+        self.batch_max_bytes = batch_max_bytes
+        # Seconds a batch short of batch_max waits for more copies before it leaves: at
+        # high precision a server gets few copies per message, and one POST per one or
+        # two events costs a millisecond each (Kafka's linger.ms, for the same reason).
+        self.linger = linger
         self.policy = policy
         self.backoff = backoff
         self.link = link
@@ -174,7 +180,7 @@ class ServerChannel:
             self._queue.append(_Item(topic, event, seq))
             self._last_seq = seq
             self.stats.depth = len(self._queue)
-            self._cond.notify()
+            self._wake_sender()
 
     def discard_through(self, seq: int) -> int:
         """Remove queued copies up to ``seq`` (the log dropped them to make room)."""
@@ -201,8 +207,16 @@ class ServerChannel:
             self._queue.append(_Item(topic, event))
             self.stats.queued += 1
             self.stats.depth = len(self._queue)
-            self._cond.notify()
+            self._wake_sender()
             return accepted
+
+    def _wake_sender(self) -> None:
+        """After an offer (under the condition): wake the sender only when it may be
+        waiting for this copy -- the first of an empty queue, or the one completing a
+        batch it lingers for -- not at every copy (a wake-up costs a thread switch)."""
+        depth = len(self._queue)
+        if depth == 1 or depth == self.batch_max:
+            self._cond.notify_all()
 
     @property
     def sender_thread(self) -> threading.Thread:
@@ -232,13 +246,25 @@ class ServerChannel:
 
     def _take_batch(self) -> list[_Item]:
         batch = [self._queue.popleft()]
+        size = len(batch[0].event)
         # One batch carries one topic (it is posted to that topic's address).
         # Logged copies: consecutive seqs only (a batch says FirstSeq, the rest follow).
         while (self._queue and len(batch) < self.batch_max
                and self._queue[0].topic == batch[0].topic
-               and (batch[-1].seq is None or self._queue[0].seq == batch[-1].seq + 1)):
-            batch.append(self._queue.popleft())
+               and (batch[-1].seq is None or self._queue[0].seq == batch[-1].seq + 1)
+               and size + len(self._queue[0].event) <= self.batch_max_bytes):
+            item = self._queue.popleft()
+            size += len(item.event)
+            batch.append(item)
         return batch
+
+    def _linger(self) -> None:
+        """Under the condition, with copies queued: give a short batch up to ``linger``
+        seconds to fill (not when closing, or when the log holds more to read)."""
+        if (self.linger > 0 and len(self._queue) < self.batch_max and not self._closing
+                and not self._spilled):
+            self._cond.wait_for(lambda: len(self._queue) >= self.batch_max or self._closing,
+                                self.linger)
 
     def _run(self) -> None:
         if self._clock is not None:
@@ -261,6 +287,7 @@ class ServerChannel:
                     if self._closing:
                         return
                     continue  # spilled: refill from the log
+                self._linger()
                 batch = self._take_batch()
                 self._inflight = True
                 self.stats.depth = len(self._queue)

@@ -288,3 +288,45 @@ def test_spliced_batch_equals_the_tree_built_envelope(logged, credential):
             assert etree.tostring(envelope.root, method="c14n") == \
                 etree.tostring(reference.root, method="c14n")
         assert first[0] != first[1]  # a fresh MessageID per batch
+
+
+def test_a_lingering_batch_leaves_when_full_not_one_event_at_a_time(server):
+    # Linger far longer than the test: only a full batch (or closing) sends anything.
+    channel = ServerChannel("s1", "http://s1", server, batch_max=3, linger=60.0)
+    try:
+        for n in range(7):
+            channel.offer("t", event(n))
+        server.wait_events(6)
+        assert [batch for _, batch in server.batches] == [[0, 1, 2], [3, 4, 5]]
+    finally:
+        channel.close()  # closing sends what lingers
+    assert [batch for _, batch in server.batches][-1] == [6]
+
+
+def test_a_short_batch_leaves_after_its_linger(server):
+    channel = ServerChannel("s1", "http://s1", server, batch_max=100, linger=0.01)
+    try:
+        channel.offer("t", event(1))
+        server.wait_events(1)
+        assert channel.drain(5)
+    finally:
+        channel.close()
+    assert [batch for _, batch in server.batches] == [[1]]
+
+
+def test_batches_stop_at_their_byte_cap_and_a_larger_event_goes_alone(server):
+    server.gate.clear()  # hold the first request so the rest pile up
+    channel = ServerChannel("s1", "http://s1", server, batch_max=100, batch_max_bytes=20)
+    try:
+        sizes = [len(event(n)) for n in (0, 1, 2)]
+        assert sizes == [8, 8, 8]
+        for n in range(5):
+            channel.offer("t", event(n))
+        channel.offer("t", b"<e>" + b"9" * 30 + b"</e>")  # 37 bytes: over the cap alone
+        channel.offer("t", event(6))
+        server.gate.set()
+        server.wait_events(7)
+        batches = [batch for _, batch in server.batches]
+        assert all(len(b) <= 2 for b in batches) and batches[-2] == [int("9" * 30)]
+    finally:
+        channel.close()

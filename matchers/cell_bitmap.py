@@ -57,6 +57,7 @@ _NO_ROWS.setflags(write=False)
 _OR_LIMIT = 4        # a query side spanning more cells than this skips its dimension
 _MIN_RECUT = 1024    # rows below which cells are not re-cut (a scan of them is cheap)
 _CUT_SAMPLE = 65_536  # rows whose edges place the cuts
+_LOG_LIMIT = 1024    # logged summary changes beyond which the next summary reloads
 
 
 def _cell_cuts(mins: np.ndarray, maxs: np.ndarray, cells: int) -> np.ndarray:
@@ -322,6 +323,7 @@ class _DeferredMaximal:
     logged (``add`` with the box, ``remove``); a bulk load, or more logged changes than a
     quarter of the rows, makes the next summary reload the manager from the engine's live
     rows instead.  ``generation`` counts changes (every change may change the summaries).
+    A lock makes concurrent summaries bring the manager up to date once.
     """
 
     def __init__(self, d: int, live_boxes: Any) -> None:
@@ -331,6 +333,7 @@ class _DeferredMaximal:
         self._log: list[tuple[int, Any, Any]] = []  # (row, lo, hi), lo None for a removal
         self._reload = False
         self._size = 0
+        self._lock = threading.Lock()
         self.generation = 0
 
     @property
@@ -338,51 +341,59 @@ class _DeferredMaximal:
         return self._reload or bool(self._log)
 
     def add(self, row: int, lo: Any, hi: Any) -> None:
-        self._note()
-        if not self._reload:
-            self._log.append((int(row), np.array(lo, dtype=np.float64),
-                              np.array(hi, dtype=np.float64)))
-        self._size += 1
+        with self._lock:
+            self._note((int(row), np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)))
+            self._size += 1
 
     def remove(self, row: int) -> None:
-        self._note()
-        if not self._reload:
-            self._log.append((int(row), None, None))
-        self._size -= 1
+        with self._lock:
+            self._note((int(row), None, None))
+            self._size -= 1
 
-    def load(self, rows: Any, mins: Any, maxs: Any) -> None:
-        self._note()
-        self._reload = True
-        self._log.clear()
-        self._size = len(rows)
-
-    def _note(self) -> None:
-        self.generation += 1
-        if len(self._log) > max(1024, self._size // 4):
+    def load(self, rows: Any, mins: Any = None, maxs: Any = None) -> None:
+        """Everything replaced by the engine's live rows (read at the next summary)."""
+        with self._lock:
+            self.generation += 1
             self._reload = True
             self._log.clear()
+            self._size = len(rows)
+
+    def _note(self, change: tuple[int, Any, Any]) -> None:
+        self.generation += 1
+        if self._reload:
+            return
+        if len(self._log) >= max(_LOG_LIMIT, self._size // 4):
+            self._reload = True
+            self._log.clear()
+            return
+        self._log.append(change)
 
     def _sync(self) -> MaximalRectangles:
         inner = self._inner
-        if self._reload:
-            rows, mins, maxs = self._live_boxes()
-            inner.load(rows, mins, maxs)
-        else:
-            for row, lo, hi in self._log:
-                if lo is None:
-                    inner.remove(row)
-                else:
-                    inner.add(row, lo, hi)
+        try:
+            if self._reload:
+                inner.load(*self._live_boxes())
+            else:
+                for row, lo, hi in self._log:
+                    if lo is None:
+                        inner.remove(row)
+                    else:
+                        inner.add(row, lo, hi)
+        except BaseException:
+            self._reload = True  # half applied: start again from the rows next time
+            raise
         self._reload = False
         self._log.clear()
         return inner
 
     @property
     def maximal_count(self) -> int:
-        return self._sync().maximal_count
+        with self._lock:
+            return self._sync().maximal_count
 
     def boxes_at(self, target: int) -> tuple[np.ndarray, np.ndarray]:
-        return self._sync().boxes_at(target)
+        with self._lock:
+            return self._sync().boxes_at(target)
 
 
 class CellBitmapEngine(RTreeMatchingEngine):

@@ -5,6 +5,8 @@ threshold so that single additions re-cut the cells."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -134,22 +136,22 @@ ENGINE_OPERATIONS = st.lists(st.one_of(
 ), min_size=1, max_size=25)
 
 
-def _apply(engines, operations):
-    ids: list[str] = []
-    counter = 0
+_FRESH = itertools.count()  # filter ids are never reused
+
+
+def _apply(engines, operations, ids=None):
+    ids = [] if ids is None else ids
     for operation in operations:
         kind = operation[0]
         if kind == "bulk":
             boxes = operation[1]
-            new = [f"b{counter + i}" for i in range(len(boxes))]
-            counter += len(boxes)
+            new = [f"b{next(_FRESH)}-{len(ids)}" for _ in boxes]
             for engine in engines:
                 engine.bulk_load(new, np.array([b[0] for b in boxes]), np.array([b[1] for b in boxes]))
             ids += new
         elif kind == "add":
             lo, hi = operation[1]
-            ids.append(f"a{counter}")
-            counter += 1
+            ids.append(f"a{next(_FRESH)}-{len(ids)}")
             for engine in engines:
                 engine.add_filter(ids[-1], _range_filter(lo, hi))
         elif ids and kind == "replace":
@@ -205,10 +207,21 @@ def test_engine_agrees_with_brute_force_on_events(operations, events):
 
 
 @FAST
-@given(operations=ENGINE_OPERATIONS)
-def test_summaries_are_the_rtree_engines(operations):
+@given(operations=ENGINE_OPERATIONS, log_limit=st.sampled_from([1, 3, 1024]),
+       early=st.booleans())
+def test_summaries_are_the_rtree_engines(operations, log_limit, early):
+    """Whether the deferred manager replays its log or reloads from the rows (log_limit),
+    and whether a summary was taken half way (early)."""
     engine, reference = CellBitmapEngine(SCHEMA), RTreeMatchingEngine(SCHEMA)
-    _apply([engine, reference], operations)
+    saved, cell_bitmap._LOG_LIMIT = cell_bitmap._LOG_LIMIT, log_limit
+    try:
+        half = len(operations) // 2
+        ids = _apply([engine, reference], operations[:half])
+        if early:
+            engine.summary(1.0)
+        _apply([engine, reference], operations[half:], ids)
+    finally:
+        cell_bitmap._LOG_LIMIT = saved
     for precision in (1.0, 0.5):
         mine, theirs = engine.summary(precision), reference.summary(precision)
         assert sorted(map(tuple, np.hstack([mine.mins, mine.maxs]).tolist())) == \

@@ -33,6 +33,17 @@ Rows are the engine's rectangle rows (bit ``r`` is row ``r``), so adding a recta
 its bits in place (the words grow by doubling) and removing one clears its column.  Cells
 are re-cut from all rows when the rows outnumber twice those they were cut for (the engine
 repacks, amortized as for the R-tree's pages).
+
+Measured on HEM's workload at 1M subscriptions (``benchmarks/hem.py``, this 2-core
+machine): 0.17 ms per event (``match_box``), 0.16 ms in batches of 64 (``match_points``),
+2.7 s to bulk-load, ~70x a numpy scan.  The time is the ``d`` ANDs over ``n / 64`` words
+(memory bound), whatever the number of cells; cells only trade memory (``d x cells`` bits
+per rectangle: 160 MB at 64) for candidates (37 per event at 16 cells, 15 at 32, 10 at 64,
+7.5 at 128).  Memory besides the bits: the rectangles' coordinates (16 d bytes each).
+
+Summaries stay exact but slow at that scale: the maximal rectangles of HEM's boxes take
+4 s at 10,000 subscriptions and 50 s at 30,000 (nearly every pair is a candidate cover),
+which is why the summary manager is deferred to the first summary asked for.
 """
 
 from __future__ import annotations

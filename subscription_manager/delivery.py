@@ -18,6 +18,11 @@ sink holds one worker per read timeout, not ``per_host`` workers times a batch. 
 queue is forgotten when it is empty and idle (memory does not grow with hosts seen); an idle
 suspect host is remembered (up to 10,000 of them) so that its next jobs start suspect.
 
+A target is approved once per URL per worker batch, and an approval is reused for
+``approval_ttl`` seconds (the manager passes at most 1 s, and 0 when the URL policy's
+``target_cache_ttl`` is 0): the pinned address may then be up to that much older than the
+policy's own cache would keep it.
+
 Policies
 --------
 * **Full queue: drop the newest.** ``submit`` never waits. When ``queue_size`` jobs wait
@@ -63,6 +68,7 @@ SUBSCRIPTION_END = "subscription-end"
 _DROP_LOG_INTERVAL = 5.0
 _BATCH = 16  # most jobs a worker takes from one host at a time
 _MAX_SUSPECTS_KEPT = 10_000  # idle suspect hosts remembered (beyond: forgotten when idle)
+_MAX_CACHED_URLS = 10_000  # URLs whose host key and approval are remembered
 _AUTHORITY = re.compile(r"[^/?#]*")
 
 
@@ -143,8 +149,14 @@ class Deliverer:
                  on_give_up: Callable[[Delivery], None] | None = None,
                  on_finish: Callable[[Delivery, str], None] | None = None,
                  on_retry: Callable[[Delivery, float], None] | None = None,
+                 approval_ttl: float = 0.0,
                  clock=time.monotonic, wall_clock=time.time):
+        """``approval_ttl``: seconds an approval of a URL (by ``approve_target``) is reused
+        for later jobs to the same URL (0: each batch of jobs has its URLs approved anew)."""
         self.transport = transport
+        self._approval_ttl = approval_ttl
+        self._approvals: dict[str, tuple[float, str]] = {}  # url -> (until, approved)
+        self._host_keys: dict[str, str] = {}  # url -> its host queue
         self.policy = policy
         self._approve_target = approve_target
         self._is_wanted = is_wanted
@@ -187,7 +199,7 @@ class Deliverer:
         if not self._started:
             self._start()
         jobs = list(jobs)
-        keys = [host_of(job.url) for job in jobs]
+        keys = [self._host_key(job.url) for job in jobs]
         with self._cond:
             space = 0 if self._closed else max(0, self.policy.queue_size - self._queued)
             accepted = min(space, len(jobs))
@@ -205,6 +217,14 @@ class Deliverer:
         if dropped:
             self._log_drop(jobs[accepted], dropped)
         return accepted
+
+    def _host_key(self, url: str) -> str:
+        key = self._host_keys.get(url)
+        if key is None:
+            if len(self._host_keys) >= _MAX_CACHED_URLS:
+                self._host_keys.clear()
+            key = self._host_keys[url] = host_of(url)
+        return key
 
     def _enqueue(self, key: str, job: Delivery, *, front: bool = False) -> int:
         """Put ``job`` in its host's queue (under the lock); 1 if the host became ready."""
@@ -316,6 +336,7 @@ class Deliverer:
             host, batch = taken
             approved: dict[str, str] = {}  # one approval per URL per batch
             unsent: list[Delivery] = []
+            finished: list[tuple[str, Delivery]] = []
             for index, job in enumerate(batch):
                 try:
                     outcome, reached = self._deliver(job, approved)
@@ -323,12 +344,13 @@ class Deliverer:
                     log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
                     outcome, reached = "failed", True
                 if outcome is not None:
-                    self._finish(outcome, job)
+                    finished.append((outcome, job))
                 if reached is not None:
                     host.suspect = not reached
                 if host.suspect and index + 1 < len(batch):
                     unsent = batch[index + 1:]  # let others have the workers meanwhile
                     break
+            self._finish_many(finished)
             self._release(host, unsent)
 
     def _deliver(self, job: Delivery, approved: dict[str, str]) -> tuple[str | None, bool | None]:
@@ -345,7 +367,7 @@ class Deliverer:
                 if self._approve_target is not None:
                     # The approved URL carries the checked address: the transport connects
                     # there and does not resolve the name again (no DNS-rebinding window).
-                    url = approved[job.url] = self._approve_target(job.url)
+                    url = approved[job.url] = self._approve(job.url)
             except UrlRefused as refused:
                 job.last_error = refused.reason
                 log.warning("refusing to deliver a %s to %s: %s", job.kind, job.url,
@@ -386,6 +408,21 @@ class Deliverer:
         self._give_up(job)
         return None, reached
 
+    def _approve(self, url: str) -> str:
+        """``approve_target(url)``, reused for ``approval_ttl`` seconds (refusals are never
+        reused: they give the job up, and the next job asks again)."""
+        if self._approval_ttl <= 0:
+            return self._approve_target(url)
+        now = self._clock()
+        cached = self._approvals.get(url)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        approved = self._approve_target(url)
+        if len(self._approvals) >= _MAX_CACHED_URLS:
+            self._approvals.clear()
+        self._approvals[url] = (now + self._approval_ttl, approved)
+        return approved
+
     def _give_up(self, job: Delivery) -> None:
         log.info("gave up on a %s to %s after %d attempt(s): %s", job.kind, job.url,
                  job.attempt + 1, job.last_error)
@@ -417,7 +454,7 @@ class Deliverer:
                     if self._closed:
                         timeout = min(timeout or 0.05, 0.05)
                     self._retry_wakeup.wait(timeout)
-            key = host_of(job.url)
+            key = self._host_key(job.url)
             with self._cond:
                 # A retry already counts as pending; it only needs a slot in the queue.
                 if self._queued < self.policy.queue_size and not self._closed:
@@ -437,6 +474,23 @@ class Deliverer:
         with self._cond:
             self._counts[counter] += 1
             self._pending -= 1
+            if self._pending <= 0:
+                self._idle.notify_all()
+
+    def _finish_many(self, finished: list[tuple[str, Delivery]]) -> None:
+        """:meth:`_finish` for a worker's batch, counted under one lock acquisition."""
+        if not finished:
+            return
+        if self._on_finish is not None:
+            for counter, job in finished:
+                try:
+                    self._on_finish(job, counter)
+                except Exception:
+                    log.exception("finishing a %s to %s failed", job.kind, job.url)
+        with self._cond:
+            for counter, _ in finished:
+                self._counts[counter] += 1
+            self._pending -= len(finished)
             if self._pending <= 0:
                 self._idle.notify_all()
 

@@ -127,7 +127,8 @@ class SubscriptionManager(SubscriptionOperations):
                                    self.settings.delivery_policy(),
                                    approve_target=self.targets.approve, is_wanted=self._is_wanted,
                                    on_give_up=self._gave_up, on_finish=self._job_finished,
-                                   on_retry=self._job_retry, wall_clock=clock)
+                                   on_retry=self._job_retry, wall_clock=clock,
+                                   approval_ttl=min(1.0, self.settings.target_cache_ttl))
         self.manager_address = service.base_url + MANAGER_PATH
         self.view = SubscriptionView(self.store, self.topics, matcher_for=self.matcher_for,
                                      on_added=self.on_subscription_added,

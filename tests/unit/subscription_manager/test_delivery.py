@@ -368,3 +368,33 @@ def test_host_of_reads_the_authority():
     assert host_of("http://Sink.Test:8080/a?b#c") == "sink.test:8080"
     assert host_of("https://[::1]:9/x") == "[::1]:9"
     assert host_of("http://h?x") == "h" and host_of("nonsense") == ""
+
+
+def test_approvals_are_reused_for_approval_ttl_only():
+    now = [100.0]
+    approvals = []
+
+    def approve(url):
+        approvals.append(url)
+        return url
+
+    transport = ScriptedTransport(202)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1), approve_target=approve,
+                          approval_ttl=1.0, clock=lambda: now[0])
+    for _ in range(3):
+        deliverer.submit(job())
+        assert deliverer.drain(5)
+    assert len(approvals) == 1
+    now[0] += 1.5  # past the ttl: asked again
+    deliverer.submit(job())
+    assert deliverer.drain(5)
+    assert len(approvals) == 2 and len(transport.calls) == 4
+    deliverer.close()
+
+    approvals.clear()
+    uncached = Deliverer(ScriptedTransport(202), DeliveryPolicy(workers=1), approve_target=approve)
+    for _ in range(3):
+        uncached.submit(job())
+        assert uncached.drain(5)
+    assert len(approvals) == 3
+    uncached.close()

@@ -41,9 +41,10 @@ machine): 0.17 ms per event (``match_box``), 0.16 ms in batches of 64 (``match_p
 per rectangle: 160 MB at 64) for candidates (37 per event at 16 cells, 15 at 32, 10 at 64,
 7.5 at 128).  Memory besides the bits: the rectangles' coordinates (16 d bytes each).
 
-Summaries stay exact but slow at that scale: the maximal rectangles of HEM's boxes take
-4 s at 10,000 subscriptions and 50 s at 30,000 (nearly every pair is a candidate cover),
-which is why the summary manager is deferred to the first summary asked for.
+Summaries: the maximal rectangles of HEM's boxes take the summary manager 4 s at 10,000
+subscriptions and 50 s at 30,000 (nearly every pair is a candidate cover), so the manager
+is deferred to the first summary asked for, and past 20,000 rectangles summaries are cut
+from all the rectangles instead (see :class:`_DeferredMaximal`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from wsframework import ns
 from wsframework.matching.base import ReportingMatcher
 
 from .rtree_engine import RTreeMatchingEngine
-from .summary import MaximalRectangles
+from .summary import MaximalRectangles, str_groups
 
 __all__ = ["CELL_BITMAP_URI", "CellBitmapEngine", "CellBitmapIndex"]
 
@@ -69,6 +70,7 @@ _OR_LIMIT = 4        # a query side spanning more cells than this skips its dime
 _MIN_RECUT = 1024    # rows below which cells are not re-cut (a scan of them is cheap)
 _CUT_SAMPLE = 65_536  # rows whose edges place the cuts
 _LOG_LIMIT = 1024    # logged summary changes beyond which the next summary reloads
+_MAXIMAL_LIMIT = 20_000  # rectangles beyond which summaries are cut from all of them
 
 
 def _cell_cuts(mins: np.ndarray, maxs: np.ndarray, cells: int) -> np.ndarray:
@@ -335,6 +337,12 @@ class _DeferredMaximal:
     quarter of the rows, makes the next summary reload the manager from the engine's live
     rows instead.  ``generation`` counts changes (every change may change the summaries).
     A lock makes concurrent summaries bring the manager up to date once.
+
+    Past ``_MAXIMAL_LIMIT`` rectangles, summaries are cut from *all* the live rectangles
+    instead of the maximal ones (all of them, or STR groups of them): still boxes covering
+    every filter, in the same numbers, but a precise summary may hold rectangles another
+    one covers (redundant for routing, never wrong).  :attr:`maximal_count` still answers
+    exactly, at the manager's cost.
     """
 
     def __init__(self, d: int, live_boxes: Any) -> None:
@@ -404,7 +412,15 @@ class _DeferredMaximal:
 
     def boxes_at(self, target: int) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
-            return self._sync().boxes_at(target)
+            if self._size <= _MAXIMAL_LIMIT:
+                return self._sync().boxes_at(target)
+            if not self._reload:  # the manager falls behind from here on: reload it if asked
+                self._reload = True
+                self._log.clear()
+        _, mins, maxs = self._live_boxes()
+        if target <= 0 or not len(mins):
+            return mins[:0].copy(), maxs[:0].copy()
+        return str_groups(mins, maxs, target)  # copies when target >= len(mins)
 
 
 class CellBitmapEngine(RTreeMatchingEngine):

@@ -24,6 +24,7 @@ from matchers import (
 from matchers.cell_bitmap import CELL_BITMAP_URI, CellBitmapEngine, CellBitmapIndex
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
+from matchers.summary import summary_target
 from wsframework import ns
 
 FAST = settings(max_examples=80, deadline=None,
@@ -228,6 +229,40 @@ def test_summaries_are_the_rtree_engines(operations, log_limit, early):
             sorted(map(tuple, np.hstack([theirs.mins, theirs.maxs]).tolist()))
     assert engine.maximal_count == reference.maximal_count
     assert engine.describe()["maximal"] == reference.maximal_count
+
+
+@FAST
+@given(operations=ENGINE_OPERATIONS, tail=ENGINE_OPERATIONS,
+       precision=st.sampled_from([1.0, 0.5, 0.1]))
+def test_summaries_past_the_maximal_limit_cover_every_rectangle(operations, tail, precision):
+    """Past _MAXIMAL_LIMIT rectangles: all live rectangles (precision 1) or STR groups of
+    them, as many boxes as the R-tree engine would cut from as many maximal ones; back under
+    the limit, the R-tree engine's summaries again."""
+    engine, reference = CellBitmapEngine(SCHEMA), RTreeMatchingEngine(SCHEMA)
+    saved, cell_bitmap._MAXIMAL_LIMIT = cell_bitmap._MAXIMAL_LIMIT, 3
+    try:
+        ids = _apply([engine, reference], operations)
+        summary = engine.summary(precision)
+        rows, mins, maxs = engine._live_boxes()
+        if len(rows) > 3:
+            target = summary_target(precision, engine.rectangle_count)
+            assert len(summary.mins) == min(target, len(rows))
+            covered = np.all(summary.mins[:, None, :] <= mins[None, :, :], axis=2) & \
+                np.all(summary.maxs[:, None, :] >= maxs[None, :, :], axis=2)
+            assert covered.any(axis=0).all(), "a rectangle outside every summary box"
+            if precision == 1.0:
+                assert sorted(map(tuple, np.hstack([summary.mins, summary.maxs]).tolist())) == \
+                    sorted(map(tuple, np.hstack([mins, maxs]).tolist()))
+        _apply([engine, reference], tail, ids)
+        while len(ids) > 3:
+            victim = ids.pop()
+            engine.remove_filter(victim)
+            reference.remove_filter(victim)
+        mine, theirs = engine.summary(precision), reference.summary(precision)
+        assert sorted(map(tuple, np.hstack([mine.mins, mine.maxs]).tolist())) == \
+            sorted(map(tuple, np.hstack([theirs.mins, theirs.maxs]).tolist()))
+    finally:
+        cell_bitmap._MAXIMAL_LIMIT = saved
 
 
 def test_summary_follows_changes_after_a_bulk_load():

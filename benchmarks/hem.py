@@ -22,7 +22,10 @@ coordinate-batch paths (XML parsing and extraction are measured by other benchma
 * ``hem_1m_bruteforce_ms_per_event``: a numpy scan of the same boxes (column-major, every
   attribute compared), median over a few events, and ``hem_1m_speedup_vs_bruteforce``;
 * ``hem_1m_exact_checked``: every answer of every path equals the numpy scan's for a sample
-  of events (at least 100 of them unless fewer events are asked for, ``hem_exact_sample``).
+  of events (at least 100 of them unless fewer events are asked for, ``hem_exact_sample``),
+  and filters added one by one are found, then gone once removed;
+* ``hem_1m_add_filter_us`` / ``hem_1m_remove_filter_us``: ``add_filter`` of 200 HEM-shaped
+  range-dialect filters one by one (compilation included), then ``remove_filter`` of each.
 
 The ``hem_1m_`` names stay at other sizes; ``hem_n`` says what was measured.
 """
@@ -34,8 +37,9 @@ import time
 import numpy as np
 from lxml import etree
 
-from matchers import Schema
+from matchers import FilterSpec, Schema
 from matchers.cell_bitmap import CellBitmapEngine
+from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
 
 D = 20
@@ -73,6 +77,12 @@ def _scan(mins_t: np.ndarray, maxs_t: np.ndarray, point: np.ndarray) -> np.ndarr
         hit &= mins_t[j] <= point[j]
         hit &= maxs_t[j] >= point[j]
     return np.flatnonzero(hit)
+
+
+def _range_filter(lo: np.ndarray, hi: np.ndarray, schema: Schema) -> FilterSpec:
+    """The range-dialect filter of a HEM box (its constrained sides)."""
+    return FilterSpec(RANGES_DIALECT, " and ".join(
+        f"{name} in [{int(a)}, {int(b)}]" for name, a, b in zip(schema.dims, lo, hi) if a >= 0))
 
 
 def _event(point: np.ndarray) -> etree._Element:
@@ -123,6 +133,21 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
         xml_answers += engine.match_many(chunk)
         xml.append((time.perf_counter() - t0) / len(chunk))
 
+    # filters one by one (range dialect, HEM-shaped), then removed: the server's Subscribe
+    # and Unsubscribe, after the answers above were taken
+    changes = min(200, m)
+    extra = [_range_filter(mins[i], maxs[i], schema) for i in range(changes)]
+    t0 = time.perf_counter()
+    for i, spec in enumerate(extra):
+        engine.add_filter(f"x{i}", spec)
+    add_us = (time.perf_counter() - t0) / changes * 1e6
+    found_added = all(f"x{i}" in engine.match_box((mins[i] + maxs[i]) / 2) for i in range(changes))
+    t0 = time.perf_counter()
+    for i in range(changes):
+        engine.remove_filter(f"x{i}")
+    remove_us = (time.perf_counter() - t0) / changes * 1e6
+    gone = not any(f"x{i}" in engine.match_box((mins[i] + maxs[i]) / 2) for i in range(changes))
+
     # the oracle: a numpy scan of the same boxes
     mins_t, maxs_t = np.ascontiguousarray(mins.T), np.ascontiguousarray(maxs.T)
     del mins, maxs
@@ -150,7 +175,9 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
         "hem_1m_matches_per_event": round(float(np.mean([len(a) for a in answers])), 3),
         "hem_1m_bruteforce_ms_per_event": round(brute, 3),
         "hem_1m_speedup_vs_bruteforce": round(brute / per_event, 1),
-        "hem_1m_exact_checked": bool(exact),
+        "hem_1m_exact_checked": bool(exact and found_added and gone),
+        "hem_1m_add_filter_us": round(add_us, 1),
+        "hem_1m_remove_filter_us": round(remove_us, 1),
         "hem_exact_sample": sample,
         "hem_index_mb": round(engine._index.nbytes / 1e6, 1),
         "hem_cells": engine.cells,

@@ -146,7 +146,7 @@ class CellBitmapIndex:
         if not len(rows):
             return index
         top = int(rows.max()) + 1
-        index._reserve(top)
+        index._reserve(top + top // 8 + 64)  # headroom: the next adds do not copy it all
         dense = top == len(rows) and bool(np.all(rows[1:] > rows[:-1]))  # rows 0 .. n - 1
         where = slice(0, top) if dense else rows
         index._mins[where] = mins
@@ -204,9 +204,11 @@ class CellBitmapIndex:
             raise ValueError(f"row {row} is already held")
         word, bit = divmod(row, 64)
         mask = np.uint64(1 << bit)
-        for j in range(self.dims):
-            first, last = self._cell_of(j, lo[j]), self._cell_of(j, hi[j])
-            self._bits[j, first:last + 1, word] |= mask
+        firsts, lasts = self._cells(lo[None, :], hi[None, :])
+        bits = self._bits
+        for j, (first, last) in enumerate(zip(firsts[0], lasts[0])):
+            column = bits[j, first:last + 1, word]
+            column |= mask
         self._mins[row], self._maxs[row] = lo, hi
         self._live[row] = True
         self._count += 1

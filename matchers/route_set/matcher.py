@@ -193,9 +193,8 @@ class RTreeRouteSet(Matcher):
             return [self._match_in(routes, event) for event in events]
         if not len(events):
             return []
-        boxes = [schema.extract(standalone(event)) for event in events]
-        chosen = route(routes, np.vstack([box.lo for box in boxes]),
-                       np.vstack([box.hi for box in boxes]))
+        boxes = schema.extract_many(events)  # read in place, each event as its own root
+        chosen = route(routes, boxes.lo, boxes.hi)
         ordered: dict[frozenset, list[str]] = {}  # one list per distinct answer
         out = []
         for servers in chosen:

@@ -172,15 +172,21 @@ class ServerChannel:
     def offer_logged(self, topic: str, event: bytes, seq: int) -> None:
         """Queue a copy already in the durable log (never dropped: the log is bounded); a
         full window leaves it in the log, read back as the window empties."""
+        self.offer_logged_many([(topic, event, seq)])
+
+    def offer_logged_many(self, copies) -> None:
+        """:meth:`offer_logged` for ``(topic, event, seq)`` copies in seq order, under one
+        acquisition of the channel's lock."""
         with self._cond:
-            self.stats.queued += 1
-            if self._spilled or len(self._queue) >= self.capacity:
-                self._spilled = True
-                return
-            self._queue.append(_Item(topic, event, seq))
-            self._last_seq = seq
+            self.stats.queued += len(copies)
+            for topic, event, seq in copies:
+                if self._spilled or len(self._queue) >= self.capacity:
+                    self._spilled = True
+                    break
+                self._queue.append(_Item(topic, event, seq))
+                self._last_seq = seq
+                self._wake_sender()
             self.stats.depth = len(self._queue)
-            self._wake_sender()
 
     def discard_through(self, seq: int) -> int:
         """Remove queued copies up to ``seq`` (the log dropped them to make room)."""
@@ -281,6 +287,8 @@ class ServerChannel:
         while True:
             if self._spilled and len(self._queue) < self.batch_max and not self._closing:
                 self._refill()
+            if self.log is not None and not self._queue:
+                self.log.flush_acks()  # idle: write the acknowledgements still pending
             with self._cond:
                 self._cond.wait_for(lambda: self._queue or self._spilled or self._closing)
                 if not self._queue:
@@ -404,13 +412,18 @@ class Forwarder:
         """Log every copy of ``copies`` ((topic, event, servers)) in one transaction, then
         queue them; the copies are durable when this returns (or it raises
         :class:`~.log.LogFull`, nothing logged). Returns the number of copies."""
+        channels = self.channels
         rows = [(server, topic, event) for topic, event, servers in copies
-                for server in servers if server in self.channels]
+                for server in servers if server in channels]
 
-        def offer(c):
-            channel = self.channels.get(c.server)
-            if channel is not None:  # removed meanwhile: the copy stays logged
-                channel.offer_logged(c.topic, c.event, c.seq)
+        def offer(logged):
+            per_server: dict[str, list] = {}
+            for c in logged:
+                per_server.setdefault(c.server, []).append((c.topic, c.event, c.seq))
+            for server, items in per_server.items():
+                channel = channels.get(server)
+                if channel is not None:  # removed meanwhile: the copies stay logged
+                    channel.offer_logged_many(items)
         return len(self.log.append(rows, offer))
 
     def forward(self, topic: str, event: bytes, server_ids: Iterable[str]) -> int:

@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 __all__ = ["EventLog", "LogFull", "LogCopy", "LOG_FULL_POLICIES"]
 
 LOG_FULL_POLICIES = ("refuse", "drop-oldest")
+ACK_DELAY = 0.05  # seconds an acknowledgement may wait for an append's transaction
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_log (
@@ -56,8 +58,8 @@ class LogFull(RouteManagerError):
     """The durable log is at one of its bounds and its policy is to refuse new events."""
 
 
-@dataclass(frozen=True)
-class LogCopy:
+class LogCopy(NamedTuple):
+    """One logged copy (a tuple: thousands are made per second on the hot path)."""
     server: str
     seq: int
     topic: str
@@ -98,6 +100,10 @@ class EventLog:
         self._group = threading.Condition()  # group commit: pending appends, one committer
         self._pending: list[_Append] = []
         self._committing = False
+        # Acknowledgements not yet written: server -> (last seq, copies, bytes), applied in
+        # the next append's transaction or after ACK_DELAY (see acknowledge()).
+        self._acks: dict[str, tuple[int, int, int]] = {}
+        self._acks_since = 0.0
         self.commits = 0
         store.executescript(_SCHEMA)
         with store.transaction() as conn:
@@ -123,9 +129,10 @@ class EventLog:
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, copies: list[tuple[str, str, bytes]], offer=None) -> list[LogCopy]:
-        """Log ``copies`` ((server, topic, event)), committed when this returns; ``offer(copy)``
-        is called for each, in seq order, before any later append's (so a channel receives
-        each server's copies in the order of their seqs). Raises :class:`LogFull` (none of
+        """Log ``copies`` ((server, topic, event)), committed when this returns;
+        ``offer(logged)`` is called once with the list of their :class:`LogCopy`, in seq
+        order, before any later append's (so a channel receives each server's copies in the
+        order of their seqs). Raises :class:`LogFull` (none of
         ``copies`` logged) when the bounds refuse them.
 
         Group commit: the caller that finds no commit under way commits every append pending
@@ -176,17 +183,21 @@ class EventLog:
                     except LogFull as full:
                         request.error = full
                         continue
+                    nxt = self._next
+                    logged = request.logged
                     for server, topic, event in request.copies:
-                        seq = self._next.get(server, 1)
-                        request.logged.append(LogCopy(server, seq, topic, event, now))
-                        self._next[server] = seq + 1
-                    rows.extend((c.server, c.seq, c.topic, c.event, now) for c in request.logged)
+                        seq = nxt.get(server, 1)
+                        nxt[server] = seq + 1
+                        logged.append(LogCopy(server, seq, topic, event, now))
+                    rows.extend(logged)
                     self.events += len(request.copies)
                     self.bytes += size
-                if rows:
+                if rows or self._acks:
                     with self.store.transaction() as conn:
-                        conn.executemany("INSERT INTO edn_log(server, seq, topic, event, created) "
-                                         "VALUES (?,?,?,?,?)", rows)
+                        self._write_acks(conn)
+                        if rows:  # LogCopy's fields are the columns, in order
+                            conn.executemany("INSERT INTO edn_log(server, seq, topic, event, "
+                                             "created) VALUES (?,?,?,?,?)", rows)
             except BaseException as exc:  # nothing of this group is logged
                 self._next, self.events, self.bytes = saved
                 for request in batch:
@@ -196,9 +207,8 @@ class EventLog:
             self.appended += len(rows)
             self.commits += 1
             for request in batch:
-                if request.offer is not None:
-                    for c in request.logged:
-                        request.offer(c)
+                if request.offer is not None and request.logged:
+                    request.offer(request.logged)
 
     def _make_room(self, count: int, size: int, now: float) -> None:
         def full() -> str | None:
@@ -207,6 +217,9 @@ class EventLog:
             if self.bytes + size > self.max_bytes:
                 return f"{self.bytes} bytes (log_max_bytes {self.max_bytes})"
             oldest = self._oldest_created()
+            if oldest is not None and now - oldest > self.max_age and self._acks:
+                self.flush_acks()  # the oldest row may be delivered already
+                oldest = self._oldest_created()
             if oldest is not None and now - oldest > self.max_age:
                 return f"an undelivered event {now - oldest:.0f} s old (log_max_age {self.max_age:g})"
             return None
@@ -217,6 +230,7 @@ class EventLog:
         if self.policy == "refuse" or count > self.max_events or size > self.max_bytes:
             self.refused += count
             raise LogFull(f"the dispatcher's durable log is full: {reason}; retry later")
+        self.flush_acks()  # never drop (and count twice) a copy delivered meanwhile
         dropped = 0
         while reason is not None and self.events:
             rows = self.store.query("SELECT id, server, seq, length(event) FROM edn_log "
@@ -240,31 +254,59 @@ class EventLog:
         removes them from its channels)."""
 
     def acknowledge(self, server: str, last_seq: int, count: int, size: int) -> None:
-        """``server`` answered 2xx to a batch ending at ``last_seq``: delete its copies up to
-        there and remember the position.
+        """``server`` answered 2xx to a batch of ``count`` copies (``size`` bytes) ending at
+        ``last_seq``: its copies up to there are delivered.
 
+        The delete and the position are written with the next append's transaction, or by
+        this call once :data:`ACK_DELAY` has passed since the first unwritten one: one
+        transaction per server batch cost more than routing the events. Deferring is
+        safe: a copy whose acknowledgement a crash loses is sent again, and the server skips
+        seqs at or below the position it stored with the batch (at least once, as before).
         Under the log's lock, as appends: the process's writers queue on a Python lock
         instead of meeting in SQLite, whose busy handler sleeps (milliseconds) between tries."""
         with self._lock:
-            with self.store.transaction() as conn:
-                deleted = conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ?",
-                                       (server, last_seq)).rowcount
-                conn.execute("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
-                             "ON CONFLICT(server) DO UPDATE SET acked = max(acked, "
-                             "excluded.acked)", (server, last_seq))
-            self.events -= deleted
-            self.bytes -= size if deleted == count else 0
-            if deleted != count:  # some were dropped already: recount exactly
-                self.bytes = self.store.query(
-                    "SELECT coalesce(sum(length(event)), 0) FROM edn_log")[0][0]
+            if not self._acks:
+                self._acks_since = time.monotonic()
+            seq, copies, size_sum = self._acks.get(server, (0, 0, 0))
+            self._acks[server] = (max(seq, last_seq), copies + count, size_sum + size)
+            self.events -= count
+            self.bytes -= size
             self.acked[server] = max(self.acked.get(server, 0), last_seq)
+            if time.monotonic() - self._acks_since >= ACK_DELAY:
+                self.flush_acks()
+
+    def flush_acks(self) -> None:
+        """Write the acknowledgements not written yet (an idle log, closing, tests)."""
+        with self._lock:
+            if self._acks:
+                with self.store.transaction() as conn:
+                    self._write_acks(conn)
+
+    def _write_acks(self, conn) -> None:
+        """Apply the pending acknowledgements in ``conn``'s transaction (under the lock)."""
+        if not self._acks:
+            return
+        expected = deleted = 0
+        for server, (last_seq, count, _) in self._acks.items():
+            deleted += conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ?",
+                                    (server, last_seq)).rowcount
+            conn.execute("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
+                         "ON CONFLICT(server) DO UPDATE SET acked = max(acked, "
+                         "excluded.acked)", (server, last_seq))
+            expected += count
+        self._acks.clear()
+        if deleted != expected:  # some were dropped to make room meanwhile: recount exactly
+            self.events, self.bytes = conn.execute(
+                "SELECT count(*), coalesce(sum(length(event)), 0) FROM edn_log").fetchone()
 
     # -- reading -----------------------------------------------------------------------------
     def pending(self, server: str) -> list[LogCopy]:
         """The unacknowledged copies of ``server``, oldest first (replay after a restart)."""
-        return [LogCopy(r[0], r[1], r[2], r[3], r[4]) for r in self.store.query(
-            "SELECT server, seq, topic, event, created FROM edn_log WHERE server = ? ORDER BY seq",
-            (server,))]
+        with self._lock:
+            acked = self.acked.get(server, 0)
+            return [LogCopy(*r) for r in self.store.query(
+                "SELECT server, seq, topic, event, created FROM edn_log "
+                "WHERE server = ? AND seq > ? ORDER BY seq", (server, acked))]
 
     def read_after(self, server: str, seq: int, limit: int, into) -> None:
         """Hand ``into`` at most ``limit`` of ``server``'s logged copies after ``seq``, oldest
@@ -281,7 +323,12 @@ class EventLog:
         return row[0][0] if row else None
 
     def close(self) -> None:
-        """Release the log to another process (the rows stay)."""
+        """Write what is acknowledged and release the log to another process (the rows
+        stay)."""
+        try:
+            self.flush_acks()
+        except Exception:  # the copies are sent again: at least once still holds
+            log.exception("writing the last acknowledgements failed")
         if self._lockfile is not None:
             self._lockfile.close()
             self._lockfile = None

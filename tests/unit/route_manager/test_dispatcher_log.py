@@ -117,6 +117,8 @@ def test_copies_are_logged_before_the_reply_and_deleted_on_2xx(net, group):
     assert logged(service) == [("s1", 1), ("s1", 2), ("s2", 1), ("s2", 2)]
     servers.gate.set()
     assert service.dispatcher.forwarder.drain(5)
+    assert service.dispatcher.log.events == 0  # delivered; the rows go with the next write
+    service.dispatcher.log.flush_acks()
     assert logged(service) == []
     assert servers.received("s1") == [(1, 1.0), (2, 4.5)]
     assert servers.received("s2") == [(1, 4.5), (2, 9.0)]
@@ -137,6 +139,7 @@ def test_position_advances_only_on_2xx(net):
     assert service.dispatcher.stats()["server.s1.lag"] == 2
     servers.status["s1"] = 202
     assert service.dispatcher.forwarder.drain(5)
+    service.dispatcher.log.flush_acks()
     assert logged(service) == [] and servers.received("s1") == [(1, 1.0), (2, 2.0)]
 
 
@@ -221,7 +224,8 @@ def test_drop_oldest_makes_room_counted_and_leaves_the_channel(tmp_path):
     channel = ServerChannel("s1", "http://s1", Held(), log=log, backoff=(5, 5))
     log.on_drop = lambda rows: channel.discard_through(max(seq for _, _, seq, _ in rows))
     for n in range(4):
-        log.append([("s1", "t", b"<e>%d</e>" % n)], lambda c: channel.offer_logged(c.topic, c.event, c.seq))
+        log.append([("s1", "t", b"<e>%d</e>" % n)],
+                   lambda logged: channel.offer_logged_many([(c.topic, c.event, c.seq) for c in logged]))
     assert [r["seq"] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [3, 4]
     assert log.dropped == 2 and channel.stats.dropped >= 1
     channel.close(timeout=0)
@@ -255,10 +259,11 @@ def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_pat
     release = threading.Event()
     offered = []
 
-    def offer(c):
-        offered.append((c.server, c.seq, c.event))
-        if c.event == b"first":
-            assert release.wait(5)  # the first committer holds its commit open
+    def offer(logged):
+        for c in logged:
+            offered.append((c.server, c.seq, c.event))
+            if c.event == b"first":
+                assert release.wait(5)  # the first committer holds its commit open
 
     first = threading.Thread(target=log.append, args=([("s1", "t", b"first")], offer))
     first.start()
@@ -308,9 +313,10 @@ def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_pat
 
     channel = ServerChannel("s1", "http://s1", Server(), log=log, capacity=3, batch_max=2)
 
-    def offer(c):
-        channel.offer_logged(c.topic, c.event, c.seq)
-        deepest[0] = max(deepest[0], len(channel._queue))
+    def offer(logged):
+        for c in logged:
+            channel.offer_logged(c.topic, c.event, c.seq)
+            deepest[0] = max(deepest[0], len(channel._queue))
     for n in range(10):
         log.append([("s1", "t", b"<e>%d</e>" % n)], offer)
     assert deepest[0] <= 3 and log.events == 10
@@ -318,3 +324,42 @@ def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_pat
     assert channel.drain(5)
     assert sent == [(n + 1, str(n)) for n in range(10)] and log.events == 0
     channel.close()
+
+
+def test_acknowledgements_are_written_with_the_next_append_or_when_flushed(tmp_path):
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store)
+    log.append([("s1", "t", b"a"), ("s1", "t", b"b"), ("s2", "t", b"c")])
+    log.acknowledge("s1", 2, 2, 2)
+    assert log.events == 1 and log.bytes == 1  # counted as delivered at once
+    assert [c.seq for c in log.pending("s1")] == []  # and never replayed from here on
+    rows = lambda: [tuple(r) for r in store.query("SELECT server, seq FROM edn_log ORDER BY id")]
+    assert len(rows()) == 3  # not yet written: no transaction of its own
+    log.append([("s2", "t", b"d")])  # written in this append's transaction
+    assert rows() == [("s2", 1), ("s2", 2)]
+    assert store.query("SELECT acked FROM edn_log_position WHERE server='s1'")[0][0] == 2
+    log.acknowledge("s2", 2, 2, 2)
+    log.close()  # closing writes what is pending
+    assert rows() == [] and EventLog(store).events == 0
+
+
+def test_a_lost_acknowledgement_replays_copies_the_server_skips(tmp_path):
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store)
+    log.append([("s1", "t", b"a"), ("s1", "t", b"b")])
+    log.acknowledge("s1", 2, 2, 2)  # then the process dies before writing it
+    log._lockfile.close()
+    again = EventLog(store)
+    assert [c.seq for c in again.pending("s1")] == [1, 2]  # sent again (at least once) ...
+    assert again.append([("s1", "t", b"c")])[0].seq == 3  # ... and seqs never repeat
+
+
+def test_dropping_the_oldest_never_counts_a_delivered_copy_twice(tmp_path):
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store, max_events=3, policy="drop-oldest")
+    log.append([("s1", "t", b"a"), ("s1", "t", b"b"), ("s1", "t", b"c")])
+    log.acknowledge("s1", 1, 1, 1)
+    log.append([("s1", "t", b"d"), ("s1", "t", b"e")])  # no room: drops undelivered 2 and 3
+    assert log.dropped == 2  # seq 1 was delivered: written, not dropped
+    assert [r[0] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [4, 5]
+    assert log.events == 2 and log.bytes == 2

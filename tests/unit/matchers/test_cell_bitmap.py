@@ -37,11 +37,22 @@ VALUES = st.sampled_from([-10.0, 0.0, 0.5, 2.0, 2.0, 5.0, 7.5, 10.0])
 
 class FewCells(CellBitmapEngine):
     cells = 3
+    strategy = "cells"
+
+
+class RTreeChoice(CellBitmapEngine):
+    strategy = "rtree"
+
+
+ENGINES = st.sampled_from([CellBitmapEngine, FewCells, RTreeChoice])
 
 
 @pytest.fixture(autouse=True)
-def small_recut(monkeypatch):
+def small_thresholds(monkeypatch):
+    """Re-cuts and measured index choices happen at test sizes."""
     monkeypatch.setattr(cell_bitmap, "_MIN_RECUT", 4)
+    monkeypatch.setattr(cell_bitmap, "_CALIBRATION_MIN_ROWS", 2)
+    monkeypatch.setattr(cell_bitmap, "_CALIBRATION_QUERIES", 3)
 
 
 @st.composite
@@ -168,7 +179,7 @@ def _apply(engines, operations, ids=None):
 
 @FAST
 @given(operations=ENGINE_OPERATIONS, points=st.lists(box(), min_size=1, max_size=6),
-       engine_class=st.sampled_from([CellBitmapEngine, FewCells]))
+       engine_class=ENGINES)
 def test_engine_agrees_with_brute_force_on_coordinates(operations, points, engine_class):
     engine, oracle = engine_class(SCHEMA), BruteForceMatcher(SCHEMA)
     ids = _apply([engine, oracle], operations)
@@ -196,10 +207,11 @@ EVENT_VALUE = st.one_of(st.none(), VALUES, st.sampled_from([-1.0, 11.0, 3.25]))
 
 @FAST
 @given(operations=ENGINE_OPERATIONS,
-       events=st.lists(st.lists(EVENT_VALUE, min_size=D, max_size=D), min_size=1, max_size=6))
-def test_engine_agrees_with_brute_force_on_events(operations, events):
+       events=st.lists(st.lists(EVENT_VALUE, min_size=D, max_size=D), min_size=1, max_size=6),
+       engine_class=ENGINES)
+def test_engine_agrees_with_brute_force_on_events(operations, events, engine_class):
     """XML events (absent attributes, values outside the domain): match and match_many."""
-    engine, oracle = FewCells(SCHEMA), BruteForceMatcher(SCHEMA)
+    engine, oracle = engine_class(SCHEMA), BruteForceMatcher(SCHEMA)
     _apply([engine, oracle], operations)
     documents = [_event(values) for values in events]
     wanted = [oracle.match(document) for document in documents]
@@ -278,13 +290,28 @@ def test_summary_follows_changes_after_a_bulk_load():
     assert len(engine.summary(1.0).mins) == 2
 
 
+def test_the_measured_choice_is_one_of_the_indexes_and_described():
+    engine = CellBitmapEngine(SCHEMA)
+    rng = np.random.default_rng(3)
+    lo = rng.uniform(0, 8, (300, D))
+    engine.bulk_load([f"b{i}" for i in range(300)], lo, lo + 2)
+    assert engine.choice_ in ("cells", "rtree")
+    index_class = CellBitmapIndex if engine.choice_ == "cells" else cell_bitmap.PagedBoxIndex
+    assert isinstance(engine._index, index_class)
+    described = engine.describe()
+    assert described["strategy"] == "measured" and described["index"] == engine.choice_
+    assert RTreeChoice(SCHEMA).describe()["index"] == "rtree"
+    with pytest.raises(ValueError):
+        type("Bad", (CellBitmapEngine,), {"strategy": "fastest"})(SCHEMA)
+
+
 def test_registered_under_its_uri():
     assert CELL_BITMAP_URI == ns.MATCHER_CELL_BITMAP == "urn:wsframework:matchers:cell-bitmap"
     assert isinstance(create_matcher(CELL_BITMAP_URI), CellBitmapEngine)
 
 
 def test_single_additions_recut_the_cells():
-    engine = CellBitmapEngine(SCHEMA)
+    engine = type("Cells", (CellBitmapEngine,), {"strategy": "cells"})(SCHEMA)
     for i in range(40):
         engine.add_filter(f"f{i}", FilterSpec(RANGES_DIALECT, f"x0 in [{i / 4!r}, {i / 4 + 0.1!r}]"))
     assert engine._index._cut_for >= 8  # re-cut along the way (threshold 4 in these tests)

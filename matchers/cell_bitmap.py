@@ -13,11 +13,15 @@
     engine.summary(0.5)                          # the summary manager is the R-tree engine's
 
 For workloads with many subscriptions over many attributes (HEM's: 1M subscriptions, d = 20,
-10 wide predicates each), where an R-tree degrades towards a scan.  Only the *filtering
-index* differs from :class:`~matchers.rtree_engine.RTreeMatchingEngine`: filter
-compilation, exact checks, insertion order, bulk loading, batch matching (``match_many``:
-one extraction, then :meth:`CellBitmapIndex.intersecting_batch`) and the maximal-rectangle
-summary manager (deferred, see :class:`_DeferredMaximal`) are the R-tree engine's.
+10 wide predicates each), where an R-tree degrades below a scan (66 ms per event there).
+Only the *filtering index* differs from :class:`~matchers.rtree_engine.RTreeMatchingEngine`:
+filter compilation, exact checks, insertion order, bulk loading, batch matching
+(``match_many``: one extraction, then one batch query of the index) and the
+maximal-rectangle summary manager (deferred, see :class:`_DeferredMaximal`) are the R-tree
+engine's.  Which index serves is measured at every rebuild (``strategy = "measured"``,
+:meth:`CellBitmapEngine._measure`): cell bitmaps, or the R-tree engine's paged R-tree where
+few dimensions and many hits favour it, so the engine is never much slower than the R-tree
+engine.
 
 The index (:class:`CellBitmapIndex`) cuts each dimension ``j`` into at most ``cells`` cells
 (equi-depth over the rectangles' inner edges, so that every cell holds about as many edges)
@@ -36,7 +40,7 @@ repacks, amortized as for the R-tree's pages).
 
 Measured on HEM's workload at 1M subscriptions (``benchmarks/hem.py``, this 2-core
 machine): 0.17 ms per event (``match_box``), 0.16 ms in batches of 64 (``match_points``),
-2.7 s to bulk-load, ~70x a numpy scan.  The time is the ``d`` ANDs over ``n / 64`` words
+3.4 s to bulk-load (0.6 s of it choosing the index), ~70x a numpy scan.  The time is the ``d`` ANDs over ``n / 64`` words
 (memory bound), whatever the number of cells; cells only trade memory (``d x cells`` bits
 per rectangle: 160 MB at 64) for candidates (37 per event at 16 cells, 15 at 32, 10 at 64,
 7.5 at 128).  Memory besides the bits: the rectangles' coordinates (16 d bytes each).

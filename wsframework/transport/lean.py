@@ -54,6 +54,7 @@ __all__ = ["LeanHttpTransport"]
 _CRLF2 = b"\r\n\r\n"
 _NO_BODY = frozenset({204, 304})
 _FORBIDDEN_IN_HEADERS = ("\r", "\n", "\0")
+_MAX_CACHED_HEADS = 4096
 
 
 class _StaleConnection(Exception):
@@ -91,6 +92,7 @@ class LeanHttpTransport:
         self._ssl_context = ssl_context
         self._idle: dict[tuple, list[_Connection]] = {}
         self._idle_count = 0
+        self._heads: dict[tuple, bytes] = {}
         self._lock = threading.Lock()
         self._closed = False
         self.connections_opened = 0  # for tests and benchmarks: keep-alive reuse is visible
@@ -106,8 +108,17 @@ class LeanHttpTransport:
             except UrlRefused as refused:
                 raise TransportError(f"POST {url} refused: {refused.reason}") from None
             address = str(parsed.ip) if parsed.ip is not None else parsed.host
-        head = _request_head(parsed.target, parsed.host_header, len(payload), content_type,
-                             soap_action)
+        # The head but its length, built once per URL, type and action (a sink's
+        # notifications share them).
+        head_key = (url, content_type, soap_action)
+        prefix = self._heads.get(head_key)
+        if prefix is None:
+            prefix = _request_prefix(parsed.target, parsed.host_header, content_type,
+                                     soap_action)
+            if len(self._heads) >= _MAX_CACHED_HEADS:
+                self._heads.clear()
+            self._heads[head_key] = prefix
+        head = b"%sContent-Length: %d\r\n\r\n" % (prefix, len(payload))
         request = head + payload if len(payload) < 65536 else None
         key = (parsed.scheme, address, parsed.port, parsed.host)
         for _ in range(2):
@@ -211,7 +222,7 @@ class LeanHttpTransport:
         sock.settimeout(remaining)
         try:
             return sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:  # socket.timeout
             raise TransportError(
                 f"POST {url}: no complete answer within {self.timeout[1]:g} s") from None
 
@@ -369,8 +380,9 @@ class LeanHttpTransport:
         return b"".join(parts)
 
 
-def _request_head(target: str, host: str, length: int, content_type: str,
-                  soap_action: str | None) -> bytes:
+def _request_prefix(target: str, host: str, content_type: str,
+                    soap_action: str | None) -> bytes:
+    """The request line and headers up to (not including) Content-Length."""
     if content_type.startswith("text/xml"):
         action = soap_action or ""
         _check_header(action)
@@ -380,8 +392,7 @@ def _request_head(target: str, host: str, length: int, content_type: str,
         fields = f'Content-Type: application/soap+xml; charset=utf-8; action="{soap_action}"\r\n'
     else:
         fields = "Content-Type: application/soap+xml; charset=utf-8\r\n"
-    text = (f"POST {target} HTTP/1.1\r\nHost: {host}\r\n{fields}"
-            f"Content-Length: {length}\r\n\r\n")
+    text = f"POST {target} HTTP/1.1\r\nHost: {host}\r\n{fields}"
     try:
         return text.encode("latin-1")
     except UnicodeEncodeError:

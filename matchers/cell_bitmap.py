@@ -40,7 +40,7 @@ repacks, amortized as for the R-tree's pages).
 
 Measured on HEM's workload at 1M subscriptions (``benchmarks/hem.py``, this 2-core
 machine): 0.17 ms per event (``match_box``), 0.16 ms in batches of 64 (``match_points``),
-3.4 s to bulk-load (0.6 s of it choosing the index), ~70x a numpy scan.  The time is the ``d`` ANDs over ``n / 64`` words
+3.4 s to bulk-load (a few tenths of it choosing the index), ~70x a numpy scan.  The time is the ``d`` ANDs over ``n / 64`` words
 (memory bound), whatever the number of cells; cells only trade memory (``d x cells`` bits
 per rectangle: 160 MB at 64) for candidates (37 per event at 16 cells, 15 at 32, 10 at 64,
 7.5 at 128).  Memory besides the bits: the rectangles' coordinates (16 d bytes each).
@@ -78,7 +78,7 @@ _CUT_SAMPLE = 65_536  # rows whose edges place the cuts
 _LOG_LIMIT = 1024    # logged summary changes beyond which the next summary reloads
 _MAXIMAL_LIMIT = 20_000  # rectangles beyond which summaries are cut from all of them
 _CALIBRATION_MIN_ROWS = 4096  # rows below which cells are taken without measuring
-_CALIBRATION_ROWS = 50_000    # rows sampled to time both indexes on
+_CALIBRATION_ROWS = 20_000    # rows sampled to time both indexes on
 _CALIBRATION_QUERIES = 32     # points timed on each
 
 
@@ -496,8 +496,11 @@ class CellBitmapEngine(RTreeMatchingEngine):
         # rows 0 .. k - 1 (after a bulk load into an empty engine): views, not copies
         held = slice(0, len(live)) if not len(live) or live[-1] == len(live) - 1 else live
         mins, maxs = table.mins[held], table.maxs[held]
-        choice = self.strategy if self.strategy != "measured" else self._measure(mins, maxs)
-        self._index = self._build(choice, live, mins, maxs)
+        if self.strategy == "measured":
+            choice, index = self._measure(live, mins, maxs)
+        else:
+            choice, index = self.strategy, None
+        self._index = index if index is not None else self._build(choice, live, mins, maxs)
         self.choice_ = choice
         return live
 
@@ -506,20 +509,23 @@ class CellBitmapEngine(RTreeMatchingEngine):
             return PagedBoxIndex.bulk(rows, mins, maxs, dims=self.schema.d)
         return CellBitmapIndex.bulk(rows, mins, maxs, dims=self.schema.d, cells=self.cells)
 
-    def _measure(self, mins: np.ndarray, maxs: np.ndarray) -> str:
+    def _measure(self, rows: np.ndarray, mins: np.ndarray,
+                 maxs: np.ndarray) -> tuple[str, Any]:
         """The faster index on these boxes: both built on up to ``_CALIBRATION_ROWS`` of
         them and timed on ``_CALIBRATION_QUERIES`` points spread over the boxes' edges on
-        every dimension (events are not known yet); cells below ``_CALIBRATION_MIN_ROWS``."""
+        every dimension (events are not known yet); cells below ``_CALIBRATION_MIN_ROWS``.
+        Also the winner itself when it was built on all the rows (else None)."""
         n, d = mins.shape
         if n < _CALIBRATION_MIN_ROWS or d == 0:
-            return "cells"
+            return "cells", None
         rng = np.random.default_rng(0)
-        if n > _CALIBRATION_ROWS:
+        whole = n <= _CALIBRATION_ROWS
+        if not whole:
             sample = np.sort(rng.choice(n, _CALIBRATION_ROWS, replace=False))
-            mins, maxs = mins[sample], maxs[sample]
-        rows = np.arange(len(mins), dtype=np.int64)
+            rows, mins, maxs = np.arange(len(sample), dtype=np.int64), mins[sample], maxs[sample]
         points = _sample_points(rng, mins, maxs, _CALIBRATION_QUERIES)
         timings: dict[str, float] = {}
+        built: dict[str, Any] = {}
         for choice in ("cells", "rtree"):
             index = self._build(choice, rows, mins, maxs)
             index.intersecting(points[0], points[0])  # warm
@@ -530,8 +536,11 @@ class CellBitmapEngine(RTreeMatchingEngine):
                 if time.perf_counter() - started > limit:
                     break
             timings[choice] = time.perf_counter() - started
+            if whole:
+                built[choice] = index
             del index
-        return min(timings, key=timings.get)
+        choice = min(timings, key=timings.get)
+        return choice, built.get(choice)
 
     def describe(self) -> dict[str, Any]:
         """As the R-tree engine's, without bringing the summary manager up to date:

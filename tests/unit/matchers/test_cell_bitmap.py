@@ -1,7 +1,8 @@
 """CellBitmapIndex and CellBitmapEngine against oracles: a numpy scan of the boxes for the
 index, BruteForceMatcher (same compiled filters) for the engine, and the R-tree engine for
 summaries.  Few cells (3 or 4) so that query sides span, OR and skip cells; a small re-cut
-threshold so that single additions re-cut the cells."""
+threshold so that single additions re-cut the cells; engines forced to cells, forced to the
+paged R-tree, and measuring which (at test sizes) all answer alike."""
 
 from __future__ import annotations
 

@@ -185,6 +185,7 @@ _QNAME = r"(?:[A-Za-z_][\w.\-]*:)?[A-Za-z_][\w.\-]*"
 _SIMPLE_STEP = re.compile(rf"(?:/(?P<root>{_QNAME})/)?(?P<at>@)?(?P<name>{_QNAME})")
 # every text of a batch a number: the texts joined by NUL (which XML text cannot contain)
 _NUMBERS = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?:\x00\s*{NUMBER_PATTERN}\s*)*")
+_ONE_NUMBER = re.compile(rf"\s*{NUMBER_PATTERN}\s*")
 CHILD, ATTRIBUTE = "child", "attribute"
 
 
@@ -242,100 +243,104 @@ def read_boxes(attributes: Sequence[Any], paths: Sequence[Any], steps: Sequence[
                bounds: Sequence[tuple[float, float, float]], events: Sequence[Any]) -> EventBoxes:
     """The boxes of ``events`` (lxml elements), as :func:`read_values` and :func:`to_event_box`
     give them one by one; ``steps`` are the attributes' :func:`simple_step` (None: read by
-    the compiled XPath in ``paths``, on the event as the root of its own document)."""
+    the compiled XPath in ``paths``, on the event as the root of its own document).
+
+    A number read from one node without children (or an attribute) is parsed with every
+    other such number of the batch (one pattern match over their texts joined, one array);
+    every other value is read as :func:`range_of` reads it, one by one."""
     m, d = len(events), len(attributes)
-    lo = np.empty((m, d))
-    hi = np.empty((m, d))
-    clean = np.ones(m, dtype=bool)
-    slow: list[dict[int, Any]] = [{} for _ in range(d)]  # per attribute: event -> value
-    numbers: list[np.ndarray | None] = [None] * d       # per attribute: fast values (NaN: absent)
+    slow: dict[int, Any] = {}  # i * d + j -> value read one by one (None: absent)
     general = [j for j, step in enumerate(steps) if step is None]
-    if general:
-        documents = [standalone(event) for event in events]
-    wanted = {step[2] for step in steps if step is not None and step[0] == CHILD}
-    # per attribute: (event, text) of single nodes whose number is parsed batch-wise
-    texts: list[list[str]] = [[] for _ in range(d)]
-    where: list[list[int]] = [[] for _ in range(d)]
-    plan = [(j, step[0], step[1], step[2], attributes[j], attributes[j].type == NUMBER,
-             texts[j].append, where[j].append) for j, step in enumerate(steps)
-            if step is not None]
-    for i, event in enumerate(events):
-        found: dict[str, list] = {}
-        if wanted:
-            for child in event:
-                tag = child.tag
-                if tag in wanted:
-                    nodes = found.get(tag)
-                    if nodes is None:
-                        found[tag] = [child]
-                    else:
-                        nodes.append(child)
-        tag = event.tag
-        # an absent attribute is left out: NULL coordinates, value None
-        for j, kind, root, name, attribute, number, add_text, add_where in plan:
-            if root is not None and tag != root:
-                continue
-            if kind == CHILD:
-                nodes = found.get(name)
-                if nodes is None:
-                    continue
-                if number and len(nodes) == 1 and not len(nodes[0]):
-                    add_text(nodes[0].text or "")
-                    add_where(i)
-                else:
-                    slow[j][i] = range_of(attribute, nodes)
+    documents = [standalone(event) for event in events] if general else ()
+    # tag -> the attributes read from children so named: (j, root tag, is a number)
+    by_tag: dict[str, list[tuple[int, str | None, bool]]] = {}
+    by_name: list[tuple[int, str | None, str, bool]] = []  # attributes read from attributes
+    for j, step in enumerate(steps):
+        if step is not None:
+            number = attributes[j].type == NUMBER
+            if step[0] == CHILD:
+                by_tag.setdefault(step[2], []).append((j, step[1], number))
             else:
-                text = event.get(name)
-                if text is None:
+                by_name.append((j, step[1], step[2], number))
+    texts: list[str] = []       # numbers to parse batch-wise ...
+    positions: list[int] = []   # ... and their places i * d + j
+    nodes: dict[int, list] = {}  # i * d + j -> the child nodes an attribute selects
+    for i, event in enumerate(events):
+        base = i * d
+        tag = event.tag
+        if by_tag:
+            for child in event:
+                readers = by_tag.get(child.tag)
+                if readers is None:
                     continue
-                if number:
-                    add_text(text)
-                    add_where(i)
-                else:
-                    slow[j][i] = range_of(attribute, [text])
+                for j, root, _ in readers:
+                    if root is None or root == tag:
+                        found = nodes.get(base + j)
+                        if found is None:
+                            nodes[base + j] = [child]
+                        else:
+                            found.append(child)
+        for j, root, name, number in by_name:
+            if root is not None and root != tag:
+                continue
+            text = event.get(name)
+            if text is None:
+                continue
+            if number:
+                texts.append(text)
+                positions.append(base + j)
+            else:
+                slow[base + j] = range_of(attributes[j], [text])
         for j in general:
             try:
                 result = paths[j](documents[i])
             except (etree.Error, TypeError, ValueError):
                 continue
-            slow[j][i] = range_of(attributes[j], result)
-    for j, attribute in enumerate(attributes):
-        if texts[j]:
-            if _NUMBERS.fullmatch("\x00".join(texts[j])):
-                parsed = np.array([float(t) for t in texts[j]])
-                values = np.full(m, np.nan)
-                values[where[j]] = np.where(np.isfinite(parsed), parsed, np.nan)
-                numbers[j] = values
-            else:  # some text is no number (an eCube element, say): one by one, exactly
-                for i, text in zip(where[j], texts[j]):
-                    node = None
-                    if steps[j][0] == CHILD:
-                        node = [c for c in events[i] if c.tag == steps[j][2]]
-                    slow[j][i] = range_of(attribute, node if node is not None else [text])
-        low, high, null = bounds[j]
-        column = numbers[j]
-        if column is not None:
-            present = ~np.isnan(column)
-            inside = np.clip(column, low, high)
-            lo[:, j] = np.where(present, inside, null)
-            hi[:, j] = lo[:, j]
-            clean &= ~present | (inside == column)
+            slow[base + j] = range_of(attributes[j], result)
+    for at, found in nodes.items():
+        j = at % d
+        if attributes[j].type == NUMBER and len(found) == 1 and not len(found[0]):
+            texts.append(found[0].text or "")
+            positions.append(at)
         else:
-            lo[:, j] = null
-            hi[:, j] = null
-        for i, value in slow[j].items():
-            if value is None:
-                continue
-            ca, cb, exact = _coordinates(attribute, value, bounds[j])
-            lo[i, j], hi[i, j] = ca, cb
-            if not exact:
-                clean[i] = False
+            slow[at] = range_of(attributes[j], found)
+    grid = np.full(m * d, np.nan)
+    if texts:
+        if not _NUMBERS.fullmatch("\x00".join(texts)):  # some are no numbers (eCube, say)
+            kept = []
+            for text, at in zip(texts, positions):
+                if _ONE_NUMBER.fullmatch(text):
+                    kept.append((text, at))
+                else:
+                    found = nodes.get(at)
+                    slow[at] = range_of(attributes[at % d], found if found else [text])
+            texts = [text for text, _ in kept]
+            positions = [at for _, at in kept]
+        parsed = np.array([float(text) for text in texts])
+        grid[positions] = np.where(np.isfinite(parsed), parsed, np.nan)  # inf: absent
+    grid = grid.reshape(m, d)
+    lows = np.array([b[0] for b in bounds])
+    highs = np.array([b[1] for b in bounds])
+    nulls = np.array([b[2] for b in bounds])
+    present = ~np.isnan(grid)
+    inside = np.clip(grid, lows, highs)
+    lo = np.where(present, inside, nulls)
+    clean = np.all(~present | (inside == grid), axis=1)
+    hi = lo.copy()
+    for at, value in slow.items():
+        if value is None:
+            continue
+        i, j = divmod(at, d)
+        ca, cb, exact = _coordinates(attributes[j], value, bounds[j])
+        lo[i, j], hi[i, j] = ca, cb
+        if not exact:
+            clean[i] = False
 
     def value(i: int, j: int) -> Any:
-        column = numbers[j]
-        if column is not None and not math.isnan(column[i]):
-            number = float(column[i])
+        number = grid[i, j]
+        if not math.isnan(number):
+            number = float(number)
             return number, number
-        return slow[j].get(i)
+        return slow.get(i * d + j)
 
     return EventBoxes(lo, hi, clean, value)

@@ -233,3 +233,63 @@ def test_the_fast_sink_counts_and_answers_waits():
         with pytest.raises(AssertionError):
             sink.wait_for(51, timeout=0.2)
         transport.close()
+
+
+def test_tls_to_the_approved_address_checks_the_urls_name(tmp_path):
+    """https: the connection goes to the approved IP; SNI and the certificate check use the
+    URL's name (a certificate for that name is accepted, for another name refused)."""
+    import shutil
+    import ssl
+    import subprocess
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=pinned.test", "-addext", "subjectAltName=DNS:pinned.test",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    names = []
+    server_context.sni_callback = lambda sock, name, ctx: names.append(name) or None
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    served = []
+
+    def serve():
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            raw.settimeout(5)
+            try:
+                with server_context.wrap_socket(raw, server_side=True) as connection:
+                    for _ in range(2):  # two requests on one kept-alive connection
+                        data = b""
+                        while not data.endswith(b"<x/>"):
+                            data += connection.recv(65536)
+                        served.append(data)
+                        connection.sendall(OK)
+            except (ssl.SSLError, OSError):  # the refused certificate ends the handshake
+                raw.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    policy = UrlPolicy(resolver=lambda host, port, *a: [(2, 1, 6, "", ("127.0.0.1", port))])
+    transport = LeanHttpTransport(timeout=(3.0, 5.0),
+                                  ssl_context=ssl.create_default_context(cafile=str(cert)))
+    try:
+        for _ in range(2):
+            response = transport.post(policy.approve(f"https://pinned.test:{port}/n"), b"<x/>",
+                                      SOAP12)
+            assert response.status == 202
+        assert transport.connections_opened == 1
+        with pytest.raises(TransportError, match="connect"):
+            transport.post(policy.approve(f"https://other.test:{port}/n"), b"<x/>", SOAP12)
+    finally:
+        transport.close()
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+    assert names[:2] == ["pinned.test", "other.test"]
+    assert served[0].startswith(b"POST /n HTTP/1.1\r\nHost: pinned.test:%d\r\n" % port)

@@ -210,18 +210,26 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
 
     def _events_over_limits(self, body, events: list) -> dict[int, str]:
         """Index -> why, for the events over ``event_max_elements`` / ``event_max_depth``
-        (as :meth:`event_limits_exceeded` judges each). One XPath over the batch finds
-        them (elements counted and depth probed in libxml2); only those are walked again,
-        for the reason."""
+        (as :meth:`event_limits_exceeded` judges each). XPath over the batch finds them
+        (elements counted and depth probed in libxml2: the whole batch at once, then event
+        by event if the batch as a whole is over); only those are walked again, for the
+        reason."""
         limits = (self.settings.event_max_elements, self.settings.event_max_depth)
         probe = self._limit_probe
         if probe is None or probe[0] != limits:
             max_elements, max_depth = limits
-            # an element at depth max_depth + 1 (the event is at depth 1)
+            # an element at depth max_depth + 1 of an event (the event is at depth 1)
             deeper = "/".join(["*"] * max_depth) if max_depth > 0 else "true()"
-            probe = self._limit_probe = (limits, etree.XPath(
-                f"*[count(descendant-or-self::*) > {max_elements} or {deeper}]"))
-        over = probe[1](body)
+            in_batch = "/".join(["*"] * (max_depth + 1)) if max_depth > 0 else "true()"
+            probe = self._limit_probe = (
+                limits,
+                # the whole batch first: no event is over if all of them together are not
+                etree.XPath(f"count(*/descendant-or-self::*) > {max_elements} or "
+                            f"boolean({in_batch})"),
+                etree.XPath(f"*[count(descendant-or-self::*) > {max_elements} or {deeper}]"))
+        if not probe[1](body):
+            return {}
+        over = probe[2](body)
         if not over:
             return {}
         position = {id(event): index for index, event in enumerate(events)}

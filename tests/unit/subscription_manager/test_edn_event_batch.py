@@ -141,3 +141,32 @@ def test_strikes_count_per_event_of_a_batch(net):
     assert manager.load() == 2
     assert all(url != "/n/hostile" for url, _ in _received(net))
     assert ("/n/0", "1") in _received(net)  # the others still served
+
+
+def _wide_event(event_id: int, extra: int) -> etree._Element:
+    event = event_element([5, 5, 5], event_id)  # 4 elements
+    for _ in range(extra):
+        etree.SubElement(event, f"{{{EV}}}extra")
+    return event
+
+
+def test_event_limits_hold_per_event_at_their_bounds(tmp_path):
+    net = Network(tmp_path, ("local",), settings={"event_max_depth": 4, "event_max_elements": 12})
+    try:
+        net.create_topic()
+        net.subscribe(0, [0, 0, 0], [10, 10, 10], 0)
+        events = [_deep_event(0, 3),   # depth 4: at the bound
+                  _deep_event(1, 4),   # depth 5: over
+                  _wide_event(2, 8),   # 12 elements: at the bound
+                  _wide_event(3, 9),   # 13 elements: over
+                  event_element([1, 1, 1], 4)]  # the batch holds 50 elements: no matter
+        _send(net, _batch(events, "disp-1", 1))
+        net.drain()
+        assert _received(net) == [("/n/0", "0"), ("/n/0", "2"), ("/n/0", "4")]
+        assert net.manager(0).edn_counters["events_refused"] == 2
+        # every event under the bounds, the batch over them together: all published
+        _send(net, _batch([_wide_event(10 + k, 8) for k in range(3)], "disp-1", 6))
+        net.drain()
+        assert len(_received(net)) == 6
+    finally:
+        net.close()

@@ -2,8 +2,11 @@
 second delivered to a local sink.
 
 A real ``edn serve source`` process (gunicorn, one worker) is started on a free loopback
-port with a throw-away data directory, and a :class:`~edn.sink.NotificationSink`
-listens on another port. Figures:
+port with a throw-away data directory, and a :class:`~edn.sink.FastSink` (a counting sink in
+its own process, tens of thousands of POSTs/s; the thread-per-connection
+:class:`~edn.sink.NotificationSink` took a few thousand and capped the figure) listens on
+another port. ``benchmarks/delivery.py`` measures delivery alone, with the sink's ceiling.
+Figures:
 
 * ``subscribe_per_s`` -- Subscribe request/replies per second from ``clients`` threads, each
   with its own keep-alive connection; every reply is sent only after the subscription is
@@ -33,7 +36,7 @@ from subscription_manager.client import EventingClient
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
-from edn.sink import NotificationSink
+from edn.sink import FastSink
 from wsframework.transport import HttpTransport
 
 _TOKEN = "bench-token"
@@ -121,10 +124,10 @@ def run(quick: bool = False) -> dict:
     subscriptions = 200 if quick else 1_000
     events = 5 if quick else 20
     data_dir = tempfile.mkdtemp(prefix="edn-bench-eventing-")
-    settings = {"delivery_workers": "8", "delivery_queue_size": "100000",
+    settings = {"delivery_queue_size": "100000",
                 "delivery_retries": "1", "delivery_backoff": "0.05"}
     source = _Source(data_dir, settings)
-    sink = NotificationSink(keep_bodies=False).start()
+    sink = FastSink().start()
     figures: dict = {}
     try:
         source.wait_healthy()

@@ -398,3 +398,43 @@ def test_approvals_are_reused_for_approval_ttl_only():
         assert uncached.drain(5)
     assert len(approvals) == 3
     uncached.close()
+
+
+# -- which client delivers ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("client, expected", [("lean", "LeanHttpTransport"),
+                                              ("requests", "HttpTransport")])
+def test_real_http_services_deliver_through_the_chosen_client(tmp_path, client, expected):
+    from pathlib import Path
+
+    from subscription_manager.source import build_source
+    from tests.support.eventing import BASE, TOKEN, fake_resolver
+    from wsframework.service import ServiceConfig
+    service = build_source(ServiceConfig(BASE, Path(tmp_path), TOKEN,
+                                         settings={"delivery_client": client,
+                                                   "delivery_read_timeout": 4,
+                                                   "delivery_per_host": 3}),
+                           resolver=fake_resolver(), start_sweeper=False)
+    try:
+        transport = service.subscription_manager.deliverer.transport
+        assert type(transport).__name__ == expected
+        if client == "lean":
+            assert transport.timeout == (3.0, 4.0) and transport.pool_size == 3
+        else:
+            assert transport is service.transport
+        assert service.subscription_manager.deliverer.policy.per_host == 3
+    finally:
+        service.close()
+
+
+def test_in_process_transports_are_kept_and_bad_client_settings_refused(tmp_path):
+    from wsframework.settings import SettingsError
+    h = Harness(tmp_path)
+    try:
+        assert h.manager.deliverer.transport is h.transport
+    finally:
+        h.close()
+    for bad in ({"delivery_client": "curl"}, {"delivery_per_host": 0},
+                {"delivery_read_timeout": 0}):
+        with pytest.raises(SettingsError):
+            Harness(tmp_path / "bad", settings=bad)

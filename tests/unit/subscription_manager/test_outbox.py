@@ -412,3 +412,16 @@ def test_the_admin_wsdl_describes_the_dead_letter_messages(tmp_path, role):
             assert f'name="{operation}"' in document, operation
     finally:
         service.close()
+
+
+def test_batched_message_ids_are_unique_version_4_uuid_urns():
+    import uuid
+
+    from subscription_manager.outbox import new_message_ids
+    ids = new_message_ids(5000)
+    assert len(set(ids)) == 5000 and new_message_ids(0) == []
+    for message_id in ids:
+        assert message_id.startswith("urn:uuid:")
+        parsed = uuid.UUID(message_id[len("urn:uuid:"):])
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert str(parsed) == message_id[len("urn:uuid:"):]

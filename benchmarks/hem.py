@@ -19,6 +19,7 @@ coordinate-batch paths (XML parsing and extraction are measured by other benchma
   median per-event time over the batches;
 * ``hem_1m_ms_per_event_xml_batch``: ``engine.match_many(events)`` on the same events as XML
   elements, batches of 64: the server's path, extraction included (parsing not);
+  ``hem_1m_ms_per_event_xml``: ``engine.match(event)``, one XML event per call (200 events);
 * ``hem_1m_bruteforce_ms_per_event``: a numpy scan of the same boxes (column-major, every
   attribute compared), median over a few events, and ``hem_1m_speedup_vs_bruteforce``;
 * ``hem_1m_exact_checked``: every answer of every path equals the numpy scan's for a sample
@@ -134,6 +135,11 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
         t0 = time.perf_counter()
         xml_answers += engine.match_many(chunk)
         xml.append((time.perf_counter() - t0) / len(chunk))
+    xml_single, xml_single_answers = [], []
+    for document in documents[:min(m, 200)]:
+        t0 = time.perf_counter()
+        xml_single_answers.append(engine.match(document))
+        xml_single.append(time.perf_counter() - t0)
 
     # filters one by one (range dialect, HEM-shaped), then removed: the server's Subscribe
     # and Unsubscribe, after the answers above were taken
@@ -166,6 +172,8 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
         scan_times.append(time.perf_counter() - t0)
         wanted = [ids[r] for r in rows.tolist()]  # rows are in insertion order
         exact &= answers[i] == wanted and batch_answers[i] == wanted and xml_answers[i] == wanted
+        if i < len(xml_single_answers):
+            exact &= xml_single_answers[i] == wanted
     per_event = float(np.median(single)) * 1e3
     brute = float(np.median(scan_times)) * 1e3
     figures = {
@@ -178,6 +186,7 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
         "hem_1m_ms_per_event_p99": round(float(np.percentile(single, 99)) * 1e3, 4),
         "hem_1m_ms_per_event_batch": round(float(np.median(batched)) * 1e3, 4),
         "hem_1m_ms_per_event_xml_batch": round(float(np.median(xml)) * 1e3, 4),
+        "hem_1m_ms_per_event_xml": round(float(np.median(xml_single)) * 1e3, 4),
         "hem_1m_matches_per_event": round(float(np.mean([len(a) for a in answers])), 3),
         "hem_1m_bruteforce_ms_per_event": round(brute, 3),
         "hem_1m_speedup_vs_bruteforce": round(brute / per_event, 1),

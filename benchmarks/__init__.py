@@ -34,6 +34,16 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                    "change (paper Figs. 16, 17)"),
     "placement": ("benchmarks.placement:run", "50 concurrent Subscribes across 3 EDN servers (real processes): failures, p99 latency, one subscription per MessageID"),
     "kill": ("benchmarks.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
+    "eventpath": ("benchmarks.eventpath:run",
+                  "issue 14's figures: dispatcher CPU per event, server CPU per copy, T_c at "
+                  "precise, live events/s (real processes, link uncapped), notifications/s, "
+                  "the HEM workload at 1M subscriptions"),
+    "hem": ("benchmarks.hem:run", "the cell-bitmap engine on HEM's workload (1M subscriptions, "
+                                  "d = 20, 10 ranges of width 0.3): ms per event, checked"),
+    "serverpath": ("benchmarks.serverpath:run", "a server's CPU per forwarded copy in process "
+                                                "(batch path beside the event-by-event one)"),
+    "delivery": ("benchmarks.delivery:run", "notifications/s from a source to a fast sink, and "
+                                            "the sink's own ceiling"),
     "fuzz": ("benchmarks.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)

@@ -413,8 +413,8 @@ class Forwarder:
         queue them; the copies are durable when this returns (or it raises
         :class:`~.log.LogFull`, nothing logged). Returns the number of copies."""
         channels = self.channels
-        rows = [(server, topic, event) for topic, event, servers in copies
-                for server in servers if server in channels]
+        rows = [(topic, event, [server for server in servers if server in channels])
+                for topic, event, servers in copies]
 
         def offer(logged):
             per_server: dict[str, list] = {}

@@ -1,13 +1,19 @@
-"""The dispatcher's durable log: every copy of an accepted event (server, per-server sequence
-number, topic, event bytes) is committed to SQLite (WAL) *before* the publisher is answered,
-and deleted when that server acknowledges (2xx) the batch that carried it.
+"""The dispatcher's durable log: every accepted event (topic, bytes) and each of its copies
+(server, per-server sequence number) are committed to SQLite (WAL) *before* the publisher is
+answered; a copy is deleted when that server acknowledges (2xx) the batch that carried it,
+and the event with its last copy.
 
 Tables, in the dispatcher's store (``{data}/...``, the same WAL file as its routes)::
 
-    edn_log(id INTEGER PRIMARY KEY, server, seq, topic, event BLOB, created REAL)
+    edn_log_event(id INTEGER PRIMARY KEY, topic, event BLOB, created REAL)
+                                    -- one row per event with an undelivered copy
+    edn_log(id INTEGER PRIMARY KEY, server, seq, event_id)
         UNIQUE(server, seq)         -- one row per unacknowledged copy, ids in arrival order
     edn_log_position(server PRIMARY KEY, acked)  -- the last seq each server acknowledged
     edn_log_meta(key PRIMARY KEY, value)         -- 'dispatcher': this dispatcher's stable id
+
+An event's bytes are written once, not once per copy: with no summary every event has a
+copy per server, and writing ten copies of each event was most of the dispatcher's CPU.
 
 Sequence numbers start at 1 per server and never repeat for one dispatcher id: the next one
 is one past the larger of the highest logged and the highest acknowledged. A dispatcher
@@ -25,12 +31,13 @@ an exclusive ``flock`` on ``{store}.log-lock`` (released by the kernel when the 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
@@ -46,9 +53,12 @@ LOG_FULL_POLICIES = ("refuse", "drop-oldest")
 ACK_DELAY = 0.05  # seconds an acknowledgement may wait for an append's transaction
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS edn_log_event (
+    id INTEGER PRIMARY KEY, topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS edn_log (
-    id INTEGER PRIMARY KEY, server TEXT NOT NULL, seq INTEGER NOT NULL, topic TEXT NOT NULL,
-    event BLOB NOT NULL, created REAL NOT NULL, UNIQUE(server, seq));
+    id INTEGER PRIMARY KEY, server TEXT NOT NULL, seq INTEGER NOT NULL,
+    event_id INTEGER NOT NULL, UNIQUE(server, seq));
+CREATE INDEX IF NOT EXISTS edn_log_by_event ON edn_log(event_id);
 CREATE TABLE IF NOT EXISTS edn_log_position (server TEXT PRIMARY KEY, acked INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS edn_log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -105,6 +115,7 @@ class EventLog:
         self._acks: dict[str, tuple[int, int, int]] = {}
         self._acks_since = 0.0
         self.commits = 0
+        _migrate_per_copy_rows(store)
         store.executescript(_SCHEMA)
         with store.transaction() as conn:
             row = conn.execute("SELECT value FROM edn_log_meta WHERE key='dispatcher'").fetchone()
@@ -121,26 +132,29 @@ class EventLog:
             self._next[server] = acked + 1
         for server, top in store.query("SELECT server, max(seq) FROM edn_log GROUP BY server"):
             self._next[server] = max(self._next.get(server, 1), top + 1)
-        count, size = store.query("SELECT count(*), coalesce(sum(length(event)), 0) FROM edn_log")[0]
-        self.events, self.bytes = count, size
+        self.events = store.query("SELECT count(*) FROM edn_log")[0][0]
+        self.bytes, top = store.query(
+            "SELECT coalesce(sum(length(event)), 0), coalesce(max(id), 0) FROM edn_log_event")[0]
+        self._next_event = top + 1
         self.appended = 0
         self.dropped = 0
         self.refused = 0
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, copies: list[tuple[str, str, bytes]], offer=None) -> list[LogCopy]:
-        """Log ``copies`` ((server, topic, event)), committed when this returns;
-        ``offer(logged)`` is called once with the list of their :class:`LogCopy`, in seq
-        order, before any later append's (so a channel receives each server's copies in the
-        order of their seqs). Raises :class:`LogFull` (none of
-        ``copies`` logged) when the bounds refuse them.
+    def append(self, events: list[tuple[str, bytes, Sequence[str]]], offer=None) -> list[LogCopy]:
+        """Log ``events`` ((topic, event, servers): one copy per server), committed when
+        this returns; ``offer(logged)`` is called once with the list of their
+        :class:`LogCopy`, in seq order, before any later append's (so a channel receives each
+        server's copies in the order of their seqs). Raises :class:`LogFull` (none of
+        ``events`` logged) when the bounds refuse them.
 
         Group commit: the caller that finds no commit under way commits every append pending
         at that moment in one transaction (its own first); callers arriving meanwhile wait
         and are committed together by the next one. A lone publisher commits at once."""
-        if not copies:
+        events = [e for e in events if e[2]]
+        if not events:
             return []
-        request = _Append(copies, offer)
+        request = _Append(events, offer)
         if not self.group_commit:
             with self._lock:
                 self._commit([request])
@@ -173,38 +187,45 @@ class EventLog:
     def _commit(self, batch: list["_Append"]) -> None:
         with self._lock:  # reentrant: the ungrouped path holds it already
             now = self.clock()
-            saved = (dict(self._next), self.events, self.bytes)
-            rows = []
+            saved = (dict(self._next), self.events, self.bytes, self._next_event)
+            event_rows, copy_rows = [], []
             try:
                 for request in batch:
-                    size = sum(len(event) for _, _, event in request.copies)
+                    copies = sum(len(servers) for _, _, servers in request.copies)
+                    size = sum(len(event) for _, event, _ in request.copies)
                     try:
-                        self._make_room(len(request.copies), size, now)
+                        self._make_room(copies, size, now)
                     except LogFull as full:
                         request.error = full
                         continue
                     nxt = self._next
                     logged = request.logged
-                    for server, topic, event in request.copies:
-                        seq = nxt.get(server, 1)
-                        nxt[server] = seq + 1
-                        logged.append(LogCopy(server, seq, topic, event, now))
-                    rows.extend(logged)
-                    self.events += len(request.copies)
+                    for topic, event, servers in request.copies:
+                        event_id = self._next_event
+                        self._next_event += 1
+                        event_rows.append((event_id, topic, event, now))
+                        for server in servers:
+                            seq = nxt.get(server, 1)
+                            nxt[server] = seq + 1
+                            logged.append(LogCopy(server, seq, topic, event, now))
+                            copy_rows.append((server, seq, event_id))
+                    self.events += copies
                     self.bytes += size
-                if rows or self._acks:
+                if event_rows or self._acks:
                     with self.store.transaction() as conn:
                         self._write_acks(conn)
-                        if rows:  # LogCopy's fields are the columns, in order
-                            conn.executemany("INSERT INTO edn_log(server, seq, topic, event, "
-                                             "created) VALUES (?,?,?,?,?)", rows)
+                        if event_rows:
+                            conn.executemany("INSERT INTO edn_log_event(id, topic, event, "
+                                             "created) VALUES (?,?,?,?)", event_rows)
+                            conn.executemany("INSERT INTO edn_log(server, seq, event_id) "
+                                             "VALUES (?,?,?)", copy_rows)
             except BaseException as exc:  # nothing of this group is logged
-                self._next, self.events, self.bytes = saved
+                self._next, self.events, self.bytes, self._next_event = saved
                 for request in batch:
                     request.logged = []
                     request.error = request.error or exc
                 raise
-            self.appended += len(rows)
+            self.appended += len(copy_rows)
             self.commits += 1
             for request in batch:
                 if request.offer is not None and request.logged:
@@ -233,15 +254,17 @@ class EventLog:
         self.flush_acks()  # never drop (and count twice) a copy delivered meanwhile
         dropped = 0
         while reason is not None and self.events:
-            rows = self.store.query("SELECT id, server, seq, length(event) FROM edn_log "
-                                    "ORDER BY id LIMIT 256")
+            with self.store.transaction() as conn:
+                rows = conn.execute(
+                    "DELETE FROM edn_log WHERE id <= (SELECT max(id) FROM (SELECT id FROM "
+                    "edn_log ORDER BY id LIMIT 256)) RETURNING id, server, seq, event_id"
+                ).fetchall()
+                rows = sorted(tuple(row) for row in rows)
+                self._forget_events(conn, [row[3] for row in rows])
             if not rows:
                 break
-            with self.store.transaction() as conn:
-                conn.execute("DELETE FROM edn_log WHERE id <= ?", (rows[-1][0],))
-            for _, server, seq, length in rows:
+            for _, server, seq, _ in rows:
                 self.events -= 1
-                self.bytes -= length
                 self.acked[server] = max(self.acked.get(server, 0), seq)
             dropped += len(rows)
             self.on_drop(rows)
@@ -250,8 +273,19 @@ class EventLog:
         log.warning("durable log full: dropped the %d oldest undelivered copies", dropped)
 
     def on_drop(self, rows) -> None:
-        """Called with the (id, server, seq, length) rows dropped to make room (the forwarder
-        removes them from its channels)."""
+        """Called with the (id, server, seq, event id) rows dropped to make room (the
+        forwarder removes them from its channels)."""
+
+    def _forget_events(self, conn, event_ids) -> None:
+        """Delete those of ``event_ids`` no copy refers to any more (in ``conn``'s
+        transaction) and take their bytes off the log's count."""
+        if not event_ids:
+            return
+        gone = conn.execute(
+            "DELETE FROM edn_log_event WHERE id IN (SELECT value FROM json_each(?)) AND NOT "
+            "EXISTS (SELECT 1 FROM edn_log WHERE event_id = edn_log_event.id) "
+            "RETURNING length(event)", (json.dumps(sorted(set(event_ids))),)).fetchall()
+        self.bytes -= sum(size for (size,) in gone)
 
     def acknowledge(self, server: str, last_seq: int, count: int, size: int) -> None:
         """``server`` answered 2xx to a batch of ``count`` copies (``size`` bytes) ending at
@@ -267,10 +301,9 @@ class EventLog:
         with self._lock:
             if not self._acks:
                 self._acks_since = time.monotonic()
-            seq, copies, size_sum = self._acks.get(server, (0, 0, 0))
-            self._acks[server] = (max(seq, last_seq), copies + count, size_sum + size)
-            self.events -= count
-            self.bytes -= size
+            seq, copies = self._acks.get(server, (0, 0))
+            self._acks[server] = (max(seq, last_seq), copies + count)
+            self.events -= count  # the bytes go with the events' last copies, when written
             self.acked[server] = max(self.acked.get(server, 0), last_seq)
             if time.monotonic() - self._acks_since >= ACK_DELAY:
                 self.flush_acks()
@@ -286,18 +319,19 @@ class EventLog:
         """Apply the pending acknowledgements in ``conn``'s transaction (under the lock)."""
         if not self._acks:
             return
-        expected = deleted = 0
-        for server, (last_seq, count, _) in self._acks.items():
-            deleted += conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ?",
-                                    (server, last_seq)).rowcount
+        expected = 0
+        events = []
+        for server, (last_seq, count) in self._acks.items():
+            events += conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ? "
+                                   "RETURNING event_id", (server, last_seq)).fetchall()
             conn.execute("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
                          "ON CONFLICT(server) DO UPDATE SET acked = max(acked, "
                          "excluded.acked)", (server, last_seq))
             expected += count
         self._acks.clear()
-        if deleted != expected:  # some were dropped to make room meanwhile: recount exactly
-            self.events, self.bytes = conn.execute(
-                "SELECT count(*), coalesce(sum(length(event)), 0) FROM edn_log").fetchone()
+        self._forget_events(conn, [event_id for (event_id,) in events])
+        if len(events) != expected:  # some were dropped to make room meanwhile: recount
+            self.events = conn.execute("SELECT count(*) FROM edn_log").fetchone()[0]
 
     # -- reading -----------------------------------------------------------------------------
     def pending(self, server: str) -> list[LogCopy]:
@@ -305,8 +339,7 @@ class EventLog:
         with self._lock:
             acked = self.acked.get(server, 0)
             return [LogCopy(*r) for r in self.store.query(
-                "SELECT server, seq, topic, event, created FROM edn_log "
-                "WHERE server = ? AND seq > ? ORDER BY seq", (server, acked))]
+                _READ + "WHERE c.server = ? AND c.seq > ? ORDER BY c.seq", (server, acked))]
 
     def read_after(self, server: str, seq: int, limit: int, into) -> None:
         """Hand ``into`` at most ``limit`` of ``server``'s logged copies after ``seq``, oldest
@@ -314,12 +347,12 @@ class EventLog:
         refills its window from the log, and replays it after a restart, with this)."""
         with self._lock:
             into([LogCopy(*r) for r in self.store.query(
-                "SELECT server, seq, topic, event, created FROM edn_log "
-                "WHERE server = ? AND seq > ? ORDER BY seq LIMIT ?", (server, seq, limit))],
+                _READ + "WHERE c.server = ? AND c.seq > ? ORDER BY c.seq LIMIT ?",
+                (server, seq, limit))],
                 limit)
 
     def _oldest_created(self) -> float | None:
-        row = self.store.query("SELECT created FROM edn_log ORDER BY id LIMIT 1")
+        row = self.store.query("SELECT created FROM edn_log_event ORDER BY id LIMIT 1")
         return row[0][0] if row else None
 
     def close(self) -> None:
@@ -343,6 +376,29 @@ class EventLog:
             for server, nxt in self._next.items():
                 figures[f"server.{server}.lag"] = max(0, nxt - 1 - self.acked.get(server, 0))
         return figures
+
+
+_READ = ("SELECT c.server, c.seq, e.topic, e.event, e.created FROM edn_log c "
+         "JOIN edn_log_event e ON e.id = c.event_id ")
+
+
+def _migrate_per_copy_rows(store) -> None:
+    """A log written before events were stored once (one ``edn_log`` row per copy, with the
+    event's bytes): move its rows to the two tables, in one transaction."""
+    columns = [row[1] for row in store.query("PRAGMA table_info(edn_log)")]
+    if "event" not in columns:
+        return
+    with store.transaction() as conn:
+        conn.execute("ALTER TABLE edn_log RENAME TO edn_log_per_copy")
+        for statement in _SCHEMA.strip().split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute("INSERT INTO edn_log_event(id, topic, event, created) "
+                     "SELECT id, topic, event, created FROM edn_log_per_copy")
+        conn.execute("INSERT INTO edn_log(id, server, seq, event_id) "
+                     "SELECT id, server, seq, id FROM edn_log_per_copy")
+        conn.execute("DROP TABLE edn_log_per_copy")
+    log.info("durable log: moved per-copy rows to the event and copy tables")
 
 
 @translate(LogFull)

@@ -165,6 +165,7 @@ def test_a_new_dispatcher_on_the_same_store_resends_unacknowledged_copies_with_t
     publish(transport, [4])
     assert restarted.dispatcher.forwarder.drain(5)
     assert servers.received("s1")[-1] == (4, 4.0)  # seqs continue after the replayed ones
+    restarted.dispatcher.log.flush_acks()
     assert logged(restarted) == []
 
 
@@ -202,14 +203,14 @@ def test_a_second_process_on_the_same_data_dir_does_not_take_the_log(tmp_path):
 def test_bytes_and_age_bounds(tmp_path):
     now = [1000.0]
     log = EventLog(Store(tmp_path / "s.db"), max_bytes=10, max_age=60, clock=lambda: now[0])
-    log.append([("s1", "t", b"12345")])
+    log.append([("t", b"12345", ["s1"])])
     with pytest.raises(LogFull, match="log_max_bytes"):
-        log.append([("s1", "t", b"123456")])
+        log.append([("t", b"123456", ["s1"])])
     now[0] += 61
     with pytest.raises(LogFull, match="log_max_age"):
-        log.append([("s1", "t", b"1")])
+        log.append([("t", b"1", ["s1"])])
     log.acknowledge("s1", 1, 1, 5)
-    assert log.append([("s1", "t", b"1")])[0].seq == 2
+    assert log.append([("t", b"1", ["s1"])])[0].seq == 2
     assert log.figures()["log.bytes"] == 1
 
 
@@ -224,7 +225,7 @@ def test_drop_oldest_makes_room_counted_and_leaves_the_channel(tmp_path):
     channel = ServerChannel("s1", "http://s1", Held(), log=log, backoff=(5, 5))
     log.on_drop = lambda rows: channel.discard_through(max(seq for _, _, seq, _ in rows))
     for n in range(4):
-        log.append([("s1", "t", b"<e>%d</e>" % n)],
+        log.append([("t", b"<e>%d</e>" % n, ["s1"])],
                    lambda logged: channel.offer_logged_many([(c.topic, c.event, c.seq) for c in logged]))
     assert [r["seq"] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [3, 4]
     assert log.dropped == 2 and channel.stats.dropped >= 1
@@ -265,12 +266,11 @@ def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_pat
             if c.event == b"first":
                 assert release.wait(5)  # the first committer holds its commit open
 
-    first = threading.Thread(target=log.append, args=([("s1", "t", b"first")], offer))
+    first = threading.Thread(target=log.append, args=([("t", b"first", ["s1"])], offer))
     first.start()
     with log._group:
         assert log._group.wait_for(lambda: log._committing, 5)
-    others = [threading.Thread(target=log.append, args=([("s1", "t", b"%d" % n),
-                                                         ("s2", "t", b"%d" % n)], offer))
+    others = [threading.Thread(target=log.append, args=([("t", b"%d" % n, ["s1", "s2"])], offer))
               for n in range(5)]
     for thread in others:
         thread.start()
@@ -282,20 +282,22 @@ def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_pat
     assert log.commits == 2  # the first alone, then the five waiting ones in one transaction
     assert [seq for server, seq, _ in offered if server == "s1"] == list(range(1, 7))
     assert [seq for server, seq, _ in offered if server == "s2"] == list(range(1, 6))
-    stored = log.store.query("SELECT server, seq, event FROM edn_log ORDER BY server, seq")
+    stored = log.store.query("SELECT server, seq, event FROM edn_log JOIN edn_log_event e "
+                             "ON e.id = event_id ORDER BY server, seq")
     assert [tuple(r) for r in stored] == sorted(offered)
+    assert log.store.query("SELECT count(*) FROM edn_log_event")[0][0] == 6  # each event once
 
 
 def test_a_failed_commit_logs_nothing_and_keeps_the_seqs(tmp_path):
     store = Store(tmp_path / "s.db")
     log = EventLog(store)
-    log.append([("s1", "t", b"a")])
+    log.append([("t", b"a", ["s1"])])
     store.executescript("CREATE TRIGGER refuse BEFORE INSERT ON edn_log "
                         "BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
     with pytest.raises(Exception, match="disk full"):
-        log.append([("s1", "t", b"b"), ("s2", "t", b"b")])
+        log.append([("t", b"b", ["s1", "s2"])])
     store.executescript("DROP TRIGGER refuse")
-    assert log.events == 1 and log.append([("s1", "t", b"c")])[0].seq == 2
+    assert log.events == 1 and log.append([("t", b"c", ["s1"])])[0].seq == 2
 
 
 def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_path):
@@ -318,7 +320,7 @@ def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_pat
             channel.offer_logged(c.topic, c.event, c.seq)
             deepest[0] = max(deepest[0], len(channel._queue))
     for n in range(10):
-        log.append([("s1", "t", b"<e>%d</e>" % n)], offer)
+        log.append([("t", b"<e>%d</e>" % n, ["s1"])], offer)
     assert deepest[0] <= 3 and log.events == 10
     gate.set()
     assert channel.drain(5)
@@ -329,13 +331,13 @@ def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_pat
 def test_acknowledgements_are_written_with_the_next_append_or_when_flushed(tmp_path):
     store = Store(tmp_path / "s.db")
     log = EventLog(store)
-    log.append([("s1", "t", b"a"), ("s1", "t", b"b"), ("s2", "t", b"c")])
+    log.append([("t", b"a", ["s1"]), ("t", b"b", ["s1"]), ("t", b"c", ["s2"])])
     log.acknowledge("s1", 2, 2, 2)
-    assert log.events == 1 and log.bytes == 1  # counted as delivered at once
+    assert log.events == 1  # counted as delivered at once; their bytes go when written
     assert [c.seq for c in log.pending("s1")] == []  # and never replayed from here on
     rows = lambda: [tuple(r) for r in store.query("SELECT server, seq FROM edn_log ORDER BY id")]
     assert len(rows()) == 3  # not yet written: no transaction of its own
-    log.append([("s2", "t", b"d")])  # written in this append's transaction
+    log.append([("t", b"d", ["s2"])])  # written in this append's transaction
     assert rows() == [("s2", 1), ("s2", 2)]
     assert store.query("SELECT acked FROM edn_log_position WHERE server='s1'")[0][0] == 2
     log.acknowledge("s2", 2, 2, 2)
@@ -346,20 +348,52 @@ def test_acknowledgements_are_written_with_the_next_append_or_when_flushed(tmp_p
 def test_a_lost_acknowledgement_replays_copies_the_server_skips(tmp_path):
     store = Store(tmp_path / "s.db")
     log = EventLog(store)
-    log.append([("s1", "t", b"a"), ("s1", "t", b"b")])
+    log.append([("t", b"a", ["s1"]), ("t", b"b", ["s1"])])
     log.acknowledge("s1", 2, 2, 2)  # then the process dies before writing it
     log._lockfile.close()
     again = EventLog(store)
     assert [c.seq for c in again.pending("s1")] == [1, 2]  # sent again (at least once) ...
-    assert again.append([("s1", "t", b"c")])[0].seq == 3  # ... and seqs never repeat
+    assert again.append([("t", b"c", ["s1"])])[0].seq == 3  # ... and seqs never repeat
 
 
 def test_dropping_the_oldest_never_counts_a_delivered_copy_twice(tmp_path):
     store = Store(tmp_path / "s.db")
     log = EventLog(store, max_events=3, policy="drop-oldest")
-    log.append([("s1", "t", b"a"), ("s1", "t", b"b"), ("s1", "t", b"c")])
+    log.append([("t", b"a", ["s1"]), ("t", b"b", ["s1"]), ("t", b"c", ["s1"])])
     log.acknowledge("s1", 1, 1, 1)
-    log.append([("s1", "t", b"d"), ("s1", "t", b"e")])  # no room: drops undelivered 2 and 3
+    log.append([("t", b"d", ["s1"]), ("t", b"e", ["s1"])])  # no room: drops undelivered 2 and 3
     assert log.dropped == 2  # seq 1 was delivered: written, not dropped
     assert [r[0] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [4, 5]
     assert log.events == 2 and log.bytes == 2
+
+
+def test_an_event_is_stored_once_and_goes_with_its_last_copy(tmp_path):
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store)
+    log.append([("t", b"<e/>", ["s1", "s2", "s3"]), ("t", b"<f/>", ["s2"])])
+    assert store.query("SELECT count(*) FROM edn_log_event")[0][0] == 2
+    assert (log.events, log.bytes) == (4, 8)  # copies, bytes of the events stored
+    log.acknowledge("s1", 1, 1, 4)
+    log.acknowledge("s2", 2, 2, 8)
+    log.flush_acks()
+    assert store.query("SELECT count(*) FROM edn_log_event")[0][0] == 1  # <e/> waits for s3
+    assert (log.events, log.bytes) == (1, 4)
+    assert [(c.server, c.seq, c.event) for c in log.pending("s3")] == [("s3", 1, b"<e/>")]
+    log.acknowledge("s3", 1, 1, 4)
+    log.flush_acks()
+    assert store.query("SELECT count(*) FROM edn_log_event")[0][0] == 0 and log.bytes == 0
+
+
+def test_a_log_written_one_row_per_copy_is_moved_to_the_two_tables(tmp_path):
+    store = Store(tmp_path / "s.db")
+    store.executescript(
+        "CREATE TABLE edn_log (id INTEGER PRIMARY KEY, server TEXT NOT NULL, seq INTEGER NOT "
+        "NULL, topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL, "
+        "UNIQUE(server, seq));"
+        "INSERT INTO edn_log VALUES (1, 's1', 1, 't', X'3C612F3E', unixepoch());"
+        "INSERT INTO edn_log VALUES (2, 's2', 1, 't', X'3C612F3E', unixepoch());")
+    log = EventLog(store)
+    assert [(c.server, c.seq, c.event) for c in log.pending("s1") + log.pending("s2")] == [
+        ("s1", 1, b"<a/>"), ("s2", 1, b"<a/>")]
+    assert (log.events, log.bytes) == (2, 8)
+    assert log.append([("t", b"<b/>", ["s1"])])[0].seq == 2

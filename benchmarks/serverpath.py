@@ -10,11 +10,13 @@ equality no box carries, so candidates get the XPath check); they match few subs
 so the server does almost no notification work (notifications go to an in-process sink that
 drops them).
 
-Two handlers are measured alternately in one run, on two servers holding the same
-subscriptions: ``new`` is the server as built (:meth:`EdnSubscriptionManager._on_event_batch`:
-one extraction and one index pass per batch); ``reference`` is the event-by-event path the
-server had before (a deep copy, ``match_event`` and ``tostring`` per event), kept here only.
-``server_cpu_us_per_copy`` is ``time.process_time`` per event received by the new path.
+Three servers holding the same subscriptions are measured alternately in one run: ``new``
+is the server as built (:meth:`EdnSubscriptionManager._on_event_batch`: one extraction and
+one index pass per batch) with the topic on the R-tree engine (the default);
+``cell_bitmap`` the same with the topic on the cell-bitmap engine; ``reference`` the
+event-by-event path the server had before (a deep copy, ``match_event`` and ``tostring``
+per event, the R-tree engine), kept here only. ``server_cpu_us_per_copy`` is
+``time.process_time`` per event received by the new path (medians over rounds).
 """
 from __future__ import annotations
 
@@ -53,8 +55,9 @@ def _public(host, port, family=0, type=0, proto=0, flags=0):
 
 
 def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | None,
-          name: str):
-    """A server service on an in-process transport holding one subscription per row."""
+          name: str, engine: str = ns.MATCHER_RTREE_ENGINE):
+    """A server service on an in-process transport holding one subscription per row, its
+    topic matched by ``engine``."""
     from matchers import FilterSpec
     from subscription_manager.edn import build_server
     from subscription_manager.edn.moves import subscriptions_element
@@ -77,7 +80,7 @@ def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | 
     manager = service.subscription_manager
     options = etree.Element(ns.qname(ns.ADMIN, "Options"), nsmap={"adm": ns.ADMIN})
     options.append(schema_element(D))
-    manager.topics.create(TOPIC, ns.MATCHER_RTREE_ENGINE, options)
+    manager.topics.create(TOPIC, engine, options)
     now = time.time()
     chunk = 5000
     for start in range(0, len(lo), chunk):
@@ -185,8 +188,9 @@ def _use_reference(service) -> None:
 def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
         rounds: int | None = None, symbols: bool = False, profile: str | None = None) -> dict:
     """Figures: ``server_cpu_us_per_copy`` (new path), ``reference_cpu_us_per_copy`` (the
-    event-by-event path) and their ratio; ``matches_per_event``. ``profile``: write a
-    cProfile of the new path's measured batches to that file."""
+    event-by-event path) and their ratio, ``cell_bitmap_cpu_us_per_copy`` (new path, topic
+    on the cell-bitmap engine); ``matches_per_event``. ``profile``: write a cProfile of the
+    new path's measured batches to that file."""
     setup = Setup()
     n = per_server or (2000 if quick else setup.per_server)
     rounds = rounds or (3 if quick else 7)
@@ -200,8 +204,11 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
     scratch = Path(tempfile.mkdtemp(prefix="edn-serverpath-"))
     services = {}
     try:
-        for kind in ("new", "reference"):
-            services[kind] = build(scratch / kind, lo, hi, subscription_symbols, kind)
+        for kind, engine in (("new", ns.MATCHER_RTREE_ENGINE),
+                             ("cell_bitmap", ns.MATCHER_CELL_BITMAP),
+                             ("reference", ns.MATCHER_RTREE_ENGINE)):
+            services[kind] = build(scratch / kind, lo, hi, subscription_symbols,
+                                   kind.replace("_", "-"), engine)
         _use_reference(services["reference"])
         apps = {kind: WsgiApplication(service) for kind, service in services.items()}
         path = f"/topics/{TOPIC}"
@@ -231,8 +238,9 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
 
         for kind in services:  # warm up: caches, first summary cuts
             one_round(kind, False)
+        order = list(services)
         for r in range(rounds):
-            for kind in (("new", "reference") if r % 2 == 0 else ("reference", "new")):
+            for kind in (order if r % 2 == 0 else order[::-1]):
                 one_round(kind, True)
         for service in services.values():
             service.subscription_manager.deliverer.drain(10)
@@ -240,19 +248,28 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
             profiler.dump_stats(profile)
         new = float(np.median(cpu["new"])) * 1e6
         old = float(np.median(cpu["reference"])) * 1e6
+        bitmap = float(np.median(cpu["cell_bitmap"])) * 1e6
         manager = services["new"].subscription_manager
         received = manager.edn_counters.get("events_received", 0)
         inside = ((lo[None] <= points[:, None]) & (hi[None] >= points[:, None])).all(axis=2)
         if symbols:
             inside &= subscription_symbols[None, :] == event_symbols[:, None]
+        used = events_per_round - events_per_round % batch
+        # exactness: every server queued the notifications brute force finds, every round
+        expected = int(inside[:used].sum()) * (rounds + 1)
+        queued = {kind: service.subscription_manager.outbox.stats()["outbox_accepted"]
+                  for kind, service in services.items()}
         return {
             "server_cpu_us_per_copy": round(new, 2),
             "reference_cpu_us_per_copy": round(old, 2),
             "reference_over_new": round(old / new, 2) if new else None,
+            "cell_bitmap_cpu_us_per_copy": round(bitmap, 2),
             "subscriptions": n, "d": D, "batch": batch, "rounds": rounds,
             "events_per_round": events_per_round - events_per_round % batch,
             "events_received": received,
             "matches_per_event": round(float(inside.sum()) / len(points), 4),
+            "notifications_expected": expected,
+            "exact": all(count == expected for count in queued.values()),
             "symbols": symbols,
         }
     finally:

@@ -456,9 +456,10 @@ class CellBitmapEngine(RTreeMatchingEngine):
     ``config`` as for the R-tree engine (the topic's event schema).  Class attributes:
     :attr:`cells` per dimension (64: ~10 candidates per match on HEM's workload; memory is
     ``d x cells`` bits per rectangle) and :attr:`strategy`: ``"cells"``, ``"rtree"`` (the
-    R-tree engine's paged index) or ``"measured"``: each time the index is rebuilt from
-    the rows (bulk loads; the amortized repacks), both are built on a sample of the rows
-    and timed on sample points, and the faster one indexes all rows (``choice_``).  Cell
+    R-tree engine's paged index) or ``"measured"``: when the index is rebuilt from the rows
+    (bulk loads; the amortized repacks) and their number has halved or doubled since the
+    last measurement, both are built on a sample of the rows and timed on sample points,
+    and the faster one indexes all rows (``choice_``).  Cell
     bitmaps win by far where many wide boxes span many dimensions (HEM: 0.17 ms per event
     against 66 ms at 1M); the paged R-tree where few dimensions and many hits make the
     bitmaps' candidates many (d = 4, 1M boxes, 1% hits: 1.3 ms against 5.9 ms).
@@ -473,6 +474,7 @@ class CellBitmapEngine(RTreeMatchingEngine):
         if self.strategy not in ("cells", "rtree", "measured"):
             raise ValueError(f"strategy must be cells, rtree or measured, not {self.strategy!r}")
         self.choice_ = "rtree" if self.strategy == "rtree" else "cells"
+        self._measured_for = 0  # rows at the last measurement (0: none that counts)
         if self.choice_ == "cells":
             self._index = CellBitmapIndex(self.schema.d, cells=self.cells)
         self._maximal = _DeferredMaximal(self.schema.d, self._live_boxes)
@@ -496,10 +498,13 @@ class CellBitmapEngine(RTreeMatchingEngine):
         # rows 0 .. k - 1 (after a bulk load into an empty engine): views, not copies
         held = slice(0, len(live)) if not len(live) or live[-1] == len(live) - 1 else live
         mins, maxs = table.mins[held], table.maxs[held]
-        if self.strategy == "measured":
-            choice, index = self._measure(live, mins, maxs)
-        else:
+        if self.strategy != "measured":
             choice, index = self.strategy, None
+        elif self._measured_for and self._measured_for / 2 <= len(live) <= 2 * self._measured_for:
+            choice, index = self.choice_, None  # as many rows as last measured: same answer
+        else:
+            choice, index = self._measure(live, mins, maxs)
+            self._measured_for = len(live) if len(live) >= _CALIBRATION_MIN_ROWS else 0
         self._index = index if index is not None else self._build(choice, live, mins, maxs)
         self.choice_ = choice
         return live

@@ -306,6 +306,21 @@ def test_the_measured_choice_is_one_of_the_indexes_and_described():
         type("Bad", (CellBitmapEngine,), {"strategy": "fastest"})(SCHEMA)
 
 
+def test_the_index_is_measured_again_only_when_the_rows_halve_or_double(monkeypatch):
+    engine = CellBitmapEngine(SCHEMA)
+    calls = []
+    measure = engine._measure
+    monkeypatch.setattr(engine, "_measure", lambda *a: calls.append(len(a[0])) or measure(*a))
+    rng = np.random.default_rng(5)
+    lo = rng.uniform(0, 8, (400, D))
+    engine.bulk_load([f"a{i}" for i in range(100)], lo[:100], lo[:100] + 2)
+    engine._repack()
+    engine.bulk_load([f"b{i}" for i in range(100)], lo[100:200], lo[100:200] + 2)  # 200 rows
+    assert calls == [100]
+    engine.bulk_load([f"c{i}" for i in range(200)], lo[200:], lo[200:] + 2)  # 400: doubled
+    assert calls == [100, 400]
+
+
 def test_registered_under_its_uri():
     assert CELL_BITMAP_URI == ns.MATCHER_CELL_BITMAP == "urn:wsframework:matchers:cell-bitmap"
     assert isinstance(create_matcher(CELL_BITMAP_URI), CellBitmapEngine)

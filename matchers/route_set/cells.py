@@ -25,20 +25,28 @@ __all__ = ["CELLS", "CellBitmaps"]
 
 CELLS = 64       # per dimension: candidates ~ prod_j (width_j + cell) / extent_j
 _CHUNK = 1024    # points per pass (bounds the (points, words) work arrays)
+_DENSE_DIMENSIONS = 5  # ANDed over every word; then only the nonzero words (measured:
+# with boxes ordered by centre, ~8% of words are nonzero after 5 of 8 dimensions)
 
 
 class CellBitmaps:
     def __init__(self, mins: np.ndarray, maxs: np.ndarray, cells: int = CELLS) -> None:
         k, d = mins.shape
         self.k, self.d, self.cells = k, d, cells
-        self.mins, self.maxs = mins, maxs
         self.low = mins.min(axis=0) if k else np.zeros(d)
         high = maxs.max(axis=0) if k else np.ones(d)
         span = np.where(high > self.low, high - self.low, 1.0)
         self.scale = cells / span
+        # Boxes in the order of their centres' cells (dimension 0, then 1, then 2): boxes
+        # sharing a 64-bit word then lie near each other, so after a few dimensions most
+        # words of a point's candidates are zero and the rest is gathered sparsely.
+        centre = self._cell((mins + maxs) / 2)
+        self.order = (np.lexsort(tuple(centre[:, j] for j in reversed(range(min(d, 3)))))
+                      if k and d else np.arange(k))
+        self.mins, self.maxs = mins[self.order], maxs[self.order]
         words = max(1, -(-k // 64))
         self.bits = np.zeros((d, cells, words), dtype=np.uint64)
-        first, last = self._cell(mins), self._cell(maxs)
+        first, last = self._cell(self.mins), self._cell(self.maxs)
         index = np.arange(cells)[:, None]
         for j in range(d):
             member = (first[None, :, j] <= index) & (last[None, :, j] >= index)  # (cells, k)
@@ -58,23 +66,29 @@ class CellBitmaps:
         hit = np.zeros((m, servers), dtype=bool)
         if self.k == 0 or m == 0:
             return hit
+        bits = self.bits
         for start in range(0, m, _CHUNK):
             part = points[start:start + _CHUNK]
             cells = self._cell(part)
-            bits = self.bits
+            dense = min(self.d, _DENSE_DIMENSIONS)
             acc = bits[0][cells[:, 0]]
-            for j in range(1, self.d):
+            for j in range(1, dense):
                 acc &= bits[j][cells[:, j]]
             rows, words = np.nonzero(acc)
+            values = acc[rows, words]
+            for j in range(dense, self.d):  # only the words still nonzero
+                values &= bits[j, cells[rows, j], words]
+                keep = values != 0
+                rows, words, values = rows[keep], words[keep], values[keep]
             if not len(rows):
                 continue
             # expand each nonzero word into its 64 boxes, keep the set bits
-            flags = np.unpackbits(acc[rows, words].view(np.uint8).reshape(-1, 8), axis=1,
+            flags = np.unpackbits(values.view(np.uint8).reshape(-1, 8), axis=1,
                                   bitorder="little").astype(bool)
             which, bit = np.nonzero(flags)
             point = rows[which]
             box = words[which] * 64 + bit
             inside = np.all((self.mins[box] <= part[point]) & (self.maxs[box] >= part[point]),
                             axis=1)
-            hit[start + point[inside], owner[box[inside]]] = True
+            hit[start + point[inside], owner[self.order[box[inside]]]] = True
         return hit

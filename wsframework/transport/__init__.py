@@ -5,7 +5,7 @@
 * :class:`HttpTransport` — real HTTP on ``requests`` with pooled keep-alive sessions and
   timeouts (one session per thread: ``requests.Session`` is not documented thread-safe).
 * :class:`LeanHttpTransport` — a lean blocking HTTP/1.1 keep-alive client for many small
-  one-way POSTs (notification delivery): about a fifth of requests' CPU per POST, the same
+  one-way POSTs (notification delivery): a tenth of requests' CPU per POST or less, the same
   URL-policy pinning, timeouts and bounded answers (its module docstring says why).
 * :class:`InProcessTransport` — hands the bytes to a local service through the same WSGI
   edge, called in process, so protocol tests run without sockets.

@@ -2,20 +2,22 @@
 
 Why not ``requests`` (:class:`~wsframework.transport.HttpTransport`): every POST through
 requests/urllib3 builds a ``Request``, a ``PreparedRequest``, header dicts, a response object
-and an ``HTTPResponse`` reader; on this machine that is about 170 us of CPU per POST, which
-caps one delivery process near 5,000 notifications/s before anything else is done. This
-client writes the request head and body in one ``sendall`` and reads the status line,
-headers and body itself: about a fifth of the CPU per POST (``edn bench eventpath``'s
-``delivery`` figures and ``benchmarks/delivery.py`` measure both side by side).
+and an ``HTTPResponse`` reader. This client writes the request head and body in one
+``sendall`` (the head but its length built once per URL) and reads the status line, headers
+and body itself. Measured by ``benchmarks/delivery.py`` (``client_cpu_us_per_post``: 16
+concurrent POSTs of a small envelope to the same sink, each client in its own process, on
+this 2-core machine): requests 310-370 us of CPU per POST under gevent, this client 21-30
+us, aiohttp 57-70 us in its own asyncio loop (httpx was not measured: not installed here).
+In a source process delivering to that sink (``notifications_per_s``) the whole path,
+publication and outbox included, went from about 370-430 us of CPU per notification with
+requests to about 43-54 us.
 
-Why not asyncio (aiohttp, httpx): the roles that deliver run under gunicorn's gevent worker,
-which monkey-patches threads and sockets; an asyncio loop inside that process must live in a
-real OS thread beside the gevent hub, and every hand-off between them crosses threads. A
-blocking client run by a few workers per host is the same code under real threads (tests,
-gthread) and under greenlets (gevent makes its sockets cooperative), with no second event
-loop. Measured with the same 16 concurrent requests against the same sink, aiohttp in its
-own loop spent more CPU per request than this client under gevent (see
-``benchmarks/delivery.py``, ``client_cpu_us_per_post``).
+Why not asyncio (aiohttp, httpx): besides its CPU per POST, the roles that deliver run under
+gunicorn's gevent worker, which monkey-patches threads and sockets; an asyncio loop inside
+that process must live in a real OS thread beside the gevent hub, and every hand-off between
+them crosses threads. A blocking client run by a few workers per host is the same code under
+real threads (tests, gthread) and under greenlets (gevent makes its sockets cooperative), with
+no second event loop.
 
 What it keeps from :class:`HttpTransport`:
 

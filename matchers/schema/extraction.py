@@ -183,9 +183,23 @@ def _coordinates(attribute: Any, value: tuple | None,
 
 _QNAME = r"(?:[A-Za-z_][\w.\-]*:)?[A-Za-z_][\w.\-]*"
 _SIMPLE_STEP = re.compile(rf"(?:/(?P<root>{_QNAME})/)?(?P<at>@)?(?P<name>{_QNAME})")
-# every text of a batch a number: the texts joined by NUL (which XML text cannot contain)
-_NUMBERS = re.compile(rf"\s*{NUMBER_PATTERN}\s*(?:\x00\s*{NUMBER_PATTERN}\s*)*")
 _ONE_NUMBER = re.compile(rf"\s*{NUMBER_PATTERN}\s*")
+
+
+def _numbers(texts: list[str]) -> list[float] | None:
+    """``parse_number`` of every text, when every one is a number (None otherwise).
+
+    ``float`` takes exactly the number syntax (Unicode digits and white space included)
+    plus digit-grouping underscores and the words inf, infinity and nan; with no "_" and
+    no "n"/"N" in the texts, every text float takes is a number of the syntax, and far
+    cheaper than matching the pattern (1.8 us per event for 8 attributes, measured)."""
+    joined = "".join(texts)
+    if "_" in joined or "n" in joined or "N" in joined:
+        return None
+    try:
+        return list(map(float, texts))
+    except ValueError:
+        return None
 CHILD, ATTRIBUTE = "child", "attribute"
 
 
@@ -246,8 +260,8 @@ def read_boxes(attributes: Sequence[Any], paths: Sequence[Any], steps: Sequence[
     the compiled XPath in ``paths``, on the event as the root of its own document).
 
     A number read from one node without children (or an attribute) is parsed with every
-    other such number of the batch (one pattern match over their texts joined, one array);
-    every other value is read as :func:`range_of` reads it, one by one."""
+    other such number of the batch (:func:`_numbers`, one array); every other value is read
+    as :func:`range_of` reads it, one by one."""
     m, d = len(events), len(attributes)
     slow: dict[int, Any] = {}  # i * d + j -> value read one by one (None: absent)
     general = [j for j, step in enumerate(steps) if step is None]
@@ -264,7 +278,8 @@ def read_boxes(attributes: Sequence[Any], paths: Sequence[Any], steps: Sequence[
                 by_name.append((j, step[1], step[2], number))
     texts: list[str] = []       # numbers to parse batch-wise ...
     positions: list[int] = []   # ... and their places i * d + j
-    nodes: dict[int, list] = {}  # i * d + j -> the child nodes an attribute selects
+    first: list[Any] = [None] * (m * d)  # i * d + j -> the first child node selected ...
+    more: dict[int, list] = {}           # ... and all of them when there are several
     for i, event in enumerate(events):
         base = i * d
         tag = event.tag
@@ -275,11 +290,11 @@ def read_boxes(attributes: Sequence[Any], paths: Sequence[Any], steps: Sequence[
                     continue
                 for j, root, _ in readers:
                     if root is None or root == tag:
-                        found = nodes.get(base + j)
-                        if found is None:
-                            nodes[base + j] = [child]
+                        at = base + j
+                        if first[at] is None:
+                            first[at] = child
                         else:
-                            found.append(child)
+                            more.setdefault(at, [first[at]]).append(child)
         for j, root, name, number in by_name:
             if root is not None and root != tag:
                 continue
@@ -297,26 +312,30 @@ def read_boxes(attributes: Sequence[Any], paths: Sequence[Any], steps: Sequence[
             except (etree.Error, TypeError, ValueError):
                 continue
             slow[base + j] = range_of(attributes[j], result)
-    for at, found in nodes.items():
-        j = at % d
-        if attributes[j].type == NUMBER and len(found) == 1 and not len(found[0]):
-            texts.append(found[0].text or "")
-            positions.append(at)
-        else:
-            slow[at] = range_of(attributes[j], found)
+    if by_tag:
+        numeric = [attribute.type == NUMBER for attribute in attributes]
+        for at, child in enumerate(first):
+            if child is None:
+                continue
+            if numeric[at % d] and not len(child) and at not in more:
+                texts.append(child.text or "")
+                positions.append(at)
+            else:
+                slow[at] = range_of(attributes[at % d], more.get(at) or [child])
     grid = np.full(m * d, np.nan)
     if texts:
-        if not _NUMBERS.fullmatch("\x00".join(texts)):  # some are no numbers (eCube, say)
+        parsed = _numbers(texts)
+        if parsed is None:  # some are no numbers (eCube elements, say): those one by one
             kept = []
             for text, at in zip(texts, positions):
                 if _ONE_NUMBER.fullmatch(text):
                     kept.append((text, at))
                 else:
-                    found = nodes.get(at)
-                    slow[at] = range_of(attributes[at % d], found if found else [text])
-            texts = [text for text, _ in kept]
+                    slow[at] = range_of(attributes[at % d],
+                                        [first[at]] if first[at] is not None else [text])
             positions = [at for _, at in kept]
-        parsed = np.array([float(text) for text in texts])
+            parsed = [float(text) for text, _ in kept]
+        parsed = np.array(parsed, dtype=np.float64)
         grid[positions] = np.where(np.isfinite(parsed), parsed, np.nan)  # inf: absent
     grid = grid.reshape(m, d)
     lows = np.array([b[0] for b in bounds])

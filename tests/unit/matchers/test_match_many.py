@@ -277,3 +277,16 @@ def test_the_r_tree_batch_query_and_the_numpy_scan_agree(monkeypatch, scan, seed
     answers = engine.match_many(events)
     assert answers == [engine.match(e) for e in events]
     assert sum(map(len, answers)) > 64  # the events meet boxes: the comparison compares
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("0123456789+-.eE_ \t\n\u00a0\u2003infaINFAx٣٤")),
+               max_size=8))
+def test_batch_parsed_numbers_are_parse_number(text):
+    from matchers.schema.codecs import parse_number
+    from matchers.schema.extraction import _numbers
+    fast, exact = _numbers([text]), parse_number(text)
+    if exact is not None:
+        assert fast == [exact]
+    else:  # no number, or one too large to be finite (absent either way)
+        assert fast is None or not np.isfinite(fast[0])

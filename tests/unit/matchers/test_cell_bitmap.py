@@ -82,8 +82,12 @@ OPERATIONS = st.lists(st.one_of(st.tuples(st.just("insert"), box()),
 
 @FAST
 @given(initial=st.lists(box(), max_size=20), operations=OPERATIONS,
-       queries=st.lists(box(), min_size=1, max_size=8), cells=st.sampled_from([1, 2, 4, 64]))
-def test_index_answers_exactly_the_boxes_meeting_the_query(initial, operations, queries, cells):
+       queries=st.lists(box(), min_size=1, max_size=8), cells=st.sampled_from([1, 2, 4, 64]),
+       batch_check=st.sampled_from([0, 2, 256]))
+def test_index_answers_exactly_the_boxes_meeting_the_query(initial, operations, queries, cells,
+                                                           batch_check, monkeypatch):
+    # batch queries check many candidates query by query, few all at once: both ways
+    monkeypatch.setattr(cell_bitmap, "_BATCH_CHECK", batch_check)
     held: dict[int, tuple[list, list]] = dict(enumerate(initial))
     index = CellBitmapIndex.bulk(np.arange(len(initial)), np.array([b[0] for b in initial]),
                                  np.array([b[1] for b in initial]), dims=D, cells=cells)

@@ -10,6 +10,7 @@
     engine.add_filter("s1", FilterSpec(RANGES_DIALECT, "price >= 30 and symbol = 'GE'"))
     engine.add_filter("s2", FilterSpec(XPATH10, "/q:quote[q:price < 10]", (("q", "urn:quotes"),)))
     engine.match(event)                 # -> ids, insertion order
+    engine.match_many(events)           # -> one id list per event: a batch, one index pass
     engine.summary(0.5)                 # -> Summary: ~half as many boxes as rectangles
     engine.bulk_load(ids, mins, maxs)   # many box filters at once, from numpy arrays
 
@@ -33,7 +34,13 @@ Two R-trees, as in the paper:
 Both trees follow every insertion and removal.  :meth:`bulk_load` and :meth:`add_filters`
 load large sets from arrays in one go (both trees rebuilt from arrays when the batch is at
 least as large as what is held), and the filtering index is repacked, from arrays, once
-single entries outnumber paged ones, an amortized cost.  :meth:`match_box` answers boxes
+single entries outnumber paged ones (or pass a 1/16 of them), an amortized cost.
+
+A batch (:meth:`~wsframework.matching.base.Matcher.match_many`) is read at once
+(:meth:`~matchers.schema.Schema.extract_many`: simple schema paths in place, no copy) and
+meets the index once: every event box against every page's bounding box and then the boxes
+of the pages it meets, in numpy (:class:`_PagedBatch`); exact checks run only on the
+candidates that need one, each such event copied into a document of its own once.  :meth:`match_box` answers boxes
 given as coordinates (the eCube study, partitioning jobs).
 
 Thread safety follows the :class:`~wsframework.matching.base.Matcher` contract: callers serialize

@@ -244,7 +244,9 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
                      action: str) -> list[list]:
         """:meth:`match_event` for each of ``events``, with one ``match_many_reporting``
         call: the subscriptions each event is to be notified to. Strikes are counted event
-        by event, as ``match_event`` counts them, once the batch is matched."""
+        by event, as ``match_event`` counts them, once the batch is matched (a subscription
+        its strikes end on one event is no longer notified of the batch's later events, as
+        before). ``on_event_matched`` sees each event in its batch, not a copy."""
         if not events:
             return []
         matcher = self.matcher_for(entry)

@@ -40,8 +40,8 @@ repacks, amortized as for the R-tree's pages).
 
 Measured on HEM's workload at 1M subscriptions (``benchmarks/hem.py``, this 2-core
 machine): 0.17 ms per event (``match_box``), 0.16 ms in batches of 64 (``match_points``),
-4.2 s to bulk-load (1.0 s of it choosing the index), ~95x a numpy scan.  The time is the ``d`` ANDs over ``n / 64`` words
-(memory bound), whatever the number of cells; cells only trade memory (``d x cells`` bits
+4.2 s to bulk-load (1.0 s of it choosing the index), ~95x a numpy scan.  The time is the
+``d`` ANDs over ``n / 64`` words (memory bound), whatever the number of cells; cells only trade memory (``d x cells`` bits
 per rectangle: 160 MB at 64) for candidates (37 per event at 16 cells, 15 at 32, 10 at 64,
 7.5 at 128).  Memory besides the bits: the rectangles' coordinates (16 d bytes each).
 

@@ -54,7 +54,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from wsframework.urlpolicy import UrlRefused
 
@@ -117,12 +117,14 @@ class DeliveryPolicy:
 @dataclass(eq=False, slots=True)
 class Delivery:
     """One message to one endpoint. ``render`` builds the payload lazily in a worker (once;
-    retries reuse it)."""
+    retries reuse it): a callable, or an object with a ``render`` method called with
+    ``render_args`` (a notification template and its arguments: no bound method or partial
+    is made per notification, which the garbage collector would have to track)."""
 
     url: str
     content_type: str
     action: str
-    render: Callable[[], bytes] | None = None
+    render: Callable[[], bytes] | Any | None = None
     payload: bytes | None = None
     subscription_id: str | None = None
     kind: str = NOTIFICATION
@@ -134,11 +136,15 @@ class Delivery:
     created: float | None = None
     first_attempt: float | None = None
     topic: str = ""
+    render_args: tuple | None = None
 
     def body(self) -> bytes:
         if self.payload is None:
-            self.payload = self.render()
-            self.render = None
+            if self.render_args is not None:
+                self.payload = self.render.render(*self.render_args)
+            else:
+                self.payload = self.render()
+            self.render = self.render_args = None
         return self.payload
 
 
@@ -339,27 +345,26 @@ class Deliverer:
             finished: list[tuple[str, Delivery]] = []
             for index, job in enumerate(batch):
                 try:
-                    outcome, reached = self._deliver(job, approved)
+                    outcome = self._deliver(job, approved, host)
                 except Exception:  # a bug here must not kill the worker
                     log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
-                    outcome, reached = "failed", True
+                    outcome = "failed"
                 if outcome is not None:
                     finished.append((outcome, job))
-                if reached is not None:
-                    host.suspect = not reached
                 if host.suspect and index + 1 < len(batch):
                     unsent = batch[index + 1:]  # let others have the workers meanwhile
                     break
             self._finish_many(finished)
             self._release(host, unsent)
 
-    def _deliver(self, job: Delivery, approved: dict[str, str]) -> tuple[str | None, bool | None]:
+    def _deliver(self, job: Delivery, approved: dict[str, str],
+                 host: _Host | None = None) -> str | None:
         """Deliver once. Returns the counter to bump when the job is finished, or None when
-        it was handed on (to a retry, or to the give-up handler that finishes it); and
-        whether the host answered (None: no attempt was made)."""
+        it was handed on (to a retry, or to the give-up handler that finishes it). Marks
+        ``host`` suspect or not by whether it answered, before any hand-off."""
         if (job.kind == NOTIFICATION and job.subscription_id is not None
                 and self._is_wanted is not None and not self._is_wanted(job.subscription_id)):
-            return "discarded", None
+            return "discarded"
         url = approved.get(job.url)
         if url is None:
             url = job.url
@@ -375,7 +380,7 @@ class Deliverer:
                 with self._cond:
                     self._counts["refused"] += 1
                 self._give_up(job)
-                return None, None
+                return None
         reached = True
         try:
             response = self.transport.post(url, job.body(), job.content_type, job.action)
@@ -385,8 +390,10 @@ class Deliverer:
         except Exception as exc:  # TransportError, or anything a custom transport raises
             ok = reached = False
             job.last_error = str(exc)
+        if host is not None:
+            host.suspect = not reached
         if ok:
-            return "delivered", True
+            return "delivered"
         if job.first_attempt is None:
             job.first_attempt = self._wall_clock()
         too_old = (self.policy.max_age is not None and job.created is not None
@@ -402,11 +409,11 @@ class Deliverer:
                 except Exception:
                     log.exception("could not persist the retry of a %s to %s", job.kind, job.url)
             self._schedule_retry(job, delay)
-            return None, reached
+            return None
         if too_old:
             job.last_error = f"older than {self.policy.max_age:g} s (last: {job.last_error})"
         self._give_up(job)
-        return None, reached
+        return None
 
     def _approve(self, url: str) -> str:
         """``approve_target(url)``, reused for ``approval_ttl`` seconds (refusals are never

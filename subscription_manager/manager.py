@@ -213,8 +213,8 @@ class SubscriptionManager(SubscriptionOperations):
                 jobs.append(Delivery(
                     template.url, template.content_type,
                     notification_action(subscription, action),
-                    render=functools.partial(template.render, action, event,
-                                             row.message_id if row else None),
+                    render=template,
+                    render_args=(action, event, row.message_id if row else None),
                     subscription_id=subscription.id, kind=NOTIFICATION,
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic))
@@ -283,8 +283,8 @@ class SubscriptionManager(SubscriptionOperations):
                 return None
             job = Delivery(template.url, template.content_type,
                            notification_action(subscription, row.event_action or ""),
-                           render=functools.partial(template.render, row.event_action or "",
-                                                    row.body, row.message_id),
+                           render=template,
+                           render_args=(row.event_action or "", row.body, row.message_id),
                            subscription_id=row.subscription_id)
         job.outbox_id = row.id
         job.attempt = row.attempts

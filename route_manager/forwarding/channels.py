@@ -17,6 +17,7 @@ from wsframework.soap import SoapVersion
 from ..measurement import thread_cpu_seconds
 from .batch import BatchTemplate
 from .link import TokenBucket
+from .log import LogCopy, copy_of
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +96,6 @@ class _GreenletClock:
         return total
 
 
-@dataclass
-class _Item:
-    topic: str
-    event: bytes  # the serialized event element
-    seq: int | None = None  # its per-server seq in the durable log (None: no log)
-
-
 class ServerChannel:
     def __init__(self, server_id: str, address: str, transport, *, capacity: int = 10_000,
                  batch_max: int = 64, batch_max_bytes: int = 1 << 20, linger: float = 0.0,
@@ -133,7 +127,8 @@ class ServerChannel:
         self.credential = credential  # sent with each batch: servers check it
         self.stats = ChannelStats()
         self._templates: dict[tuple[str, bool], BatchTemplate] = {}  # (topic, logged)
-        self._queue: collections.deque[_Item] = collections.deque()
+        # LogCopy tuples: the log's own copies, or unlogged ones (seq and event_id None)
+        self._queue: collections.deque[LogCopy] = collections.deque()
         self._cond = threading.Condition()
         self._closing = False
         self._inflight = False  # a batch is being sent (drain waits for it too)
@@ -155,8 +150,7 @@ class ServerChannel:
 
     def _refilled(self, copies, limit: int) -> None:
         with self._cond:
-            for c in copies:
-                self._queue.append(_Item(c.topic, c.event, c.seq))
+            self._queue.extend(copies)
             if copies:
                 self._last_seq = copies[-1].seq
             self._spilled = len(copies) >= limit
@@ -169,24 +163,25 @@ class ServerChannel:
                      copies[0].seq)
         self._replaying = False
 
-    def offer_logged(self, topic: str, event: bytes, seq: int) -> None:
-        """Queue a copy already in the durable log (never dropped: the log is bounded); a
-        full window leaves it in the log, read back as the window empties."""
-        self.offer_logged_many([(topic, event, seq)])
-
-    def offer_logged_many(self, copies) -> None:
-        """:meth:`offer_logged` for ``(topic, event, seq)`` copies in seq order, under one
-        acquisition of the channel's lock."""
+    def offer_logged(self, copies: list[LogCopy]) -> None:
+        """Queue copies already in the durable log, in seq order (never dropped: the log is
+        bounded); what does not fit in the window stays in the log, read back as the window
+        empties."""
         with self._cond:
             self.stats.queued += len(copies)
-            for topic, event, seq in copies:
-                if self._spilled or len(self._queue) >= self.capacity:
-                    self._spilled = True
-                    break
-                self._queue.append(_Item(topic, event, seq))
-                self._last_seq = seq
-                self._wake_sender()
-            self.stats.depth = len(self._queue)
+            queue = self._queue
+            before = len(queue)
+            room = 0 if self._spilled else max(0, self.capacity - before)
+            if room < len(copies):
+                self._spilled = True
+                copies = copies[:room]
+            if copies:
+                queue.extend(copies)
+                self._last_seq = copies[-1].seq
+                # wake the sender if it may be waiting: an empty queue, or a lingering batch
+                if before == 0 or before < self.batch_max <= len(queue):
+                    self._cond.notify_all()
+            self.stats.depth = len(queue)
 
     def discard_through(self, seq: int) -> int:
         """Remove queued copies up to ``seq`` (the log dropped them to make room)."""
@@ -210,7 +205,7 @@ class ServerChannel:
                     return False
                 self._queue.popleft()
                 accepted = False
-            self._queue.append(_Item(topic, event))
+            self._queue.append(copy_of(self.server_id, None, topic, event, 0.0, None))
             self.stats.queued += 1
             self.stats.depth = len(self._queue)
             self._wake_sender()
@@ -250,7 +245,7 @@ class ServerChannel:
             return self._cond.wait_for(
                 lambda: not self._queue and not self._inflight and not self._spilled, timeout)
 
-    def _take_batch(self) -> list[_Item]:
+    def _take_batch(self) -> list[LogCopy]:
         batch = [self._queue.popleft()]
         size = len(batch[0].event)
         # One batch carries one topic (it is posted to that topic's address).
@@ -304,7 +299,7 @@ class ServerChannel:
             if ok and self.log is not None and batch[0].seq is not None:
                 try:
                     self.log.acknowledge(self.server_id, batch[-1].seq, len(batch),
-                                         sum(len(item.event) for item in batch))
+                                         event_ids=[item.event_id for item in batch])
                 except Exception:  # the copies stay logged: resent after a restart
                     log.exception("server %s: acknowledging seq %d in the log failed",
                                   self.server_id, batch[-1].seq)
@@ -332,7 +327,7 @@ class ServerChannel:
                     self._cond.wait(delay)
                     delay = min(delay * 2, self.backoff[1])
 
-    def _send(self, batch: list[_Item]) -> bool:
+    def _send(self, batch: list[LogCopy]) -> bool:
         payload = self.envelope(batch[0].topic, [item.event for item in batch], batch[0].seq)
         if self.link is not None:
             self.link.take(len(payload))
@@ -416,14 +411,11 @@ class Forwarder:
         rows = [(topic, event, [server for server in servers if server in channels])
                 for topic, event, servers in copies]
 
-        def offer(logged):
-            per_server: dict[str, list] = {}
-            for c in logged:
-                per_server.setdefault(c.server, []).append((c.topic, c.event, c.seq))
-            for server, items in per_server.items():
+        def offer(per_server):
+            for server, logged in per_server.items():
                 channel = channels.get(server)
                 if channel is not None:  # removed meanwhile: the copies stay logged
-                    channel.offer_logged_many(items)
+                    channel.offer_logged(logged)
         return len(self.log.append(rows, offer))
 
     def forward(self, topic: str, event: bytes, server_ids: Iterable[str]) -> int:

@@ -226,7 +226,7 @@ def test_drop_oldest_makes_room_counted_and_leaves_the_channel(tmp_path):
     log.on_drop = lambda rows: channel.discard_through(max(seq for _, _, seq, _ in rows))
     for n in range(4):
         log.append([("t", b"<e>%d</e>" % n, ["s1"])],
-                   lambda logged: channel.offer_logged_many([(c.topic, c.event, c.seq) for c in logged]))
+                   lambda per_server: channel.offer_logged(per_server["s1"]))
     assert [r["seq"] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [3, 4]
     assert log.dropped == 2 and channel.stats.dropped >= 1
     channel.close(timeout=0)
@@ -260,8 +260,8 @@ def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_pat
     release = threading.Event()
     offered = []
 
-    def offer(logged):
-        for c in logged:
+    def offer(per_server):
+        for c in [c for copies in per_server.values() for c in copies]:
             offered.append((c.server, c.seq, c.event))
             if c.event == b"first":
                 assert release.wait(5)  # the first committer holds its commit open
@@ -315,9 +315,9 @@ def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_pat
 
     channel = ServerChannel("s1", "http://s1", Server(), log=log, capacity=3, batch_max=2)
 
-    def offer(logged):
-        for c in logged:
-            channel.offer_logged(c.topic, c.event, c.seq)
+    def offer(per_server):
+        for c in per_server["s1"]:
+            channel.offer_logged([c])
             deepest[0] = max(deepest[0], len(channel._queue))
     for n in range(10):
         log.append([("t", b"<e>%d</e>" % n, ["s1"])], offer)

@@ -94,7 +94,8 @@ def test_precision_changes_while_events_flow_lose_and_duplicate_nothing(edn):
     flipper = threading.Thread(target=flip)
     flipper.start()
     try:
-        first, last = edn.publish(events(200, seed=11))
+        # one event per message: precision changes land between the events' routings
+        first, last = edn.publish(events(200, seed=11), batch=1, threads=1)
     finally:
         stop.set()
         flipper.join()

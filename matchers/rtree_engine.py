@@ -457,6 +457,17 @@ class RTreeMatchingEngine(ReportingMatcher):
             (FilterSpec(dialect, "/q:quote[q:price < 10]", q), quote, False),
         ]
 
+    def pack(self) -> None:
+        """Pack the filtering index now if it holds single entries or blanked slots (after
+        a bulk change made filter by filter, an import say): batches then scan no single
+        entries. A mutation: callers serialize it as they do add/remove."""
+        index = self._index
+        if isinstance(index, PagedBoxIndex):
+            if index._singles or index._dead:
+                self._repack()
+        elif index.needs_repack():
+            self._repack()
+
     # -- bulk loading ------------------------------------------------------------------------
     def bulk_load(self, ids: Sequence[str], mins: np.ndarray, maxs: np.ndarray) -> None:
         """Add ``n`` box filters from arrays: ``ids`` (n,) new filter ids, ``mins``/``maxs``

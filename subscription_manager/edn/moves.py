@@ -143,6 +143,8 @@ class Mover:
             manager.store.adopt(conn, subscriptions)
             self.forwarding.forget(conn, [s.id for s in subscriptions])
         manager.sync()
+        with manager._rw.write():  # the filters came in one by one: page them for batches
+            engine.pack()
         manager.count("imported", len(subscriptions))
         log.info("imported %d subscriptions into %s", len(subscriptions), entry.name)
         try:  # route update before answering: the dispatcher routes to us from now on

@@ -290,3 +290,20 @@ def test_batch_parsed_numbers_are_parse_number(text):
         assert fast == [exact]
     else:  # no number, or one too large to be finite (absent either way)
         assert fast is None or not np.isfinite(fast[0])
+
+
+def test_pack_pages_single_entries_and_keeps_the_answers():
+    rng = np.random.default_rng(5)
+    engine = RTreeMatchingEngine(BOX_SCHEMA)
+    for i in range(300):
+        low = np.round(rng.uniform(0, 8, 3), 1)
+        engine.add_filter(f"s{i}", FilterSpec(RANGES_DIALECT, " and ".join(
+            f"x{j} in [{float(low[j])!r}, {float(low[j]) + 2.5!r}]" for j in range(3))))
+    engine.remove_filter("s7")
+    events = _box_events(np.round(rng.uniform(0, 10, (64, 3)), 1))
+    before = [engine.match(e) for e in events]
+    assert engine._index._singles > 0
+    engine.pack()
+    assert engine._index._singles == 0 and len(engine._index) == 299
+    assert engine.match_many(events) == before == [engine.match(e) for e in events]
+    assert sum(map(len, before)) > 0

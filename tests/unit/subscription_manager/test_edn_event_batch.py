@@ -170,3 +170,28 @@ def test_event_limits_hold_per_event_at_their_bounds(tmp_path):
         assert len(_received(net)) == 6
     finally:
         net.close()
+
+
+def test_an_import_leaves_the_topics_index_packed(net):
+    from matchers import FilterSpec
+    from route_manager.grid import range_filter
+    from subscription_manager.edn.moves import subscriptions_element
+    from subscription_manager.messages import UNWRAP
+    from subscription_manager.store import Subscription
+    from subscription_manager.versions import VERSIONS
+    from wsframework.addressing import EndpointReference
+    from wsframework.soap import SoapVersion
+
+    manager = net.manager(0)
+    imported = [Subscription(
+        id=f"imp{i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
+        soap_version=SoapVersion.SOAP12.value,
+        filter=FilterSpec(ns.RANGES_DIALECT, range_filter([i % 9, 0, 0], [i % 9 + 1, 10, 10])),
+        notify_to=EndpointReference(f"{SINK}/n/imp{i}"), end_to=None, format=UNWRAP,
+        expires=None, expires_kind="duration", created=0.0) for i in range(300)]
+    assert manager.mover.import_(TOPIC, subscriptions_element(TOPIC, imported)) == 300
+    index = manager.matcher_for(manager.topics.get(TOPIC))._index
+    assert index._singles == 0 and len(index) == 302  # the two of the fixture as well
+    _send(net, _batch([event_element([3.5, 5, 5], 0)], "disp-1", 1))
+    net.drain()
+    assert ("/n/imp3", "0") in _received(net) and ("/n/imp2", "0") not in _received(net)

@@ -12,9 +12,11 @@ Hosts
 Jobs wait in one queue per target host (the URL's authority, ``host:port``). At most
 ``per_host`` workers deliver to one host at once, so a slow sink holds at most that many
 workers and the others go on delivering to the other hosts. A host whose last attempt was
-a transport error (a timeout, a refused or broken connection) is *suspect*: one worker at a
-time tries it, taking one job at a time, until an attempt gets an answer again; so a silent
-sink holds one worker per read timeout, not ``per_host`` workers times a batch. A host's
+a transport error (a timeout, a refused or broken connection) or took longer than
+``slow_after`` seconds is *suspect*: one worker at a time tries it, taking one job at a time,
+until an attempt gets a timely answer again; so a silent or slow sink holds one worker, not
+``per_host`` workers times a batch, and it takes about ``workers`` such hosts, not
+``workers / per_host``, to hold every worker. A host's
 queue is forgotten when it is empty and idle (memory does not grow with hosts seen); an idle
 suspect host is remembered (up to 10,000 of them) so that its next jobs start suspect.
 
@@ -89,7 +91,7 @@ class _Host:
         self.jobs: collections.deque[Delivery] = collections.deque()
         self.active = 0
         self.ready = False  # in the deliverer's ready queue
-        self.suspect = False  # the last attempt was a transport error
+        self.suspect = False  # the last attempt failed to connect or answered slowly
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class DeliveryPolicy:
     backoff: float = 0.5
     backoff_max: float = 30.0
     max_age: float | None = None  # seconds after acceptance a job may still be retried
+    slow_after: float = 1.0  # an attempt longer than this makes its host suspect
 
     def __post_init__(self):
         if self.workers < 1 or self.queue_size < 1 or self.per_host < 1:
@@ -108,6 +111,8 @@ class DeliveryPolicy:
                              "queue slot")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0:
             raise ValueError("retries and backoff must not be negative")
+        if self.slow_after <= 0:
+            raise ValueError("slow_after must be positive")
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
@@ -382,6 +387,7 @@ class Deliverer:
                 self._give_up(job)
                 return None
         reached = True
+        started = self._clock()
         try:
             response = self.transport.post(url, job.body(), job.content_type, job.action)
             ok = 200 <= response.status < 300
@@ -391,7 +397,7 @@ class Deliverer:
             ok = reached = False
             job.last_error = str(exc)
         if host is not None:
-            host.suspect = not reached
+            host.suspect = not reached or self._clock() - started > self.policy.slow_after
         if ok:
             return "delivered"
         if job.first_attempt is None:

@@ -21,6 +21,9 @@ delivery_client                     lean        HTTP client of deliveries when t
                                                 uses real HTTP: ``lean`` (LeanHttpTransport)
                                                 or ``requests`` (the service's HttpTransport)
 delivery_connect_timeout / _read    3 / 10      seconds to connect; to get a whole answer
+delivery_slow_after                 1.0         an answer slower than this (or a transport
+                                                error) limits its host to one worker until
+                                                it answers in time again
 delivery_queue_size                 50000       bounded queue; full -> newest dropped
 delivery_retries                    9           retries after the first attempt (10
                                                 deliveries, as Service Bus's MaxDeliveryCount;
@@ -153,6 +156,9 @@ class EventingSettings(Settings):
                                               "target")
     delivery_read_timeout: float = setting(10.0, "seconds a notification target has to answer "
                                            "(the whole answer)")
+    delivery_slow_after: float = setting(1.0, "seconds after which an answer counts as slow: "
+                                         "a slow or unreachable host gets one delivery worker "
+                                         "until it answers in time again")
     delivery_queue_size: int = setting(50_000, "bounded delivery queue; full -> newest dropped")
     delivery_retries: int = setting(9, "retries after the first delivery attempt (9: 10 "
                                     "deliveries, as Service Bus's MaxDeliveryCount)")
@@ -214,9 +220,10 @@ class EventingSettings(Settings):
                              "must be >= 1")
         if self.delivery_client not in ("lean", "requests"):
             raise ValueError("delivery_client must be lean or requests")
-        if self.delivery_connect_timeout <= 0 or self.delivery_read_timeout <= 0:
-            raise ValueError("delivery_connect_timeout and delivery_read_timeout must be "
-                             "positive")
+        if min(self.delivery_connect_timeout, self.delivery_read_timeout,
+               self.delivery_slow_after) <= 0:
+            raise ValueError("delivery_connect_timeout, delivery_read_timeout and "
+                             "delivery_slow_after must be positive")
         if min(self.delivery_retries, self.delivery_backoff, self.delivery_backoff_max) < 0:
             raise ValueError("delivery_retries and delivery_backoff(_max) must not be negative")
         if self.delivery_max_age is not None and self.delivery_max_age <= 0:
@@ -247,4 +254,5 @@ class EventingSettings(Settings):
                               queue_size=self.delivery_queue_size,
                               retries=self.delivery_retries, backoff=self.delivery_backoff,
                               backoff_max=self.delivery_backoff_max,
-                              max_age=self.delivery_max_age)
+                              max_age=self.delivery_max_age,
+                              slow_after=self.delivery_slow_after)

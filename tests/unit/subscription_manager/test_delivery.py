@@ -438,3 +438,43 @@ def test_in_process_transports_are_kept_and_bad_client_settings_refused(tmp_path
                 {"delivery_read_timeout": 0}):
         with pytest.raises(SettingsError):
             Harness(tmp_path / "bad", settings=bad)
+
+
+def test_a_host_that_answers_slowly_gets_one_worker_until_it_answers_in_time():
+    """Time is the deliverer's clock, advanced by the transport: no sleeping."""
+    now = [0.0]
+    seconds = {"slow.test": 5.0, "fast.test": 0.01}
+    lock = threading.Lock()
+    in_flight = {"slow.test": 0}
+    most = {"slow.test": 0}
+    gate = threading.Event()
+
+    class Timed(ScriptedTransport):
+        def post(self, url, payload, content_type, soap_action=None):
+            host = url.split("/")[2]
+            with lock:
+                now[0] += seconds[host]
+                if host == "slow.test":
+                    in_flight[host] += 1
+                    most[host] = max(most[host], in_flight[host])
+            if host == "slow.test" and seconds[host] > 1:
+                gate.wait(0.05)  # gives other workers the chance to pile on, if they may
+            with lock:
+                if host == "slow.test":
+                    in_flight[host] -= 1
+            return super().post(url, payload, content_type, soap_action)
+
+    transport = Timed(202)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, slow_after=1.0),
+                          clock=lambda: now[0])
+    deliverer.submit(job(url="http://slow.test/n"))
+    assert deliverer.drain(10_000)  # fake seconds
+    deliverer.submit_many([job(url="http://slow.test/n") for _ in range(12)])
+    assert deliverer.drain(10_000)  # fake seconds
+    assert most["slow.test"] == 1  # suspect after its first slow answer: one at a time
+    seconds["slow.test"] = 0.01  # answers in time again: back to per_host workers
+    deliverer.submit(job(url="http://slow.test/n"))
+    assert deliverer.drain(10_000)  # fake seconds
+    assert deliverer._hosts == {}  # no longer suspect: forgotten once idle
+    assert deliverer.stats()["delivered"] == 14
+    deliverer.close()

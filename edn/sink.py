@@ -5,7 +5,9 @@ Used by ``edn demo``, the benchmarks and the integration tests. Callers wait on 
 
 :class:`NotificationSink` (http.server, a thread per connection) records what it gets and
 takes a few thousand POSTs/s; :class:`FastSink` (an asyncio server in its own process)
-only counts, and takes tens of thousands (``benchmarks/delivery.py`` measures its ceiling).
+counts, and with ``record=True`` also keeps each POST's path and body, and takes tens of
+thousands (``benchmarks/delivery.py`` measures its ceiling). Both have ``count``,
+``messages`` and :meth:`wait_count`, so ``edn demo``'s network can use either.
 """
 from __future__ import annotations
 
@@ -102,6 +104,10 @@ class NotificationSink:
                 raise AssertionError(f"expected {count} messages at the sink, got {got}")
             return selected()
 
+    def wait_count(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until the sink has counted ``count`` messages or ``timeout`` passes."""
+        return self.wait_until(lambda: self.count >= count, timeout)
+
     def wait_until(self, predicate, timeout: float = 10.0) -> bool:
         """Block until ``predicate()`` (called under the sink's lock, after each message) is
         true or ``timeout`` passes; returns its last value."""
@@ -154,10 +160,15 @@ class _CountingProtocol(asyncio.Protocol):
                     return
             if len(buffer) < end + 4 + length:
                 break
+            body = buffer[end + 4:end + 4 + length] if state.record is not None else b""
             buffer = buffer[end + 4 + length:]
             if head.startswith(b"POST "):
                 state.count += 1
+                if state.record is not None:
+                    state.record.append((head.split(b" ", 2)[1], body))
                 answers.append(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+            elif head.startswith(b"GET /messages"):
+                answers.append(self._messages(head))
             elif head.startswith(b"GET /wait"):
                 self._wait(head)
             else:
@@ -167,6 +178,18 @@ class _CountingProtocol(asyncio.Protocol):
             self.transport.write(b"".join(answers))
         if state.waiters:
             state.wake()
+
+    def _messages(self, head: bytes) -> bytes:
+        """The recorded POSTs from number ``from`` on, each as ``<path length> <body
+        length>\n<path><body>``."""
+        query = head.split(b" ", 2)[1].partition(b"?")[2].decode("latin-1")
+        params = dict(p.partition("=")[::2] for p in query.split("&") if p)
+        records = self.state.record or []
+        parts = []
+        for path, body in records[int(params.get("from", "0") or 0):]:
+            parts.append(b"%d %d\n%s%s" % (len(path), len(body), path, body))
+        payload = b"".join(parts)
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)
 
     def _wait(self, head: bytes) -> None:
         query = head.split(b" ", 2)[1].partition(b"?")[2].decode("latin-1")
@@ -190,9 +213,10 @@ class _CountingProtocol(asyncio.Protocol):
 
 
 class _SinkState:
-    def __init__(self):
+    def __init__(self, record: bool = False):
         self.count = 0
         self.waiters: dict = {}
+        self.record: list | None = [] if record else None  # (path, body) of each POST
 
     def wake(self) -> None:
         for key, (want, answer, handle) in list(self.waiters.items()):
@@ -208,11 +232,11 @@ def _text_answer(text: str) -> bytes:
         len(body), body)
 
 
-def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print) -> None:
+def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print, record: bool = False) -> None:
     """Run the fast sink in this process until it is killed; ``ready(port)`` is called
-    once it listens."""
+    once it listens. ``record``: keep every POST's path and body (``GET /messages``)."""
     async def main():
-        state = _SinkState()
+        state = _SinkState(record)
         server = await asyncio.get_running_loop().create_server(
             lambda: _CountingProtocol(state), host, port, backlog=1024)
         ready(server.sockets[0].getsockname()[1])
@@ -227,10 +251,12 @@ class FastSink:
     measure. It keeps no bodies; :attr:`count`, :meth:`wait_for` and :attr:`cpu_seconds`
     read it from outside."""
 
-    def __init__(self, host: str = "127.0.0.1"):
+    def __init__(self, host: str = "127.0.0.1", *, record: bool = False):
         self.host = host
         self.port = 0
+        self.record = record
         self.proc: subprocess.Popen | None = None
+        self._fetched: list[ReceivedMessage] = []
 
     @property
     def url(self) -> str:
@@ -238,7 +264,8 @@ class FastSink:
 
     def start(self) -> "FastSink":
         self.proc = subprocess.Popen([sys.executable, "-m", "edn.sink", "--fast", "--host",
-                                      self.host], stdout=subprocess.PIPE, text=True)
+                                      self.host] + (["--record"] if self.record else []),
+                                     stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()  # blocks until the server listens
         if not line.startswith("PORT "):
             self.stop()
@@ -257,6 +284,30 @@ class FastSink:
     @property
     def count(self) -> int:
         return self._get("/count", 10.0)
+
+    @property
+    def messages(self) -> list[ReceivedMessage]:
+        """Every POST recorded so far (``record=True``), oldest first; fetched from the sink
+        process once each."""
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        try:
+            connection.request("GET", f"/messages?from={len(self._fetched)}")
+            data = connection.getresponse().read()
+        finally:
+            connection.close()
+        at = 0
+        while at < len(data):
+            line_end = data.index(b"\n", at)
+            path_length, body_length = (int(x) for x in data[at:line_end].split())
+            path_end = line_end + 1 + path_length
+            self._fetched.append(ReceivedMessage(data[line_end + 1:path_end].decode("latin-1"),
+                                                 {}, data[path_end:path_end + body_length]))
+            at = path_end + body_length
+        return list(self._fetched)
+
+    def wait_count(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until the sink has counted ``count`` POSTs or ``timeout`` passes."""
+        return self._get(f"/wait?n={count}&t={timeout}", timeout + 10.0) >= count
 
     def wait_for(self, count: int, timeout: float = 10.0) -> int:
         """Block until the sink has counted ``count`` POSTs; AssertionError on timeout."""
@@ -295,10 +346,12 @@ def main(argv=None) -> None:
     parser.add_argument("--fast", action="store_true", help="the asyncio sink (counts only)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--record", action="store_true", help="keep paths and bodies")
     args = parser.parse_args(argv)
     if not args.fast:
         parser.error("only --fast runs as a command")
-    serve_fast(args.host, args.port, ready=lambda port: print(f"PORT {port}", flush=True))
+    serve_fast(args.host, args.port, ready=lambda port: print(f"PORT {port}", flush=True),
+               record=args.record)
 
 
 if __name__ == "__main__":

@@ -199,14 +199,18 @@ class LocalNetwork:
                 out.append((message.path, str(event_id)))
         return sorted(out)
 
+    def wait_counted(self, first: int, last: int, timeout: float = 60.0) -> bool:
+        """Until the sink has counted what events ``first``..``last`` should bring (every
+        earlier notification delivered once); False on timeout. A condition the sink
+        signals: reading every body at each poll would cost the sink's own handlers."""
+        target = self.delivered_before(first) + len(self.expected(first, last))
+        return self.sink.wait_count(target, timeout)
+
     def wait_delivered(self, first: int, last: int, timeout: float = 60.0) -> list[tuple[str, str]]:
         expected = self.expected(first, last)
-        # the sink's count first (a condition it signals; reading every body at each poll
-        # would cost the sink's own handlers the lock), then the events themselves
-        # (a sink that missed or refused earlier notifications never reaches the target:
-        # the poll below still decides)
-        target = self.delivered_before(first) + len(expected)
-        self.sink.wait_until(lambda: self.sink.count >= target, timeout)
+        # the count first, then the events themselves (a sink that missed or refused
+        # earlier notifications never reaches the count: the poll below still decides)
+        self.wait_counted(first, last, timeout)
         wait_until(lambda: len(self.received(first, last)) >= len(expected), timeout,
                    what=f"{len(expected)} notifications")
         wait_until(self.quiet, timeout, what="an idle network")

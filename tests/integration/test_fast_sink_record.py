@@ -1,0 +1,36 @@
+"""The recording fast sink (``edn demo``'s): every POST's path and body kept in order, read
+back incrementally, pipelined and split requests included."""
+from __future__ import annotations
+
+import socket
+
+from edn.sink import FastSink
+from wsframework.transport import LeanHttpTransport
+
+
+def test_the_recording_fast_sink_keeps_paths_and_bodies_in_order():
+    with FastSink(record=True) as sink:
+        transport = LeanHttpTransport()
+        for i in range(20):
+            assert transport.post(f"{sink.url}/n/{i}", b"<e id='%d'/>" % i,
+                                  "application/soap+xml").status == 202
+        assert sink.wait_count(20, timeout=5)
+        first = sink.messages
+        assert [(m.path, m.body) for m in first] == [
+            (f"/n/{i}", b"<e id='%d'/>" % i) for i in range(20)]
+        # two pipelined requests in one write, the second split across writes
+        with socket.create_connection((sink.host, sink.port)) as raw:
+            one = b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+            two = b"POST /b HTTP/1.1\r\nContent-Length: 5\r\n\r\nde\nfg"
+            raw.sendall(one + two[:20])
+            raw.sendall(two[20:])
+            assert sink.wait_count(22, timeout=5)
+        assert [(m.path, m.body) for m in sink.messages[20:]] == [("/a", b"abc"), ("/b", b"de\nfg")]
+        assert not sink.wait_count(23, timeout=0.2)
+        transport.close()
+
+
+def test_a_counting_fast_sink_records_nothing():
+    with FastSink() as sink:
+        LeanHttpTransport().post(f"{sink.url}/x", b"<a/>", "application/soap+xml")
+        assert sink.wait_count(1, timeout=5) and sink.messages == []

@@ -144,9 +144,10 @@ def test_match_many_equals_match_event_by_event_for_every_engine(uri, filters, t
     engine = _engine(uri)
     _load(engine, filters)
     events = _placed(texts, in_batch)
-    # (RTreeRouteSet.match_many takes no variables yet: compared without them here)
-    assert engine.match_many(events) == [engine.match(e) for e in events]
     variables = {"action": "urn:act"}
+    assert engine.match_many(events) == [engine.match(e) for e in events]
+    assert engine.match_many(events, variables=variables) == [
+        engine.match(e, variables=variables) for e in events]
     reported = [FilterFailures() for _ in events]
     expected = [FilterFailures() for _ in events]
     singles = [engine.match_reporting(e, f, variables=variables)

@@ -43,8 +43,9 @@ Policies
 * Ordering between notifications of one subscription is not guaranteed (WS-Eventing
   promises none); several workers may deliver to the same sink at once.
 
-Counters (``stats()``): queued, delivered, failed, dropped, retries, discarded, refused;
-pending, queue_depth, hosts (with jobs waiting or in flight).
+Counters (``stats()``): queued, delivered, failed, dropped, retries, discarded, refused,
+slow (answers slower than ``slow_after``); pending, queue_depth, hosts (with jobs waiting or
+in flight, and idle suspect ones).
 """
 from __future__ import annotations
 
@@ -188,7 +189,8 @@ class Deliverer:
         self._ready: collections.deque[_Host] = collections.deque()
         self._queued = 0  # jobs waiting in host queues
         self._counts = dict.fromkeys(
-            ("queued", "delivered", "failed", "dropped", "retries", "discarded", "refused"), 0)
+            ("queued", "delivered", "failed", "dropped", "retries", "discarded", "refused",
+             "slow"), 0)
         self._pending = 0  # accepted (incl. waiting retries) and not finished
         self._retry_heap: list[tuple[float, int, Delivery]] = []
         self._retry_wakeup = threading.Condition(threading.Lock())
@@ -396,8 +398,12 @@ class Deliverer:
         except Exception as exc:  # TransportError, or anything a custom transport raises
             ok = reached = False
             job.last_error = str(exc)
+        slow = reached and self._clock() - started > self.policy.slow_after
+        if slow:
+            with self._cond:
+                self._counts["slow"] += 1
         if host is not None:
-            host.suspect = not reached or self._clock() - started > self.policy.slow_after
+            host.suspect = not reached or slow
         if ok:
             return "delivered"
         if job.first_attempt is None:

@@ -16,9 +16,9 @@ a transport error (a timeout, a refused or broken connection) or took longer tha
 ``slow_after`` seconds is *suspect*: one worker at a time tries it, taking one job at a time,
 until an attempt gets a timely answer again; so a silent or slow sink holds one worker, not
 ``per_host`` workers times a batch, and it takes about ``workers`` such hosts, not
-``workers / per_host``, to hold every worker. A host's
-queue is forgotten when it is empty and idle (memory does not grow with hosts seen); an idle
-suspect host is remembered (up to 10,000 of them) so that its next jobs start suspect.
+``workers / per_host``, to hold every worker. A host's queue is forgotten when it is empty
+and idle (memory does not grow with hosts seen); an idle suspect host is remembered (up to
+10,000 of them) so that its next jobs start suspect.
 
 A target is approved once per URL per worker batch, and an approval is reused for
 ``approval_ttl`` seconds (the manager passes at most 1 s, and 0 when the URL policy's

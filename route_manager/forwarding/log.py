@@ -1,19 +1,21 @@
-"""The dispatcher's durable log: every accepted event (topic, bytes) and each of its copies
-(server, per-server sequence number) are committed to SQLite (WAL) *before* the publisher is
-answered; a copy is deleted when that server acknowledges (2xx) the batch that carried it,
-and the event with its last copy.
+"""The dispatcher's durable log: every accepted event -- its topic, its bytes and its copies
+(server, per-server sequence number) -- is committed to SQLite (WAL) *before* the publisher
+is answered; an event's row is deleted once every server it went to has acknowledged (2xx)
+the batch that carried its copy.
 
 Tables, in the dispatcher's store (``{data}/...``, the same WAL file as its routes)::
 
-    edn_log_event(id INTEGER PRIMARY KEY, topic, event BLOB, created REAL)
-                                    -- one row per event with an undelivered copy
-    edn_log(id INTEGER PRIMARY KEY, server, seq, event_id)
-        UNIQUE(server, seq)         -- one row per unacknowledged copy, ids in arrival order
+    edn_log_event(id INTEGER PRIMARY KEY, topic, event BLOB, created REAL, copies TEXT)
+        -- one row per event with an undelivered copy; copies: " s1:17 s3:9 " (server:seq)
     edn_log_position(server PRIMARY KEY, acked)  -- the last seq each server acknowledged
     edn_log_meta(key PRIMARY KEY, value)         -- 'dispatcher': this dispatcher's stable id
 
-An event's bytes are written once, not once per copy: with no summary every event has a
-copy per server, and writing ten copies of each event was most of the dispatcher's CPU.
+One row per event, whatever its copies: with no summary every event has a copy per server,
+and a row per copy (as the log first had) was most of the dispatcher's CPU. A server's
+copies are the rows naming it, in id order (its seqs grow with the ids); which are still
+undelivered follows from its position. What each event still waits for is counted in
+memory (rebuilt from the rows at start), so an acknowledgement writes only positions and
+the rows of events no server waits for any more.
 
 Sequence numbers start at 1 per server and never repeat for one dispatcher id: the next one
 is one past the larger of the highest logged and the highest acknowledged. A dispatcher
@@ -21,8 +23,10 @@ re-created on an empty data dir gets a new id (so a server does not skip its eve
 
 Bounds (``log_max_events``, ``log_max_bytes``, ``log_max_age``): an append that would exceed
 them is refused with :class:`LogFull` (``log_full=refuse``) or makes room by deleting the
-oldest undelivered copies (``log_full=drop-oldest``; counted in ``dropped`` and logged).
-Age: a log whose oldest copy is older than ``log_max_age`` is full until it is delivered.
+oldest events with undelivered copies (``log_full=drop-oldest``; their copies are counted in
+``dropped`` and logged). ``log_max_events`` counts undelivered copies, ``log_max_bytes`` the
+bytes of the events held. Age: a log whose oldest event is older than ``log_max_age`` is
+full until it is delivered.
 
 One dispatcher process owns the log (one gunicorn worker, the dispatcher's default): it holds
 an exclusive ``flock`` on ``{store}.log-lock`` (released by the kernel when the process dies,
@@ -54,11 +58,8 @@ ACK_DELAY = 0.05  # seconds an acknowledgement may wait for an append's transact
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_log_event (
-    id INTEGER PRIMARY KEY, topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS edn_log (
-    id INTEGER PRIMARY KEY, server TEXT NOT NULL, seq INTEGER NOT NULL,
-    event_id INTEGER NOT NULL, UNIQUE(server, seq));
-CREATE INDEX IF NOT EXISTS edn_log_by_event ON edn_log(event_id);
+    id INTEGER PRIMARY KEY, topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL,
+    copies TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS edn_log_position (server TEXT PRIMARY KEY, acked INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS edn_log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -126,14 +127,17 @@ class EventLog:
         self._group = threading.Condition()  # group commit: pending appends, one committer
         self._pending: list[_Append] = []
         self._committing = False
-        # Acknowledgements not yet written: server -> (last seq, copies, bytes), applied in
-        # the next append's transaction or after ACK_DELAY (see acknowledge()).
+        # Acknowledgements not yet written: server -> (last seq, copies), applied in the
+        # next append's transaction or after ACK_DELAY (see acknowledge()).
         self._acks: dict[str, tuple[int, int]] = {}
-        self._acked_events: set[int] = set()  # events of those copies: maybe without copies
-        self._acks_unnamed: set[str] = set()  # servers acknowledged without event ids
+        self._acked_ids: list[int] = []  # the events of those copies, one entry per copy
         self._acks_since = 0.0
+        # event id -> copies still undelivered (what was acknowledged but not yet written
+        # included); an event's row goes when its count reaches zero
+        self._left: dict[int, int] = {}
+        self._cursor: dict[str, tuple[int, int]] = {}  # server -> (seq, event id) last read
         self.commits = 0
-        _migrate_per_copy_rows(store)
+        _migrate(store)
         store.executescript(_SCHEMA)
         with store.transaction() as conn:
             row = conn.execute("SELECT value FROM edn_log_meta WHERE key='dispatcher'").fetchone()
@@ -148,11 +152,27 @@ class EventLog:
         for server, acked in store.query("SELECT server, acked FROM edn_log_position"):
             self.acked[server] = acked
             self._next[server] = acked + 1
-        for server, top in store.query("SELECT server, max(seq) FROM edn_log GROUP BY server"):
-            self._next[server] = max(self._next.get(server, 1), top + 1)
-        self.events = store.query("SELECT count(*) FROM edn_log")[0][0]
-        self.bytes, top = store.query(
-            "SELECT coalesce(sum(length(event)), 0), coalesce(max(id), 0) FROM edn_log_event")[0]
+        self.events = self.bytes = top = 0
+        delivered = []
+        for event_id, copies, size in store.query(
+                "SELECT id, copies, length(event) FROM edn_log_event ORDER BY id"):
+            top = event_id
+            left = 0
+            for server, seq in _copies(copies):
+                if seq >= self._next.get(server, 1):
+                    self._next[server] = seq + 1
+                if seq > self.acked.get(server, 0):
+                    left += 1
+            if left:
+                self._left[event_id] = left
+                self.events += left
+                self.bytes += size
+            else:  # every copy acknowledged before the row went: it goes now
+                delivered.append(event_id)
+        if delivered:
+            with store.transaction() as conn:
+                conn.execute("DELETE FROM edn_log_event WHERE id IN "
+                             "(SELECT value FROM json_each(?))", (json.dumps(delivered),))
         self._next_event = top + 1
         self.appended = 0
         self.dropped = 0
@@ -207,7 +227,7 @@ class EventLog:
         with self._lock:  # reentrant: the ungrouped path holds it already
             now = self.clock()
             saved = (dict(self._next), self.events, self.bytes, self._next_event)
-            event_rows, copy_rows = [], []
+            rows, added = [], []
             try:
                 for request in batch:
                     copies = sum(len(servers) for _, _, servers in request.copies)
@@ -222,33 +242,34 @@ class EventLog:
                     for topic, event, servers in request.copies:
                         event_id = self._next_event
                         self._next_event += 1
-                        event_rows.append((event_id, topic, event, now))
+                        names = []
                         for server in servers:
                             seq = nxt.get(server, 1)
                             nxt[server] = seq + 1
+                            names.append(f"{server}:{seq}")
                             mine = logged.get(server)
                             if mine is None:
                                 mine = logged[server] = []
                             mine.append(_tuple_new(LogCopy, (server, seq, topic, event, now,
                                                              event_id)))
-                            copy_rows.append((server, seq, event_id))
+                        rows.append((event_id, topic, event, now, f" {' '.join(names)} "))
+                        added.append((event_id, len(servers)))
                     self.events += copies
                     self.bytes += size
-                if event_rows or self._acks:
+                if rows or self._acks:
                     with self.store.transaction() as conn:
                         self._write_acks(conn)
-                        if event_rows:
+                        if rows:
                             conn.executemany("INSERT INTO edn_log_event(id, topic, event, "
-                                             "created) VALUES (?,?,?,?)", event_rows)
-                            conn.executemany("INSERT INTO edn_log(server, seq, event_id) "
-                                             "VALUES (?,?,?)", copy_rows)
+                                             "created, copies) VALUES (?,?,?,?,?)", rows)
             except BaseException as exc:  # nothing of this group is logged
                 self._next, self.events, self.bytes, self._next_event = saved
                 for request in batch:
                     request.logged = {}
                     request.error = request.error or exc
                 raise
-            self.appended += len(copy_rows)
+            self._left.update(added)
+            self.appended += sum(n for _, n in added)
             self.commits += 1
             for request in batch:
                 if request.offer is not None and request.logged:
@@ -278,17 +299,19 @@ class EventLog:
         dropped = 0
         while reason is not None and self.events:
             with self.store.transaction() as conn:
-                rows = conn.execute(
-                    "DELETE FROM edn_log WHERE id <= (SELECT max(id) FROM (SELECT id FROM "
-                    "edn_log ORDER BY id LIMIT 256)) RETURNING id, server, seq, event_id"
-                ).fetchall()
-                rows = sorted(tuple(row) for row in rows)
-                self._forget_events(conn, {row[3] for row in rows})
-            if not rows:
+                gone = conn.execute(
+                    "DELETE FROM edn_log_event WHERE id IN (SELECT id FROM edn_log_event "
+                    "ORDER BY id LIMIT 256) RETURNING id, copies, length(event)").fetchall()
+            if not gone:
                 break
-            for _, server, seq, _ in rows:
-                self.events -= 1
-                self.acked[server] = max(self.acked.get(server, 0), seq)
+            rows = []  # (event id, server, seq, event id) of the undelivered copies dropped
+            for event_id, copies, size in sorted(tuple(row) for row in gone):
+                self.events -= self._left.pop(event_id, 0)
+                self.bytes -= size
+                for server, seq in _copies(copies):
+                    if seq > self.acked.get(server, 0):
+                        rows.append((event_id, server, seq, event_id))
+                        self.acked[server] = max(self.acked.get(server, 0), seq)
             dropped += len(rows)
             self.on_drop(rows)
             reason = full()
@@ -298,17 +321,6 @@ class EventLog:
     def on_drop(self, rows) -> None:
         """Called with the (id, server, seq, event id) rows dropped to make room (the
         forwarder removes them from its channels)."""
-
-    def _forget_events(self, conn, event_ids) -> None:
-        """Delete those of ``event_ids`` no copy refers to any more (in ``conn``'s
-        transaction) and take their bytes off the log's count."""
-        if not event_ids:
-            return
-        gone = conn.execute(
-            "DELETE FROM edn_log_event WHERE id IN (SELECT value FROM json_each(?)) AND NOT "
-            "EXISTS (SELECT 1 FROM edn_log WHERE event_id = edn_log_event.id) "
-            "RETURNING length(event)", (json.dumps(sorted(event_ids)),)).fetchall()
-        self.bytes -= sum(size for (size,) in gone)
 
     def acknowledge(self, server: str, last_seq: int, count: int, size: int = 0,
                     event_ids: Sequence[int] = ()) -> None:
@@ -328,10 +340,10 @@ class EventLog:
                 self._acks_since = time.monotonic()
             seq, copies = self._acks.get(server, (0, 0))
             self._acks[server] = (max(seq, last_seq), copies + count)
-            if event_ids:
-                self._acked_events.update(event_ids)
-            else:  # events not named: found from the copies when written
-                self._acks_unnamed.add(server)
+            if not event_ids:  # not named (tests, tools): found from the rows
+                event_ids = [c.event_id for c in self._read(server, self.acked.get(server, 0))
+                             if c.seq <= last_seq]
+            self._acked_ids.extend(event_ids)
             self.events -= count  # the bytes go with the events' last copies, when written
             self.acked[server] = max(self.acked.get(server, 0), last_seq)
             if time.monotonic() - self._acks_since >= ACK_DELAY:
@@ -345,47 +357,80 @@ class EventLog:
                     self._write_acks(conn)
 
     def _write_acks(self, conn) -> None:
-        """Apply the pending acknowledgements in ``conn``'s transaction (under the lock)."""
+        """Apply the pending acknowledgements in ``conn``'s transaction (under the lock):
+        the servers' positions, and the rows of events no server waits for any more."""
         if not self._acks:
             return
-        expected = deleted = 0
-        for server, (last_seq, count) in self._acks.items():
-            if server in self._acks_unnamed:
-                gone = conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ? "
-                                    "RETURNING event_id", (server, last_seq)).fetchall()
-                self._acked_events.update(event_id for (event_id,) in gone)
-                deleted += len(gone)
-            else:
-                deleted += conn.execute("DELETE FROM edn_log WHERE server = ? AND seq <= ?",
-                                        (server, last_seq)).rowcount
-            conn.execute("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
-                         "ON CONFLICT(server) DO UPDATE SET acked = max(acked, "
-                         "excluded.acked)", (server, last_seq))
-            expected += count
+        conn.executemany("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
+                         "ON CONFLICT(server) DO UPDATE SET acked = max(acked, excluded.acked)",
+                         [(server, last_seq) for server, (last_seq, _) in self._acks.items()])
         self._acks.clear()
-        self._forget_events(conn, self._acked_events)
-        self._acked_events = set()
-        self._acks_unnamed.clear()
-        if deleted != expected:  # some were dropped to make room meanwhile: recount
-            self.events = conn.execute("SELECT count(*) FROM edn_log").fetchone()[0]
+        left = self._left
+        delivered = []
+        for event_id in self._acked_ids:
+            n = left.get(event_id)
+            if n is None:  # dropped to make room meanwhile
+                continue
+            if n > 1:
+                left[event_id] = n - 1
+            else:
+                del left[event_id]
+                delivered.append(event_id)
+        self._acked_ids = []
+        if delivered:
+            sizes = conn.execute("DELETE FROM edn_log_event WHERE id IN (SELECT value FROM "
+                                 "json_each(?)) RETURNING length(event)",
+                                 (json.dumps(delivered),)).fetchall()
+            self.bytes -= sum(size for (size,) in sizes)
 
     # -- reading -----------------------------------------------------------------------------
     def pending(self, server: str) -> list[LogCopy]:
         """The unacknowledged copies of ``server``, oldest first (replay after a restart)."""
         with self._lock:
-            acked = self.acked.get(server, 0)
-            return [LogCopy(*r) for r in self.store.query(
-                _READ + "WHERE c.server = ? AND c.seq > ? ORDER BY c.seq", (server, acked))]
+            return self._read(server, self.acked.get(server, 0))
 
     def read_after(self, server: str, seq: int, limit: int, into) -> None:
         """Hand ``into`` at most ``limit`` of ``server``'s logged copies after ``seq``, oldest
         first, under the log's lock: no append for that server slips in between (a channel
         refills its window from the log, and replays it after a restart, with this)."""
         with self._lock:
-            into([LogCopy(*r) for r in self.store.query(
-                _READ + "WHERE c.server = ? AND c.seq > ? ORDER BY c.seq LIMIT ?",
-                (server, seq, limit))],
-                limit)
+            into(self._read(server, seq, limit), limit)
+
+    def _read(self, server: str, seq: int, limit: int | None = None) -> list[LogCopy]:
+        """``server``'s copies after ``seq`` (and after its position), from the rows naming
+        it; a read that goes on from the last one starts at that row."""
+        after = max(seq, self.acked.get(server, 0))
+        cursor_seq, start = self._cursor.get(server, (None, 0))
+        if cursor_seq is None or cursor_seq > after:
+            start = 0
+        needle = f" {server}:"
+        found: list[LogCopy] = []
+        while limit is None or len(found) < limit:
+            rows = self.store.query(
+                "SELECT id, topic, event, created, copies FROM edn_log_event WHERE id > ? AND "
+                "instr(copies, ?) > 0 ORDER BY id LIMIT 1024", (start, needle))
+            if not rows:
+                break
+            for event_id, topic, event, created, copies in rows:
+                start = event_id
+                mine = _seq_of(copies, needle)
+                if mine is not None and mine > after:
+                    found.append(_tuple_new(LogCopy, (server, mine, topic, event, created,
+                                                      event_id)))
+                    if limit is not None and len(found) >= limit:
+                        break
+        if found:
+            self._cursor[server] = (found[-1].seq, found[-1].event_id)
+        return found
+
+    def copies(self) -> list[tuple[str, int]]:
+        """(server, seq) of every undelivered copy, in event order (tests, tools)."""
+        with self._lock:
+            out = []
+            for (copies,) in self.store.query("SELECT copies FROM edn_log_event ORDER BY id"):
+                out.extend((server, seq) for server, seq in _copies(copies)
+                           if seq > self.acked.get(server, 0))
+            return out
 
     def _oldest_created(self) -> float | None:
         row = self.store.query("SELECT created FROM edn_log_event ORDER BY id LIMIT 1")
@@ -414,27 +459,45 @@ class EventLog:
         return figures
 
 
-_READ = ("SELECT c.server, c.seq, e.topic, e.event, e.created, e.id FROM edn_log c "
-         "JOIN edn_log_event e ON e.id = c.event_id ")
+def _copies(text: str):
+    """(server, seq) of each copy an event row names (" s1:17 s3:9 ")."""
+    for part in text.split():
+        server, _, seq = part.rpartition(":")
+        yield server, int(seq)
 
 
-def _migrate_per_copy_rows(store) -> None:
-    """A log written before events were stored once (one ``edn_log`` row per copy, with the
-    event's bytes): move its rows to the two tables, in one transaction."""
+def _seq_of(text: str, needle: str) -> int | None:
+    """The seq of the copy ``needle`` (" server:") names in an event row's copies."""
+    at = text.find(needle)
+    if at < 0:
+        return None
+    start = at + len(needle)
+    return int(text[start:text.index(" ", start)])
+
+
+def _migrate(store) -> None:
+    """Logs written before events and their copies shared one row: one ``edn_log`` row per
+    copy, with the event's bytes (the first log) or an event id (for a day); moved to
+    ``edn_log_event`` in one transaction."""
     columns = [row[1] for row in store.query("PRAGMA table_info(edn_log)")]
-    if "event" not in columns:
+    if not columns:
         return
     with store.transaction() as conn:
-        conn.execute("ALTER TABLE edn_log RENAME TO edn_log_per_copy")
-        for statement in _SCHEMA.strip().split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute("INSERT INTO edn_log_event(id, topic, event, created) "
-                     "SELECT id, topic, event, created FROM edn_log_per_copy")
-        conn.execute("INSERT INTO edn_log(id, server, seq, event_id) "
-                     "SELECT id, server, seq, id FROM edn_log_per_copy")
-        conn.execute("DROP TABLE edn_log_per_copy")
-    log.info("durable log: moved per-copy rows to the event and copy tables")
+        if "event" in columns:  # one row per copy, with the bytes: each becomes an event
+            conn.execute("CREATE TABLE IF NOT EXISTS edn_log_event (id INTEGER PRIMARY KEY, "
+                         "topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL, "
+                         "copies TEXT NOT NULL)")
+            conn.execute("INSERT INTO edn_log_event(id, topic, event, created, copies) SELECT "
+                         "id, topic, event, created, ' ' || server || ':' || seq || ' ' "
+                         "FROM edn_log")
+        else:  # copy rows naming event rows
+            conn.execute("ALTER TABLE edn_log_event ADD COLUMN copies TEXT NOT NULL DEFAULT ''")
+            conn.execute("UPDATE edn_log_event SET copies = ' ' || coalesce((SELECT "
+                         "group_concat(server || ':' || seq, ' ') FROM edn_log WHERE "
+                         "event_id = edn_log_event.id), '') || ' '")
+            conn.execute("DELETE FROM edn_log_event WHERE trim(copies) = ''")
+        conn.execute("DROP TABLE edn_log")
+    log.info("durable log: moved its copy rows into the event rows")
 
 
 @translate(LogFull)

@@ -101,9 +101,21 @@ def publish(transport, xs):
         client.send(f"{DISPATCHER}/topics/grid", PUBLISH_ACTION, event(x, x))
 
 
+def stored_copies(store):
+    """(server, seq) of the copies a restart would resend: named by a stored event, above
+    the stored position of their server."""
+    acked = {r[0]: r[1] for r in store.query("SELECT server, acked FROM edn_log_position")}
+    out = []
+    for (copies,) in store.query("SELECT copies FROM edn_log_event ORDER BY id"):
+        for part in copies.split():
+            server, _, seq = part.rpartition(":")
+            if int(seq) > acked.get(server, 0):
+                out.append((server, int(seq)))
+    return out
+
+
 def logged(service):
-    return [(r["server"], r["seq"]) for r in service.store.query(
-        "SELECT server, seq FROM edn_log ORDER BY id")]
+    return stored_copies(service.store)
 
 
 @pytest.mark.parametrize("group", ["true", "false"])
@@ -153,7 +165,7 @@ def test_a_new_dispatcher_on_the_same_store_resends_unacknowledged_copies_with_t
     assert service.dispatcher.forwarder.channels["s2"].drain(5)
     # The crash: the process ends without closing; its channels keep failing meanwhile.
     crashed = Store(service.store.path)
-    assert [(r["server"], r["seq"]) for r in crashed.query("SELECT server, seq FROM edn_log")] \
+    assert stored_copies(crashed) \
         == [("s1", 1), ("s1", 2), ("s1", 3)]
     service.dispatcher.forwarder.remove("s1")  # the old process sends nothing more,
     service.dispatcher.log.close()  # and its end releases the log
@@ -227,7 +239,7 @@ def test_drop_oldest_makes_room_counted_and_leaves_the_channel(tmp_path):
     for n in range(4):
         log.append([("t", b"<e>%d</e>" % n, ["s1"])],
                    lambda per_server: channel.offer_logged(per_server["s1"]))
-    assert [r["seq"] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [3, 4]
+    assert [seq for _, seq in stored_copies(store)] == [3, 4]
     assert log.dropped == 2 and channel.stats.dropped >= 1
     channel.close(timeout=0)
 
@@ -282,9 +294,8 @@ def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_pat
     assert log.commits == 2  # the first alone, then the five waiting ones in one transaction
     assert [seq for server, seq, _ in offered if server == "s1"] == list(range(1, 7))
     assert [seq for server, seq, _ in offered if server == "s2"] == list(range(1, 6))
-    stored = log.store.query("SELECT server, seq, event FROM edn_log JOIN edn_log_event e "
-                             "ON e.id = event_id ORDER BY server, seq")
-    assert [tuple(r) for r in stored] == sorted(offered)
+    stored = [(c.server, c.seq, c.event) for server in ("s1", "s2") for c in log.pending(server)]
+    assert stored == sorted(offered)
     assert log.store.query("SELECT count(*) FROM edn_log_event")[0][0] == 6  # each event once
 
 
@@ -292,7 +303,7 @@ def test_a_failed_commit_logs_nothing_and_keeps_the_seqs(tmp_path):
     store = Store(tmp_path / "s.db")
     log = EventLog(store)
     log.append([("t", b"a", ["s1"])])
-    store.executescript("CREATE TRIGGER refuse BEFORE INSERT ON edn_log "
+    store.executescript("CREATE TRIGGER refuse BEFORE INSERT ON edn_log_event "
                         "BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
     with pytest.raises(Exception, match="disk full"):
         log.append([("t", b"b", ["s1", "s2"])])
@@ -335,7 +346,7 @@ def test_acknowledgements_are_written_with_the_next_append_or_when_flushed(tmp_p
     log.acknowledge("s1", 2, 2, 2)
     assert log.events == 1  # counted as delivered at once; their bytes go when written
     assert [c.seq for c in log.pending("s1")] == []  # and never replayed from here on
-    rows = lambda: [tuple(r) for r in store.query("SELECT server, seq FROM edn_log ORDER BY id")]
+    rows = lambda: stored_copies(store)
     assert len(rows()) == 3  # not yet written: no transaction of its own
     log.append([("t", b"d", ["s2"])])  # written in this append's transaction
     assert rows() == [("s2", 1), ("s2", 2)]
@@ -363,7 +374,7 @@ def test_dropping_the_oldest_never_counts_a_delivered_copy_twice(tmp_path):
     log.acknowledge("s1", 1, 1, 1)
     log.append([("t", b"d", ["s1"]), ("t", b"e", ["s1"])])  # no room: drops undelivered 2 and 3
     assert log.dropped == 2  # seq 1 was delivered: written, not dropped
-    assert [r[0] for r in store.query("SELECT seq FROM edn_log ORDER BY seq")] == [4, 5]
+    assert [seq for _, seq in stored_copies(store)] == [4, 5]
     assert log.events == 2 and log.bytes == 2
 
 
@@ -397,3 +408,20 @@ def test_a_log_written_one_row_per_copy_is_moved_to_the_two_tables(tmp_path):
         ("s1", 1, b"<a/>"), ("s2", 1, b"<a/>")]
     assert (log.events, log.bytes) == (2, 8)
     assert log.append([("t", b"<b/>", ["s1"])])[0].seq == 2
+
+
+def test_a_log_with_copy_rows_naming_events_is_moved_to_event_rows(tmp_path):
+    store = Store(tmp_path / "s.db")
+    store.executescript(
+        "CREATE TABLE edn_log_event (id INTEGER PRIMARY KEY, topic TEXT NOT NULL, event BLOB "
+        "NOT NULL, created REAL NOT NULL);"
+        "CREATE TABLE edn_log (id INTEGER PRIMARY KEY, server TEXT NOT NULL, seq INTEGER NOT "
+        "NULL, event_id INTEGER NOT NULL, UNIQUE(server, seq));"
+        "INSERT INTO edn_log_event VALUES (7, 't', X'3C612F3E', unixepoch());"
+        "INSERT INTO edn_log_event VALUES (8, 't', X'3C622F3E', unixepoch());"  # no copy left
+        "INSERT INTO edn_log VALUES (1, 's1', 4, 7);"
+        "INSERT INTO edn_log VALUES (2, 's2', 9, 7);")
+    log = EventLog(store)
+    assert log.copies() == [("s1", 4), ("s2", 9)] and (log.events, log.bytes) == (2, 4)
+    assert [c.event for c in log.pending("s2")] == [b"<a/>"]
+    assert log.append([("t", b"<c/>", ["s1", "s2"])])[0].seq in (5, 10)

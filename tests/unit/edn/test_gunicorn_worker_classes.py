@@ -117,3 +117,32 @@ def test_the_scan_finds_a_sleep_bound_at_import():
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert "route_manager.planted.Bucket.__init__ (a default) holds the unpatched time.sleep" \
         in found, found
+
+
+def test_a_worker_freezes_what_it_built_out_of_the_collector(monkeypatch):
+    import gc
+
+    from edn import gunicorn as launcher
+    from wsframework.service import Service, ServiceConfig
+
+    built = []
+
+    def factory():
+        service = Service(ServiceConfig("http://x.test", ":memory:", "tok"))
+        built.append(service)
+        return service
+
+    frozen_before = gc.get_freeze_count()
+    thresholds = gc.get_threshold()
+    try:
+        server = launcher.GunicornServer(factory, host="127.0.0.1", port=0)
+        application = server.load()
+        assert application is not None and built
+        assert gc.get_freeze_count() > frozen_before  # the service's objects among them
+        assert gc.get_threshold() == launcher._GC_THRESHOLDS
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+        for service in built:
+            service.close()
+        launcher._services.clear()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import io
+import logging
 import shutil
 import tempfile
 import time
@@ -203,6 +204,10 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
         event_symbols = None
     scratch = Path(tempfile.mkdtemp(prefix="edn-serverpath-"))
     services = {}
+    # the in-process servers have no dispatcher to send route updates to: not news
+    quiet = logging.getLogger("subscription_manager.edn.network")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         for kind, engine in (("new", ns.MATCHER_RTREE_ENGINE),
                              ("cell_bitmap", ns.MATCHER_CELL_BITMAP),
@@ -276,6 +281,7 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
         for service in services.values():
             service.close()
         shutil.rmtree(scratch, ignore_errors=True)
+        quiet.setLevel(level)
 
 
 if __name__ == "__main__":  # python -m benchmarks.serverpath [--quick] [--symbols] [--profile F]

@@ -65,7 +65,15 @@ def route(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> list[frozenset
     else:
         strategy = table.choice["batch"]
         if strategy is None and m >= CALIBRATION_POINTS:
-            strategy = calibrate_batch(table, lo[:CALIBRATION_POINTS], hi[:CALIBRATION_POINTS])
+            # One thread calibrates (building the indexes and timing every way costs up to
+            # a second of CPU on a large table); the others route the numpy way meanwhile
+            # instead of each calibrating the same table again.
+            if table.calibrating.acquire(blocking=False):
+                try:
+                    strategy = table.choice["batch"] or calibrate_batch(
+                        table, lo[:CALIBRATION_POINTS], hi[:CALIBRATION_POINTS])
+                finally:
+                    table.calibrating.release()
     method = strategies(m == 1).get(strategy or ("columns" if m == 1 else "scan"))
     return table.sets(method(table, lo, hi))
 

@@ -63,6 +63,7 @@ class RoutingTable:
     _index: list = field(default_factory=lambda: [None])
     _cells: list = field(default_factory=lambda: [None])
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    calibrating: threading.Lock = field(default_factory=threading.Lock)  # one calibrator
     _sets: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -268,3 +268,33 @@ def test_cell_bitmaps_answer_exactly_what_a_scan_answers(d, k, seed):
         want[i, owner[j]] = True
     for cells in (1, 3, 64):
         assert np.array_equal(CellBitmaps(mins, maxs, cells).hits(points, owner, 3), want)
+
+
+def test_a_table_is_calibrated_once_while_other_batches_are_routed(routes, monkeypatch):
+    """Concurrent batches on a new table: one calibrates, the others route meanwhile (the
+    answers are the same either way) instead of timing every strategy again."""
+    import threading
+    entered, release = threading.Event(), threading.Event()
+    calls = []
+    real = routing.calibrate_batch
+
+    def slow_calibration(table, lo, hi):
+        calls.append(threading.current_thread().name)
+        entered.set()
+        assert release.wait(5)
+        return real(table, lo, hi)
+
+    monkeypatch.setattr(routing, "calibrate_batch", slow_calibration)
+    points = np.random.default_rng(4).uniform(0, 10, (CALIBRATION_POINTS, 2))
+    want = [routes.route(p) for p in points]
+    answers = {}
+    first = threading.Thread(target=lambda: answers.setdefault("first", routes.route_batch(points)),
+                             name="calibrator")
+    first.start()
+    assert entered.wait(5)
+    assert routes.route_batch(points) == want  # routed now, without calibrating
+    release.set()
+    first.join(5)
+    assert answers["first"] == want and calls == ["calibrator"]
+    assert routes._routes.choice["batch"] is not None
+    assert routes.route_batch(points) == want and calls == ["calibrator"]

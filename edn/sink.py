@@ -158,6 +158,9 @@ class _CountingProtocol(asyncio.Protocol):
                 except ValueError:
                     self.transport.close()
                     return
+                if not 0 <= length <= _MAX_BODY:  # a body it would wait for forever
+                    self.transport.close()
+                    return
             if len(buffer) < end + 4 + length:
                 break
             body = buffer[end + 4:end + 4 + length] if state.record is not None else b""
@@ -185,8 +188,9 @@ class _CountingProtocol(asyncio.Protocol):
         query = head.split(b" ", 2)[1].partition(b"?")[2].decode("latin-1")
         params = dict(p.partition("=")[::2] for p in query.split("&") if p)
         records = self.state.record or []
+        start = params.get("from", "0")
         parts = []
-        for path, body in records[int(params.get("from", "0") or 0):]:
+        for path, body in records[int(start) if start.isdigit() else 0:]:
             parts.append(b"%d %d\n%s%s" % (len(path), len(body), path, body))
         payload = b"".join(parts)
         return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)
@@ -210,6 +214,9 @@ class _CountingProtocol(asyncio.Protocol):
         handle = loop.call_later(timeout, lambda: state.waiters.pop(key, None) and answer())
         key = object()
         state.waiters[key] = (want, answer, handle)
+
+
+_MAX_BODY = 64 * 1024 * 1024  # bytes of one POST the fast sink takes
 
 
 class _SinkState:

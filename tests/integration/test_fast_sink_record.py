@@ -2,6 +2,7 @@
 back incrementally, pipelined and split requests included."""
 from __future__ import annotations
 
+import http.client
 import socket
 
 from edn.sink import FastSink
@@ -34,3 +35,20 @@ def test_a_counting_fast_sink_records_nothing():
     with FastSink() as sink:
         LeanHttpTransport().post(f"{sink.url}/x", b"<a/>", "application/soap+xml")
         assert sink.wait_count(1, timeout=5) and sink.messages == []
+
+
+def test_the_fast_sink_drops_a_connection_announcing_an_oversized_or_negative_body():
+    with FastSink(record=True) as sink:
+        for length in (b"99999999999", b"-5"):
+            with socket.create_connection((sink.host, sink.port)) as raw:
+                raw.sendall(b"POST /x HTTP/1.1\r\nContent-Length: " + length + b"\r\n\r\nab")
+                raw.settimeout(5)
+                assert raw.recv(100) == b""  # closed, no answer
+        assert sink.count == 0 and sink.messages == []
+        with socket.create_connection((sink.host, sink.port)) as raw:  # a bad offset reads all
+            raw.sendall(b"POST /y HTTP/1.1\r\nContent-Length: 1\r\n\r\nz")
+            assert sink.wait_count(1, timeout=5)
+        connection = http.client.HTTPConnection(sink.host, sink.port)
+        connection.request("GET", "/messages?from=x")
+        assert connection.getresponse().read().endswith(b"/yz")
+        connection.close()

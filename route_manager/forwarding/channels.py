@@ -178,9 +178,7 @@ class ServerChannel:
             if copies:
                 queue.extend(copies)
                 self._last_seq = copies[-1].seq
-                # wake the sender if it may be waiting: an empty queue, or a lingering batch
-                if before == 0 or before < self.batch_max <= len(queue):
-                    self._cond.notify_all()
+                self._wake_sender(before)
             self.stats.depth = len(queue)
 
     def discard_through(self, seq: int) -> int:
@@ -205,18 +203,19 @@ class ServerChannel:
                     return False
                 self._queue.popleft()
                 accepted = False
+            before = len(self._queue)
             self._queue.append(copy_of(self.server_id, None, topic, event, 0.0, None))
             self.stats.queued += 1
             self.stats.depth = len(self._queue)
-            self._wake_sender()
+            self._wake_sender(before)
             return accepted
 
-    def _wake_sender(self) -> None:
-        """After an offer (under the condition): wake the sender only when it may be
-        waiting for this copy -- the first of an empty queue, or the one completing a
-        batch it lingers for -- not at every copy (a wake-up costs a thread switch)."""
-        depth = len(self._queue)
-        if depth == 1 or depth == self.batch_max:
+    def _wake_sender(self, before: int) -> None:
+        """After copies were queued on ``before`` others (under the condition): wake the
+        sender only when it may be waiting for them -- the queue was empty, or they
+        complete a batch it lingers for -- not at every copy (a wake-up costs a thread
+        switch)."""
+        if before == 0 or before < self.batch_max <= len(self._queue):
             self._cond.notify_all()
 
     @property

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from matchers import FilterSpec, RTreeMatchingEngine, Schema
-from matchers.box_filters import compile_filter
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
 from matchers.schema.extraction import simple_step, standalone

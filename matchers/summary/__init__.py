@@ -12,12 +12,13 @@ summary manager that keeps the maximal rectangles they are cut from::
 
 Modules: :mod:`.model` (:class:`Summary` and its ``edn:Summary`` wire form), :mod:`.cuts`
 (:func:`summary_target`, :func:`str_groups`: a summary at a box budget), :mod:`.maximal`
-(:class:`MaximalRectangles`).
+(:class:`MaximalRectangles`), :mod:`.union` (sub-tree summaries: :func:`union`, :func:`cut`).
 """
 
 from .cuts import str_groups, summary_target
 from .maximal import MaximalRectangles
 from .model import MAX_SUMMARY_BOXES, SUMMARY_DIALECT, Summary
+from .union import cut, union
 
 __all__ = [
     "SUMMARY_DIALECT",
@@ -26,4 +27,6 @@ __all__ = [
     "MaximalRectangles",
     "str_groups",
     "summary_target",
+    "union",
+    "cut",
 ]

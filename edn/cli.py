@@ -53,16 +53,22 @@ def _add_serve(sub):
                    metavar="KEY=VALUE", help="a role setting, e.g. delivery_retries=5 (repeatable)")
     p.add_argument("--log-level", default="info")
     server = p.add_argument_group("server role (edn serve server)")
-    server.add_argument("--dispatcher", default=None, metavar="URL",
-                        help="the dispatcher's base URL (required by the server role)")
+    server.add_argument("--dispatcher", action="append", default=None, metavar="URL",
+                        help="a dispatcher's base URL (required by the server role; "
+                             "repeatable: the server registers with every root dispatcher)")
     server.add_argument("--name", default=None,
-                        help="this server's name in the network (default HOST:PORT)")
+                        help="this server's (or child dispatcher's) name in the network "
+                             "(default HOST:PORT)")
     server.add_argument("--partitioner", default=None,
                         choices=("random", "rtree", "kmeans", "local"),
                         help="where new subscriptions go (default rtree; local: never forward)")
     server.add_argument("--load-threshold", type=int, default=None, metavar="N",
                         help="servers at this many subscriptions take no more (default 20000)")
     dispatcher = p.add_argument_group("dispatcher role (edn serve dispatcher)")
+    dispatcher.add_argument("--parent", action="append", default=None, metavar="URL",
+                            help="run as a child in a dispatch tree: register with this parent "
+                                 "dispatcher and report sub-tree summaries to it (repeatable: "
+                                 "one per root)")
     dispatcher.add_argument("--link-mbps", type=float, default=None, metavar="MBPS",
                             help="cap the outgoing link to the servers at MBPS megabits/s "
                                  "(the throughput model's B; default: uncapped)")
@@ -87,9 +93,13 @@ def cmd_serve(args) -> int:
 
     base_url = args.base_url or f"http://{args.host}:{args.port}"
     settings = {"allow_private": args.allow_private}
-    for key in ("dispatcher", "name", "partitioner", "load_threshold", "link_mbps", "self_tuning"):
-        if getattr(args, key, None) is not None:
-            settings[key] = getattr(args, key)
+    for key in ("dispatcher", "parent", "name", "partitioner", "load_threshold", "link_mbps",
+                "self_tuning"):
+        value = getattr(args, key, None)
+        if isinstance(value, list):  # repeatable URLs: one stays a plain value
+            value = value[0] if len(value) == 1 else value
+        if value is not None:
+            settings[key] = value
     settings.update(getattr(args, "role_settings", {}) or {})
     if getattr(args, "precision_profile", None):
         settings["initial_precision"] = _initial_precision(args)

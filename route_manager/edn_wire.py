@@ -12,17 +12,24 @@ whose format belongs to the matcher / subscription manager that makes them::
     DeleteRoute {Name}                           -> DeleteRouteResponse {Name}
     ListRoutes {Prefix?}                         -> ListRoutesResponse {Route* {Name, Matcher,
                                                                          Address, Servers}}
-    RegisterServer {Name, Address}               -> RegisterServerResponse {Name, Topic*, Peer*}
+    RegisterServer {Name, Address, Kind?}        -> RegisterServerResponse {Name, Topic*, Peer*,
+                                                                              Precision?}
     ListServers {Prefix?}                        -> ListServersResponse {Server* {Name, Address,
                                                                            Load?}}
-    UpdateSummary {Server, Route, Generation,    -> UpdateSummaryResponse {Route, Accepted}
-                   Load?, Summary}
+    UpdateSummary {Server, Route, Generation,    -> UpdateSummaryResponse {Route, Accepted,
+                   Load?, Summary}                                         Precision?}
     PeerUpdate {Server, Address, Route, Load,    -> PeerUpdateResponse {Server}
                 Summary?}
     ExportSubscriptions {Topic}                  -> ExportSubscriptionsResponse {Subscriptions}
     MoveSubscriptions {Topic, Target, Id*}       -> MoveSubscriptionsResponse {Moved}
     ImportSubscriptions {Topic, Subscriptions}   -> ImportSubscriptionsResponse {Imported}
     Repartition {Topic, Algorithm}               -> RepartitionResponse {Moved, Figure*}
+
+Dispatch trees: a child dispatcher registers with its parent as servers do, with ``Kind``
+``dispatcher`` (absent: ``server``); a dispatcher never lists a child dispatcher among the
+peers of its servers, nor moves subscriptions to one. ``Precision`` in the answers is the
+precision the answering dispatcher routes the sender with (``precise``, ``none``, ``0.5``):
+a child cuts its sub-tree summary to it (:mod:`route_manager.uplink`).
 
 The messages keep the admin namespace (``ns.ADMIN``) they have always had on the wire.
 Statistics and run-time settings (GetStats, Configure, Figure) are base contracts
@@ -31,6 +38,7 @@ Statistics and run-time settings (GetStats, Configure, Figure) are base contract
 from __future__ import annotations
 
 from wsframework import ns
+from wsframework.exceptions import sender_fault
 from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Contract,
                                EntryName, Figure, Integer32, Unicode, optional,
                                register_operation, repeated, required)
@@ -38,7 +46,8 @@ from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Co
 __all__ = [
     "EVENT_BATCH", "PLACED", "SUBSCRIPTIONS", "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE",
     "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
-    "BATCH_DISPATCHER", "BATCH_FIRST_SEQ", "FAULT_UNKNOWN_SERVER", "FAULT_LOG_FULL", "OPERATIONS", "ADMIN_OPERATIONS",
+    "BATCH_DISPATCHER", "BATCH_FIRST_SEQ", "batch_position", "KIND_SERVER", "KIND_DISPATCHER",
+    "KINDS", "FAULT_UNKNOWN_SERVER", "FAULT_LOG_FULL", "OPERATIONS", "ADMIN_OPERATIONS",
     "CreateRoute", "CreateRouteResponse", "DeleteRoute", "DeleteRouteResponse", "ListRoutes",
     "ListRoutesResponse", "RouteInfo", "TopicSpec", "ServerInfo", "RegisterServer",
     "RegisterServerResponse", "ListServers", "ListServersResponse", "UpdateSummary",
@@ -73,12 +82,36 @@ SUMMARY = ns.qname(ns.EDN, "Summary")
 #                 server that has seen seq N from that Dispatcher skips the events up to N.
 BATCH_DISPATCHER = "Dispatcher"
 BATCH_FIRST_SEQ = "FirstSeq"
+_MAX_SEQ = 2 ** 62  # larger FirstSeq values are refused (SQLite integers are 64-bit)
+_MAX_DISPATCHER_ID = 200  # characters
 
 # Fault subcodes of the EDN (the topic faults of wsframework.admin apply to routes as well).
 FAULT_UNKNOWN_SERVER = ns.qname(ns.ADMIN, "UnknownServer")
 # The dispatcher's durable log is full (log_max_events / log_max_bytes / log_max_age) and its
 # log_full policy is "refuse": the event was not accepted (a Receiver fault; retry later).
 FAULT_LOG_FULL = ns.qname(ns.EDN, "LogFull")
+
+
+def batch_position(batch) -> tuple[str | None, int | None]:
+    """An ``edn:EventBatch``'s (Dispatcher, FirstSeq) attributes, or (None, None) for a batch
+    without them (applied as before: no replay detection). A Sender fault for malformed ones
+    (both a subscription server and a child dispatcher read them)."""
+    dispatcher = batch.get(BATCH_DISPATCHER)
+    first = batch.get(BATCH_FIRST_SEQ)
+    if dispatcher is None and first is None:
+        return None, None
+    if dispatcher is None or first is None:
+        raise sender_fault(f"an EventBatch needs both {BATCH_DISPATCHER} and {BATCH_FIRST_SEQ}, "
+                           f"or neither")
+    if not dispatcher or len(dispatcher) > _MAX_DISPATCHER_ID:
+        raise sender_fault(f"EventBatch/@{BATCH_DISPATCHER} must have 1 to "
+                           f"{_MAX_DISPATCHER_ID} characters")
+    text = first.strip()
+    seq = int(text) if text.isdigit() and len(text) <= 20 else -1
+    if not 1 <= seq <= _MAX_SEQ:
+        raise sender_fault(f"EventBatch/@{BATCH_FIRST_SEQ} must be an integer from 1 to "
+                           f"{_MAX_SEQ}")
+    return dispatcher, seq
 
 
 # --- route administration (a dispatcher's routes, as topics are a source's) -----------
@@ -148,9 +181,15 @@ class ServerInfo(Contract):
     ]
 
 
+KIND_SERVER = "server"          # RegisterServer/Kind: a subscription server (the default)
+KIND_DISPATCHER = "dispatcher"  # a child dispatcher of a dispatch tree
+KINDS = (KIND_SERVER, KIND_DISPATCHER)
+
+
 class RegisterServer(Contract):
     __namespace__ = ns.ADMIN
-    _type_info = [("Name", EntryName), ("Address", required(AnyUri))]
+    _type_info = [("Name", EntryName), ("Address", required(AnyUri)),
+                  ("Kind", optional(Unicode))]
 
 
 class RegisterServerResponse(Contract):
@@ -159,6 +198,7 @@ class RegisterServerResponse(Contract):
         ("Name", EntryName),
         ("Topic", repeated(TopicSpec)),
         ("Peer", repeated(ServerInfo)),
+        ("Precision", optional(Unicode)),
     ]
 
 
@@ -190,7 +230,8 @@ class UpdateSummary(Contract):
 
 class UpdateSummaryResponse(Contract):
     __namespace__ = ns.ADMIN
-    _type_info = [("Route", EntryName), ("Accepted", Integer32(min_occurs=1, nillable=False))]
+    _type_info = [("Route", EntryName), ("Accepted", Integer32(min_occurs=1, nillable=False)),
+                  ("Precision", optional(Unicode))]
 
 
 class PeerUpdate(Contract):

@@ -88,7 +88,7 @@ class Repartitioner:
             raise UnknownAlgorithm(algorithm, ALGORITHMS)
         if topic not in self.dispatcher.routes:
             raise UnknownEntry(topic, "topic")
-        servers = sorted(self.dispatcher.servers.items())
+        servers = sorted(self.dispatcher.subscription_servers().items())
         if not servers:
             return 0, {"subscriptions": 0, "servers": 0}
         ids, mins, maxs, owner = self._collect(topic, servers)

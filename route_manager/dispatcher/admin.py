@@ -21,11 +21,12 @@ import logging
 from lxml import etree
 
 from wsframework.admin import AdminClient, contracts
-from wsframework.exceptions import SoapFault
+from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.namespace import InvalidName
 
 from .. import edn_wire
 from ..exceptions import server_address
+from ..precision import format_precision
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +56,21 @@ class DispatcherAdmin:
         return specs
 
     def _create_topic(self, request, message):
-        d = self.dispatcher
-        server_matcher = request.Matcher or d.default_server_matcher
-        entry = d.create_route(request.Name, None, request.Options)
-        options = etree.tostring(request.Options) if request.Options is not None else None
-        d.tables.save_topic(entry.name, server_matcher, options)
-        for server, address in sorted(d.servers.items()):
-            self._propagate_topic(server, address, entry.name, server_matcher, request.Options)
+        entry, server_matcher = self.create_topic(request.Name, request.Matcher, request.Options)
         return contracts.CreateTopicResponse(Name=entry.name, Matcher=server_matcher,
-                                             Address=d.routes.address_of(entry.name))
+                                             Address=self.dispatcher.routes.address_of(entry.name))
+
+    def create_topic(self, name: str, matcher: str | None, options):
+        """The route here, the topic stored, and the topic on every node below (a child
+        dispatcher passes it on to its own); (entry, server matcher)."""
+        d = self.dispatcher
+        server_matcher = matcher or d.default_server_matcher
+        entry = d.create_route(name, None, options)
+        stored = etree.tostring(options) if options is not None else None
+        d.tables.save_topic(entry.name, server_matcher, stored)
+        for server, address in sorted(d.servers.items()):
+            self._propagate_topic(server, address, entry.name, server_matcher, options)
+        return entry, server_matcher
 
     def _propagate_topic(self, server, address, name, matcher, options) -> None:
         client = self._admin_client(address)
@@ -101,14 +108,23 @@ class DispatcherAdmin:
     # -- membership and route updates ----------------------------------------------------------
     def _register_server(self, request, message):
         name = server_name(request.Name)
-        self.dispatcher.register_server(name, server_address(name, request.Address))
+        kind = (request.Kind or edn_wire.KIND_SERVER).strip()
+        if kind not in edn_wire.KINDS:
+            raise sender_fault(f"RegisterServer/Kind must be one of {', '.join(edn_wire.KINDS)}")
+        self.dispatcher.register_server(name, server_address(name, request.Address), kind)
         return edn_wire.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
-                                               Peer=self._server_infos(exclude=name))
+                                               Peer=self._server_infos(exclude=name),
+                                               Precision=self._precision())
+
+    def _precision(self) -> str:
+        """What a node below is routed with now (a child dispatcher cuts its reports to it)."""
+        return format_precision(self.dispatcher.precision)
 
     def _server_infos(self, exclude: str | None = None, prefix: str | None = None):
+        """The subscription servers (a server's peers); child dispatchers are no peers."""
         d = self.dispatcher
         return [edn_wire.ServerInfo(Name=n, Address=a, Load=d.loads.get(n, 0))
-                for n, a in sorted(d.servers.items())
+                for n, a in sorted(d.subscription_servers().items())
                 if n != exclude and (not prefix or n.startswith(prefix))]
 
     def _list_servers(self, request, message):
@@ -116,7 +132,8 @@ class DispatcherAdmin:
 
     def _update_summary(self, request, message):
         route, accepted = self.dispatcher.update_summary(server_name(request.Server), request)
-        return edn_wire.UpdateSummaryResponse(Route=route, Accepted=int(accepted))
+        return edn_wire.UpdateSummaryResponse(Route=route, Accepted=int(accepted),
+                                              Precision=self._precision())
 
     # -- figures and run-time settings ---------------------------------------------------------
     def _get_stats(self, request, message):

@@ -15,6 +15,7 @@ from matchers import FilterSpec, MatcherError
 from matchers.schema.extraction import standalone
 from wsframework import ns
 from wsframework.busy import BusyMeter
+from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
 from wsframework.settings import read_settings
@@ -24,7 +25,7 @@ from wsframework.urlpolicy import UrlPolicy
 from .. import edn_wire
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
-from ..edn_wire import EVENT_BATCH
+from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER
 from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
@@ -32,6 +33,7 @@ from .control import PrecisionControl
 from .settings import DispatcherSettings
 from .stats import dispatcher_figures
 from .tables import DispatcherTables
+from .tree import TreeLink
 
 log = logging.getLogger(__name__)
 
@@ -84,20 +86,29 @@ class Dispatcher(BaseRouteManager):
         self.counters = DispatcherCounters()
         self.counters_lock = threading.Lock()  # counters, backpressure_timeouts
         self.servers: dict[str, str] = {}
+        self.kinds: dict[str, str] = {}  # server | dispatcher (a child in a dispatch tree)
         self.loads: dict[str, int] = {}
+        # route -> a number that changes with every summary installed or removed for it: what
+        # a child dispatcher's sub-tree summary of the route is cut from (.tree)
+        self.summary_versions: dict[str, int] = {}
         # utilization: the service counts requests in hand; the hold-back wait is taken out
         self.busy: BusyMeter = getattr(service, "busy", None) or BusyMeter()
         self.backpressure = self.settings.backpressure
         self.backpressure_timeout = self.settings.backpressure_timeout
         self.backpressure_timeouts = 0
         self.control = PrecisionControl(self, self.settings, tuning)
-        DispatcherAdmin(self, service.admin)
+        self.admin = DispatcherAdmin(self, service.admin)
         from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
         self.repartitioner = Repartitioner(self, transport=transport)
         self.routes.on_change(self._on_route_change)
         self._load()
+        # a child in a dispatch tree (--parent): reports its sub-tree summaries upwards and
+        # takes its parents' event batches (.tree)
+        self.tree = TreeLink(self) if self.settings.parent else None
         service.add_component(self)
         self.control.start()
+        if self.tree is not None:
+            self.tree.start()
 
     @property
     def precision(self) -> float:
@@ -106,8 +117,8 @@ class Dispatcher(BaseRouteManager):
 
     # -- durable state -------------------------------------------------------------------------
     def _load(self) -> None:
-        for name, address in self.tables.servers():
-            self.add_server(name, address)
+        for name, address, kind in self.tables.servers():
+            self.add_server(name, address, kind)
         for entry in list(self.routes.entries()):
             self._fill(entry)
 
@@ -123,6 +134,7 @@ class Dispatcher(BaseRouteManager):
             try:
                 self._install(entry, row["server"], etree.fromstring(row["summary"]), row["load"])
                 self.loads[row["server"]] = row["load"]
+                self.summary_versions[entry.name] = self.summary_versions.get(entry.name, 0) + 1
             except (MatcherError, etree.XMLSyntaxError) as exc:
                 log.error("stored summary of %s for %s unusable: %s", row["server"], entry.name, exc)
 
@@ -134,15 +146,24 @@ class Dispatcher(BaseRouteManager):
             summary.set("rectangles", str(load))
         entry.matcher.add_filter(server, FilterSpec(ns.SUMMARY_DIALECT, "", (), summary))
 
-    def add_server(self, name: str, address: str) -> None:
+    def add_server(self, name: str, address: str, kind: str = KIND_SERVER) -> None:
         self.servers[name] = address.rstrip("/")
+        self.kinds[name] = kind
         self.forwarder.ensure(name, address)
 
-    def register_server(self, name: str, address: str) -> None:
+    def register_server(self, name: str, address: str, kind: str = KIND_SERVER) -> None:
         address = address.rstrip("/")
-        self.tables.save_server(name, address)
-        self.add_server(name, address)
-        log.info("server %s registered at %s", name, address)
+        self.tables.save_server(name, address, kind)
+        self.add_server(name, address, kind)
+        log.info("%s %s registered at %s", kind, name, address)
+
+    def subscription_servers(self) -> dict[str, str]:
+        """name -> address of the registered subscription servers (child dispatchers hold
+        no subscriptions: they are nobody's peer and take no moved subscriptions)."""
+        return {n: a for n, a in self.servers.items() if self.kinds.get(n) != KIND_DISPATCHER}
+
+    def summary_version(self, route: str) -> int:
+        return self.summary_versions.get(route, 0)
 
     def update_summary(self, server: str, request: edn_wire.UpdateSummary) -> tuple[str, bool]:
         """Apply ``server``'s route update message; (route, whether it was newer than the
@@ -171,20 +192,30 @@ class Dispatcher(BaseRouteManager):
         self.tables.save_summary(route, server, request.Generation, request.Load or 0,
                                  etree.tostring(request.Summary))
         self.loads[server] = request.Load or 0
+        self.summary_versions[route] = self.summary_versions.get(route, 0) + 1
         return True
 
     # -- routing (the hot path) ----------------------------------------------------------------
     def dispatch(self, entry: NamespaceEntry, message: IncomingMessage) -> Reply | None:
+        if self.tree is not None:
+            # An event published here would reach this subtree only, not the whole network.
+            raise sender_fault("this dispatcher is a child in a dispatch tree: publish at a "
+                               f"root dispatcher (its parents: {', '.join(self.settings.parent)})")
         body = message.body
         events = [e for e in body if isinstance(e.tag, str)] if body.tag == EVENT_BATCH else [body]
         self.route_events(entry, events)
         return None
 
-    def route_events(self, entry: NamespaceEntry, events) -> int:
+    def route_events(self, entry: NamespaceEntry, events, *,
+                     upstream: tuple[str, int] | None = None) -> int:
         """Route ``events`` (elements of one message) and queue their copies; returns the
         number of copies. The batch is read and routed in one call (the matcher's
-        ``match_many``); each event is serialized once, and its copies share those bytes."""
+        ``match_many``); each event is serialized once, and its copies share those bytes.
+        ``upstream``: (parent dispatcher id, last seq) of a parent's batch, recorded with the
+        copies (:mod:`.tree`)."""
         if not events:
+            if upstream is not None and self.log is not None:
+                self.forwarder.forward_logged([], upstream=upstream)
             return 0
         matcher = entry.matcher
         started = time.thread_time()  # CPU of this thread: GIL waits excluded
@@ -207,8 +238,9 @@ class Dispatcher(BaseRouteManager):
                 copies += self.forwarder.forward(entry.name, data, targets)
             for server in targets:
                 hits[server] = hits.get(server, 0) + 1
-        if logged:  # durable before the reply; LogFull refuses the whole message
-            copies += self.forwarder.forward_logged(logged)
+        if logged or (upstream is not None and self.log is not None):
+            # durable before the reply; LogFull refuses the whole message
+            copies += self.forwarder.forward_logged(logged, upstream=upstream)
         with self.counters_lock:
             c = self.counters
             c.events_in += len(events)
@@ -240,6 +272,8 @@ class Dispatcher(BaseRouteManager):
         return dispatcher_figures(self, with_trace)
 
     def close(self) -> None:
+        if self.tree is not None:
+            self.tree.stop()
         self.control.stop()
         self.forwarder.close()
         if self.log is not None:

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wsframework.settings import Settings, parse_ip_ranges, setting
+from wsframework.settings import Settings, parse_ip_ranges, parse_list, setting
 
 from ..forwarding import LOG_FULL_POLICIES, POLICIES
 from ..precision import PRECISE, parse_precision
 
 __all__ = ["DispatcherSettings"]
+
+
+def parse_urls(value) -> tuple[str, ...]:
+    """Base URLs (a list, or text separated by commas), without a trailing slash."""
+    urls = tuple(url.strip().rstrip("/") for url in parse_list(value) if url.strip())
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) base URL")
+    return urls
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,21 @@ class DispatcherSettings(Settings):
                                              "dispatcher has no notification targets)",
                                              parse=parse_ip_ranges)
 
+    # Dispatch trees (route_manager.dispatcher.tree): a dispatcher with parents is a child.
+    parent: tuple[str, ...] = setting((), "base URLs of the parent dispatchers (--parent, "
+                                      "repeatable): this dispatcher is a child of a dispatch "
+                                      "tree and reports its sub-tree summaries to each",
+                                      parse=parse_urls)
+    name: str | None = setting(None, "this dispatcher's name at its parents (default: "
+                               "host:port of its base URL)")
+    tree_interval: float = setting(0.2, "seconds between sub-tree summary reports to the "
+                                   "parents (changes in between are coalesced)")
+    precision_poll: float = setting(1.0, "seconds between readings of the precision each "
+                                    "parent routes this dispatcher with")
+
     def validate(self) -> None:
+        if self.tree_interval <= 0 or self.precision_poll <= 0:
+            raise ValueError("tree_interval and precision_poll must be > 0")
         if self.link_mbps is not None and self.link_mbps < 0:
             raise ValueError("link_mbps must not be negative")
         if self.queue_capacity < 1 or self.batch_max < 1 or self.batch_max_bytes < 1:

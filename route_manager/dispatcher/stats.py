@@ -10,7 +10,11 @@ measure.*                   the sliding window (:mod:`route_manager.measurement`
                             T_c, R, S_m, events/s, CPU, utilization, bytes out
 selftuning.*                the self-tuner's parameters, state and trace (one JSON per step)
 server.NAME.*               each server's channel, hits and load; ``lag``: logged copies
-                            it has not acknowledged
+                            it has not acknowledged; ``kind``: server, or dispatcher (a
+                            child of a dispatch tree)
+tree.*                      a child dispatcher: its name, ``tree.parent.N.*`` (address,
+                            registered, the precision that parent routes it with, routes
+                            reported), batches of a parent skipped as replays
 log.*                       the durable log: events, bytes, oldest_age_s, appended,
                             dropped (log_full=drop-oldest), refused (edn:LogFull)
 ==========================  ================================================================
@@ -75,6 +79,9 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
             figures[f"server.{server}.{key}"] = value
         figures[f"server.{server}.hits"] = hits.get(server, 0)
         figures[f"server.{server}.load"] = d.loads.get(server, 0)
+        figures[f"server.{server}.kind"] = d.kinds.get(server, "server")
+    if d.tree is not None:  # a child of a dispatch tree: its parents and what they ask
+        figures.update(d.tree.figures())
     return figures
 
 

@@ -1,4 +1,5 @@
-"""The dispatcher's durable state in the service store (SQLite): registered servers, every
+"""The dispatcher's durable state in the service store (SQLite): registered servers (and
+child dispatchers, by kind), every
 server's latest summary per route (with its generation, so a reordered update never wins over
 a newer one) and the topics with the matcher and options the servers host them with. A
 restarted dispatcher reloads all of it: it loses no route."""
@@ -8,7 +9,8 @@ import time
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_servers (
-    name TEXT PRIMARY KEY, address TEXT NOT NULL, registered REAL NOT NULL);
+    name TEXT PRIMARY KEY, address TEXT NOT NULL, registered REAL NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'server');
 CREATE TABLE IF NOT EXISTS edn_summaries (
     route TEXT NOT NULL, server TEXT NOT NULL, generation INTEGER NOT NULL,
     load INTEGER NOT NULL DEFAULT 0, summary BLOB NOT NULL, PRIMARY KEY (route, server));
@@ -23,18 +25,25 @@ class DispatcherTables:
     def __init__(self, store):
         self.store = store
         store.executescript(_SCHEMA)
+        columns = {row[1] for row in store.query("PRAGMA table_info(edn_servers)")}
+        if "kind" not in columns:  # a store from before dispatch trees: every node a server
+            with store.transaction() as conn:
+                conn.execute("ALTER TABLE edn_servers ADD COLUMN kind TEXT NOT NULL "
+                             "DEFAULT 'server'")
 
     # -- servers -------------------------------------------------------------------------------
-    def servers(self) -> list[tuple[str, str]]:
-        """(name, address) of every registered server."""
-        return [(row["name"], row["address"])
-                for row in self.store.query("SELECT name, address FROM edn_servers")]
+    def servers(self) -> list[tuple[str, str, str]]:
+        """(name, address, kind) of every registered node below: a subscription server
+        (``server``) or a child dispatcher (``dispatcher``)."""
+        return [(row["name"], row["address"], row["kind"])
+                for row in self.store.query("SELECT name, address, kind FROM edn_servers")]
 
-    def save_server(self, name: str, address: str) -> None:
+    def save_server(self, name: str, address: str, kind: str = "server") -> None:
         with self.store.transaction() as conn:
-            conn.execute("INSERT INTO edn_servers(name, address, registered) VALUES (?, ?, ?) "
-                         "ON CONFLICT(name) DO UPDATE SET address = excluded.address, "
-                         "registered = excluded.registered", (name, address, time.time()))
+            conn.execute("INSERT INTO edn_servers(name, address, registered, kind) "
+                         "VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                         "address = excluded.address, registered = excluded.registered, "
+                         "kind = excluded.kind", (name, address, time.time(), kind))
 
     # -- summaries -----------------------------------------------------------------------------
     def summaries(self, route: str) -> list:

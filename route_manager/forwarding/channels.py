@@ -402,10 +402,12 @@ class Forwarder:
             if channel is not None:
                 channel.discard_through(seq)
 
-    def forward_logged(self, copies: list[tuple[str, bytes, Iterable[str]]]) -> int:
+    def forward_logged(self, copies: list[tuple[str, bytes, Iterable[str]]], *,
+                       upstream: tuple[str, int] | None = None) -> int:
         """Log every copy of ``copies`` ((topic, event, servers)) in one transaction, then
         queue them; the copies are durable when this returns (or it raises
-        :class:`~.log.LogFull`, nothing logged). Returns the number of copies."""
+        :class:`~.log.LogFull`, nothing logged). Returns the number of copies. ``upstream``:
+        the parent's position to record with them (:meth:`.log.EventLog.append`)."""
         channels = self.channels
         rows = [(topic, event, [server for server in servers if server in channels])
                 for topic, event, servers in copies]
@@ -415,7 +417,7 @@ class Forwarder:
                 channel = channels.get(server)
                 if channel is not None:  # removed meanwhile: the copies stay logged
                     channel.offer_logged(logged)
-        return len(self.log.append(rows, offer))
+        return len(self.log.append(rows, offer, upstream=upstream))
 
     def forward(self, topic: str, event: bytes, server_ids: Iterable[str]) -> int:
         """Queue the event for each server; returns how many copies were queued."""

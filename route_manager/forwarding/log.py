@@ -9,6 +9,9 @@ Tables, in the dispatcher's store (``{data}/...``, the same WAL file as its rout
         -- one row per event with an undelivered copy; copies: " s1:17 s3:9 " (server:seq)
     edn_log_position(server PRIMARY KEY, acked)  -- the last seq each server acknowledged
     edn_log_meta(key PRIMARY KEY, value)         -- 'dispatcher': this dispatcher's stable id
+    edn_log_upstream(dispatcher PRIMARY KEY, seq) -- a child dispatcher of a dispatch tree: the
+        last seq of each parent's batches it logged, in the same transaction as their copies
+        (a batch its parent resends after a crash is skipped up to there: nothing twice)
 
 One row per event, whatever its copies: with no summary every event has a copy per server,
 and a row per copy (as the log first had) was most of the dispatcher's CPU. A server's
@@ -62,6 +65,7 @@ CREATE TABLE IF NOT EXISTS edn_log_event (
     copies TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS edn_log_position (server TEXT PRIMARY KEY, acked INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS edn_log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS edn_log_upstream (dispatcher TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 """
 
 
@@ -95,6 +99,7 @@ def copy_of(server: str, seq: int | None, topic: str, event: bytes, created: flo
 class _Append:
     copies: list
     offer: object
+    upstream: tuple | None = None  # (parent dispatcher id, last seq of its batch)
     done: bool = False
     error: BaseException | None = None
     logged: dict = field(default_factory=dict)  # server -> its new copies, in seq order
@@ -148,6 +153,8 @@ class EventLog:
             else:
                 self.dispatcher_id = row[0]
         self._next: dict[str, int] = {}
+        self.upstream: dict[str, int] = {  # parent dispatcher id -> last seq logged
+            row[0]: row[1] for row in store.query("SELECT dispatcher, seq FROM edn_log_upstream")}
         self.acked: dict[str, int] = {}
         for server, acked in store.query("SELECT server, acked FROM edn_log_position"):
             self.acked[server] = acked
@@ -179,21 +186,23 @@ class EventLog:
         self.refused = 0
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, events: list[tuple[str, bytes, Sequence[str]]], offer=None) -> list[LogCopy]:
+    def append(self, events: list[tuple[str, bytes, Sequence[str]]], offer=None, *,
+               upstream: tuple[str, int] | None = None) -> list[LogCopy]:
         """Log ``events`` ((topic, event, servers): one copy per server), committed when
         this returns; ``offer(copies)`` is called once with the new :class:`LogCopy` of each
         server (a dict: server -> its copies in seq order), before any later append's (so a
         channel receives each server's copies in the order of their seqs). Returns the new
         copies. Raises :class:`LogFull` (none of ``events`` logged) when the bounds refuse
-        them.
+        them. ``upstream`` (a parent dispatcher's id, the last seq of the batch these events
+        came in) is recorded in the same transaction, even when no event has a copy.
 
         Group commit: the caller that finds no commit under way commits every append pending
         at that moment in one transaction (its own first); callers arriving meanwhile wait
         and are committed together by the next one. A lone publisher commits at once."""
         events = [e for e in events if e[2]]
-        if not events:
+        if not events and upstream is None:
             return []
-        request = _Append(events, offer)
+        request = _Append(events, offer, upstream)
         if not self.group_commit:
             with self._lock:
                 self._commit([request])
@@ -256,12 +265,22 @@ class EventLog:
                         added.append((event_id, len(servers)))
                     self.events += copies
                     self.bytes += size
-                if rows or self._acks:
+                upstream = {}
+                for request in batch:
+                    if request.upstream is not None and request.error is None:
+                        parent, seq = request.upstream
+                        upstream[parent] = max(seq, upstream.get(parent, 0))
+                if rows or self._acks or upstream:
                     with self.store.transaction() as conn:
                         self._write_acks(conn)
                         if rows:
                             conn.executemany("INSERT INTO edn_log_event(id, topic, event, "
                                              "created, copies) VALUES (?,?,?,?,?)", rows)
+                        if upstream:
+                            conn.executemany(
+                                "INSERT INTO edn_log_upstream(dispatcher, seq) VALUES (?, ?) "
+                                "ON CONFLICT(dispatcher) DO UPDATE SET "
+                                "seq = max(seq, excluded.seq)", list(upstream.items()))
             except BaseException as exc:  # nothing of this group is logged
                 self._next, self.events, self.bytes, self._next_event = saved
                 for request in batch:
@@ -269,6 +288,8 @@ class EventLog:
                     request.error = request.error or exc
                 raise
             self._left.update(added)
+            for parent, seq in upstream.items():
+                self.upstream[parent] = max(seq, self.upstream.get(parent, 0))
             self.appended += sum(n for _, n in added)
             self.commits += 1
             for request in batch:

@@ -32,7 +32,7 @@ import time
 
 from lxml import etree
 
-from route_manager.edn_wire import BATCH_DISPATCHER, BATCH_FIRST_SEQ, EVENT_BATCH
+from route_manager.edn_wire import EVENT_BATCH, batch_position
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
 from wsframework import ns
@@ -56,33 +56,6 @@ from .settings import EdnSettings
 from .summaries import RoutingSummaries
 
 __all__ = ["EdnSubscriptionManager"]
-
-_MAX_SEQ = 2 ** 62  # larger FirstSeq values are refused (SQLite integers are 64-bit)
-_MAX_DISPATCHER_ID = 200  # characters
-
-
-def _batch_position(batch) -> tuple[str | None, int | None]:
-    """The batch's (Dispatcher, FirstSeq) attributes, or (None, None) for a batch without
-    them (applied as before: no replay detection). A Sender fault for malformed ones."""
-    dispatcher = batch.get(BATCH_DISPATCHER)
-    first = batch.get(BATCH_FIRST_SEQ)
-    if dispatcher is None and first is None:
-        return None, None
-    if dispatcher is None or first is None:
-        raise sender_fault(f"an EventBatch needs both {BATCH_DISPATCHER} and {BATCH_FIRST_SEQ}, "
-                           f"or neither")
-    if not dispatcher or len(dispatcher) > _MAX_DISPATCHER_ID:
-        raise sender_fault(f"EventBatch/@{BATCH_DISPATCHER} must have 1 to "
-                           f"{_MAX_DISPATCHER_ID} characters")
-    try:
-        text = first.strip()
-        seq = int(text) if text.isdigit() and len(text) <= 20 else -1
-    except ValueError:
-        seq = -1
-    if not 1 <= seq <= _MAX_SEQ:
-        raise sender_fault(f"EventBatch/@{BATCH_FIRST_SEQ} must be an integer from 1 to "
-                           f"{_MAX_SEQ}")
-    return dispatcher, seq
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +140,7 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         if body is None or body.tag != EVENT_BATCH:
             raise sender_fault("an EventBatch message needs an edn:EventBatch body")
         action = self.default_action(entry)
-        dispatcher, first_seq = _batch_position(body)
+        dispatcher, first_seq = batch_position(body)
         # events a replayed batch holds at or below the dispatcher's position are not
         # matched again (checked again in the batch's transaction, against a concurrent copy)
         applied = self.outbox.position(dispatcher) if dispatcher is not None else 0

@@ -1,0 +1,201 @@
+"""A dispatcher as a child in a dispatch tree (paper II): ``edn serve dispatcher --parent URL``.
+
+Upwards, it is a node like a subscription server: it registers with each parent (``Kind``
+``dispatcher``), hosts the topics the parent has (as routes, passed on to the nodes below it)
+and reports, per route, one **sub-tree summary**: the union of the summaries its own
+children reported (:func:`matchers.summary.union`), cut to the precision that parent routes
+it with (:func:`matchers.summary.cut`; ``rectangles`` is the sum of its children's, so the
+parent's own cut at that precision keeps it as it is). The union covers every child's
+summary and every cut covers its input, so a parent's summary of a child covers the child's
+whole subtree: no event a leaf server's subscriptions match is ever withheld on the way
+down. Reports go out every ``tree_interval`` seconds when something changed (a burst of
+route updates below costs one report), and again to a parent that restarted, forgot this
+child, or routes it at another precision (``precision_poll``).
+
+Downwards, the parent's ``edn:EventBatch`` messages (the network credential, the parent's
+``Dispatcher`` id and ``FirstSeq``) are routed through this dispatcher's own route set and
+forwarded to its children like any publication. The parent's position is committed with the
+copies in the durable log, in the same transaction, so a batch the parent resends after a
+crash of either side is skipped up to that position: every event goes down each edge once.
+
+Several parents (``--parent URL1 --parent URL2``, several roots): the child registers and
+reports to each; a publisher publishes at any root, and each event reaches this child from
+the one root it was published at.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from urllib.parse import urlsplit
+
+from matchers.summary import Summary, cut, summary_target, union
+from wsframework import ns
+from wsframework.admin import AdminClient, carries_credential
+from wsframework.exceptions import AccessDenied, sender_fault
+from wsframework.messaging import IncomingMessage, MessageFilter
+from wsframework.namespace import EntryExists
+
+from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, batch_position
+from ..precision import PRECISE
+from ..uplink import Generations, RouteReport, Uplink
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TreeLink"]
+
+
+class TreeLink:
+    """The child side of a dispatcher with parents (``settings.parent``)."""
+
+    def __init__(self, dispatcher):
+        self.dispatcher = d = dispatcher
+        service = d.service
+        settings = d.settings
+        self.name = settings.name or urlsplit(service.base_url).netloc
+        self.uplink = Uplink(name=self.name, address=service.base_url, kind=KIND_DISPATCHER,
+                             upstreams=settings.parent, client_for=self._client,
+                             on_registered=self._host_topics, cuts=True)
+        self.generations = Generations(service.store)
+        self.interval = settings.tree_interval
+        self.precision_poll = settings.precision_poll
+        self.replayed_skipped = 0
+        self._positions: dict[str, int] = {}  # without a durable log: parent id -> last seq
+        self._parent_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        service.messaging.route("edn.parent-batch",
+                                MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
+                                              path_prefix=f"/{d.routes.kind}/"),
+                                self._on_parent_batch, priority=20)
+        d.routes.on_change(lambda event, entry: self._wake.set())
+
+    def _client(self, address: str) -> AdminClient:
+        d = self.dispatcher
+        return AdminClient(address, d.service.config.admin_token, transport=d.admin_transport)
+
+    # -- upwards: registration and sub-tree summaries ------------------------------------------
+    def _host_topics(self, parent: str, response) -> None:
+        """A parent's topics become routes here, passed on to the nodes below."""
+        d = self.dispatcher
+        for spec in response.Topic or []:
+            if spec.Name in d.routes:
+                continue
+            try:
+                d.admin.create_topic(spec.Name, spec.Matcher, spec.Options)
+                log.info("hosting topic %s of %s", spec.Name, parent)
+            except EntryExists:
+                pass
+            except Exception as exc:
+                log.error("cannot host topic %s of %s: %s", spec.Name, parent, exc)
+
+    def reports(self) -> list[RouteReport]:
+        """One report per route whose children sent summaries."""
+        d = self.dispatcher
+        out = []
+        for entry in list(d.routes.entries()):
+            matcher = entry.matcher
+            if not hasattr(matcher, "summary_of") or not len(matcher):
+                continue
+            children = tuple(matcher.filter_ids())
+            load = sum(d.loads.get(child, 0) for child in children)
+            key = (entry.uid, d.summary_version(entry.name), children, load)
+            out.append(RouteReport(entry.name, key,
+                                   lambda precision, m=matcher, c=children, n=load:
+                                   self._subtree(m, c, n, precision)))
+        return out
+
+    @staticmethod
+    def _subtree(matcher, children, load: int, precision: float):
+        """The sub-tree summary element of one route at ``precision`` and its load."""
+        summaries = [matcher.summary_of(child) for child in children]
+        rectangles = sum(matcher.rectangles_of(child) or (len(s) if s is not None else 1)
+                         for child, s in zip(children, summaries))
+        if any(s is None for s in summaries):  # a child without a summary takes everything
+            if matcher.schema is None:
+                raise ValueError("a child routes everything and the route has no schema")
+            subtree = Summary.everything(matcher.schema)
+        else:
+            subtree = union(summaries)
+            if precision < PRECISE:
+                subtree = cut(subtree, summary_target(precision, rectangles))
+        element = subtree.to_element()
+        element.set("rectangles", str(max(rectangles, len(subtree))))
+        return element, load
+
+    def step(self) -> int:
+        """One round, synchronously: register where needed, read the parents' precisions
+        when due, send the reports due; returns how many were sent."""
+        self.uplink.register_missing()
+        return self.uplink.push(self.reports(), generation=self.generations.next)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="edn-tree-uplink", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        next_poll = time.monotonic() + self.precision_poll
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + self.precision_poll
+                    self.uplink.poll_precisions()
+                self.step()
+            except Exception:
+                log.exception("sub-tree report round failed")
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -- downwards: the parents' event batches -------------------------------------------------
+    def _on_parent_batch(self, message: IncomingMessage) -> None:
+        d = self.dispatcher
+        # Only a parent sends batches (with the network's credential); a publisher publishes
+        # with the publish action, which the dispatcher routes and accounts for.
+        if not carries_credential(message, d.service.config.admin_token):
+            raise AccessDenied("an EventBatch needs the network's admin credential")
+        entry = d.entry_for(message)
+        body = message.body
+        if body is None or body.tag != EVENT_BATCH:
+            raise sender_fault("an EventBatch message needs an edn:EventBatch body")
+        parent, first_seq = batch_position(body)
+        events = [e for e in body if isinstance(e.tag, str)]
+        if parent is None:
+            d.route_events(entry, events)
+            return None
+        last_seq = first_seq + len(events) - 1
+        with self._lock_for(parent):  # one batch of a parent at a time: positions in order
+            done = self.position(parent)
+            fresh = events[max(0, done - first_seq + 1):]
+            self.replayed_skipped += len(events) - len(fresh)
+            d.route_events(entry, fresh, upstream=(parent, last_seq))
+            if d.log is None:
+                self._positions[parent] = max(last_seq, self._positions.get(parent, 0))
+        return None
+
+    def position(self, parent: str) -> int:
+        """The last seq of ``parent``'s batches routed here (0: none)."""
+        d = self.dispatcher
+        if d.log is not None:
+            return d.log.upstream.get(parent, 0)
+        return self._positions.get(parent, 0)
+
+    def _lock_for(self, parent: str) -> threading.Lock:
+        with self._locks_lock:
+            lock = self._parent_locks.get(parent)
+            if lock is None:
+                lock = self._parent_locks[parent] = threading.Lock()
+            return lock
+
+    # -- status --------------------------------------------------------------------------------
+    def figures(self) -> dict[str, object]:
+        return {"tree.name": self.name, "tree.parents": len(self.uplink.upstreams),
+                "tree.replayed_skipped": self.replayed_skipped,
+                **self.uplink.figures("tree.parent")}

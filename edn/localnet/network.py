@@ -46,24 +46,50 @@ def stats(address: str, token: str, prefix: str | None = None) -> dict[str, str]
 
 
 class LocalNetwork:
-    """``servers`` is a list of (name, partitioner, workers)."""
+    """``servers`` is a list of (name, partitioner, workers).
+
+    Topologies: ``roots`` root dispatchers (every node below registers with each; events are
+    published at the first that answers) and ``children``: child dispatcher name -> the
+    names of the servers under it (``edn serve dispatcher --parent ...``, a dispatch tree);
+    servers under no child register with the roots."""
 
     def __init__(self, data_dir: Path, servers, *, token: str, d: int = 4,
                  load_threshold: int = 20_000, sink: NotificationSink | None = None,
-                 dispatcher_args=(), keep_bodies: bool = True):
+                 dispatcher_args=(), keep_bodies: bool = True, roots: int = 1,
+                 children: dict[str, list[str]] | None = None, child_args=()):
         self.data_dir = Path(data_dir)
         self.token = token
         self.d = d
         self.own_sink = sink is None
         self.sink = sink or NotificationSink(keep_bodies=keep_bodies)
-        self.dispatcher = ServerProcess("dispatcher", data_dir=self.data_dir / "dispatcher",
-                                        admin_token=token, extra_args=list(dispatcher_args))
+        if roots < 1:
+            raise ValueError("a network needs at least one root dispatcher")
+        self.roots = [ServerProcess("dispatcher", data_dir=self.data_dir / _root_dir(k),
+                                    admin_token=token, extra_args=list(dispatcher_args))
+                      for k in range(roots)]
+        self.dispatcher = self.roots[0]
+        children = dict(children or {})
+        parent_of = {node: child for child, below in children.items() for node in below}
+        self.depth = {name: _depth(name, parent_of) for name in [*children, *parent_of]}
+        self.children: dict[str, ServerProcess] = {}
+        for name in sorted(children, key=self.depth.get):  # parents first (they start first)
+            ups = [self.children[parent_of[name]]] if name in parent_of else self.roots
+            self.children[name] = ServerProcess(
+                "dispatcher", data_dir=self.data_dir / name, admin_token=token,
+                extra_args=[*(arg for up in ups for arg in ("--parent", up.base_url)),
+                            "--name", name, *dispatcher_args, *child_args])
+        self.below: dict[str, list[str]] = {  # node ("": the roots) -> the nodes under it
+            "": [n for n in [*children, *(n for n, _, _ in servers)] if n not in parent_of],
+            **{child: list(below) for child, below in children.items()}}
         self.servers: dict[str, ServerProcess] = {}
         for name, partitioner, workers in servers:
+            child = parent_of.get(name)
+            ups = [self.children[child]] if child else self.roots
             self.servers[name] = ServerProcess(
                 "server", data_dir=self.data_dir / name, admin_token=token, workers=workers,
-                extra_args=["--dispatcher", self.dispatcher.base_url, "--name", name,
-                            "--partitioner", partitioner, "--load-threshold", str(load_threshold)])
+                extra_args=[*(arg for up in ups for arg in ("--dispatcher", up.base_url)),
+                            "--name", name, "--partitioner", partitioner,
+                            "--load-threshold", str(load_threshold)])
         self.lo = np.empty((0, d))
         self.hi = np.empty((0, d))
         self.handles: list = []
@@ -71,19 +97,29 @@ class LocalNetwork:
         self.next_event = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def dispatchers(self) -> list[ServerProcess]:
+        """Every dispatcher: the roots, then the children."""
+        return [*self.roots, *self.children.values()]
+
     def start(self) -> "LocalNetwork":
         if self.own_sink:
             self.sink.start()
-        self.dispatcher.start()
-        for server in self.servers.values():
-            server.start()
+        for process in [*self.dispatchers(), *self.servers.values()]:
+            process.start()
         self.admin = AdminClient(self.dispatcher.base_url, self.token)
-        wait_until(lambda: int(self.dispatcher_stats("servers").get("servers", 0)) == len(self.servers),
-                   what="every server registered")
+        for root in self.roots:
+            wait_until(lambda: self.registered(root) == len(self.below[""]),
+                       what=f"every node registered at {root.base_url}")
+        for name, child in self.children.items():
+            wait_until(lambda: self.registered(child) == len(self.below[name]),
+                       what=f"every server registered at {name}")
         return self
 
+    def registered(self, dispatcher: ServerProcess) -> int:
+        return int(self.node_stats(dispatcher, "servers").get("servers", 0))
+
     def close(self) -> None:
-        for process in [*self.servers.values(), self.dispatcher]:
+        for process in [*self.servers.values(), *reversed(self.dispatchers())]:
             try:
                 process.stop()
             except Exception:
@@ -104,6 +140,31 @@ class LocalNetwork:
     # -- administration ------------------------------------------------------------------------
     def dispatcher_stats(self, prefix: str | None = None) -> dict[str, str]:
         return stats(self.dispatcher.base_url, self.token, prefix)
+
+    def node_stats(self, process: ServerProcess, prefix: str | None = None) -> dict[str, str]:
+        """The GetStats figures of any dispatcher or server of the network."""
+        return stats(process.base_url, self.token, prefix)
+
+    def level_hit_ratios(self) -> list[float]:
+        """The hit ratio of each level of dispatchers, the roots first: copies the level
+        forwarded / (events published x the nodes one level down), the paper's R per level.
+        One level for a flat network; a tree adds one per depth of child dispatchers."""
+        events = copies = 0
+        for root in self.roots:
+            figures = self.node_stats(root)
+            events += int(figures.get("events_in", 0))
+            copies += int(figures.get("copies_out", 0))
+        levels = 1 + max((self.depth[name] for name in self.children), default=0)
+        if not events:
+            return [0.0] * levels
+        ratios = [copies / (events * max(1, len(self.below[""])))]
+        for level in range(1, levels):
+            at = [name for name in self.children if self.depth[name] == level]
+            below = sum(len(self.below[name]) for name in at)
+            forwarded = sum(int(self.node_stats(self.children[name], "copies_out")
+                                .get("copies_out", 0)) for name in at)
+            ratios.append(forwarded / (events * max(1, below)))
+        return ratios
 
     def server_stats(self, name: str, prefix: str | None = None) -> dict[str, str]:
         return stats(self.servers[name].base_url, self.token, prefix)
@@ -142,11 +203,14 @@ class LocalNetwork:
         self.wait_routed()
 
     def wait_routed(self, timeout: float = 60.0) -> None:
-        """Until the dispatcher's route updates account for every subscription."""
-        def total_load():
-            figures = self.dispatcher_stats("server.")
+        """Until every root's route updates account for every subscription (a child
+        dispatcher reports the load of its whole subtree)."""
+        def total_load(root):
+            figures = self.node_stats(root, "server.")
             return sum(int(v) for k, v in figures.items() if k.endswith(".load"))
-        wait_until(lambda: total_load() == len(self.handles), timeout, what="route updates")
+        for root in self.roots:
+            wait_until(lambda: total_load(root) == len(self.handles), timeout,
+                       what=f"route updates at {root.base_url}")
 
     # -- events --------------------------------------------------------------------------------
     def publish(self, points: np.ndarray, topic: str = TOPIC, *, batch: int = 50,
@@ -224,11 +288,30 @@ class LocalNetwork:
         return len(self.expected(0, event_id))
 
     def quiet(self) -> bool:
-        """Nothing queued at the dispatcher and nothing pending at any server."""
-        figures = self.dispatcher_stats("server.")
-        queued = sum(int(v) for k, v in figures.items() if k.endswith(".queued"))
-        sent = sum(int(v) for k, v in figures.items() if k.endswith(".sent"))
-        dropped = sum(int(v) for k, v in figures.items() if k.endswith(".dropped"))
-        if queued != sent + dropped:
-            return False
+        """Nothing queued at any live dispatcher and nothing pending at any server."""
+        for dispatcher in self.dispatchers():
+            if not dispatcher.alive():
+                continue
+            figures = self.node_stats(dispatcher, "server.")
+            queued = sum(int(v) for k, v in figures.items() if k.endswith(".queued"))
+            sent = sum(int(v) for k, v in figures.items() if k.endswith(".sent"))
+            dropped = sum(int(v) for k, v in figures.items() if k.endswith(".dropped"))
+            if queued != sent + dropped:
+                return False
         return all(int(self.server_stats(n, "pending").get("pending", 1)) == 0 for n in self.servers)
+
+
+def _root_dir(k: int) -> str:
+    return "dispatcher" if k == 0 else f"dispatcher-{k + 1}"
+
+
+def _depth(name: str, parent_of: dict[str, str]) -> int:
+    """1 for a node under the roots, 2 under one of their children, ..."""
+    depth, seen = 1, {name}
+    while name in parent_of:
+        name = parent_of[name]
+        if name in seen:
+            raise ValueError(f"the tree has a cycle through {name!r}")
+        seen.add(name)
+        depth += 1
+    return depth

@@ -63,6 +63,7 @@ class TreeLink:
         self._positions: dict[str, int] = {}  # without a durable log: parent id -> last seq
         self._parent_locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self._step_lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,10 +127,11 @@ class TreeLink:
         return element, load
 
     def step(self) -> int:
-        """One round, synchronously: register where needed, read the parents' precisions
-        when due, send the reports due; returns how many were sent."""
-        self.uplink.register_missing()
-        return self.uplink.push(self.reports(), generation=self.generations.next)
+        """One round, synchronously: register where needed, send the reports due; returns
+        how many were sent. Rounds never overlap (the thread's and a caller's)."""
+        with self._step_lock:
+            self.uplink.register_missing()
+            return self.uplink.push(self.reports(), generation=self.generations.next)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="edn-tree-uplink", daemon=True)
@@ -137,7 +139,12 @@ class TreeLink:
 
     def _run(self) -> None:
         next_poll = time.monotonic() + self.precision_poll
-        while not self._stop.is_set():
+        self._wake.set()  # the first round at once
+        while True:
+            self._wake.wait(min(self.interval, max(0.0, next_poll - time.monotonic())))
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + self.precision_poll
@@ -145,8 +152,6 @@ class TreeLink:
                 self.step()
             except Exception:
                 log.exception("sub-tree report round failed")
-            self._wake.wait(self.interval)
-            self._wake.clear()
 
     def stop(self) -> None:
         self._stop.set()

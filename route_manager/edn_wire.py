@@ -107,7 +107,7 @@ def batch_position(batch) -> tuple[str | None, int | None]:
         raise sender_fault(f"EventBatch/@{BATCH_DISPATCHER} must have 1 to "
                            f"{_MAX_DISPATCHER_ID} characters")
     text = first.strip()
-    seq = int(text) if text.isdigit() and len(text) <= 20 else -1
+    seq = int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else -1
     if not 1 <= seq <= _MAX_SEQ:
         raise sender_fault(f"EventBatch/@{BATCH_FIRST_SEQ} must be an integer from 1 to "
                            f"{_MAX_SEQ}")

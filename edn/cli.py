@@ -455,6 +455,9 @@ def _add_demo(sub):
                    choices=["random", "rtree", "kmeans"])
     p.add_argument("--no-repartition", action="store_true",
                    help="skip the offline re-partition of the random network")
+    p.add_argument("--topology", choices=("flat", "tree"), default="flat",
+                   help="flat: one dispatcher per partitioner (default); tree: a root, two "
+                        "child dispatchers and two servers under each (dispatch tree)")
     p.set_defaults(func=cmd_demo)
 
 

@@ -55,6 +55,9 @@ def _say(text: str) -> None:
 def run_demo(args) -> int:
     if getattr(args, "standalone", False):
         return run_standalone(args)
+    if getattr(args, "topology", "flat") == "tree":
+        from edn.tree_demo import run_tree_demo
+        return run_tree_demo(args)
     from edn.network_demo import run_network_demo
     return run_network_demo(args)
 

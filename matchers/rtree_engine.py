@@ -67,6 +67,7 @@ from .compiled_filter import CompiledFilter
 from .schema import Schema
 from .schema.extraction import standalone
 from .summary import MaximalRectangles, Summary, summary_target
+from .summary.equality import bloom_parts
 from .xpath import XPATH10_DIALECTS
 
 __all__ = ["RTreeMatchingEngine"]
@@ -293,6 +294,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         self._index = PagedBoxIndex(d)
         self._maximal = MaximalRectangles(d)
         self._summaries: dict[tuple[int, int], Summary] = {}
+        self._bloom_parts: tuple[int, Any] = (-1, None)  # (generation, bloom_parts(...))
         self._pages = _PagedBatch()
         self._index_changes = 0  # bumped by every insertion into / removal from the index
         self._singles_cache: tuple | None = None
@@ -626,15 +628,40 @@ class RTreeMatchingEngine(ReportingMatcher):
         1.0 gives the maximal rectangles (precise); fewer wanted boxes than maximal
         rectangles gives bounding boxes of STR groups of neighbouring maximal rectangles
         (:func:`~matchers.summary.str_groups`).  Summaries are cached per (generation, size).
+
+        Attributes the schema marks ``summary="bloom"`` that every rectangle tests by
+        equality (:mod:`matchers.summary.equality`) are summarized by a Bloom filter of
+        their values; the boxes are then cut from the maximal rectangles of the rectangles
+        widened to the attribute's whole range there, and the filter is the same at every
+        precision (its false-positive rate is that attribute's share of the imprecision).
+        One rectangle testing such an attribute otherwise (a range, or not at all) makes
+        the summary plain boxes there until it is removed.
         """
         target = summary_target(precision, self._table.boxes)
         key = (self._maximal.generation, target)
         cached = self._summaries.get(key)
         if cached is None:
-            mins, maxs = self._maximal.boxes_at(target)
-            cached = Summary(self.schema.dims, mins, maxs, self.schema)
+            parts = self._current_bloom_parts()
+            if parts is None:
+                mins, maxs = self._maximal.boxes_at(target)
+                cached = Summary(self.schema.dims, mins, maxs, self.schema)
+            else:
+                widened, blooms = parts
+                mins, maxs = widened.boxes_at(target)
+                cached = Summary(self.schema.dims, mins, maxs, self.schema, blooms)
             if len(self._summaries) > 16:
                 self._summaries.clear()
             self._summaries[key] = cached
         return cached
+
+    def _current_bloom_parts(self):
+        """:func:`~matchers.summary.equality.bloom_parts` of the maximal rectangles, kept
+        until they change (every precision is cut from the same widened rectangles)."""
+        generation = self._maximal.generation
+        if self._bloom_parts[0] != generation:
+            parts = None
+            if any(attribute.summary for attribute in self.schema.attributes):
+                parts = bloom_parts(self.schema, *self._maximal.maximal_boxes())
+            self._bloom_parts = (generation, parts)
+        return self._bloom_parts[1]
 

@@ -226,7 +226,21 @@ class RTreeRouteSet(Matcher):
                 "precision": routes.precision,
                 "batch_strategy": routes.choice["batch"] or "undecided",
                 "single_strategy": routes.choice["single"] or "undecided",
-                "without_summary": [s for s in routes.servers if routes.summaries[s] is None]}
+                "without_summary": [s for s in routes.servers if routes.summaries[s] is None],
+                **self._bloom_report(routes)}
+
+    def _bloom_report(self, routes: RoutingTable) -> dict[str, Any]:
+        """``bloom_dims``: dimensions some server's summary filters by a Bloom filter;
+        ``bloom_servers``: how many servers' summaries have one; ``bloom_false_positive_rate``:
+        the largest estimated rate among those filters (None without any): the share of the
+        events reaching a server's boxes whose value it never held that a filter lets by."""
+        summaries = [s for s in routes.summaries.values() if s is not None and s.blooms]
+        named = {name for summary in summaries for name in summary.blooms}
+        rates = [bloom.false_positive_rate for summary in summaries
+                 for bloom in summary.blooms.values()]
+        return {"bloom_dims": [name for name in self.dims or () if name in named],
+                "bloom_servers": len(summaries),
+                "bloom_false_positive_rate": max(rates, default=None)}
 
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:

@@ -31,6 +31,12 @@ Structure (measured; ``edn bench matchers``)
     the first :data:`CALIBRATION_POINTS` single events are kept and then routed every way;
     the fastest serves until the next change.  All give the same answer.  One global index
     beat one index per server (10 ctypes calls per event) in every measurement.
+
+Bloom filters
+    Servers whose summary has Bloom filters (:mod:`matchers.summary.bloom`) are routed by
+    their boxes like the others, then :func:`drop_bloom_misses` withdraws each event a
+    filter rejects: per Bloom dimension the batch's coordinates are hashed once, then each
+    such server tests the events its boxes took.  A table without filters skips it.
 """
 
 from __future__ import annotations
@@ -39,10 +45,11 @@ import time
 
 import numpy as np
 
+from ..summary.bloom import hash_pairs
 from .table import RoutingTable
 
 __all__ = ["CALIBRATION_POINTS", "route", "strategies", "candidates", "by_bitmaps", "by_rtree",
-           "by_scan", "by_columns", "by_cells", "fastest"]
+           "by_scan", "by_columns", "by_cells", "fastest", "drop_bloom_misses"]
 
 CALIBRATION_POINTS = 64
 _FIRST_CHUNK = 16
@@ -75,7 +82,30 @@ def route(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> list[frozenset
                 finally:
                     table.calibrating.release()
     method = strategies(m == 1).get(strategy or ("columns" if m == 1 else "scan"))
-    return table.sets(method(table, lo, hi))
+    hit = method(table, lo, hi)
+    if table.blooms:
+        drop_bloom_misses(table, lo, hi, hit)
+    return table.sets(hit)
+
+
+def drop_bloom_misses(table: RoutingTable, lo: np.ndarray, hi: np.ndarray,
+                      hit: np.ndarray) -> None:
+    """Clear ``hit[i, s]`` where a Bloom filter of server ``s`` rejects event ``i``'s
+    coordinate; an event spanning an interval on that dimension (eCube) cannot be looked up
+    and keeps its hit."""
+    hashed: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # dimension -> hashes of the batch
+    for position, filters in table.blooms:
+        events = np.flatnonzero(hit[:, position])
+        for j, bloom in filters:
+            if not len(events):
+                break
+            pair = hashed.get(j)
+            if pair is None:
+                pair = hashed[j] = hash_pairs(lo[:, j])
+            passed = bloom.contains_hashed(pair[0][events], pair[1][events])
+            passed |= lo[events, j] != hi[events, j]
+            hit[events[~passed], position] = False
+            events = events[passed]
 
 
 def strategies(single: bool) -> dict:

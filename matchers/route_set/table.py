@@ -18,6 +18,10 @@ Precision (paper IV, V-B)
     hit ratio usually falls as precision rises, but STR cuts at different sizes are not
     nested, so that is a tendency on a given workload, not a guarantee; what is guaranteed
     is hits(precise) <= hits(any cut) <= hits(no summary) for every event.
+
+    A summary's Bloom filters (:mod:`matchers.summary.bloom`) are the same at every
+    precision: cuts reduce its boxes only, so on a Bloom dimension precision means the
+    filter's false-positive rate.  At "no summary" they are not consulted either.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ class RoutingTable:
     always: np.ndarray                           # (S,) bool: servers without a summary
     bitmaps: tuple                               # per server: LazyBitmaps, or None if too big
     precision: float = PRECISE                   # the cut every summary was taken at
+    # (server position, ((dimension, BloomFilter), ...)) for the servers whose summary has
+    # Bloom filters, applied after the boxes (routing.drop_bloom_misses); () costs nothing
+    blooms: tuple = ()
     columns_lo: np.ndarray = field(init=False)   # (d, K): contiguous per dimension
     columns_hi: np.ndarray = field(init=False)
     choice: dict = field(default_factory=lambda: {"batch": None, "single": None})
@@ -175,5 +182,9 @@ def build_table(servers: tuple[str, ...], summaries: dict, cuts: SummaryCuts, d:
     maxs = np.vstack(parts_max) if parts_max else np.zeros((0, d))
     owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
     always = np.array([everything or summaries[s] is None for s in servers], dtype=bool)
+    blooms = () if everything else tuple(
+        (position, tuple(zip(summaries[server].bloom_dims, summaries[server].blooms.values())))
+        for position, server in enumerate(servers)
+        if summaries[server] is not None and summaries[server].blooms)
     return RoutingTable(servers, summaries, mins, maxs, owner, np.array(starts, dtype=np.int64),
-                        always, tuple(bitmaps), precision)
+                        always, tuple(bitmaps), precision, blooms)

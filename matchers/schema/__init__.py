@@ -12,6 +12,9 @@ A topic that routes on content declares its schema when it is created; the creat
 
 Prefixes in ``xpath`` come from the declarations in scope at each ``edn:Attribute``.  Numbers
 and dateTimes need a domain (``min`` < ``max``); strings have an implied one (below).
+A string attribute that subscriptions test by equality may ask for a Bloom-filter summary,
+``summary="bloom"`` with an optional ``falsePositiveRate="0.01"`` (see
+:class:`~.model.Attribute` and :meth:`matchers.RTreeMatchingEngine.summary`).
 
 Theory of operation
     Each attribute is one dimension of a box space.  A value has two forms:

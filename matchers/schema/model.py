@@ -30,7 +30,11 @@ from .codecs import (
 from .extraction import EventBox, EventBoxes, read_boxes, read_values, simple_step, to_event_box
 from .intervals import Interval
 
-__all__ = ["InvalidSchema", "Attribute", "Schema", "RESERVED_NAMES"]
+__all__ = ["InvalidSchema", "Attribute", "Schema", "RESERVED_NAMES", "BLOOM", "SUMMARY_KINDS"]
+
+BLOOM = "bloom"                   # an attribute summarized by a Bloom filter (Attribute.summary)
+SUMMARY_KINDS = (None, BLOOM)
+DEFAULT_FALSE_POSITIVE_RATE = 0.01  # of Attribute.false_positive_rate and Bloom summaries
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 RESERVED_NAMES = frozenset({"and", "or", "in", "exists", "not"})  # the range dialect's keywords
@@ -50,6 +54,14 @@ class Attribute:
 
     ``min``/``max`` are values (float for numbers, int microseconds for dateTimes; None for
     strings).  ``namespaces`` are sorted ``(prefix, uri)`` pairs for ``xpath``.
+
+    ``summary``: how a server summarizes this attribute for routing.  None: boxes, as every
+    attribute.  ``"bloom"`` (strings only; XML ``summary="bloom"``, with an optional
+    ``falsePositiveRate``, default 0.01): when every subscription of a server tests the
+    attribute by equality, its summary holds the values in a Bloom filter and its boxes
+    span the attribute's whole range (:meth:`matchers.RTreeMatchingEngine.summary`).  Both
+    are hints on how summaries are made, not on how events are read: they take no part in
+    equality, so a dispatcher and a server whose schemas differ only there still agree.
     """
 
     name: str
@@ -58,6 +70,8 @@ class Attribute:
     namespaces: tuple[tuple[str, str], ...] = ()
     min: float | int | None = None
     max: float | int | None = None
+    summary: str | None = field(default=None, compare=False)
+    false_positive_rate: float = field(default=DEFAULT_FALSE_POSITIVE_RATE, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -72,6 +86,7 @@ class Attribute:
         if not self.xpath or not self.xpath.strip():
             raise InvalidSchema(f"attribute {self.name!r} has no xpath")
         object.__setattr__(self, "namespaces", tuple(sorted(self.namespaces)))
+        self._check_summary()
         if self.type == STRING:
             if self.min is not None or self.max is not None:
                 raise InvalidSchema(f"attribute {self.name!r}: string attributes take no min/max "
@@ -87,6 +102,18 @@ class Attribute:
             object.__setattr__(self, "max", high)
         if not self.min < self.max:
             raise InvalidSchema(f"attribute {self.name!r}: min must be below max")
+
+    def _check_summary(self) -> None:
+        if self.summary not in SUMMARY_KINDS:
+            raise InvalidSchema(f"attribute {self.name!r}: summary {self.summary!r} is not one of "
+                                f"{', '.join(k for k in SUMMARY_KINDS if k)}")
+        if self.summary == BLOOM and self.type != STRING:
+            raise InvalidSchema(f"attribute {self.name!r}: only string attributes take "
+                                "summary=\"bloom\"")
+        rate = self.false_positive_rate
+        if not (isinstance(rate, (int, float)) and 0.0 < rate < 1.0):
+            raise InvalidSchema(f"attribute {self.name!r}: falsePositiveRate must be in (0, 1)")
+        object.__setattr__(self, "false_positive_rate", float(rate))
 
     # value -> coordinate (unclamped)
     def coordinate(self, value: Any) -> float:
@@ -262,7 +289,8 @@ class Schema:
             elif kind == DATETIME:
                 low = _parse_bound(name, "min", low, parse_datetime)
                 high = _parse_bound(name, "max", high, parse_datetime)
-            attributes.append(Attribute(name, kind, xpath, namespaces, low, high))
+            attributes.append(Attribute(name, kind, xpath, namespaces, low, high,
+                                        *_summary_hint(name, child)))
         return cls(tuple(attributes))
 
     def to_element(self, tag: str | None = None) -> etree._Element:
@@ -276,6 +304,9 @@ class Schema:
             if attribute.min is not None:
                 child.set("min", attribute.format(attribute.min))
                 child.set("max", attribute.format(attribute.max))
+            if attribute.summary is not None:
+                child.set("summary", attribute.summary)
+                child.set("falsePositiveRate", repr(attribute.false_positive_rate))
         return root
 
     @classmethod
@@ -303,6 +334,20 @@ def _uses_prefix(xpath: str, prefix: str) -> bool:
     so a schema compares equal whatever else was in scope where it was written (a literal
     that happens to contain ``prefix:`` merely keeps one binding too many)."""
     return re.search(rf"(?<![\w.\-]){re.escape(prefix)}:", xpath) is not None
+
+
+def _summary_hint(name: str, element: Any) -> tuple[str | None, float]:
+    """``(summary, false_positive_rate)`` of an ``edn:Attribute`` element."""
+    summary = element.get("summary")
+    text = element.get("falsePositiveRate")
+    if text is None:
+        return summary, DEFAULT_FALSE_POSITIVE_RATE
+    if summary != BLOOM:
+        raise InvalidSchema(f"attribute {name!r}: falsePositiveRate needs summary=\"bloom\"")
+    rate = parse_number(text)
+    if rate is None:
+        raise InvalidSchema(f"attribute {name!r}: falsePositiveRate={text!r} does not parse")
+    return summary, rate
 
 
 def _parse_bound(name: str, which: str, text: str | None, parse: Callable[[str], Any]) -> Any:

@@ -5,6 +5,15 @@ its children] into a sub-tree summary and reports it to the parent node".
 routes); :func:`cut` brings a summary down to a box budget with the STR groups every
 precision cut uses (:func:`~.cuts.str_groups`), so it still covers its input. Together they
 keep the tree's invariant: a parent's summary of a child covers the child's whole subtree.
+
+Bloom dimensions (:mod:`.bloom`)
+    A dimension keeps a Bloom filter in the union when every input either has one there or
+    has only degenerate boxes there (``lo == hi``: equality tests): the filters are ORed
+    (:func:`~.bloom.union_of`), the point values of the others inserted, and every box
+    widened on that dimension to the inputs' whole extent there (what the Bloom inputs'
+    boxes already span).  When some input has a box spanning an interval there, the union
+    has no filter on it and the boxes stay as they are: the filters' boxes alone cover what
+    the filters did (correct, less precise).  :func:`cut` keeps the filters as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .bloom import BloomFilter, union_of
 from .cuts import str_groups
 from .model import Summary
 
@@ -30,12 +40,36 @@ def union(summaries: Sequence[Summary]) -> Summary:
     schema = next((s.schema for s in summaries if s.schema is not None), None)
     mins = np.concatenate([s.mins for s in summaries], axis=0)
     maxs = np.concatenate([s.maxs for s in summaries], axis=0)
-    return Summary(dims, mins, maxs, schema)
+    blooms: dict[str, BloomFilter] = {}
+    for name in dims:
+        if not any(name in s.blooms for s in summaries):
+            continue
+        j = dims.index(name)
+        combined = _bloom_union(summaries, name, j)
+        if combined is not None and len(mins):
+            blooms[name] = combined
+            mins[:, j], maxs[:, j] = mins[:, j].min(), maxs[:, j].max()
+    return Summary(dims, mins, maxs, schema, blooms)
+
+
+def _bloom_union(summaries: Sequence[Summary], name: str, j: int) -> BloomFilter | None:
+    """The filter on dimension ``j`` (named ``name``) of the union, or None when some input
+    without a filter there has a box spanning an interval on it."""
+    filters, points = [], []
+    for summary in summaries:
+        if name in summary.blooms:
+            filters.append(summary.blooms[name])
+        elif np.array_equal(summary.mins[:, j], summary.maxs[:, j]):
+            points.append(summary.mins[:, j])
+        else:
+            return None
+    return union_of(filters, np.concatenate(points) if points else ())
 
 
 def cut(summary: Summary, boxes: int) -> Summary:
-    """``summary`` with at most ``boxes`` boxes (at least one when it has any), covering it."""
+    """``summary`` with at most ``boxes`` boxes (at least one when it has any), covering it;
+    its Bloom filters unchanged."""
     if len(summary) <= boxes:
         return summary
     mins, maxs = str_groups(summary.mins, summary.maxs, max(1, boxes))
-    return Summary(summary.dims, mins, maxs, summary.schema)
+    return Summary(summary.dims, mins, maxs, summary.schema, summary.blooms)

@@ -424,6 +424,7 @@ def cmd_status(args) -> int:
     print(f"precision {plain.get('precision')} (self-tuning "
           f"{'on' if plain.get('selftuning.on') else 'off'}), {plain.get('servers')} servers, "
           f"link cap {plain.get('link_mbps') or 'none'} Mbps")
+    _print_tree(plain)
     if "measure.events_per_s" in plain:
         m = {k.split(".", 1)[1]: v for k, v in plain.items() if k.startswith("measure.")}
         print(f"last {m['window_s']:.1f} s: {m['events_per_s']:.1f} events/s, CPU "
@@ -440,6 +441,23 @@ def cmd_status(args) -> int:
                   f"backlog {step.get('backlog', 0):+d} ({step.get('signal', '?')})  "
                   f"next {step['interval']:.1f} s  ({step['reason']})")
     return 0
+
+
+def _print_tree(plain: dict) -> None:
+    """A dispatcher's place in a dispatch tree: its child dispatchers, and its parents with
+    the precision each routes it at (each level tunes its own precision)."""
+    children = sorted(k.split(".")[1] for k, v in plain.items()
+                      if k.startswith("server.") and k.endswith(".kind") and v == "dispatcher")
+    if children:
+        print(f"child dispatchers: {', '.join(children)}")
+    if "tree.name" not in plain:
+        return
+    for index in range(int(plain.get("tree.parents", 0))):
+        key = f"tree.parent.{index}"
+        print(f"child {plain['tree.name']} of {plain.get(key + '.address')}: "
+              f"{'registered' if plain.get(key + '.registered') else 'NOT registered'}, "
+              f"routed at precision {plain.get(key + '.precision')}, "
+              f"{plain.get(key + '.routes')} routes reported")
 
 
 def _add_demo(sub):

@@ -115,3 +115,16 @@ def test_a_child_killed_mid_flow_loses_and_repeats_nothing(tree):
     first, last = result["range"]
     expected = tree.wait_delivered(first, last, timeout=120)
     assert tree.received(first, last) == expected
+
+
+def test_edn_status_shows_each_level_and_what_its_parent_asks(tree):
+    import subprocess
+    import sys
+    run = lambda url: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "edn.cli", "status", "--at", url, "--admin-token", ADMIN_TOKEN],
+        capture_output=True, text=True, timeout=60)
+    root = run(tree.dispatcher.base_url)
+    assert root.returncode == 0, root.stderr
+    assert "child dispatchers: c1, c2" in root.stdout
+    grandchild = run(tree.children["g1"].base_url)
+    assert f"child g1 of {tree.children['c1'].base_url}: registered" in grandchild.stdout

@@ -12,9 +12,12 @@ summary manager that keeps the maximal rectangles they are cut from::
 
 Modules: :mod:`.model` (:class:`Summary` and its ``edn:Summary`` wire form), :mod:`.cuts`
 (:func:`summary_target`, :func:`str_groups`: a summary at a box budget), :mod:`.maximal`
-(:class:`MaximalRectangles`), :mod:`.union` (sub-tree summaries: :func:`union`, :func:`cut`).
+(:class:`MaximalRectangles`), :mod:`.union` (sub-tree summaries: :func:`union`, :func:`cut`),
+:mod:`.bloom` (:class:`BloomFilter`: a summary's filter of the values of an attribute tested by
+equality) and :mod:`.equality` (when and how a server's summary uses one).
 """
 
+from .bloom import BloomFilter
 from .cuts import str_groups, summary_target
 from .maximal import MaximalRectangles
 from .model import MAX_SUMMARY_BOXES, SUMMARY_DIALECT, Summary
@@ -24,6 +27,7 @@ __all__ = [
     "SUMMARY_DIALECT",
     "MAX_SUMMARY_BOXES",
     "Summary",
+    "BloomFilter",
     "MaximalRectangles",
     "str_groups",
     "summary_target",

@@ -83,10 +83,15 @@ class DispatcherSettings(Settings):
                                    "parents (changes in between are coalesced)")
     precision_poll: float = setting(1.0, "seconds between readings of the precision each "
                                     "parent routes this dispatcher with")
+    tree_report_max_bytes: int = setting(2 << 20, "largest sub-tree summary sent to a parent, "
+                                         "bytes of boxes (a larger union is cut to fit, still "
+                                         "covering it; keep it under the parents' --max-body)")
 
     def validate(self) -> None:
         if self.tree_interval <= 0 or self.precision_poll <= 0:
             raise ValueError("tree_interval and precision_poll must be > 0")
+        if self.tree_report_max_bytes < 1024:
+            raise ValueError("tree_report_max_bytes must be at least 1024")
         if self.link_mbps is not None and self.link_mbps < 0:
             raise ValueError("link_mbps must not be negative")
         if self.queue_capacity < 1 or self.batch_max < 1 or self.batch_max_bytes < 1:

@@ -59,6 +59,7 @@ class TreeLink:
         self.generations = Generations(service.store)
         self.interval = settings.tree_interval
         self.precision_poll = settings.precision_poll
+        self.max_report_bytes = settings.tree_report_max_bytes
         self.replayed_skipped = 0
         self._positions: dict[str, int] = {}  # without a durable log: parent id -> last seq
         self._parent_locks: dict[str, threading.Lock] = {}
@@ -108,9 +109,10 @@ class TreeLink:
                                    self._subtree(m, c, n, precision)))
         return out
 
-    @staticmethod
-    def _subtree(matcher, children, load: int, precision: float):
-        """The sub-tree summary element of one route at ``precision`` and its load."""
+    def _subtree(self, matcher, children, load: int, precision: float):
+        """The sub-tree summary element of one route at ``precision`` and its load. A union
+        larger than ``tree_report_max_bytes`` is cut to fit (a report the parent refused
+        for its size would leave the subtree without routes)."""
         summaries = [matcher.summary_of(child) for child in children]
         rectangles = sum(matcher.rectangles_of(child) or (len(s) if s is not None else 1)
                          for child, s in zip(children, summaries))
@@ -122,6 +124,10 @@ class TreeLink:
             subtree = union(summaries)
             if precision < PRECISE:
                 subtree = cut(subtree, summary_target(precision, rectangles))
+            # base64 float64 coordinates: 2 x d x 8 bytes x 4/3 per box
+            fits = self.max_report_bytes * 3 // (64 * max(1, subtree.d))
+            if len(subtree) > fits:
+                subtree = cut(subtree, max(1, fits))
         element = subtree.to_element()
         element.set("rectangles", str(max(rectangles, len(subtree))))
         return element, load

@@ -230,3 +230,20 @@ def test_sub_tree_union_and_cut_cover_their_inputs():
     for part in parts:
         for lo, hi in zip(part.mins, part.maxs):
             assert whole.contains_box(lo, hi) and coarse.contains_box(lo, hi)
+
+
+def test_a_union_too_large_for_the_parent_is_cut_to_fit_and_still_covers(tree):
+    root, child, transport, _ = grown(tree)
+    child.dispatcher.tree.max_report_bytes = 1024  # 24 boxes of d = 2 (43 bytes each)
+    rng = np.random.default_rng(5)
+    lo = rng.uniform(0, 9, size=(100, 2))
+    parsed = Summary.from_element(box_summary([0, 0], [1, 1]))
+    big = Summary(parsed.dims, lo, lo + 0.5, parsed.schema)
+    admin(CHILD, transport).call(edn_wire.UpdateSummary(
+        Server="s1", Route="grid", Generation=5, Load=100, Summary=big.to_element()))
+    assert child.dispatcher.tree.step() == 1
+    reported = root.dispatcher.routes.get("grid").matcher.summary_of("c1")
+    assert len(reported) <= 24
+    for box_lo, box_hi in zip(big.mins, big.maxs):
+        assert reported.contains_box(box_lo, box_hi)
+    assert reported.covers([8, 8])  # s2's box too

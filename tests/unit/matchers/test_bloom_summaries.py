@@ -9,7 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, RTreeRouteSet, Schema, Summary
+from matchers import (
+    FilterSpec,
+    InvalidFilter,
+    RTreeMatchingEngine,
+    RTreeRouteSet,
+    Schema,
+    Summary,
+)
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute, InvalidSchema
 from matchers.schema.codecs import string_coordinate

@@ -137,7 +137,7 @@ def post(app: WsgiApplication, path: str, payload: bytes) -> str:
 def reference_handler(manager):
     """The server's event path before batch matching: per event a deep copy (the event
     becomes the root of its own document), ``match_event`` and ``tostring``."""
-    from subscription_manager.edn.manager import _batch_position
+    from route_manager.edn_wire import batch_position as _batch_position
     from wsframework.admin import carries_credential
     from wsframework.exceptions import AccessDenied, sender_fault
 

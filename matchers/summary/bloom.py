@@ -104,8 +104,8 @@ class BloomFilter:
 
     def __init__(self, bits: int, hashes: int, values: int, data: Any) -> None:
         bits, hashes, values = int(bits), int(hashes), int(values)
-        if bits < 8 or bits & (bits - 1) or bits > MAX_BITS:
-            raise ValueError(f"bits must be a power of two in [8, {MAX_BITS}], got {bits}")
+        if bits < MIN_BITS or bits & (bits - 1) or bits > MAX_BITS:
+            raise ValueError(f"bits must be a power of two in [{MIN_BITS}, {MAX_BITS}], got {bits}")
         if not 1 <= hashes <= MAX_HASHES:
             raise ValueError(f"hashes must be in [1, {MAX_HASHES}], got {hashes}")
         if not 0 <= values <= MAX_VALUES:
@@ -149,8 +149,8 @@ class BloomFilter:
         bits = int(bits)
         if bits == self.bits:
             return self
-        if bits < 8 or bits & (bits - 1) or bits > MAX_BITS:
-            raise ValueError(f"bits must be a power of two in [8, {MAX_BITS}], got {bits}")
+        if bits < MIN_BITS or bits & (bits - 1) or bits > MAX_BITS:
+            raise ValueError(f"bits must be a power of two in [{MIN_BITS}, {MAX_BITS}], got {bits}")
         data = self._bytes
         if bits < self.bits:
             data = np.bitwise_or.reduce(data.reshape(self.bits // bits, bits // 8), axis=0)

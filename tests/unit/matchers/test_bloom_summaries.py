@@ -9,18 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from matchers import (
-    FilterSpec,
-    InvalidFilter,
-    RTreeMatchingEngine,
-    RTreeRouteSet,
-    Schema,
-    Summary,
-)
+from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, RTreeRouteSet
 from matchers.ranges import RANGES_DIALECT
-from matchers.schema import Attribute, InvalidSchema
+from matchers.schema import Attribute, InvalidSchema, Schema
 from matchers.schema.codecs import string_coordinate
-from matchers.summary import BloomFilter, cut, union
+from matchers.summary import BloomFilter, Summary, cut, union
 from matchers.summary.bloom import MAX_BITS, union_of
 from wsframework.ns import EDN
 

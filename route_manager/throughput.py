@@ -15,6 +15,10 @@ operating points when the outgoing link is the downstream bottleneck, eqs. (1)/(
 (2)/(6): RTP_p^o = T_dp / (R_o T_l), RTP_n^o = 1 / R_o; when the servers are:
 RTP_p^s = T_dp / T_do, RTP_n^s = T_sn / (R_o T_so).
 
+Dispatch trees (:func:`tree_throughput`, ``docs/tree-throughput.md``): every node is eq. (3)
+over its own fan-out, applied to the share of published events its parent forwards to it; the
+network's throughput is min over nodes of TP_node / share_node.
+
 Units: seconds, bytes, bytes per second. ``T_d`` is per server per event, as in the paper
 (the router's per-event time divided by N_s). Missing components (no T_s, no B) are
 treated as unbounded.
@@ -184,3 +188,150 @@ def operating_points(samples: Iterable[tuple[float | None, float, float]]) -> li
         points.append(OperatingPoint(key, sum(v[0] for v in values) / len(values),
                                      min(1.0, sum(v[1] for v in values) / len(values))))
     return points
+
+
+# -- dispatch trees (docs/tree-throughput.md) ------------------------------------------------
+#
+# A node of a dispatch tree (a dispatcher at any level, or a leaf server) is eq. (3) applied to
+# the events it sees: a child sees only the share of published events its parent forwards to
+# it, routes them over its own fan-out with its own T_f, T_d, T_c and hit ratio, and its
+# outgoing link carries R N copies per event it sees (eq. 4). Expressed per *published*
+# event, every cost is multiplied by that share; the network's throughput is the minimum over
+# nodes and links. A leaf server is a node with no fan-out whose T_f is its cost per copy
+# received (T_s F of the appendix).
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """One node of a dispatch tree with its measured parameters.
+
+    ``share``: the events this node sees per event published at the root (1 at the root;
+    for a child, the copies its parent forwarded to it / events published). ``hit_ratio``:
+    copies this node forwards / (events it sees x ``fan_out``). Times in seconds per event it
+    sees (``t_d`` per event per node below, as the paper's T_d); ``bandwidth`` (bytes/s) and
+    ``message_size`` (bytes per copy), both or neither, bound its outgoing link.
+    """
+
+    name: str
+    level: int                 # 0: the root; 1: its children; ...
+    fan_out: int               # nodes directly below (0: a leaf server)
+    t_f: float = 0.0
+    t_d: float = 0.0
+    t_c: float = 0.0
+    hit_ratio: float = 0.0
+    share: float = 1.0
+    bandwidth: float | None = None
+    message_size: float | None = None
+
+    def __post_init__(self):
+        if self.level < 0 or self.fan_out < 0:
+            raise ValueError("level and fan-out cannot be negative")
+        if min(self.t_f, self.t_d, self.t_c) < 0:
+            raise ValueError("times must be non-negative")
+        if not 0 <= self.hit_ratio <= 1 or not 0 <= self.share <= 1:
+            raise ValueError("a hit ratio and a share lie in [0, 1]")
+        if (self.bandwidth is None) != (self.message_size is None):
+            raise ValueError("give both bandwidth and message size, or neither")
+
+    @property
+    def cost(self) -> float:
+        """CPU seconds per event this node sees: eq. (3)'s denominator over its fan-out."""
+        n = self.fan_out
+        return self.t_f + self.t_d * n + self.t_c * self.hit_ratio * n
+
+    @property
+    def copies(self) -> float:
+        """Copies sent down per event this node sees, R N."""
+        return self.hit_ratio * self.fan_out
+
+    @property
+    def tp_cpu(self) -> float:
+        """Events per second *this node sees* that its CPU allows, 1 / cost (eq. 3)."""
+        return _inverse(self.cost)
+
+    @property
+    def tp_link(self) -> float:
+        """Events per second this node sees that its outgoing link allows, B / (R S_m N)."""
+        if not self.bandwidth:
+            return INF
+        return _inverse(self.copies * self.message_size / self.bandwidth)
+
+
+@dataclass(frozen=True)
+class TreePrediction:
+    """Per-node bounds in *published* events per second, the network's throughput and the
+    node (and resource) that bounds it."""
+
+    nodes: tuple[TreeNode, ...]
+    cpu: dict[str, float]        # name -> published events/s its CPU allows
+    link: dict[str, float]       # name -> published events/s its outgoing link allows
+    pool: float = INF            # the shared-machine bound (see tree_throughput's ``cores``)
+
+    @property
+    def throughput(self) -> float:
+        return min(self.pool, *self.cpu.values(), *self.link.values())
+
+    @property
+    def bottleneck(self) -> str:
+        """``"NAME cpu"``, ``"NAME link"`` or ``"shared cpu"``; ties go to the higher level
+        (the root first: it is what the tree is there to relieve)."""
+        bounds = [(tp, node.level, f"{node.name} {kind}") for node in self.nodes
+                  for kind, tp in (("cpu", self.cpu[node.name]), ("link", self.link[node.name]))]
+        if self.pool < INF:
+            bounds.append((self.pool, -1, "shared cpu"))
+        return min(bounds, key=lambda b: (b[0], b[1]))[2]
+
+    def cpu_per_event(self) -> dict[str, float]:
+        """Each node's CPU seconds per published event (share x cost)."""
+        return {node.name: node.share * node.cost for node in self.nodes}
+
+
+def _scaled(tp: float, share: float) -> float:
+    """A node's bound in events it sees, as published events per second."""
+    if share <= 0:
+        return INF
+    return tp / share
+
+
+def tree_throughput(nodes: Iterable[TreeNode], *, cores: float | None = None,
+                    other_cpu_per_event: float = 0.0) -> TreePrediction:
+    """The throughput model of a dispatch tree: every node's CPU (eq. 3 over its own fan-out)
+    and outgoing link (eq. 4) as a bound on published events per second, TP_n / share_n, and
+    the network's throughput, the minimum of them.
+
+    ``cores``: when every process shares one machine of that many cores (as on a test box),
+    also bound the whole by cores / (sum of share_n x cost_n + ``other_cpu_per_event``, e.g.
+    the publishers' CPU per event): the dedicated-CPU bounds alone overestimate a CPU-starved
+    machine. A flat network is a single root node with ``fan_out = N_s``: eq. (3) and (4).
+    """
+    nodes = tuple(nodes)
+    if not nodes:
+        raise ValueError("a tree has at least one node")
+    names = [node.name for node in nodes]
+    if len(set(names)) != len(names):
+        raise ValueError("node names must be unique")
+    cpu = {node.name: _scaled(node.tp_cpu, node.share) for node in nodes}
+    link = {node.name: _scaled(node.tp_link, node.share) for node in nodes}
+    pool = INF
+    if cores is not None:
+        if cores <= 0:
+            raise ValueError("cores must be positive")
+        pool = _inverse((sum(node.share * node.cost for node in nodes) + other_cpu_per_event)
+                        / cores)
+    return TreePrediction(nodes, cpu, link, pool)
+
+
+def tree_level_hit_ratios(nodes: Iterable[TreeNode]) -> list[float]:
+    """The hit ratio of each level of dispatchers, the root's first: copies forwarded at
+    level l / (events published x nodes at level l + 1), i.e. the sum over the level's nodes
+    of share x R x N, divided by the fan-out of the whole level. Leaves (fan-out 0) have no
+    level of their own."""
+    levels: dict[int, list[TreeNode]] = {}
+    for node in nodes:
+        if node.fan_out:
+            levels.setdefault(node.level, []).append(node)
+    out = []
+    for level in sorted(levels):
+        below = sum(node.fan_out for node in levels[level])
+        out.append(sum(node.share * node.copies for node in levels[level]) / below)
+    return out

@@ -10,13 +10,15 @@ HTML, and no HTTP 500 to a malformed message unless the SOAP bindings prescribe 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hypothesis import HealthCheck, settings
 
-from benchmarks.fuzz import Message, Recorder, record_seeds, spec_500
+from benchmarks.fuzz import Message, record_seeds, spec_500
 from tests.support.edn import DISPATCHER, Network, server_url
 from tests.support.eventing import BASE, SINK, TOKEN, Harness
+from route_manager.dispatcher import build_dispatcher
+from wsframework.service import ServiceConfig
 from wsframework.soap import parse_envelope
 from wsframework.xmlparse import ParserLimits
 from wsframework.wsgi import WsgiApplication
@@ -86,15 +88,27 @@ def check_answer(answer: Answer, *, malformed: bool = True, method: str = "POST"
     assert answer.status < 500 or answer.status == 500, answer
 
 
+CHILD = "http://child.test"  # a child dispatcher of the network's dispatcher (dispatch tree)
+
+
 class Roles:
-    """The four in-process roles, their WSGI applications and the recorded seeds."""
+    """The in-process roles (a source, a dispatcher, two servers, and a child dispatcher of
+    that dispatcher), their WSGI applications and the recorded seeds."""
 
     def __init__(self, tmp_path):
         self.harness = Harness(tmp_path / "source", topics=())
         self.network = Network(tmp_path / "edn", partitioners=("rtree", "rtree"))
         self.network.create_topic("grid")
+        self.child = build_dispatcher(
+            ServiceConfig(CHILD, tmp_path / "child", TOKEN, role="dispatcher",
+                          settings={"parent": DISPATCHER, "name": "child", "self_tuning": "off",
+                                    "tree_interval": "3600", "precision_poll": "3600"}),
+            transport=self.network.transport)
+        self.network.transport.mount(CHILD, self.child)
+        self.child.dispatcher.tree.step()  # registered at the dispatcher, hosting grid
         self.apps = {"source": WsgiApplication(self.harness.service),
-                     "dispatcher": WsgiApplication(self.network.dispatcher_service)}
+                     "dispatcher": WsgiApplication(self.network.dispatcher_service),
+                     "child": WsgiApplication(self.child)}
         for i, service in enumerate(self.network.servers):
             self.apps[f"s{i}"] = WsgiApplication(service)
         seeds = record_seeds(self.harness.transport, token=TOKEN, sink_url=SINK, source=BASE)
@@ -102,6 +116,9 @@ class Roles:
                               servers={f"s{i}": server_url(i) for i in range(2)},
                               dispatcher=DISPATCHER)
         self.seeds = [s for s in seeds if s.target in self.apps]
+        # the child has no recorded session: the dispatcher's admin seeds, sent to it
+        self.seeds += [replace(s, target="child") for s in list(self.seeds)
+                       if s.target == "dispatcher" and s.kind in ("admin", "edn-wire")]
         self.by_kind: dict[str, list[Message]] = {}
         for seed in self.seeds:
             self.by_kind.setdefault(seed.kind, []).append(seed)
@@ -118,5 +135,5 @@ class Roles:
 
     def close(self) -> None:
         self.harness.close()
-        for service in [*self.network.servers, self.network.dispatcher_service]:
+        for service in [self.child, *self.network.servers, self.network.dispatcher_service]:
             service.close()

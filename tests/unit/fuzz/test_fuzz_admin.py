@@ -19,7 +19,7 @@ from wsframework.admin.registry import action_for
 from wsframework.exceptions import RECEIVER, SENDER
 from wsframework.soap import SoapVersion, build_envelope, parse_envelope
 
-ROLES = st.sampled_from(["source", "dispatcher", "s0", "s1"])
+ROLES = st.sampled_from(["source", "dispatcher", "s0", "s1", "child"])
 TEXT = (st.text(max_size=80) | st.randoms(use_true_random=False).map(hostile_values)
         | st.sampled_from(["stocks", "grid", "boxes", "s0", "s1", "fuzz", "a/b", "..", ""]))
 NUMBER = st.integers(-2**70, 2**70) | st.sampled_from([0, 1, 2**31 - 1, 2**31, -1])
@@ -75,8 +75,10 @@ CONTRACTS = st.one_of(
     st.builds(lambda t, a, i: edn_wire.MoveSubscriptions(Topic=_clean(t), Target=_clean(a),
                                                          Id=[_clean(x) or "x" for x in i]),
               TEXT, TEXT, st.lists(TEXT, min_size=1, max_size=3)),
-    st.builds(lambda n, a: edn_wire.RegisterServer(Name=_clean(n), Address=_clean(a)),
-              st.sampled_from(["fuzz-peer", "zz"]) | TEXT, st.sampled_from(["http://fuzz.test", "x"]) | TEXT),
+    st.builds(lambda n, a, k: edn_wire.RegisterServer(Name=_clean(n), Address=_clean(a),
+                                                      Kind=None if k is None else _clean(k)),
+              st.sampled_from(["fuzz-peer", "zz"]) | TEXT, st.sampled_from(["http://fuzz.test", "x"]) | TEXT,
+              st.none() | st.sampled_from(["server", "dispatcher", "router", ""]) | TEXT),
     st.builds(lambda p: edn_wire.ListServers(Prefix=_clean(p)), TEXT),
     st.builds(lambda n, m: edn_wire.CreateRoute(Name=_clean(n), Matcher=m), TEXT,
               st.none() | st.sampled_from([ns.MATCHER_RTREE_ROUTE_SET, "urn:nope"])),

@@ -21,7 +21,7 @@ CONTENT_TYPES = st.sampled_from([
     "text/xml; charset=utf-16", "text/html", "application/json", "", "application/soap+xml;;"])
 PATHS = st.sampled_from(["/", "/admin", "/topics/stocks", "/topics/grid", "/topics/boxes",
                          "/subscriptions", "/topics/nosuch", "/topics/../admin", "/\x00"])
-ROLES = st.sampled_from(["source", "dispatcher", "s0", "s1"])
+ROLES = st.sampled_from(["source", "dispatcher", "s0", "s1", "child"])
 
 
 @FUZZ

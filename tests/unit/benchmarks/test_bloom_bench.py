@@ -16,3 +16,6 @@ def test_quick_bloom_comparison():
     assert figures["boxes_p1_hit_ratio"] == exact  # degenerate boxes are exact here
     assert figures["bloom_p1_summary_bytes"] < figures["boxes_p1_summary_bytes"]
     assert 0 < figures["bloom_false_positive_rate"] < 0.01
+    # placed by symbol, a Bloom summary keeps its precision where box cuts merge symbols
+    assert figures["by_symbol_exact_hit_ratio"] <= figures["by_symbol_bloom_p0.1_hit_ratio"] \
+        < figures["by_symbol_boxes_p0.1_hit_ratio"]

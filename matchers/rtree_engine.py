@@ -646,9 +646,8 @@ class RTreeMatchingEngine(ReportingMatcher):
                 mins, maxs = self._maximal.boxes_at(target)
                 cached = Summary(self.schema.dims, mins, maxs, self.schema)
             else:
-                widened, blooms = parts
-                mins, maxs = widened.boxes_at(target)
-                cached = Summary(self.schema.dims, mins, maxs, self.schema, blooms)
+                mins, maxs = parts.boxes_at(target)
+                cached = Summary(self.schema.dims, mins, maxs, self.schema, parts.blooms)
             if len(self._summaries) > 16:
                 self._summaries.clear()
             self._summaries[key] = cached

@@ -16,6 +16,9 @@
 Filter ids are server ids; a "filter" is the server's routing summary (dialect
 :data:`~matchers.summary.SUMMARY_DIALECT`: an ``edn:Summary`` as the filter's element
 content or as its text).  Adding a filter for a known server replaces its summary.
+A summary with Bloom filters (:mod:`matchers.summary.bloom`) routes an event to its
+server only when its boxes hold the event and its filters hold the event's values;
+``describe()`` reports ``bloom_dims``, ``bloom_servers`` and ``bloom_false_positive_rate``.
 
 Modules: :mod:`.matcher` (:class:`RTreeRouteSet`), :mod:`.table` (one immutable table per
 precision, and the summary cuts it is built from: "Precision" there), :mod:`.routing` (the

@@ -27,14 +27,36 @@ Precision
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Mapping
+
 import numpy as np
 
 from ..schema import Schema
 from ..schema.model import BLOOM
 from .bloom import BloomFilter
+from .cuts import str_groups
 from .maximal import MaximalRectangles
 
-__all__ = ["bloom_dimensions", "bloom_parts"]
+__all__ = ["BloomParts", "bloom_dimensions", "bloom_parts"]
+
+
+@dataclass(frozen=True, eq=False)
+class BloomParts:
+    """The maximal rectangles of a server's rectangles widened on the Bloom dimensions
+    (``mins``/``maxs``) and the filter of each such dimension's values (``blooms``)."""
+
+    mins: np.ndarray
+    maxs: np.ndarray
+    blooms: Mapping[str, BloomFilter]
+
+    def boxes_at(self, target: int) -> tuple[np.ndarray, np.ndarray]:
+        """About ``target`` boxes covering them, as :meth:`MaximalRectangles.boxes_at`."""
+        if target <= 0 or not len(self.mins):
+            return self.mins[:0], self.maxs[:0]
+        if len(self.mins) <= target:
+            return self.mins, self.maxs
+        return str_groups(self.mins, self.maxs, target)
 
 
 def bloom_dimensions(schema: Schema, mins: np.ndarray, maxs: np.ndarray) -> tuple[int, ...]:
@@ -46,11 +68,9 @@ def bloom_dimensions(schema: Schema, mins: np.ndarray, maxs: np.ndarray) -> tupl
                  if attribute.summary == BLOOM and np.array_equal(mins[:, j], maxs[:, j]))
 
 
-def bloom_parts(schema: Schema, mins: np.ndarray, maxs: np.ndarray
-                ) -> tuple[MaximalRectangles, dict[str, BloomFilter]] | None:
-    """From a server's maximal rectangles ``mins``/``maxs``: the maximal rectangles of the
-    boxes widened on every Bloom dimension, and a filter of the values per such dimension;
-    None when no dimension qualifies (:func:`bloom_dimensions`)."""
+def bloom_parts(schema: Schema, mins: np.ndarray, maxs: np.ndarray) -> BloomParts | None:
+    """From a server's maximal rectangles ``mins``/``maxs``: its :class:`BloomParts`, or None
+    when no dimension qualifies (:func:`bloom_dimensions`)."""
     dims = bloom_dimensions(schema, mins, maxs)
     if not dims:
         return None
@@ -62,6 +82,25 @@ def bloom_parts(schema: Schema, mins: np.ndarray, maxs: np.ndarray
         # the attribute's range, and any value outside it (a bulk-loaded box at NULL)
         wide_mins[:, j] = min(schema.domain_lo[j], mins[:, j].min())
         wide_maxs[:, j] = max(schema.domain_hi[j], maxs[:, j].max())
-    maximal = MaximalRectangles(schema.d)
-    maximal.load(np.arange(len(mins)), wide_mins, wide_maxs)
-    return maximal, blooms
+    keep = _maximal(wide_mins, wide_maxs, [j for j in range(schema.d) if j not in dims])
+    return BloomParts(wide_mins[keep], wide_maxs[keep], blooms)
+
+
+def _maximal(mins: np.ndarray, maxs: np.ndarray, free: list[int]) -> np.ndarray:
+    """Positions of the maximal boxes (the first of identical ones) when the boxes agree on
+    every dimension but ``free``: only those decide who covers whom."""
+    n = len(mins)
+    if not free:
+        return np.zeros(1, dtype=np.int64)
+    if len(free) == 1:
+        # Intervals: sorted by low end, longest first, an interval is covered exactly when
+        # one before it reaches as high (O(n log n), where the general search below pairs
+        # each box with every box whose low end lies in its window: ~150 ms at 5,000).
+        lows, highs = mins[:, free[0]], maxs[:, free[0]]
+        order = np.lexsort((np.arange(n), -highs, lows))
+        reach = np.maximum.accumulate(highs[order])
+        covered = np.r_[False, reach[:-1] >= highs[order][1:]]
+        return np.sort(order[~covered])
+    maximal = MaximalRectangles(len(free))
+    maximal.load(np.arange(n), mins[:, free], maxs[:, free])
+    return maximal.maximal_rows()

@@ -259,3 +259,16 @@ def test_union_inserts_point_values_and_drops_the_filter_for_intervals():
     loose = union([bloomed, ranged])
     assert not loose.blooms and loose.covers(_point("GE", 15)) and loose.covers(_point("B", 60))
     assert cut(combined, 1).blooms == combined.blooms
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 6)), min_size=1, max_size=60))
+def test_interval_sweep_finds_the_maximal_rectangles(intervals):
+    from matchers.summary.equality import _maximal
+    from matchers.summary.maximal import MaximalRectangles
+
+    mins = np.array([[low, 0.5] for low, _ in intervals], dtype=float)
+    maxs = np.array([[low + width, 0.5] for low, width in intervals], dtype=float)
+    general = MaximalRectangles(2)
+    general.load(np.arange(len(mins)), mins, maxs)
+    assert _maximal(mins, maxs, [0]).tolist() == general.maximal_rows().tolist()

@@ -5,9 +5,10 @@ Workload: ``symbols`` ticker symbols (distinct 4-letter strings) with Zipf popul
 each subscription is ``symbol = S and low <= price <= low + width`` (S by popularity, price
 in [0, 100], width uniform in [1, 20]); subscriptions are spread over the servers at random
 (the figures without prefix) or by symbol (``by_symbol_*``: every subscription to a symbol
-on one server, as a partitioner clustering on the symbol would place them); events draw their symbol from the same popularity and their price uniformly.  Full size:
-10 servers x 10,000 subscriptions, 5,000 symbols, 5,000 events; ``quick``: 4 x 1,000, 500
-symbols, 1,000 events.
+on one server, as a partitioner clustering on the symbol would place them); events draw
+their symbol from the same popularity and their price uniformly.  Full size: 10 servers x
+10,000 subscriptions, 5,000 symbols, 5,000 events; ``quick``: 4 x 1,000, 500 symbols, 1,000
+events.
 
 Each server is the real engine (:class:`~matchers.RTreeMatchingEngine`, bulk-loaded) under
 a schema with ``summary="bloom"`` on the symbol and under the same schema without it; the

@@ -663,4 +663,3 @@ class RTreeMatchingEngine(ReportingMatcher):
                 parts = bloom_parts(self.schema, *self._maximal.maximal_boxes())
             self._bloom_parts = (generation, parts)
         return self._bloom_parts[1]
-

@@ -64,7 +64,7 @@ class ServerAdmin:
         figures: dict[str, object] = dict(self.counters)
         figures.update(self.edn_counters)
         figures["load"] = self.load()
-        figures["registered"] = int(self.network.registered.is_set())
+        figures.update(self.network.figures())
         figures["leader"] = int(self.network.election.held)
         figures["peers"] = len(self.peers.servers())
         figures["forwarding_records"] = self.mover.forwarding.count()

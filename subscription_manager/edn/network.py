@@ -1,16 +1,24 @@
-"""A subscription server's conversation with the network: registration with the dispatcher,
-route updates (its summaries), and the periodic peer exchange of subscription-routing
-summaries (paper II, III-A, V-A).
+"""A subscription server's conversation with the network: registration with the root
+dispatchers, route updates (its summaries), and the periodic peer exchange of
+subscription-routing summaries (paper II, III-A, V-A).
+
+A server registers with, and reports every summary to, each of its root dispatchers
+(``edn serve server --dispatcher URL1 --dispatcher URL2``) through one
+:class:`route_manager.uplink.Uplink`: each root is independent, so one that is down or
+refuses never holds back the others, and a root that answers again, or restarted without our
+registration, is registered again and gets every summary. Publishers may publish at any
+root; each event is routed by the root it was published at, with the same summaries.
 
 Every step is a plain method, so tests run them synchronously (:meth:`NetworkAgent.step`);
 :meth:`NetworkAgent.start` runs them in two background threads:
 
-* **summaries**: register (retrying with backoff until the dispatcher answers), then every
-  ``summary_interval`` seconds send an ``UpdateSummary`` for each topic whose summary (or
-  load) changed since the last one sent: N subscribes in a burst cost one or a few route
-  updates, never one each;
-* **peers**: every ``peer_interval`` seconds refresh the peer list (``ListServers``) and send
-  each peer a ``PeerUpdate`` per topic (when something changed, and at least every
+* **summaries**: register where not registered yet (retrying each root with backoff until it
+  answers), then every ``summary_interval`` seconds send an ``UpdateSummary`` for each topic
+  whose summary (or load) changed since the last one that root accepted: N subscribes in a
+  burst cost one or a few route updates per root, never one each;
+* **peers**: every ``peer_interval`` seconds ask every registered root for the servers it
+  knows (``ListServers``; a root that does not list us forgot us: we register there again)
+  and send each peer a ``PeerUpdate`` per topic (when something changed, and at least every
   ``HEARTBEAT`` intervals).
 
 One worker per server: gunicorn may run several worker processes over one data directory;
@@ -23,9 +31,10 @@ Generations: the ``Generation`` of a route update is ``offset + G``, with ``G`` 
 subscription store's generation read *before* syncing the view the summary is cut from (so
 the summary covers every change up to ``G``, and two workers computing summaries
 concurrently cannot make an older view win), and ``offset`` the second (since 2020) at which
-this data directory first announced anything, kept in the store. Both survive restarts, so
-generations only grow; a server whose data directory was wiped starts above its old
-generations as long as it made fewer changes than seconds have passed.
+this data directory first reported anything (:class:`route_manager.uplink.Generations`,
+kept in the store). Both survive restarts, so generations only grow; a server whose data
+directory was wiped starts above its old generations as long as it made fewer changes than
+seconds have passed. Every root gets the same generation for the same view.
 """
 from __future__ import annotations
 
@@ -35,7 +44,8 @@ import time
 from pathlib import Path
 
 from route_manager import edn_wire
-from route_manager.edn_wire import FAULT_UNKNOWN_SERVER
+from route_manager.edn_wire import KIND_SERVER
+from route_manager.uplink import Generations, RouteReport, Uplink
 from wsframework.exceptions import SoapFault
 from wsframework.namespace import EntryExists
 from wsframework.ns import MATCHER_RTREE_ENGINE
@@ -48,27 +58,21 @@ log = logging.getLogger(__name__)
 __all__ = ["NetworkAgent", "Election"]
 
 HEARTBEAT = 10  # peer intervals between PeerUpdates that carry no news
-_EPOCH_2020 = 1_577_836_800
 _INT32_MAX = 2**31 - 1
-_STATE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS edn_server_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-"""
+MAX_LISTED = 100_000  # servers read from one ListServers answer (a root's answer is bounded)
 
 
 class NetworkAgent:
     def __init__(self, manager):
         self.manager = manager
         self.edn = manager.edn
-        store = manager.service.store
-        store.executescript(_STATE_SCHEMA)
-        with store.transaction() as conn:
-            conn.execute("INSERT OR IGNORE INTO edn_server_state(key, value) VALUES (?, ?)",
-                         ("generation_offset", max(0, int(time.time()) - _EPOCH_2020)))
-        self._offset = store.query("SELECT value FROM edn_server_state WHERE key = ?",
-                                   ("generation_offset",))[0]["value"]
-        self.registered = threading.Event()
+        self._offset = Generations(manager.service.store).offset
+        self.uplink = Uplink(name=self.edn.name, address=manager.service.base_url,
+                             kind=KIND_SERVER, upstreams=self.edn.dispatchers,
+                             client_for=manager.admin_client,
+                             on_registered=self._on_registered, cuts=False)
+        self.registered = threading.Event()  # with at least one root: the peers can be asked
         self.election = Election(Path(manager.service.config.data_dir) / "edn-server.lock")
-        self._announced: dict[str, tuple] = {}           # topic -> what its last update held
         self._told: dict[tuple[str, str], tuple] = {}    # (peer, topic) -> (what, when)
         self._push_lock = threading.Lock()
         self._stop = threading.Event()
@@ -77,22 +81,21 @@ class NetworkAgent:
         manager.topics.on_change(lambda event, entry: self._wake_peers.set()
                                  if event == "added" else None)
 
-    def _dispatcher(self):
-        return self.manager.admin_client(self.edn.dispatcher)
-
     # -- registration ----------------------------------------------------------------------
     def register(self) -> bool:
-        """RegisterServer at the dispatcher; host its topics, remember the peers, announce
-        every summary. False when the dispatcher did not answer (or refused)."""
+        """RegisterServer at every root not registered yet whose retry time has come (each
+        answer: the topics to host, the peers), then send every root the route updates due
+        to it: all of them to a root that just registered us (a restarted server re-announces
+        its summaries, a restarted root learns them again). True when registered with every
+        root."""
+        self.uplink.register_missing()
+        self.push_summaries()
+        return self.uplink.is_registered()
+
+    def _on_registered(self, root: str, response) -> None:
         m = self.manager
-        try:
-            response = self._dispatcher().call(edn_wire.RegisterServer(
-                Name=self.edn.name, Address=m.service.base_url))
-        except (TransportError, SoapFault) as exc:
-            log.warning("registration at %s failed: %s", self.edn.dispatcher,
-                        getattr(exc, "reason", exc))
-            return False
-        for spec in response.Topic or []:
+        topics = response.Topic or []
+        for spec in topics:
             if spec.Name in m.topics:
                 continue
             try:
@@ -102,76 +105,61 @@ class NetworkAgent:
                 pass
             except Exception as exc:
                 log.error("cannot host topic %s: %s", spec.Name, exc)
-        m.peers.set_servers([(p.Name, p.Address, p.Load) for p in response.Peer or []],
-                            exclude=self.edn.name)
-        with self._push_lock:
-            self._announced.clear()
-        self.registered.set()
+        peers = (response.Peer or [])[:MAX_LISTED]
+        m.peers.set_servers([(p.Name, p.Address, p.Load) for p in peers], exclude=self.edn.name)
         m.count("registrations")
-        log.info("registered with %s as %s (%d topics, %d peers)", self.edn.dispatcher,
-                 self.edn.name, len(response.Topic or []), len(response.Peer or []))
-        self.push_summaries(force=True)  # a restarted server re-announces its summaries
-        return True
+        log.info("registered with %s as %s (%d topics, %d peers)", root, self.edn.name,
+                 len(topics), len(peers))
+
+    def _note_registration(self) -> None:
+        if self.uplink.any_registered():
+            self.registered.set()
+        else:
+            self.registered.clear()
 
     # -- route updates ---------------------------------------------------------------------
     def push_summaries(self, *, topics=None, force: bool = False) -> int:
-        """Send an UpdateSummary for every topic (of ``topics``, default all) whose summary
-        or load changed since the last one sent (every one with ``force``); returns how many
-        were sent. A dispatcher that does not answer leaves them due for the next call."""
+        """Send each registered root an UpdateSummary for every topic (of ``topics``, default
+        all) whose summary or load changed since the last one it accepted (every one with
+        ``force``); returns how many were sent. A root that does not answer gets them next
+        call; one that no longer knows us is registered again first."""
         m = self.manager
-        client = self._dispatcher()
+        if not self.uplink.any_registered():
+            self._note_registration()
+            return 0
         with self._push_lock:
+            # before syncing: the view the summaries are cut from covers every change up to G
             generation = min(self._offset + m.store.generation(), _INT32_MAX)
             m.sync()
             load = m.load()
-            sent = 0
-            for entry in list(m.topics.entries()):
-                if topics is not None and entry.name not in topics:
-                    continue
-                engine = m.matcher_for(entry)
-                key = (entry.uid, engine.summary_generation, load)
-                if not force and self._announced.get(entry.name) == key:
-                    continue
-                with m.reading():
-                    summary = engine.summary(1.0)
-                    rectangles = engine.rectangle_count
-                element = summary.to_element()
-                # the denominator of the dispatcher's precision cuts (paper: summary boxes /
-                # subscription rectangles of this server)
-                element.set("rectangles", str(rectangles))
-                request = edn_wire.UpdateSummary(Server=self.edn.name, Route=entry.name,
-                                                 Generation=generation, Load=load,
-                                                 Summary=element)
-                try:
-                    client.call(request)
-                except TransportError as exc:
-                    log.warning("route update for %s not sent: %s", entry.name, exc)
-                    break
-                except SoapFault as fault:
-                    if fault.subcode == FAULT_UNKNOWN_SERVER:
-                        log.warning("the dispatcher does not know us: registering again")
-                        self.registered.clear()
-                        break
-                    log.warning("route update for %s refused: %s", entry.name, fault.reason)
-                self._announced[entry.name] = key
-                sent += 1
-            m.count("summary_updates_sent", sent)
-            return sent
+            reports = [RouteReport(entry.name, (entry.uid, engine.summary_generation, load),
+                                   lambda _precision, engine=engine: self._summary(engine, load))
+                       for entry in list(m.topics.entries())
+                       if topics is None or entry.name in topics
+                       for engine in (m.matcher_for(entry),)]
+            sent = self.uplink.push(reports, generation=generation, force=force)
+        self._note_registration()
+        m.count("summary_updates_sent", sent)
+        return sent
+
+    def _summary(self, engine, load: int):
+        """The precise summary of one topic as sent to the roots (each cuts it to the
+        precision it routes with), and the load."""
+        with self.manager.reading():
+            summary = engine.summary(1.0)
+            rectangles = engine.rectangle_count
+        element = summary.to_element()
+        # the denominator of the dispatcher's precision cuts (paper: summary boxes /
+        # subscription rectangles of this server)
+        element.set("rectangles", str(rectangles))
+        return element, load
 
     # -- peer exchange ---------------------------------------------------------------------
     def exchange_peers(self) -> int:
-        """Refresh the peer list from the dispatcher and send each peer our routing summary
-        and load per topic; returns how many PeerUpdates were sent."""
+        """Refresh the peer list from the roots and send each peer our routing summary and
+        load per topic; returns how many PeerUpdates were sent."""
         m = self.manager
-        try:
-            listed = self._dispatcher().call(edn_wire.ListServers()).Server or []
-            m.peers.set_servers([(s.Name, s.Address, s.Load) for s in listed],
-                                exclude=self.edn.name)
-            if self.registered.is_set() and self.edn.name not in {s.Name for s in listed}:
-                log.warning("the dispatcher forgot us: registering again")
-                self.registered.clear()  # the summary loop registers and re-announces
-        except (TransportError, SoapFault) as exc:
-            log.warning("peer list not refreshed: %s", getattr(exc, "reason", exc))
+        self._refresh_peers()
         peers = m.peers.servers()
         m.sync()
         load = m.load()
@@ -206,12 +194,41 @@ class NetworkAgent:
         m.count("peer_updates_sent", sent)
         return sent
 
+    def _refresh_peers(self) -> None:
+        """ListServers at every registered root: the first answer is the peer list (every
+        root knows every server that registered with it, normally all); a root that does not
+        list us forgot us (it restarted without our registration) and is registered with
+        again next round. Asking each root, not one, matters: a root that forgot us routes
+        nothing to us, and an unchanged summary would never tell us so."""
+        m = self.manager
+        listed = None
+        for root in [u.address for u in self.uplink.upstreams.values() if u.registered]:
+            try:
+                servers = (m.admin_client(root).call(edn_wire.ListServers()).Server
+                           or [])[:MAX_LISTED]
+            except (TransportError, SoapFault) as exc:
+                log.warning("peer list not read from %s: %s", root, getattr(exc, "reason", exc))
+                continue
+            if self.edn.name not in {s.Name for s in servers}:
+                log.warning("%s forgot us: registering again", root)
+                self.uplink.forget(root)
+            if listed is None:
+                listed = servers
+        if listed is not None:
+            m.peers.set_servers([(s.Name, s.Address, s.Load) for s in listed],
+                                exclude=self.edn.name)
+        self._note_registration()
+
+    def figures(self) -> dict[str, object]:
+        """``registered`` (roots we are registered with) and ``root.N.*`` of GetStats."""
+        registered = sum(u.registered for u in self.uplink.upstreams.values())
+        return {"registered": registered, "roots": len(self.uplink.upstreams),
+                **self.uplink.figures("root")}
+
     # -- running ---------------------------------------------------------------------------
     def step(self) -> None:
         """One round of everything, synchronously (tests, demos)."""
-        if not self.registered.is_set():
-            self.register()
-        self.push_summaries()
+        self.register()
         self.exchange_peers()
 
     def start(self) -> None:
@@ -221,19 +238,14 @@ class NetworkAgent:
             self._threads.append(thread)
 
     def _summary_loop(self) -> None:
-        backoff = 0.2
         while not self._stop.is_set():
             if not self.election.try_acquire():
                 self._stop.wait(1.0)
                 continue
             try:
-                if not self.registered.is_set():
-                    if not self.register():
-                        self._stop.wait(backoff)
-                        backoff = min(backoff * 2, 5.0)
-                        continue
-                    backoff = 0.2
-                self.push_summaries()
+                # each root not registered yet is tried when its own backoff allows (the
+                # uplink's), so a root that is down costs the others nothing
+                self.register()
             except Exception:
                 log.exception("route update round failed")
             self._stop.wait(self.edn.summary_interval)

@@ -4,7 +4,11 @@
 =====================  =========================  ===============================================
 key                    default                    meaning
 =====================  =========================  ===============================================
-dispatcher             (required)                 the dispatcher's base URL
+dispatcher             (required)                 the root dispatchers' base URLs: one, a list,
+                                                  or comma-separated text (``--dispatcher``
+                                                  repeated); ``edn.dispatcher`` is the first
+                                                  (the topic address subscribers see),
+                                                  ``edn.dispatchers`` all of them
 name                   host:port of the base URL  this server's name in the network
 partitioner            rtree                      random | rtree | kmeans | local (never forward)
 load_threshold         20000                      servers at or above this load take no more
@@ -36,20 +40,25 @@ never refused.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from route_manager.placement import ALGORITHMS
-from wsframework.settings import Settings, read_settings, setting
+from wsframework.settings import Settings, parse_list, read_settings, setting
 
 from ..settings import EventingSettings
 
 __all__ = ["EdnSettings"]
 
 
-def _url(value: Any) -> str:
-    return str(value).strip().rstrip("/")
+def _urls(value: Any) -> tuple[str, ...]:
+    """Base URLs without a trailing slash, each once, in the order given."""
+    urls = [url.rstrip("/") for url in parse_list(value)]
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) base URL")
+    return tuple(dict.fromkeys(urls))
 
 
 def _partitioner(value: Any) -> str:
@@ -58,7 +67,9 @@ def _partitioner(value: Any) -> str:
 
 @dataclass(frozen=True)
 class EdnSettings(Settings):
-    dispatcher: str | None = setting(None, "the dispatcher's base URL (required)", parse=_url)
+    # Parsed to every root's URL; __post_init__ keeps the first here and all in ``dispatchers``.
+    dispatcher: str | None = setting(None, "the root dispatchers' base URLs (required; "
+                                     "--dispatcher repeated, or comma-separated)", parse=_urls)
     name: str | None = setting(None, "this server's name in the network (default: host:port "
                                "of the base URL)")
     partitioner: str = setting("rtree", "random | rtree | kmeans | local (never forward)",
@@ -74,6 +85,13 @@ class EdnSettings(Settings):
     forward_timeout: float = setting(10.0, "read timeout of a forwarded Subscribe (seconds)")
     move_chunk: int = setting(500, "subscriptions per ImportSubscriptions")
     placement_seed: int | None = setting(None, "seed of the random placement")
+    dispatchers: tuple[str, ...] = field(init=False, default=())  # not a key: see dispatcher
+
+    def __post_init__(self) -> None:
+        urls = _urls(self.dispatcher)
+        object.__setattr__(self, "dispatchers", urls)
+        object.__setattr__(self, "dispatcher", urls[0] if urls else None)
+        super().__post_init__()
 
     def validate(self) -> None:
         if not self.dispatcher:
@@ -98,7 +116,9 @@ class EdnSettings(Settings):
         """These settings, with ``name`` defaulting to the host:port of ``base_url``."""
         if self.name or not base_url:
             return self
-        return replace(self, name=urlsplit(base_url).netloc or base_url)
+        # (replace() rebuilds from the init fields: hand it every root, not just the first)
+        return replace(self, name=urlsplit(base_url).netloc or base_url,
+                       dispatcher=self.dispatchers)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any] | None,

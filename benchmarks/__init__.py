@@ -38,6 +38,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                   "issue 14's figures: dispatcher CPU per event, server CPU per copy, T_c at "
                   "precise, live events/s (real processes, link uncapped), notifications/s, "
                   "the HEM workload at 1M subscriptions"),
+    "topology": ("benchmarks.topology:run",
+                 "one dispatcher vs a 2-level dispatch tree over the same 20 servers (real "
+                 "processes, side by side): root CPU per event, hit ratio per level, events/s, "
+                 "each beside the tree throughput model; Bloom summary figures"),
     "hem": ("benchmarks.hem:run", "the cell-bitmap engine on HEM's workload (1M subscriptions, "
                                   "d = 20, 10 ranges of width 0.3): ms per event, checked"),
     "serverpath": ("benchmarks.serverpath:run", "a server's CPU per forwarded copy in process "

@@ -89,6 +89,13 @@ def _hashes_for(false_positive_rate: float) -> int:
     return min(max(1, math.ceil(-math.log2(false_positive_rate))), MAX_HASHES)
 
 
+def _check_bits(bits: int) -> int:
+    bits = int(bits)
+    if bits < MIN_BITS or bits & (bits - 1) or bits > MAX_BITS:
+        raise ValueError(f"bits must be a power of two in [{MIN_BITS}, {MAX_BITS}], got {bits}")
+    return bits
+
+
 def _check_rate(false_positive_rate: float) -> float:
     rate = float(false_positive_rate)
     if not 0.0 < rate < 1.0:
@@ -103,9 +110,7 @@ class BloomFilter:
     __slots__ = ("bits", "hashes", "values", "_bytes", "_set_bits")
 
     def __init__(self, bits: int, hashes: int, values: int, data: Any) -> None:
-        bits, hashes, values = int(bits), int(hashes), int(values)
-        if bits < MIN_BITS or bits & (bits - 1) or bits > MAX_BITS:
-            raise ValueError(f"bits must be a power of two in [{MIN_BITS}, {MAX_BITS}], got {bits}")
+        bits, hashes, values = _check_bits(bits), int(hashes), int(values)
         if not 1 <= hashes <= MAX_HASHES:
             raise ValueError(f"hashes must be in [1, {MAX_HASHES}], got {hashes}")
         if not 0 <= values <= MAX_VALUES:
@@ -146,11 +151,9 @@ class BloomFilter:
     def resized(self, bits: int) -> "BloomFilter":
         """The same set at ``bits`` (a power of two): folded when smaller (exactly the
         filter those values build at that size), tiled when larger (the same answers)."""
-        bits = int(bits)
+        bits = _check_bits(bits)
         if bits == self.bits:
             return self
-        if bits < MIN_BITS or bits & (bits - 1) or bits > MAX_BITS:
-            raise ValueError(f"bits must be a power of two in [{MIN_BITS}, {MAX_BITS}], got {bits}")
         data = self._bytes
         if bits < self.bits:
             data = np.bitwise_or.reduce(data.reshape(self.bits // bits, bits // 8), axis=0)

@@ -269,19 +269,32 @@ def _print(args, obj, text):
 
 def _add_publish(sub):
     p = sub.add_parser("publish", help="send one event document to a topic")
-    p.add_argument("--at", required=True, help="the service's base URL")
+    p.add_argument("--at", required=True, action="append", metavar="URL",
+                   help="the service's base URL; repeatable (root dispatchers): sent to the "
+                        "first, and to the next when one does not take it (failover)")
     p.add_argument("topic")
     p.add_argument("file", help="XML event document ('-' for standard input)")
     p.add_argument("--soap11", action="store_true", help="send SOAP 1.1 (default 1.2)")
+    p.add_argument("--connect-timeout", type=float, default=0.5, metavar="SECONDS",
+                   help="seconds to connect to a root before trying the next (default 0.5)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds to wait for a root's answer before trying the next")
     p.set_defaults(func=cmd_publish)
 
 
 def cmd_publish(args) -> int:
-    from wsframework.publisher import publish
+    from wsframework.publisher import Publisher
+    from wsframework.soap import SoapVersion
     from wsframework.xmlparse import parse_xml
     data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-    status = publish(args.at, args.topic, parse_xml(data), soap11=args.soap11)
-    print(f"published to {args.topic}: HTTP {status}")
+    version = SoapVersion.SOAP11 if args.soap11 else SoapVersion.SOAP12
+    with Publisher(args.at, soap_version=version, connect_timeout=args.connect_timeout,
+                   read_timeout=args.timeout) as publisher:
+        ack = publisher.publish(args.topic, parse_xml(data))
+    print(f"published to {args.topic} at {ack.address}: HTTP {ack.status}")
+    if ack.in_doubt:
+        print(f"(the answer of {', '.join(ack.in_doubt)} was lost: it may have published "
+              "the event too)", file=sys.stderr)
     return 0
 
 

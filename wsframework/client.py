@@ -24,8 +24,10 @@ class SoapClient:
 
     def envelope(self, to: EndpointReference | str, action: str, body: etree._Element | None,
                  headers: Iterable[etree._Element] = (),
-                 reply_to: EndpointReference | None = None) -> bytes:
-        blocks = request_headers(self.wsa_version, to, action, reply_to=reply_to) + list(headers)
+                 reply_to: EndpointReference | None = None, *,
+                 message_id: str | None = None) -> bytes:
+        blocks = request_headers(self.wsa_version, to, action, reply_to=reply_to,
+                                 message_id=message_id) + list(headers)
         return build_envelope(self.soap_version, body, blocks)
 
     def call(self, to: EndpointReference | str, action: str, body: etree._Element | None,
@@ -47,10 +49,12 @@ class SoapClient:
         return reply
 
     def send(self, to: EndpointReference | str, action: str | None, body: etree._Element | None,
-             headers: Iterable[etree._Element] = ()) -> int:
-        """One-way message; returns the HTTP status. Faults in the response are raised."""
+             headers: Iterable[etree._Element] = (), *, message_id: str | None = None) -> int:
+        """One-way message; returns the HTTP status. Faults in the response are raised.
+        ``message_id``: the wsa:MessageID (default: a new one), kept by a client that sends
+        the same message again elsewhere."""
         address = to.address if isinstance(to, EndpointReference) else to
-        payload = (self.envelope(to, action, body, headers) if action
+        payload = (self.envelope(to, action, body, headers, message_id=message_id) if action
                    else build_envelope(self.soap_version, body, list(headers)))
         response = self.transport.post(address, payload, self.soap_version.content_type, action)
         if response.status >= 300 and response.body:

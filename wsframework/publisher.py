@@ -1,13 +1,71 @@
-"""Publishing an event document to a topic address."""
+"""Publishing event documents to a topic: at one service (:func:`publish`), or at one of
+several root dispatchers with failover (:class:`Publisher`).
+
+::
+
+    with Publisher(["http://root-a:8080", "http://root-b:8080"]) as publisher:
+        ack = publisher.publish("stocks", event)             # one event
+        ack = publisher.send_batch("stocks", [e1, e2, e3])   # one edn:EventBatch message
+        ack.address                                          # the root that holds it
+
+**Failover.** A publisher sends to its *current* root. When that root does not take the
+message, it sends the same message (same ``wsa:MessageID``, same body) to the next root, and
+so on once round the list; the root that acknowledges becomes the current one (publishing
+stays there; it does not move back by itself). "Does not take" means:
+
+* no answer: the connection is refused or reset, the connect timeout (default 0.5 s: a dead
+  root costs at most that) or the read timeout passes (:class:`~.transport.TransportError`);
+* an HTTP 5xx answer that carries no SOAP fault (a proxy's or a crashed worker's page);
+* a **Receiver** fault (SOAP 1.1 ``Server``): by SOAP 1.2's definition the message could not
+  be processed for reasons of the receiver, not of the message, and "could succeed if resent
+  at a later point in time". ``edn:LogFull`` (a root's durable log is full) is one: another
+  root has a log of its own. So is any fault whose subcode is in :data:`FAILOVER_SUBCODES`
+  (``edn:LogFull``, WS-Addressing's ``EndpointUnavailable``) whatever its code: SOAP 1.1
+  carries only the subcode, which a client reads as a Sender fault.
+
+Everything else is the caller's problem and is raised at once, without trying another root,
+because every root would answer the same: a **Sender** fault (an unknown topic, a malformed
+event, a missing credential, a child dispatcher refusing publications), ``MustUnderstand``,
+``VersionMismatch``, and an HTTP 3xx/4xx answer without a fault (:class:`PublishRefused`).
+When no root took the message, :class:`NoRootAnswered` names what each one said.
+
+**What is guaranteed.** An event is acknowledged (:class:`Acknowledgement`) by exactly one
+root: the one that answered 2xx, and that root's guarantee holds from then on (it has
+committed the event to its durable log; README, Delivery guarantees). A root that refused
+or could not be reached holds nothing. A root whose answer was lost (a reset or a timeout
+after the request went out, or a 5xx without a fault) *may* have committed it too: the event
+is then published twice, once by each, at least once in all. Those roots are listed in
+:attr:`Acknowledgement.in_doubt`; a connection that was never made never puts a root in
+doubt (:attr:`TransportError.unsent <wsframework.transport.TransportError>`).
+"""
 from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 from lxml import etree
 
 from . import ns
+from .addressing import new_message_id
 from .client import SoapClient
+from .exceptions import RECEIVER, SoapFault, WsFrameworkError
 from .soap import SoapVersion
+from .transport import HttpTransport, TransportError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PUBLISH_ACTION", "FAILOVER_SUBCODES", "topic_address", "publish", "Publisher",
+           "Acknowledgement", "PublishRefused", "NoRootAnswered", "event_batch"]
 
 PUBLISH_ACTION = ns.FRAMEWORK + ":eventing/Publish"
+EVENT_BATCH = f"{{{ns.EDN}}}EventBatch"  # (route_manager.edn_wire.EVENT_BATCH; layers look down)
+FAILOVER_SUBCODES = frozenset({
+    ns.qname(ns.EDN, "LogFull"),                       # the root's durable log is full
+    ns.qname(ns.WSA10, "EndpointUnavailable"),         # WS-Addressing: try later
+    ns.qname(ns.WSA2004, "EndpointUnavailable"),
+})
 
 
 def topic_address(base_url: str, topic: str) -> str:
@@ -18,3 +76,131 @@ def publish(base_url: str, topic: str, event: etree._Element, *, soap11: bool = 
             client: SoapClient | None = None) -> int:
     client = client or SoapClient(soap_version=SoapVersion.SOAP11 if soap11 else SoapVersion.SOAP12)
     return client.send(topic_address(base_url, topic), PUBLISH_ACTION, event)
+
+
+def event_batch(topic: str, events: Iterable[etree._Element]) -> etree._Element:
+    """An ``edn:EventBatch`` of ``events`` (they move into it): one message, many events."""
+    body = etree.Element(EVENT_BATCH, nsmap={"edn": ns.EDN})
+    body.set("Topic", topic)
+    body.extend(events)
+    return body
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """A message one root took: ``address`` answered ``status`` (2xx) to it, after ``tried``
+    roots in all; ``in_doubt``: roots tried before whose answer was lost (they may hold the
+    message too)."""
+
+    address: str
+    status: int
+    message_id: str
+    tried: int = 1
+    in_doubt: tuple[str, ...] = ()
+
+
+class PublishRefused(WsFrameworkError):
+    """A root answered HTTP ``status`` (3xx/4xx) without a SOAP fault: the caller's problem
+    (a wrong address, a message over the size limit), the same at every root."""
+
+    def __init__(self, address: str, status: int):
+        super().__init__(f"{address} answered HTTP {status}")
+        self.address = address
+        self.status = status
+
+
+class NoRootAnswered(TransportError):
+    """No root took the message; ``failures``: (root, what it said) in the order tried.
+    ``unsent`` when no root can hold it (none is in doubt): sending it again is safe."""
+
+    def __init__(self, failures: Sequence[tuple[str, str]], in_doubt: Sequence[str]):
+        text = "; ".join(f"{root}: {reason}" for root, reason in failures)
+        super().__init__(f"no root took the message ({text})", unsent=not in_doubt)
+        self.failures = tuple(failures)
+        self.in_doubt = tuple(in_doubt)
+
+
+class Publisher:
+    """Publishes at the current one of ``addresses`` (root dispatchers' base URLs, or any
+    services publishing the same topics), failing over as the module docstring says.
+    Thread-safe: threads share the current root, and the first to see it fail moves it."""
+
+    def __init__(self, addresses: str | Sequence[str], *, transport=None,
+                 soap_version: SoapVersion = SoapVersion.SOAP12,
+                 connect_timeout: float = 0.5, read_timeout: float = 10.0):
+        roots = (addresses,) if isinstance(addresses, str) else tuple(addresses)
+        self.addresses = tuple(dict.fromkeys(root.rstrip("/") for root in roots))
+        if not self.addresses:
+            raise ValueError("a publisher needs at least one address")
+        self._own_transport = transport is None
+        self.client = SoapClient(transport or HttpTransport(timeout=(connect_timeout,
+                                                                     read_timeout)),
+                                 soap_version=soap_version)
+        self._current = 0
+        self._lock = threading.Lock()
+        self.failovers = 0  # times the current root moved
+
+    @property
+    def current(self) -> str:
+        return self.addresses[self._current]
+
+    def publish(self, topic: str, event: etree._Element) -> Acknowledgement:
+        """Publish one event document."""
+        return self._send(topic, event)
+
+    def send_batch(self, topic: str, events: Iterable[etree._Element]) -> Acknowledgement:
+        """Publish ``events`` in one ``edn:EventBatch`` message: one root takes them all, or
+        none does."""
+        return self._send(topic, event_batch(topic, events))
+
+    def _send(self, topic: str, body: etree._Element) -> Acknowledgement:
+        message_id = new_message_id()  # the same at every root: the same message
+        start = self._current
+        failures: list[tuple[str, str]] = []
+        in_doubt: list[str] = []
+        for tried in range(1, len(self.addresses) + 1):
+            index = (start + tried - 1) % len(self.addresses)
+            root = self.addresses[index]
+            try:
+                status = self.client.send(topic_address(root, topic), PUBLISH_ACTION, body,
+                                          message_id=message_id)
+            except TransportError as exc:
+                reason, doubt = str(exc), not exc.unsent
+            except SoapFault as fault:
+                if fault.code != RECEIVER and fault.subcode not in FAILOVER_SUBCODES:
+                    raise  # the message's problem: every root would say the same
+                reason, doubt = f"Receiver fault {fault.subcode or ''} {fault.reason}", False
+            else:
+                if 200 <= status < 300:
+                    self._move(start, index)
+                    return Acknowledgement(root, status, message_id, tried, tuple(in_doubt))
+                if status < 500:
+                    raise PublishRefused(root, status)
+                reason, doubt = f"HTTP {status}", True
+            failures.append((root, reason))
+            if doubt:
+                in_doubt.append(root)
+            log.warning("publishing at %s failed (%s)%s", root, reason,
+                        "; trying the next root" if tried < len(self.addresses) else "")
+        raise NoRootAnswered(failures, in_doubt)
+
+    def _move(self, start: int, index: int) -> None:
+        if index == start:
+            return
+        with self._lock:
+            # only from the root this message found failing: a concurrent sender may have
+            # moved on already, and must not be sent back
+            if self._current == start:
+                self._current = index
+                self.failovers += 1
+                log.warning("publishing now at %s", self.addresses[index])
+
+    def close(self) -> None:
+        if self._own_transport:
+            self.client.transport.close()
+
+    def __enter__(self) -> "Publisher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -7,7 +7,17 @@ from ..exceptions import WsFrameworkError
 
 
 class TransportError(WsFrameworkError):
-    """The peer could not be reached or did not answer in time."""
+    """The peer could not be reached or did not answer in time.
+
+    ``unsent``: the message certainly never reached the peer (no connection could be made,
+    or the URL was refused before connecting), so the peer cannot have acted on it. Otherwise
+    (a reset or a timeout after the request went out) it may have: a client that sends the
+    message elsewhere may have it acted on twice (:class:`wsframework.publisher.Publisher`).
+    """
+
+    def __init__(self, message: str = "", *, unsent: bool = False):
+        super().__init__(message)
+        self.unsent = unsent
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,15 @@ def _no_url_credentials(request):
     return request
 
 
+def _not_connected(exc: requests.RequestException) -> bool:
+    """The request never left: the connection timed out or was refused (requests wraps
+    urllib3's NewConnectionError, with retries off, in a MaxRetryError)."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    cause = exc.args[0] if exc.args else None
+    return isinstance(getattr(cause, "reason", None), urllib3.exceptions.NewConnectionError)
+
+
 class _PinnedAdapter(HTTPAdapter):
     """Connects a request marked with ``pinned_name`` to the address in its URL while TLS
     (SNI and the certificate check) uses the marked name."""
@@ -80,7 +89,7 @@ class HttpTransport:
             response = session.send(request, timeout=self.timeout, allow_redirects=False,
                                     stream=True)
         except requests.RequestException as exc:
-            raise TransportError(f"POST {url} failed: {exc}") from exc
+            raise TransportError(f"POST {url} failed: {exc}", unsent=_not_connected(exc)) from exc
         try:
             # Reading the streamed body raises urllib3's errors, not requests' (a read timeout
             # or a peer that breaks off after the headers).

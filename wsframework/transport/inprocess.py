@@ -41,7 +41,7 @@ class InProcessTransport:
         for base in sorted(self._endpoints, key=len, reverse=True):
             if url == base or url.startswith(base + "/") or url.startswith(base + "?"):
                 return self._endpoints[base]
-        raise TransportError(f"no in-process endpoint for {url}")
+        raise TransportError(f"no in-process endpoint for {url}", unsent=True)
 
     def close(self) -> None:
         pass

@@ -108,7 +108,7 @@ class LeanHttpTransport:
             try:
                 parsed = parse_url(url)
             except UrlRefused as refused:
-                raise TransportError(f"POST {url} refused: {refused.reason}") from None
+                raise TransportError(f"POST {url} refused: {refused.reason}", unsent=True) from None
             address = str(parsed.ip) if parsed.ip is not None else parsed.host
         # The head but its length, built once per URL, type and action (a sink's
         # notifications share them).
@@ -185,7 +185,7 @@ class LeanHttpTransport:
                     context = self._ssl_context = ssl.create_default_context()
                 sock = context.wrap_socket(sock, server_hostname=name)
         except (OSError, ssl.SSLError) as exc:
-            raise TransportError(f"POST {url} failed: cannot connect: {exc}") from exc
+            raise TransportError(f"POST {url} failed: cannot connect: {exc}", unsent=True) from exc
         self.connections_opened += 1
         return _Connection(sock)
 

@@ -19,9 +19,8 @@ from subscription_manager.client import EventingClient
 from route_manager import edn_wire
 from wsframework import ns
 from wsframework.admin import AdminClient, contracts
-from wsframework.client import SoapClient
 from edn.localnet.processes import ServerProcess
-from wsframework.publisher import PUBLISH_ACTION
+from wsframework.publisher import Publisher
 from edn.sink import NotificationSink
 from route_manager.grid import event_element, range_filter, schema_element
 
@@ -214,34 +213,36 @@ class LocalNetwork:
 
     # -- events --------------------------------------------------------------------------------
     def publish(self, points: np.ndarray, topic: str = TOPIC, *, batch: int = 50,
-                threads: int = 2) -> tuple[int, int]:
-        """Publish one event per row at the dispatcher, ``batch`` events per message (an
-        ``edn:EventBatch``; ``batch=1``: one event per message), from ``threads`` clients;
-        returns the range of event ids used."""
+                threads: int = 2, on_ack=None) -> tuple[int, int]:
+        """Publish one event per row at the roots, ``batch`` events per message (an
+        ``edn:EventBatch``; ``batch=1``: one event per message), from ``threads`` clients
+        sharing one failover publisher (:class:`wsframework.publisher.Publisher`: at the
+        first root, at the next when one dies); returns the range of event ids used.
+        ``on_ack(rows, acknowledgement)``: called as each message is acknowledged."""
         first = self.next_event
-        url = f"{self.dispatcher.base_url}/topics/{topic}"
         self.next_event += len(points)
-        messages = []  # (message, its (event id, point) pairs)
+        messages = []  # (its events, its (event id, point) pairs)
         for start in range(0, len(points), batch):
             rows = [(first + start + k, point) for k, point in enumerate(points[start:start + batch])]
-            events = [event_element(point, event_id) for event_id, point in rows]
-            if batch == 1:
-                messages.append((events[0], rows))
-                continue
-            body = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": ns.EDN})
-            body.set("Topic", topic)
-            body.extend(events)
-            messages.append((body, rows))
+            messages.append(([event_element(point, event_id) for event_id, point in rows], rows))
         lock = threading.Lock()
+        # one root: nowhere to fail over to, so a slow connect gets as long as it always had
+        publisher = Publisher([root.base_url for root in self.roots],
+                              connect_timeout=0.5 if len(self.roots) > 1 else 3.0)
 
         def send(part):
-            client = SoapClient()
-            for message, rows in part:
-                client.send(url, PUBLISH_ACTION, message)
+            for events, rows in part:
+                ack = (publisher.publish(topic, events[0]) if batch == 1
+                       else publisher.send_batch(topic, events))
                 with lock:  # published = acknowledged: the ground truth counts only those
                     self.published.extend(rows)
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(send, [messages[k::threads] for k in range(threads)]))
+                    if on_ack is not None:
+                        on_ack(rows, ack)
+        try:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(send, [messages[k::threads] for k in range(threads)]))
+        finally:
+            publisher.close()
         return first, self.next_event
 
     def expected(self, first: int = 0, last: int | None = None) -> list[tuple[str, str]]:

@@ -437,6 +437,10 @@ def cmd_status(args) -> int:
     print(f"precision {plain.get('precision')} (self-tuning "
           f"{'on' if plain.get('selftuning.on') else 'off'}), {plain.get('servers')} servers, "
           f"link cap {plain.get('link_mbps') or 'none'} Mbps")
+    if plain.get("bloom.servers"):
+        print(f"Bloom summaries on {plain.get('bloom.dims')} from {plain.get('bloom.servers')} "
+              f"servers: estimated false-positive rate up to "
+              f"{float(plain.get('bloom.false_positive_rate', 0)):.4f} (precision there)")
     _print_tree(plain)
     if "measure.events_per_s" in plain:
         m = {k.split(".", 1)[1]: v for k, v in plain.items() if k.startswith("measure.")}

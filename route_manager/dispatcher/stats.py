@@ -6,6 +6,9 @@ figures                     meaning
 ==========================  ================================================================
 events_in, copies_out, ...  cumulative counters; ``counters.*`` one reading of them
 precision, precision_*      the precision in force and how often it changed
+bloom.*                     Bloom summaries: the attributes filtered, how many servers'
+                            summaries have filters, the largest estimated false-positive
+                            rate (on those attributes, what precision means)
 measure.*                   the sliding window (:mod:`route_manager.measurement`): T_f, T_d,
                             T_c, R, S_m, events/s, CPU, utilization, bytes out
 selftuning.*                the self-tuner's parameters, state and trace (one JSON per step)
@@ -51,6 +54,14 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
     described = [e.matcher.describe() for e in list(d.routes.entries())
                  if hasattr(e.matcher, "set_precision")]
     figures["route_boxes"] = sum(int(x.get("boxes", 0)) for x in described)
+    # Bloom summaries (equality-tested string attributes): on those attributes precision is
+    # the filters' false-positive rate, which the cuts leave as it is
+    figures["bloom.dims"] = ",".join(sorted({dim for x in described
+                                             for dim in x.get("bloom_dims") or ()})) or "none"
+    figures["bloom.servers"] = sum(int(x.get("bloom_servers") or 0) for x in described)
+    rates = [x["bloom_false_positive_rate"] for x in described
+             if x.get("bloom_false_positive_rate") is not None]
+    figures["bloom.false_positive_rate"] = float(max(rates)) if rates else 0.0
     # how single events are matched (measured per table: numpy columns or the R-tree)
     figures["route_strategy"] = ",".join(sorted({str(x.get("single_strategy"))
                                                  for x in described})) or "none"

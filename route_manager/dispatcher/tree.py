@@ -124,8 +124,11 @@ class TreeLink:
             subtree = union(summaries)
             if precision < PRECISE:
                 subtree = cut(subtree, summary_target(precision, rectangles))
-            # base64 float64 coordinates: 2 x d x 8 bytes x 4/3 per box
-            fits = self.max_report_bytes * 3 // (64 * max(1, subtree.d))
+            # base64 float64 coordinates: 2 x d x 8 bytes x 4/3 per box; Bloom filters
+            # (base64 bits) take their share first
+            filters = sum(bloom.bits // 6 for bloom in subtree.blooms.values())
+            room = max(0, self.max_report_bytes - filters)
+            fits = room * 3 // (64 * max(1, subtree.d))
             if len(subtree) > fits:
                 subtree = cut(subtree, max(1, fits))
         element = subtree.to_element()

@@ -187,3 +187,18 @@ def test_unknown_topic_publication_is_destination_unreachable(network):
     with pytest.raises(SoapFault) as info:
         SoapClient(transport).send(f"{DISPATCHER}/topics/none", PUBLISH_ACTION, event(1, 1))
     assert info.value.subcode.endswith("DestinationUnreachable")
+
+
+def test_stats_show_bloom_summaries_and_their_false_positive_rate(network):
+    from matchers.summary import BloomFilter
+    service, admin, *_ = network
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    parsed = Schema.from_config(schema())
+    bloom = BloomFilter.of([1.0, 2.0, 3.0], 0.01)
+    summary = Summary(parsed.dims, [[0, 0]], [[10, 10]], parsed, blooms={"x": bloom})
+    admin.call(edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=3,
+                                      Summary=summary.to_element()))
+    figures = service.dispatcher.stats()
+    assert figures["bloom.dims"] == "x" and figures["bloom.servers"] == 1
+    assert 0 < figures["bloom.false_positive_rate"] < 0.01

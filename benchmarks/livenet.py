@@ -290,17 +290,16 @@ def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
     return network, {**info, "setup_s": round(took, 1)}
 
 
-def _populate(network: LocalNetwork, setup: Setup) -> None:
-    network.create_topic(TOPIC)
-    lo, hi = narrow_rectangles(setup.servers * setup.per_server, setup.half_width, setup.seed)
-    labels = partition_labels(lo, hi, setup)
-    symbols = (np.random.default_rng(setup.seed + 2).integers(0, setup.symbols, len(lo))
-               if setup.symbols else None)
-    names = list(network.servers)
+def import_partitions(network: LocalNetwork, lo: np.ndarray, hi: np.ndarray,
+                      labels: np.ndarray, per_server: int, *, symbols: np.ndarray | None = None,
+                      timeout: float = 600) -> None:
+    """Import subscription ``i`` on the ``labels[i]``-th server (in parallel), then wait until
+    the root dispatcher's route updates account for every one (a child dispatcher of a tree
+    reports its subtree's load)."""
     threads = [threading.Thread(target=import_subscriptions, args=(
-        network, name, lo[labels == k], hi[labels == k], k * setup.per_server * 10),
+        network, name, lo[labels == k], hi[labels == k], k * per_server * 10),
         kwargs={"symbols": symbols[labels == k] if symbols is not None else None})
-        for k, name in enumerate(names)]
+        for k, name in enumerate(network.servers)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -310,7 +309,16 @@ def _populate(network: LocalNetwork, setup: Setup) -> None:
     def routed():
         figures = network.dispatcher_stats("server.")
         return sum(int(v) for k, v in figures.items() if k.endswith(".load")) == total
-    wait_until(routed, timeout=600, what="every server's route update")
+    wait_until(routed, timeout=timeout, what="every server's route update")
+
+
+def _populate(network: LocalNetwork, setup: Setup) -> None:
+    network.create_topic(TOPIC)
+    lo, hi = narrow_rectangles(setup.servers * setup.per_server, setup.half_width, setup.seed)
+    labels = partition_labels(lo, hi, setup)
+    symbols = (np.random.default_rng(setup.seed + 2).integers(0, setup.symbols, len(lo))
+               if setup.symbols else None)
+    import_partitions(network, lo, hi, labels, setup.per_server, symbols=symbols)
     _populate.info = {"lo": lo, "hi": hi, "symbols": symbols}
 
 

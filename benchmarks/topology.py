@@ -39,9 +39,8 @@ import secrets
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +51,7 @@ from route_manager.partitioning import tgs
 from route_manager.throughput import TreeNode, tree_level_hit_ratios, tree_throughput
 from wsframework.admin import AdminClient, contracts
 
-from .livenet import Publisher, batch_payloads, group_cpu_seconds, import_subscriptions
+from .livenet import Publisher, batch_payloads, group_cpu_seconds, import_partitions
 
 TOPIC = "grid"
 MACHINE_CORES = os.cpu_count() or 1  # every process of both networks shares them
@@ -154,20 +153,8 @@ def start_network(setup: Setup, kind: str, data_dir: Path, work: dict) -> LocalN
     try:
         network.start()
         network.create_topic(TOPIC)
-        lo, hi, symbols, labels = work["lo"], work["hi"], work["symbols"], work["labels"]
-        threads = [threading.Thread(target=import_subscriptions, args=(
-            network, name, lo[labels == k], hi[labels == k], k * setup.per_server * 10),
-            kwargs={"symbols": symbols[labels == k]}) for k, name in enumerate(names)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        total = len(lo)
-
-        def routed():
-            figures = network.dispatcher_stats("server.")
-            return sum(int(v) for k, v in figures.items() if k.endswith(".load")) == total
-        wait_until(routed, timeout=900, what="every subscription routed up to the root")
+        import_partitions(network, work["lo"], work["hi"], work["labels"], setup.per_server,
+                          symbols=work["symbols"], timeout=900)
         for process in network.dispatchers():
             _configure(network, process, precision="precise")
     except BaseException:
@@ -376,6 +363,10 @@ def compare(setup: Setup, log=_log) -> dict:
                     f"ready in {setup_s[kind]:.0f} s")
             payloads = {kind: batch_payloads(network, points, setup.batch, symbols=event_symbols)
                         for kind, network in networks.items()}
+            for kind, network in networks.items():
+                # a first load builds and calibrates each routing table (up to a second of
+                # CPU at this size, counted as routing): not part of any measured window
+                measure_window(network, payloads[kind], replace(setup, seconds=0.0))
             for round_ in range(setup.rounds):
                 # alternate the order too, so neither kind always follows the other's drain
                 for kind in (("flat", "tree") if round_ % 2 == 0 else ("tree", "flat")):

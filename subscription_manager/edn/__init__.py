@@ -1,7 +1,8 @@
 """The EDN subscription server (paper sections II, III-A/B, V-A; flows 3 and 4 of DESIGN.md).
 
-Run one with ``edn serve server --dispatcher URL [--name N] [--partitioner rtree]
-[--load-threshold N]``, or compose it in process::
+Run one with ``edn serve server --dispatcher URL [--dispatcher URL2 ...] [--name N]
+[--partitioner rtree] [--load-threshold N]`` (one ``--dispatcher`` per root dispatcher: the
+server registers with and reports to each), or compose it in process::
 
     from wsframework.service import ServiceConfig
     from subscription_manager.edn import build_server
@@ -30,7 +31,8 @@ Modules, one idea each:
 ``exceptions``  the server's errors and the faults they are answered with (registered once)
 ``moves``       export / import / move of subscriptions and the forwarding records
 ``wire``        the ``edn:Subscriptions`` element subscriptions travel in
-``network``     registration, route updates (coalesced, with generations), peer exchange
+``network``     registration with each root, route updates (coalesced, with generations),
+                peer exchange
 ``election``    the one worker process that runs the network conversation
 ``settings``    the role's settings
 ==============  ==============================================================================
@@ -41,7 +43,8 @@ Limits worth knowing:
   dispatcher in between does not see a subscription just made (or moved in); the paper's
   design, since updates are coalesced (``flush_summaries()`` sends them now);
 * ``edn:EventBatch`` carries events, not their actions: notifications of events routed by
-  the dispatcher carry ``{dispatcher}/topics/T/Event``, whichever server holds them;
+  the dispatcher carry ``{dispatcher}/topics/T/Event`` (the first root's), whichever
+  server holds them and whichever root routed the event;
 * ``GetStats`` counters belong to the worker process that answers;
 * notifications a server has accepted but not yet delivered live in its memory (the base
   delivery queue): a ``kill -9`` loses them, not the subscriptions.

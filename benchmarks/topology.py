@@ -173,15 +173,16 @@ def _configure(network: LocalNetwork, process, **settings) -> None:
 _SECONDS = ("time", "cpu", "route_cpu", "forward_cpu", "busy")
 
 
-def _counters(network: LocalNetwork, process) -> tuple[Counters, dict[str, int]]:
-    """One reading of a dispatcher's counters, and the copies it sent to each node below."""
+def _counters(network: LocalNetwork, process) -> tuple[Counters, dict[str, int], int]:
+    """One reading of a dispatcher's counters, the copies it sent to each node below, and
+    the boxes its route set holds."""
     figures = network.node_stats(process)
     reading = Counters(**{name: (float if name in _SECONDS else int)(float(figures[f"counters.{name}"]))
                           for name in _SECONDS + ("events", "copies", "sent", "bytes_out")},
                        servers=int(figures["servers"]))
     sent = {key.split(".")[1]: int(value) for key, value in figures.items()
             if key.startswith("server.") and key.endswith(".sent")}
-    return reading, sent
+    return reading, sent, int(figures.get("route_boxes", 0))
 
 
 def snapshot(network: LocalNetwork) -> dict:
@@ -201,6 +202,7 @@ class Window:
     sent: dict[str, dict[str, int]]          # dispatcher -> node below -> copies sent
     cpu_s: dict[str, float]                  # process -> CPU seconds over the window
     bench_cpu_s: float
+    boxes: dict[str, int]                    # dispatcher -> boxes in its route set (at the end)
     wall: float
 
     @property
@@ -213,13 +215,14 @@ class Window:
 
 
 def between_snapshots(a: dict, b: dict) -> Window:
-    measurements, sent = {}, {}
-    for name, (reading_b, sent_b) in b["counters"].items():
-        reading_a, sent_a = a["counters"][name]
+    measurements, sent, boxes = {}, {}, {}
+    for name, (reading_b, sent_b, boxes_b) in b["counters"].items():
+        reading_a, sent_a, _ = a["counters"][name]
+        boxes[name] = boxes_b
         measurements[name] = between(reading_a, reading_b)
         sent[name] = {node: sent_b[node] - sent_a.get(node, 0) for node in sent_b}
     return Window(measurements, sent, {k: b["cpu"][k] - a["cpu"][k] for k in b["cpu"]},
-                  b["bench"] - a["bench"], b["time"] - a["time"])
+                  b["bench"] - a["bench"], b["time"] - a["time"], boxes)
 
 
 def measure_window(network: LocalNetwork, payloads: list[bytes], setup: Setup) -> Window:
@@ -288,6 +291,7 @@ def figures_of(window: Window, oracle: list[float]) -> dict:
         "model_root_cpu_us_per_event": _us(nodes[0].cost),
         "root_t_f_us": _us(root.t_f), "root_t_d_us": round(root.t_d * 1e6, 3),
         "root_t_c_us": _us(root.t_c), "root_fan_out": root.servers,
+        "root_route_boxes": window.boxes["root"],
         "hit_ratio_per_level": [round(r, 4) for r in _measured_level_ratios(window)],
         "model_hit_ratio_per_level": [round(r, 4) for r in tree_level_hit_ratios(dispatchers)],
         "oracle_hit_ratio_per_level": [round(r, 4) for r in oracle],

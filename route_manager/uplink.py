@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS edn_uplink_state (key TEXT PRIMARY KEY, value INTEGER
 """
 _GENERATION = "edn:uplink"
 RETRY_MAX = 5.0  # seconds between registration attempts at an upstream that does not answer
+REFUSED_MAX = 10.0  # seconds between offers of a report an upstream refused
+_REFUSED = "refused"
 
 
 class Generations:
@@ -94,6 +96,9 @@ class _Upstream:
     announced: dict = field(default_factory=dict)  # route -> (key, precision) it accepted
     failures: int = 0                   # consecutive unanswered calls (status)
     retry_at: float = 0.0               # monotonic time of the next registration attempt
+    # route -> ((key, precision) refused, when to offer it again, refusals in a row): a
+    # report the upstream refused (its route not created there yet, say) stays due
+    refused: dict = field(default_factory=dict)
 
 
 class Uplink:
@@ -129,6 +134,7 @@ class Uplink:
             state = self.upstreams[upstream.rstrip("/")]
             state.registered = False
             state.announced.clear()
+            state.refused.clear()
 
     def register(self, upstream: str) -> bool:
         """RegisterServer at ``upstream``; ``on_registered`` sees its answer (the topics to
@@ -150,6 +156,7 @@ class Uplink:
             state.registered = True
             state.failures = 0
             state.announced.clear()
+            state.refused.clear()
             self._learn_precision(state, response.Precision)
         log.info("registered with %s as %s (%s)", state.address, self.name, self.kind)
         return True
@@ -183,6 +190,10 @@ class Uplink:
                     wanted = (report.key, precision)
                     if not force and state.announced.get(report.route) == wanted:
                         continue
+                    refused = state.refused.get(report.route)
+                    if (refused is not None and refused[0] == wanted
+                            and refused[1] > time.monotonic()):
+                        continue  # refused lately: offered again when its wait is over
                     if precision not in made:
                         made[precision] = report.make(precision)
                     summary, load = made[precision]
@@ -191,11 +202,18 @@ class Uplink:
                         live.remove(state)
                         continue
                     sent += 1
+                    if outcome is _REFUSED:
+                        tries = refused[2] + 1 if refused is not None else 1
+                        state.refused[report.route] = (
+                            wanted, time.monotonic() + min(REFUSED_MAX, 0.5 * 2 ** tries), tries)
+                        continue
+                    state.refused.pop(report.route, None)
                     state.announced[report.route] = (report.key, precision)
         return sent
 
-    def _send(self, state: _Upstream, route: str, summary, load: int,
-              generation) -> bool | None:
+    def _send(self, state: _Upstream, route: str, summary, load: int, generation):
+        """True/False: accepted (newer than what it held) or not; :data:`_REFUSED`: a fault;
+        None: unreachable, or it no longer knows us."""
         if isinstance(generation, _Lazy):
             generation = generation.value()
         request = edn_wire.UpdateSummary(Server=self.name, Route=route, Generation=generation,
@@ -211,11 +229,13 @@ class Uplink:
                 log.warning("%s does not know us: registering again", state.address)
                 state.registered = False
                 state.announced.clear()
+                state.refused.clear()
                 return None
-            # refused (e.g. the route is not there yet): counted as told, like a server did
-            log.warning("route update for %s refused by %s: %s", route, state.address,
-                        fault.reason)
-            return False
+            # refused (e.g. the route is not created there yet): due again after a wait
+            tries = state.refused.get(route, (None, 0, 0))[2]
+            log.log(logging.WARNING if tries == 0 else logging.DEBUG,
+                    "route update for %s refused by %s: %s", route, state.address, fault.reason)
+            return _REFUSED
         state.failures = 0
         self._learn_precision(state, response.Precision)
         return bool(response.Accepted)
@@ -223,16 +243,24 @@ class Uplink:
     # -- the precision each upstream asks for ----------------------------------------------
     def poll_precisions(self) -> bool:
         """Ask every registered upstream the precision it routes with now (its ``GetStats``
-        figure ``precision``); True when one changed (the next push re-sends to it)."""
+        figure ``precision``) and whether it still knows us (``server.NAME.kind``: one that
+        restarted without its data does not, and is registered with again); True when a
+        precision changed (the next push re-sends to it)."""
         changed = False
         for state in list(self.upstreams.values()):
             if not state.registered:
                 continue
+            client = self.client_for(state.address)
             try:
-                figures = self.client_for(state.address).call(
-                    contracts.GetStats(Prefix="precision")).Figure or []
+                figures = client.call(contracts.GetStats(Prefix="precision")).Figure or []
+                known = client.call(contracts.GetStats(
+                    Prefix=f"server.{self.name}.kind")).Figure or []
             except (TransportError, SoapFault) as exc:
                 log.debug("precision of %s not read: %s", state.address, exc)
+                continue
+            if not known:
+                log.warning("%s forgot us: registering again", state.address)
+                self.forget(state.address)
                 continue
             value = next((f.Value for f in figures if f.Name == "precision"), None)
             with self._lock:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .exceptions import WsFrameworkError
 
 __all__ = ["Settings", "SettingsError", "UnknownSetting", "setting", "read_settings",
-           "parse_bool", "parse_list", "parse_ip_ranges", "describe"]
+           "parse_bool", "parse_list", "parse_ip_ranges", "parse_urls", "describe"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -78,6 +78,16 @@ def parse_ip_ranges(value: Any) -> tuple[str, ...]:
         except ValueError as exc:
             raise ValueError(f"invalid IP range: {exc}") from None
     return ranges
+
+
+def parse_urls(value: Any) -> tuple[str, ...]:
+    """Base URLs (a list, or text separated by commas) without a trailing slash, each once,
+    in the order given; one that is not http(s) is refused."""
+    urls = [url.rstrip("/") for url in parse_list(value) if url.strip()]
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) base URL")
+    return tuple(dict.fromkeys(urls))
 
 
 def setting(default: Any = dataclasses.MISSING, doc: str = "", *,

@@ -169,7 +169,10 @@ class LocalNetwork:
         return stats(self.servers[name].base_url, self.token, prefix)
 
     def create_topic(self, topic: str = TOPIC):
-        self.admin.create_topic(topic, None, schema_element(self.d))
+        """The topic at every root (each passes it down to the nodes registered with it)."""
+        for root in self.roots:
+            AdminClient(root.base_url, self.token).create_topic(topic, None,
+                                                               schema_element(self.d))
         wait_until(lambda: all(self.hosts_topic(s, topic) for s in self.servers.values()),
                    what="the topic on every server")
 

@@ -11,21 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wsframework.settings import Settings, parse_ip_ranges, parse_list, setting
+from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 
 from ..forwarding import LOG_FULL_POLICIES, POLICIES
 from ..precision import PRECISE, parse_precision
 
 __all__ = ["DispatcherSettings"]
-
-
-def parse_urls(value) -> tuple[str, ...]:
-    """Base URLs (a list, or text separated by commas), without a trailing slash."""
-    urls = tuple(url.strip().rstrip("/") for url in parse_list(value) if url.strip())
-    for url in urls:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{url!r} is not an http(s) base URL")
-    return urls
 
 
 @dataclass(frozen=True)

@@ -45,20 +45,11 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from route_manager.placement import ALGORITHMS
-from wsframework.settings import Settings, parse_list, read_settings, setting
+from wsframework.settings import Settings, parse_urls, read_settings, setting
 
 from ..settings import EventingSettings
 
 __all__ = ["EdnSettings"]
-
-
-def _urls(value: Any) -> tuple[str, ...]:
-    """Base URLs without a trailing slash, each once, in the order given."""
-    urls = [url.rstrip("/") for url in parse_list(value)]
-    for url in urls:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{url!r} is not an http(s) base URL")
-    return tuple(dict.fromkeys(urls))
 
 
 def _partitioner(value: Any) -> str:
@@ -69,7 +60,7 @@ def _partitioner(value: Any) -> str:
 class EdnSettings(Settings):
     # Parsed to every root's URL; __post_init__ keeps the first here and all in ``dispatchers``.
     dispatcher: str | None = setting(None, "the root dispatchers' base URLs (required; "
-                                     "--dispatcher repeated, or comma-separated)", parse=_urls)
+                                     "--dispatcher repeated, or comma-separated)", parse=parse_urls)
     name: str | None = setting(None, "this server's name in the network (default: host:port "
                                "of the base URL)")
     partitioner: str = setting("rtree", "random | rtree | kmeans | local (never forward)",
@@ -88,7 +79,7 @@ class EdnSettings(Settings):
     dispatchers: tuple[str, ...] = field(init=False, default=())  # not a key: see dispatcher
 
     def __post_init__(self) -> None:
-        urls = _urls(self.dispatcher)
+        urls = parse_urls(self.dispatcher)
         object.__setattr__(self, "dispatchers", urls)
         object.__setattr__(self, "dispatcher", urls[0] if urls else None)
         super().__post_init__()

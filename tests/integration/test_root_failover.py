@@ -18,10 +18,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from edn.localnet.network import TOPIC, LocalNetwork, wait_until
-from route_manager.grid import schema_element
+from edn.localnet.network import LocalNetwork, wait_until
 from tests.support.processes import ADMIN_TOKEN
-from wsframework.admin import AdminClient
 
 D = 3
 SERVERS = [(f"s{k}", "rtree", 1) for k in range(1, 3)]
@@ -39,9 +37,7 @@ def network(tmp_path_factory):
     net = LocalNetwork(tmp_path_factory.mktemp("roots"), SERVERS, token=ADMIN_TOKEN, d=D,
                        load_threshold=1000, roots=2)
     with net:
-        net.create_topic()  # at root 1; an operator creates it at every root
-        AdminClient(net.roots[1].base_url, ADMIN_TOKEN).create_topic(TOPIC, None,
-                                                                     schema_element(D))
+        net.create_topic()  # at every root, as an operator does
         rng = np.random.default_rng(11)
         centres = rng.uniform(0, 10, size=(N_SUBSCRIPTIONS, D))
         half = rng.uniform(0.2, 1.5, size=(N_SUBSCRIPTIONS, D))

@@ -247,3 +247,38 @@ def test_a_union_too_large_for_the_parent_is_cut_to_fit_and_still_covers(tree):
     for box_lo, box_hi in zip(big.mins, big.maxs):
         assert reported.contains_box(box_lo, box_hi)
     assert reported.covers([8, 8])  # s2's box too
+
+
+def test_a_report_the_parent_refused_stays_due_and_goes_once_the_route_exists(tree):
+    root, child, transport, _ = grown(tree)
+    # a topic created at the child only: the root refuses its report (no such route)
+    admin(CHILD, transport).create_topic("late", None, schema())
+    admin(CHILD, transport).call(edn_wire.UpdateSummary(
+        Server="s1", Route="late", Generation=9, Load=5, Summary=box_summary([0, 0], [1, 1])))
+    child.dispatcher.tree.step()
+    state = child.dispatcher.tree.uplink.upstreams[ROOT]
+    assert "late" in state.refused and "late" not in state.announced
+    assert child.dispatcher.tree.step() == 0  # waiting: not offered again at once
+    admin(ROOT, transport).create_topic("late", None, schema())  # now the root has the route
+    wanted, _, tries = state.refused["late"]
+    state.refused["late"] = (wanted, 0.0, tries)  # its wait is over
+    assert child.dispatcher.tree.step() == 1
+    assert root.dispatcher.routes.get("late").matcher.summary_of("c1").covers([0.5, 0.5])
+    assert "late" not in state.refused
+
+
+def test_a_parent_restarted_without_its_data_is_noticed_by_the_poll(tree, tmp_path):
+    root, child, transport, _ = grown(tree)
+    root.close()
+    fresh = build_dispatcher(ServiceConfig(ROOT, tmp_path / "root-empty", TOKEN,
+                                           role="dispatcher", settings=QUIET),
+                             transport=transport)
+    transport.mount(ROOT, fresh)
+    try:
+        admin(ROOT, transport).create_topic("grid", None, schema())
+        child.dispatcher.tree.uplink.poll_precisions()  # nothing changed below: the poll sees it
+        assert not child.dispatcher.tree.uplink.is_registered(ROOT)
+        child.dispatcher.tree.step()
+        assert fresh.dispatcher.routes.get("grid").matcher.summary_of("c1").covers([8, 8])
+    finally:
+        fresh.close()

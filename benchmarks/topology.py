@@ -202,8 +202,8 @@ class Window:
     sent: dict[str, dict[str, int]]          # dispatcher -> node below -> copies sent
     cpu_s: dict[str, float]                  # process -> CPU seconds over the window
     bench_cpu_s: float
-    boxes: dict[str, int]                    # dispatcher -> boxes in its route set (at the end)
     wall: float
+    boxes: dict[str, int]                    # dispatcher -> boxes in its route set (at the end)
 
     @property
     def events(self) -> int:
@@ -331,12 +331,15 @@ def _us(seconds: float) -> float:
 # -- the run -----------------------------------------------------------------------------------
 
 def _median_figures(rows: list[dict]) -> dict:
-    """The median over rounds of every scalar figure (lists and nested figures: the last
-    round's)."""
+    """The median over rounds of every figure: scalars, and lists of numbers element by
+    element (nested figures: the last round's)."""
     out = dict(rows[-1])
     for key, value in rows[-1].items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[key] = round(statistics.median(row[key] for row in rows), 3)
+            out[key] = round(statistics.median(row[key] for row in rows), 4)
+        elif isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+            out[key] = [round(statistics.median(row[key][i] for row in rows), 4)
+                        for i in range(len(value))]
     return out
 
 

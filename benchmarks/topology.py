@@ -271,6 +271,8 @@ def model_nodes(window: Window) -> list[TreeNode]:
 
 def figures_of(window: Window, oracle: list[float]) -> dict:
     """Measured figures of one window and the model's beside them."""
+    if not window.events:
+        raise RuntimeError("no event was routed in a measured window (a starved machine?)")
     nodes = model_nodes(window)
     events = window.events
     rate = window.events_per_s

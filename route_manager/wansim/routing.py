@@ -1,0 +1,162 @@
+"""Where a broker sends an event: one :class:`Router` per routing mode, each deciding with
+the real routing code, never a copy of it.
+
+A router answers ``decide(broker, publisher, event)`` with the brokers downstream on the
+publisher's spanning tree that get the event, the local subscriptions it is delivered to and
+the matching steps spent.  Decisions are pure functions of (broker, publisher, event), so they
+are cached: a simulation at many publish rates routes each pooled event once per broker.
+
+Local delivery (a broker's own clients) is the same in every mode: a scan of the broker's
+subscriptions, one step per subscription, so that modes differ only in their routing.
+
+Modes: ``flooding`` (every tree child), ``summaries`` (per broker and spanning tree, an
+:class:`~matchers.route_set.RTreeRouteSet` holding for each tree child the summary of the
+subscriptions behind it, cut to a precision), ``linkmatching`` (:mod:`matchers.pst`'s
+LinkMatcher; a clear error until that package exists), and any router given to
+:func:`register_router` (the hook for Kyra's cliques and zones)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from matchers.route_set import RTreeRouteSet
+from matchers.summary import Summary
+
+from .topology import SpanningTree, Topology
+from .workload import DONT_CARE, Workload
+
+__all__ = ["Decision", "Router", "FloodingRouter", "SummaryRouter", "ROUTERS",
+           "register_router", "make_router"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    forward: tuple          # downstream brokers that get the event
+    local: np.ndarray       # subscriptions of this broker's clients that match it
+    steps: int              # matching steps spent (routing + local delivery)
+
+
+class Router:
+    """Base: the cache and local delivery.  Subclasses implement :meth:`route`."""
+
+    name = "router"
+    #: True when no link may carry an event without a matching subscriber behind it
+    exact_links = False
+
+    def __init__(self, topology: Topology, trees: dict, workload: Workload) -> None:
+        self.topology, self.trees, self.workload = topology, trees, workload
+        owners = np.array([workload.broker_of(i) for i in range(len(workload.subscriptions))])
+        self.subs_at = {b: np.flatnonzero(owners == b) for b in topology.brokers}
+        self._cache: dict = {}
+
+    def decide(self, broker: str, publisher: str, event: int) -> Decision:
+        key = (broker, publisher, event)
+        found = self._cache.get(key)
+        if found is None:
+            values = self.workload.events[publisher][event]
+            forward, steps = self.route(broker, self.trees[publisher], publisher, event)
+            local = self.workload.matching(values, self.subs_at[broker])
+            found = self._cache[key] = Decision(tuple(forward), local,
+                                                int(steps) + len(self.subs_at[broker]))
+        return found
+
+    def route(self, broker: str, tree: SpanningTree, publisher: str, event: int):
+        """(downstream brokers, routing steps)."""
+        raise NotImplementedError
+
+
+class FloodingRouter(Router):
+    name = "flooding"
+
+    def route(self, broker, tree, publisher, event):
+        return tree.children[broker], 0
+
+
+class SummaryRouter(Router):
+    """The EDN's routing (section III-D): per tree child, the union of the boxes of the
+    subscriptions behind it, in an RTreeRouteSet at ``precision``.  A subscription is one box:
+    a point on each tested attribute, the whole value range on each ``*``.  Bloom filters are
+    not used: with a handful of values per attribute a box is already exact on each one.
+    Routing steps: the boxes of the route set at that precision (the work a scan would do;
+    the R-tree may look at fewer)."""
+
+    name = "summaries"
+
+    def __init__(self, topology, trees, workload, precision: float = 1.0) -> None:
+        super().__init__(topology, trees, workload)
+        self.precision = precision
+        self.exact_links = precision >= 1.0
+        self.name = f"summaries@{precision:g}"
+        self._routes: dict = {}   # (broker, publisher) -> (per-event list of sets, boxes)
+
+    def _summary(self, brokers: list) -> tuple[Summary, int] | None:
+        subs = np.concatenate([self.subs_at[b] for b in brokers])
+        if not len(subs):
+            return None
+        rows = np.unique(self.workload.subscriptions[subs], axis=0)
+        mins = np.where(rows == DONT_CARE, 0, rows).astype(np.float64)
+        maxs = np.where(rows == DONT_CARE, self.workload.values - 1, rows).astype(np.float64)
+        return Summary(self.workload.names, mins, maxs), len(rows)
+
+    def _table(self, broker: str, tree: SpanningTree, publisher: str):
+        key = (broker, publisher)
+        if key not in self._routes:
+            routes, boxes = RTreeRouteSet(), 0
+            for child in tree.children[broker]:
+                made = self._summary(tree.subtree(child))
+                if made is not None:
+                    routes.set_summary(child, made[0], rectangles=made[1])
+            if len(routes):
+                routes.set_precision(self.precision)
+                boxes = routes.describe()["boxes"]
+                hits = routes.route_batch(self.workload.events[publisher].astype(np.float64))
+            else:
+                hits = [frozenset()] * len(self.workload.events[publisher])
+            self._routes[key] = (hits, boxes)
+        return self._routes[key]
+
+    def route(self, broker, tree, publisher, event):
+        hits, boxes = self._table(broker, tree, publisher)
+        return sorted(hits[event]), boxes
+
+
+class LinkMatchingRouter(Router):
+    """Gryphon's link matching with :mod:`matchers.pst` (written by another engineer; this
+    router says so plainly until it exists)."""
+
+    name = "linkmatching"
+    exact_links = True
+
+    def __init__(self, topology, trees, workload) -> None:
+        try:
+            import matchers.pst  # noqa: F401  (only to know whether it exists)
+        except ImportError as exc:
+            raise NotImplementedError("linkmatching needs matchers.pst (LinkMatcher), "
+                                      "which has not landed") from exc
+        raise NotImplementedError("matchers.pst landed: wire LinkMatcher here")
+
+
+ROUTERS: dict[str, Callable] = {
+    "flooding": FloodingRouter,
+    "summaries": SummaryRouter,
+    "linkmatching": LinkMatchingRouter,
+}
+
+
+def register_router(name: str, factory: Callable) -> None:
+    """Plug a routing mode in (Kyra's cliques and zones): ``factory(topology, trees,
+    workload)`` returns a :class:`Router`."""
+    if name in ROUTERS:
+        raise ValueError(f"router {name!r} is already registered")
+    ROUTERS[name] = factory
+
+
+def make_router(name: str, topology, trees, workload, **options) -> Router:
+    try:
+        factory = ROUTERS[name]
+    except KeyError:
+        raise ValueError(f"unknown router {name!r}; known: {', '.join(sorted(ROUTERS))}")
+    return factory(topology, trees, workload, **options)

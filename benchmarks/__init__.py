@@ -48,10 +48,13 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                                 "(batch path beside the event-by-event one)"),
     "delivery": ("benchmarks.delivery:run", "notifications/s from a source to a fast sink, and "
                                             "the sink's own ceiling"),
+    "brokers": ("benchmarks.brokers:run", "Gryphon's 39-broker wide-area simulation: flooding, "
+                                          "link matching, summaries, Kyra (overload rate, "
+                                          "steps, hops, bytes, exactness)"),
     "fuzz": ("benchmarks.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)
-WRITES_FILES = {"throughput", "selftuning"}
+WRITES_FILES = {"throughput", "selftuning", "brokers"}
 DEFAULT_OUT = "edn-bench-out"
 
 

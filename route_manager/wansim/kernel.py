@@ -5,7 +5,7 @@ sequence number makes events at the same instant run in the order they were sche
 
 :class:`BrokerNetwork`: each broker has an incoming FIFO queue and one CPU.  Serving a
 message costs ``per_message_s + steps * step_s`` (steps: the router's matching steps for that
-event at that broker), then the event leaves on each chosen link after the link's one-way
+event at that broker) plus the routing time a router measured instead of counting, then the event leaves on each chosen link after the link's one-way
 delay and reaches each matching local client 1 ms later.  Publishers are Poisson processes
 at their brokers (1 ms from them).  Overload is the seed's criterion: some broker's queue
 reaches ``overload_queue`` (80) messages; the run stops there."""
@@ -61,6 +61,7 @@ class SimResult:
     link_messages: int = 0
     link_bytes: int = 0
     steps: int = 0
+    route_seconds: float = 0.0
     deliveries: dict = field(default_factory=dict)      # published id -> set of subscriptions
     origin: dict = field(default_factory=dict)          # published id -> (publisher, event)
     carried: list = field(default_factory=list)         # (publisher, event, broker, child)
@@ -126,7 +127,8 @@ class BrokerNetwork:
         uid, publisher, event, born = message = queue[0]
         decision = self.router.decide(broker, publisher, event)
         self.result.steps += decision.steps
-        self.kernel.schedule(self.per_message_s + decision.steps * self.step_s,
+        self.result.route_seconds += decision.seconds
+        self.kernel.schedule(self.per_message_s + decision.steps * self.step_s + decision.seconds,
                              self._done, broker, message, decision)
 
     def _done(self, broker: str, message, decision) -> None:

@@ -3,12 +3,14 @@
 :class:`Kernel`: virtual time in seconds and one heapq of (time, sequence, action); the
 sequence number makes events at the same instant run in the order they were scheduled.
 
-:class:`BrokerNetwork`: each broker has an incoming FIFO queue and one CPU.  Serving a
-message costs ``per_message_s + steps * step_s`` (steps: the router's matching steps for that
-event at that broker) plus the routing time a router measured instead of counting, then the event leaves on each chosen link after the link's one-way
-delay and reaches each matching local client 1 ms later.  Publishers are Poisson processes
-at their brokers (1 ms from them).  Overload is the seed's criterion: some broker's queue
-reaches ``overload_queue`` (80) messages; the run stops there."""
+:class:`BrokerNetwork`: each broker has an incoming FIFO queue and one CPU. Serving a message
+costs ``per_message_s + steps * step_s`` (steps: the router's matching steps for that event at
+that broker) plus the routing time a router measured instead of counting, then the event leaves
+on each chosen link after the link's one-way delay and reaches each matching local client 1 ms
+later. Publishers are Poisson processes at their brokers (1 ms from them). Overload is the
+seed's criterion: some broker's queue reaches ``overload_queue`` (80) messages; the run stops
+there.
+"""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ class SimResult:
     link_bytes: int = 0
     steps: int = 0
     route_seconds: float = 0.0
-    deliveries: dict = field(default_factory=dict)      # published id -> set of subscriptions
+    deliveries: dict = field(default_factory=dict)      # published id -> set of clients
     origin: dict = field(default_factory=dict)          # published id -> (publisher, event)
     carried: list = field(default_factory=list)         # (publisher, event, broker, child)
     latencies_ms: list = field(default_factory=list)
@@ -143,21 +145,22 @@ class BrokerNetwork:
                                  message)
         if len(decision.local):
             if self.record:
-                self.result.deliveries[uid].update(decision.local.tolist())
+                self.result.deliveries[uid].update(decision.local)
             self.result.latencies_ms.append((self.kernel.now + self.client_s - born) * 1e3)
         self._serve(broker)
 
     # -- exactness ---------------------------------------------------------------------------
     def exactness(self) -> dict:
-        """Against the oracle: ``missed`` (a matching subscription not delivered), ``extra``
-        (delivered without matching), ``useless_links`` (a link that carried an event with no
-        matching subscription behind it on the publisher's tree; zero is required of the
-        exact modes only).  Needs ``record=True``."""
+        """Against the oracle: ``missed`` (a client with a matching subscription that did
+        not get the event), ``extra`` (a client that got it without one), ``useless_links``
+        (a link that carried an event with no matching subscription behind it on the
+        publisher's tree; zero is required of the exact modes only). Needs ``record=True``."""
         workload = self.router.workload
         missed = extra = 0
         for uid, got in self.result.deliveries.items():
             publisher, event = self.result.origin[uid]
-            wanted = set(workload.matching(workload.events[publisher][event]).tolist())
+            matching = workload.matching(workload.events[publisher][event])
+            wanted = set(workload.subscriber[matching].tolist())
             missed += len(wanted - got)
             extra += len(got - wanted)
         useless = 0

@@ -6,8 +6,8 @@ publisher's spanning tree that get the event, the local subscriptions it is deli
 the matching steps spent.  Decisions are pure functions of (broker, publisher, event), so they
 are cached: a simulation at many publish rates routes each pooled event once per broker.
 
-Local delivery (a broker's own clients) is the same in every mode: a scan of the broker's
-subscriptions, one step per subscription, so that modes differ only in their routing.
+Local delivery (a broker's own clients) is the same in every mode (:class:`Router`), so
+that modes differ only in their routing.
 
 Modes: ``flooding`` (every tree child), ``summaries`` (per broker and spanning tree, an
 :class:`~matchers.route_set.RTreeRouteSet` holding for each tree child the summary of the
@@ -36,13 +36,40 @@ __all__ = ["Decision", "Router", "FloodingRouter", "SummaryRouter", "ROUTERS",
 @dataclass(frozen=True)
 class Decision:
     forward: tuple          # downstream brokers that get the event
-    local: np.ndarray       # subscriptions of this broker's clients that match it
-    steps: int              # matching steps spent (routing + local delivery)
-    seconds: float = 0.0    # routing CPU measured outside the step model (route sets)
+    local: tuple            # this broker's clients with a subscription it matches
+    steps: int              # matching steps counted by the router
+    seconds: float = 0.0    # CPU measured instead of counted (route sets), per event
+
+
+def box_summary(workload: Workload, subs: np.ndarray) -> tuple[Summary, int] | None:
+    """The subscriptions ``subs`` as a summary, one box each (duplicates dropped): a point
+    on each tested attribute, the attribute's whole value range on each ``*``; with the
+    number of boxes (its rectangles, the denominator of precision)."""
+    if not len(subs):
+        return None
+    rows = np.unique(workload.subscriptions[subs], axis=0)
+    mins = np.where(rows == DONT_CARE, 0, rows).astype(np.float64)
+    maxs = np.where(rows == DONT_CARE, workload.values - 1, rows).astype(np.float64)
+    return Summary(workload.names, mins, maxs), len(rows)
+
+
+def timed_routes(routes: RTreeRouteSet, events: np.ndarray) -> tuple[list, float]:
+    """Each event's frozenset of route ids, and the measured seconds per event of one
+    ``route_batch`` (after an untimed call that lets the route set pick its strategy)."""
+    events = events.astype(np.float64)
+    if not len(routes):
+        return [frozenset()] * len(events), 0.0
+    routes.route_batch(events)
+    start = time.perf_counter()
+    hits = routes.route_batch(events)
+    return hits, (time.perf_counter() - start) / len(events)
 
 
 class Router:
-    """Base: the cache and local delivery.  Subclasses implement :meth:`route`."""
+    """Base: the cache and local delivery.  Subclasses implement :meth:`route`.
+
+    Local delivery is the same in every mode: per broker, an RTreeRouteSet with one precise
+    summary per client (its subscriptions' boxes), its CPU measured."""
 
     name = "router"
     #: True when no link may carry an event without a matching subscriber behind it
@@ -53,18 +80,31 @@ class Router:
         owners = np.array([workload.broker_of(i) for i in range(len(workload.subscriptions))])
         self.subs_at = {b: np.flatnonzero(owners == b) for b in topology.brokers}
         self._cache: dict = {}
+        self._local: dict = {}    # (broker, publisher) -> (per-event client sets, seconds)
 
     def decide(self, broker: str, publisher: str, event: int) -> Decision:
         key = (broker, publisher, event)
         found = self._cache.get(key)
         if found is None:
-            values = self.workload.events[publisher][event]
             forward, steps = self.route(broker, self.trees[publisher], publisher, event)
-            local = self.workload.matching(values, self.subs_at[broker])
-            found = self._cache[key] = Decision(tuple(forward), local,
-                                                int(steps) + len(self.subs_at[broker]),
-                                                self.route_seconds(broker, publisher))
+            clients, local_seconds = self._local_clients(broker, publisher)
+            found = self._cache[key] = Decision(
+                tuple(forward), tuple(sorted(clients[event])), int(steps),
+                self.route_seconds(broker, publisher) + local_seconds)
         return found
+
+    def _local_clients(self, broker: str, publisher: str):
+        key = (broker, publisher)
+        if key not in self._local:
+            routes = RTreeRouteSet()
+            subs = self.subs_at[broker]
+            for client in np.unique(self.workload.subscriber[subs]).tolist():
+                mine = subs[self.workload.subscriber[subs] == client]
+                summary, rectangles = box_summary(self.workload, mine)
+                routes.set_summary(str(client), summary, rectangles=rectangles)
+            hits, seconds = timed_routes(routes, self.workload.events[publisher])
+            self._local[key] = ([[int(c) for c in hit] for hit in hits], seconds)
+        return self._local[key]
 
     def route(self, broker: str, tree: SpanningTree, publisher: str, event: int):
         """(downstream brokers, routing steps)."""
@@ -101,33 +141,19 @@ class SummaryRouter(Router):
         self._routes: dict = {}   # (broker, publisher) -> (per-event sets, seconds per event)
         self.boxes: dict = {}     # (broker, publisher) -> boxes in the route set
 
-    def _summary(self, brokers: list) -> tuple[Summary, int] | None:
-        subs = np.concatenate([self.subs_at[b] for b in brokers])
-        if not len(subs):
-            return None
-        rows = np.unique(self.workload.subscriptions[subs], axis=0)
-        mins = np.where(rows == DONT_CARE, 0, rows).astype(np.float64)
-        maxs = np.where(rows == DONT_CARE, self.workload.values - 1, rows).astype(np.float64)
-        return Summary(self.workload.names, mins, maxs), len(rows)
-
     def _table(self, broker: str, tree: SpanningTree, publisher: str):
         key = (broker, publisher)
         if key not in self._routes:
-            routes, boxes, seconds = RTreeRouteSet(), 0, 0.0
+            routes = RTreeRouteSet()
             for child in tree.children[broker]:
-                made = self._summary(tree.subtree(child))
+                subs = np.concatenate([self.subs_at[b] for b in tree.subtree(child)])
+                made = box_summary(self.workload, subs)
                 if made is not None:
                     routes.set_summary(child, made[0], rectangles=made[1])
             if len(routes):
                 routes.set_precision(self.precision)
-                boxes = routes.describe()["boxes"]
-                events = self.workload.events[publisher].astype(np.float64)
-                routes.route_batch(events)        # calibrates the strategy: not timed
-                start = time.perf_counter()
-                hits = routes.route_batch(events)
-                seconds = (time.perf_counter() - start) / len(events)
-            else:
-                hits = [frozenset()] * len(self.workload.events[publisher])
+            boxes = routes.describe()["boxes"]
+            hits, seconds = timed_routes(routes, self.workload.events[publisher])
             self._routes[key], self.boxes[key] = (hits, seconds), boxes
         return self._routes[key]
 

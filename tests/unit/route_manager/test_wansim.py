@@ -146,3 +146,12 @@ def test_router_registry_hook():
         del ROUTERS["test-nowhere"]
     with pytest.raises(ValueError):
         make_router("no-such-mode", Topology(), {}, None)
+
+
+def test_kyra_on_gryphon_is_exact_and_cheaper_than_flooding(gryphon):
+    from route_manager.wansim.kyra_mode import kyra_row
+
+    topology, _, workload = gryphon
+    row = kyra_row(topology, workload)
+    assert row["exact"] and row["missed"] == 0 and row["extra"] == 0
+    assert 0 < row["link_messages_per_event"] < 38

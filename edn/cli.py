@@ -75,6 +75,11 @@ def _add_serve(sub):
     dispatcher.add_argument("--no-self-tuning", dest="self_tuning", action="store_false",
                             default=None,
                             help="keep the summary precision fixed (default: self-tuning on)")
+    dispatcher.add_argument("--routing", default=None,
+                            choices=("summaries", "linkmatching", "flooding"),
+                            help="how events are routed below (default summaries; the same on "
+                                 "every dispatcher of a network: a child refuses a parent that "
+                                 "routes otherwise)")
     dispatcher.add_argument("--precision-profile", default=None, metavar="FILE",
                             help="start at the precision edn profile recommends (its "
                                  "recommendation.json): the initial_precision setting")
@@ -94,7 +99,7 @@ def cmd_serve(args) -> int:
     base_url = args.base_url or f"http://{args.host}:{args.port}"
     settings = {"allow_private": args.allow_private}
     for key in ("dispatcher", "parent", "name", "partitioner", "load_threshold", "link_mbps",
-                "self_tuning"):
+                "self_tuning", "routing"):
         value = getattr(args, key, None)
         if isinstance(value, list):  # repeatable URLs: one stays a plain value
             value = value[0] if len(value) == 1 else value

@@ -13,7 +13,8 @@ whose format belongs to the matcher / subscription manager that makes them::
     ListRoutes {Prefix?}                         -> ListRoutesResponse {Route* {Name, Matcher,
                                                                          Address, Servers}}
     RegisterServer {Name, Address, Kind?}        -> RegisterServerResponse {Name, Topic*, Peer*,
-                                                                              Precision?}
+                                                                              Precision?,
+                                                                              Routing?}
     ListServers {Prefix?}                        -> ListServersResponse {Server* {Name, Address,
                                                                            Load?}}
     UpdateSummary {Server, Route, Generation,    -> UpdateSummaryResponse {Route, Accepted,
@@ -29,7 +30,10 @@ Dispatch trees: a child dispatcher registers with its parent as servers do, with
 ``dispatcher`` (absent: ``server``); a dispatcher never lists a child dispatcher among the
 peers of its servers, nor moves subscriptions to one. ``Precision`` in the answers is the
 precision the answering dispatcher routes the sender with (``precise``, ``none``, ``0.5``):
-a child cuts its sub-tree summary to it (:mod:`route_manager.uplink`).
+a child cuts its sub-tree summary to it (:mod:`route_manager.uplink`). ``Routing`` is the
+network's routing mode (:data:`ROUTING_MODES`): a server adopts it, a child dispatcher refuses
+a parent whose mode is not its own (in ``linkmatching`` the ``Summary`` of UpdateSummary is an
+``edn:Predicates`` report, :mod:`matchers.pst.links_route_set`).
 
 The messages keep the admin namespace (``ns.ADMIN``) they have always had on the wire.
 Statistics and run-time settings (GetStats, Configure, Figure) are base contracts
@@ -47,7 +51,8 @@ __all__ = [
     "EVENT_BATCH", "PLACED", "SUBSCRIPTIONS", "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE",
     "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
     "BATCH_DISPATCHER", "BATCH_FIRST_SEQ", "batch_position", "KIND_SERVER", "KIND_DISPATCHER",
-    "KINDS", "FAULT_UNKNOWN_SERVER", "FAULT_LOG_FULL", "OPERATIONS", "ADMIN_OPERATIONS",
+    "KINDS", "ROUTING_SUMMARIES", "ROUTING_LINKMATCHING", "ROUTING_FLOODING", "ROUTING_MODES",
+    "routing_of", "FAULT_UNKNOWN_SERVER", "FAULT_LOG_FULL", "OPERATIONS", "ADMIN_OPERATIONS",
     "CreateRoute", "CreateRouteResponse", "DeleteRoute", "DeleteRouteResponse", "ListRoutes",
     "ListRoutesResponse", "RouteInfo", "TopicSpec", "ServerInfo", "RegisterServer",
     "RegisterServerResponse", "ListServers", "ListServersResponse", "UpdateSummary",
@@ -185,6 +190,23 @@ KIND_SERVER = "server"          # RegisterServer/Kind: a subscription server (th
 KIND_DISPATCHER = "dispatcher"  # a child dispatcher of a dispatch tree
 KINDS = (KIND_SERVER, KIND_DISPATCHER)
 
+# RegisterServerResponse/Routing: how the network routes (edn serve dispatcher --routing); every
+# node of one network uses the same mode. Absent: summaries (dispatchers from before the modes).
+ROUTING_SUMMARIES = "summaries"        # each node reports a summary; route sets of summaries
+ROUTING_LINKMATCHING = "linkmatching"  # each node reports its equality predicates (Gryphon)
+ROUTING_FLOODING = "flooding"          # every event to every child; nobody reports anything
+ROUTING_MODES = (ROUTING_SUMMARIES, ROUTING_LINKMATCHING, ROUTING_FLOODING)
+
+
+def routing_of(response) -> str:
+    """The routing mode a RegisterServerResponse announces (absent: summaries); a Sender
+    fault for an unknown one."""
+    mode = (response.Routing or ROUTING_SUMMARIES).strip()
+    if mode not in ROUTING_MODES:
+        raise sender_fault(f"RegisterServerResponse/Routing must be one of "
+                           f"{', '.join(ROUTING_MODES)}")
+    return mode
+
 
 class RegisterServer(Contract):
     __namespace__ = ns.ADMIN
@@ -199,6 +221,7 @@ class RegisterServerResponse(Contract):
         ("Topic", repeated(TopicSpec)),
         ("Peer", repeated(ServerInfo)),
         ("Precision", optional(Unicode)),
+        ("Routing", optional(Unicode)),
     ]
 
 

@@ -114,7 +114,8 @@ class DispatcherAdmin:
         self.dispatcher.register_server(name, server_address(name, request.Address), kind)
         return edn_wire.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
                                                Peer=self._server_infos(exclude=name),
-                                               Precision=self._precision())
+                                               Precision=self._precision(),
+                                               Routing=self.dispatcher.settings.routing)
 
     def _precision(self) -> str:
         """What a node below is routed with now (a child dispatcher cuts its reports to it)."""

@@ -25,11 +25,12 @@ from wsframework.urlpolicy import UrlPolicy
 from .. import edn_wire
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
-from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER
+from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
 from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .control import PrecisionControl
+from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
 from .stats import dispatcher_figures
 from .tables import DispatcherTables
@@ -58,6 +59,9 @@ class Dispatcher(BaseRouteManager):
         unusable one is a :class:`~wsframework.settings.SettingsError`."""
         self.settings, tuning = read_settings(dict(service.config.settings, **(settings or {})),
                                               DispatcherSettings, SelfTuningSettings)
+        self.settings = settings_for_mode(self.settings)
+        self.routing = self.settings.routing
+        self.default_route_matcher = route_matcher_for(self.routing)  # before the route admin
         super().__init__(service)
         # A request's ReplyTo/FaultTo is chosen by its sender: the one URL policy judges it,
         # with the private ranges of --allow-private (wsframework.urlpolicy).
@@ -220,7 +224,10 @@ class Dispatcher(BaseRouteManager):
         matcher = entry.matcher
         started = time.thread_time()  # CPU of this thread: GIL waits excluded
         match_many = getattr(matcher, "match_many", None)
-        if match_many is not None:
+        if self.routing == ROUTING_FLOODING:  # nothing read: every node below gets everything
+            every = list(self.servers)
+            answers = [every for _ in events]
+        elif match_many is not None:
             answers = match_many(events)
         else:  # a plugin matcher without batches: one event at a time, each standalone
             answers = [matcher.match(standalone(event)) for event in events]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 
+from ..edn_wire import ROUTING_MODES, ROUTING_SUMMARIES
 from ..forwarding import LOG_FULL_POLICIES, POLICIES
 from ..precision import PRECISE, parse_precision
 
@@ -63,6 +64,12 @@ class DispatcherSettings(Settings):
                                              "dispatcher has no notification targets)",
                                              parse=parse_ip_ranges)
 
+    # Routing modes (route_manager.dispatcher.routing): the same for every node of a network.
+    routing: str = setting(ROUTING_SUMMARIES, "how events are routed to the nodes below: "
+                           "summaries (route sets of summaries, self-tuned precision) | "
+                           "linkmatching (equality predicates per link, Gryphon) | flooding "
+                           "(every event to every node below, nothing read) (--routing)")
+
     # Dispatch trees (route_manager.dispatcher.tree): a dispatcher with parents is a child.
     parent: tuple[str, ...] = setting((), "base URLs of the parent dispatchers (--parent, "
                                       "repeatable): this dispatcher is a child of a dispatch "
@@ -79,6 +86,8 @@ class DispatcherSettings(Settings):
                                          "covering it; keep it under the parents' --max-body)")
 
     def validate(self) -> None:
+        if self.routing not in ROUTING_MODES:
+            raise ValueError(f"routing must be one of {', '.join(ROUTING_MODES)}")
         if self.tree_interval <= 0 or self.precision_poll <= 0:
             raise ValueError("tree_interval and precision_poll must be > 0")
         if self.tree_report_max_bytes < 1024:

@@ -29,6 +29,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+from matchers.pst.links_route_set import predicates_element, union_predicates
 from matchers.summary import Summary, cut, summary_target, union
 from wsframework import ns
 from wsframework.admin import AdminClient, carries_credential
@@ -39,6 +40,7 @@ from wsframework.namespace import EntryExists
 from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, batch_position
 from ..precision import PRECISE
 from ..uplink import Generations, RouteReport, Uplink
+from .routing import ModeCheck
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class TreeLink:
         self.uplink = Uplink(name=self.name, address=service.base_url, kind=KIND_DISPATCHER,
                              upstreams=settings.parent, client_for=self._client,
                              on_registered=self._host_topics, cuts=True)
+        self.modes = ModeCheck(settings.routing)  # a parent routing otherwise is refused
         self.generations = Generations(service.store)
         self.interval = settings.tree_interval
         self.precision_poll = settings.precision_poll
@@ -82,6 +85,8 @@ class TreeLink:
     def _host_topics(self, parent: str, response) -> None:
         """A parent's topics become routes here, passed on to the nodes below."""
         d = self.dispatcher
+        if not self.modes.check(parent, response):
+            return
         for spec in response.Topic or []:
             if spec.Name in d.routes:
                 continue
@@ -94,11 +99,24 @@ class TreeLink:
                 log.error("cannot host topic %s of %s: %s", spec.Name, parent, exc)
 
     def reports(self) -> list[RouteReport]:
-        """One report per route whose children sent summaries."""
+        """One report per route whose children sent summaries (in ``linkmatching``: the
+        union of their predicate reports; in ``flooding`` nobody reports, so nothing)."""
         d = self.dispatcher
         out = []
+        if not self.modes.agrees():
+            return out  # a parent routes by another mode: nothing it could use correctly
         for entry in list(d.routes.entries()):
             matcher = entry.matcher
+            if hasattr(matcher, "predicates_of") and len(matcher):  # --routing linkmatching
+                children = tuple(matcher.filter_ids())
+                load = sum(d.loads.get(child, 0) for child in children)
+                key = (entry.uid, d.summary_version(entry.name), children, load)
+                out.append(RouteReport(entry.name, key,
+                                       lambda _precision, m=matcher, c=children, n=load: (
+                                           predicates_element(union_predicates(
+                                               (child, m.predicates_of(child)) for child in c)),
+                                           n)))
+                continue
             if not hasattr(matcher, "summary_of") or not len(matcher):
                 continue
             children = tuple(matcher.filter_ids())

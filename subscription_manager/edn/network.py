@@ -9,6 +9,10 @@ refuses never holds back the others, and a root that answers again, or restarted
 registration, is registered again and gets every summary. Publishers may publish at any
 root; each event is routed by the root it was published at, with the same summaries.
 
+Routing modes (``edn serve dispatcher --routing``): the roots announce theirs at registration
+and the server reports what it reads: summaries, link matching's equality predicates
+(:func:`~subscription_manager.edn.summaries.box_predicates`), or nothing for flooding.
+
 Every step is a plain method, so tests run them synchronously (:meth:`NetworkAgent.step`);
 :meth:`NetworkAgent.start` runs them in two background threads:
 
@@ -43,8 +47,10 @@ import threading
 import time
 from pathlib import Path
 
+from matchers.pst.links_route_set import predicates_element
 from route_manager import edn_wire
-from route_manager.edn_wire import KIND_SERVER
+from route_manager.edn_wire import (KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES,
+                                    routing_of)
 from route_manager.uplink import Generations, RouteReport, Uplink
 from wsframework.exceptions import SoapFault
 from wsframework.namespace import EntryExists
@@ -74,6 +80,7 @@ class NetworkAgent:
         self.registered = threading.Event()  # with at least one root: the peers can be asked
         self.election = Election(Path(manager.service.config.data_dir) / "edn-server.lock")
         self._told: dict[tuple[str, str], tuple] = {}    # (peer, topic) -> (what, when)
+        self._routing: dict[str, str | None] = {}  # root -> the routing mode it announced
         self._push_lock = threading.Lock()
         self._stop = threading.Event()
         self._wake_peers = threading.Event()  # a new topic: tell the peers now
@@ -94,6 +101,11 @@ class NetworkAgent:
 
     def _on_registered(self, root: str, response) -> None:
         m = self.manager
+        try:
+            self._routing[root] = routing_of(response)
+        except SoapFault as fault:
+            self._routing[root] = None
+            log.error("%s announces an unknown routing mode: %s", root, fault.reason)
         topics = response.Topic or []
         for spec in topics:
             if spec.Name in m.topics:
@@ -118,6 +130,38 @@ class NetworkAgent:
             self.registered.clear()
 
     # -- route updates ---------------------------------------------------------------------
+    def routing(self) -> str | None:
+        """The network's routing mode, as the roots announced it at registration (summaries
+        before any answered); None when they disagree or one announced an unknown mode: a
+        misconfigured network, to which this server reports nothing rather than half."""
+        modes = set(self._routing.values())
+        if not modes:
+            return ROUTING_SUMMARIES
+        if len(modes) == 1 and None not in modes:
+            return modes.pop()
+        return None
+
+    def _reports(self, entries, load: int) -> list[RouteReport]:
+        """Per topic, what the network's routing mode reads: the summary (summaries), the
+        subscriptions' equality predicates (linkmatching), nothing (flooding)."""
+        m = self.manager
+        mode = self.routing()
+        if mode is None:
+            log.error("the roots announce different routing modes %s: reporting nothing",
+                      sorted(map(str, self._routing.values())))
+            return []
+        if mode == ROUTING_SUMMARIES:
+            return [RouteReport(entry.name, (entry.uid, engine.summary_generation, load),
+                                lambda _precision, engine=engine: self._summary(engine, load))
+                    for entry in entries for engine in (m.matcher_for(entry),)]
+        if mode == ROUTING_LINKMATCHING:
+            return [RouteReport(entry.name, (entry.uid, engine.summary_generation,
+                                             engine.rectangle_count, load, mode),
+                                lambda _precision, entry=entry: (
+                                    predicates_element(m.equality_predicates(entry)), load))
+                    for entry in entries for engine in (m.matcher_for(entry),)]
+        return []  # flooding reads nothing
+
     def push_summaries(self, *, topics=None, force: bool = False) -> int:
         """Send each registered root an UpdateSummary for every topic (of ``topics``, default
         all) whose summary or load changed since the last one it accepted (every one with
@@ -132,11 +176,8 @@ class NetworkAgent:
             generation = min(self._offset + m.store.generation(), _INT32_MAX)
             m.sync()
             load = m.load()
-            reports = [RouteReport(entry.name, (entry.uid, engine.summary_generation, load),
-                                   lambda _precision, engine=engine: self._summary(engine, load))
-                       for entry in list(m.topics.entries())
-                       if topics is None or entry.name in topics
-                       for engine in (m.matcher_for(entry),)]
+            reports = self._reports([entry for entry in list(m.topics.entries())
+                                     if topics is None or entry.name in topics], load)
             sent = self.uplink.push(reports, generation=generation, force=force)
         self._note_registration()
         m.count("summary_updates_sent", sent)

@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from matchers.pst.links_route_set import MAX_PREDICATES
 from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.peers import PeerSummary
 from route_manager.placement import subscription_box
@@ -23,7 +24,30 @@ from wsframework.namespace import NamespaceEntry
 
 from ..store import Subscription
 
-__all__ = ["RoutingSummaries"]
+__all__ = ["RoutingSummaries", "box_predicates"]
+
+
+def box_predicates(engine: RTreeMatchingEngine) -> dict | None:
+    """One predicate per subscription rectangle: its dimensions whose interval is one point
+    (``attribute = coordinate``). A dimension tested by a range, or a subscription that is
+    no box at all (its rectangle is everything), adds no test: the predicate then *covers*
+    the subscription instead of equalling it (a Y the server itself narrows), never misses
+    an event. None (everything) past :data:`MAX_PREDICATES` rectangles.
+
+    Reads the engine's rectangle table, the only place that holds every subscription's box;
+    hold the view's read lock."""
+    table = engine._table
+    if table.boxes > MAX_PREDICATES:
+        return None
+    dims = engine.schema.dims
+    out = {}
+    for filter_id, seq in table.seq_of.items():
+        for k, row in enumerate(table.rows(seq).tolist()):
+            lo, hi = table.mins[row], table.maxs[row]
+            tests = tuple(sorted((dims[i], float(lo[i])) for i in range(len(dims))
+                                 if lo[i] == hi[i]))
+            out[f"{filter_id}#{k}" if k else str(filter_id)] = tests
+    return out
 
 
 class RoutingSummaries:
@@ -104,6 +128,14 @@ class RoutingSummaries:
     def load(self) -> int:
         """Subscriptions held by this server (all topics): the paper's server load."""
         return len(self._subscriptions)
+
+    def equality_predicates(self, entry: NamespaceEntry) -> dict | None:
+        """The topic's subscriptions as link matching's predicates (``--routing
+        linkmatching``; :mod:`matchers.pst.links_route_set`): id -> equality tests, or None
+        (everything) when there are too many to report."""
+        engine = self.matcher_for(entry)
+        with self.reading():
+            return box_predicates(engine)
 
     def peer_summary(self, entry: NamespaceEntry) -> PeerSummary:
         """What this server tells its peers about ``entry`` (subscription routing)."""

@@ -194,7 +194,7 @@ KINDS = (KIND_SERVER, KIND_DISPATCHER)
 # node of one network uses the same mode. Absent: summaries (dispatchers from before the modes).
 ROUTING_SUMMARIES = "summaries"        # each node reports a summary; route sets of summaries
 ROUTING_LINKMATCHING = "linkmatching"  # each node reports its equality predicates (Gryphon)
-ROUTING_FLOODING = "flooding"          # every event to every child; nobody reports anything
+ROUTING_FLOODING = "flooding"          # every event to every child; summaries never read
 ROUTING_MODES = (ROUTING_SUMMARIES, ROUTING_LINKMATCHING, ROUTING_FLOODING)
 
 

@@ -9,8 +9,9 @@ node: :data:`route_manager.edn_wire.ROUTING_MODES`).
   predicate reports and whose answer is the children on Y links (a tree: every child is
   downstream, the initialization mask is all-M). Precision has no meaning: fixed, no
   self-tuning.
-* ``flooding``: every event goes to every node registered below, nothing is read and nothing
-  is reported (precision none, fixed, no self-tuning).
+* ``flooding``: every event goes to every node registered below, nothing is read (precision
+  none, fixed, no self-tuning). Nodes still report summaries: loads, placement and status
+  come from those updates; routing never reads them.
 
 Negotiation: a dispatcher announces its mode in every RegisterServerResponse (``Routing``). A
 subscription server adopts it; a child dispatcher, configured with its own ``--routing``,

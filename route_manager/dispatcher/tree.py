@@ -100,7 +100,7 @@ class TreeLink:
 
     def reports(self) -> list[RouteReport]:
         """One report per route whose children sent summaries (in ``linkmatching``: the
-        union of their predicate reports; in ``flooding`` nobody reports, so nothing)."""
+        union of their predicate reports)."""
         d = self.dispatcher
         out = []
         if not self.modes.agrees():

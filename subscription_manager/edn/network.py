@@ -10,8 +10,9 @@ registration, is registered again and gets every summary. Publishers may publish
 root; each event is routed by the root it was published at, with the same summaries.
 
 Routing modes (``edn serve dispatcher --routing``): the roots announce theirs at registration
-and the server reports what it reads: summaries, link matching's equality predicates
-(:func:`~subscription_manager.edn.summaries.box_predicates`), or nothing for flooding.
+and the server reports what they read: link matching's equality predicates
+(:func:`~subscription_manager.edn.summaries.box_predicates`), or its summaries (flooding reads
+none, but loads, placement and status still come from them).
 
 Every step is a plain method, so tests run them synchronously (:meth:`NetworkAgent.step`);
 :meth:`NetworkAgent.start` runs them in two background threads:
@@ -49,8 +50,7 @@ from pathlib import Path
 
 from matchers.pst.links_route_set import predicates_element
 from route_manager import edn_wire
-from route_manager.edn_wire import (KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES,
-                                    routing_of)
+from route_manager.edn_wire import KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
 from route_manager.uplink import Generations, RouteReport, Uplink
 from wsframework.exceptions import SoapFault
 from wsframework.namespace import EntryExists
@@ -142,15 +142,16 @@ class NetworkAgent:
         return None
 
     def _reports(self, entries, load: int) -> list[RouteReport]:
-        """Per topic, what the network's routing mode reads: the summary (summaries), the
-        subscriptions' equality predicates (linkmatching), nothing (flooding)."""
+        """Per topic, what the network's routing mode reads: the subscriptions' equality
+        predicates (linkmatching), or the summary (summaries; flooding reads none, but the
+        root's loads, placement and status still come from these updates)."""
         m = self.manager
         mode = self.routing()
         if mode is None:
             log.error("the roots announce different routing modes %s: reporting nothing",
                       sorted(map(str, self._routing.values())))
             return []
-        if mode == ROUTING_SUMMARIES:
+        if mode != ROUTING_LINKMATCHING:
             return [RouteReport(entry.name, (entry.uid, engine.summary_generation, load),
                                 lambda _precision, engine=engine: self._summary(engine, load))
                     for entry in entries for engine in (m.matcher_for(entry),)]
@@ -160,7 +161,6 @@ class NetworkAgent:
                                 lambda _precision, entry=entry: (
                                     predicates_element(m.equality_predicates(entry)), load))
                     for entry in entries for engine in (m.matcher_for(entry),)]
-        return []  # flooding reads nothing
 
     def push_summaries(self, *, topics=None, force: bool = False) -> int:
         """Send each registered root an UpdateSummary for every topic (of ``topics``, default

@@ -1,0 +1,83 @@
+"""Routing modes on real processes (``edn serve dispatcher --routing M``): a root, two child
+dispatchers and two servers under each; equality subscriptions (``x0 = 1 and x2 = 2``,
+written as the range dialect's one-point intervals); events published at the root. In every
+mode delivery is exactly what a single source would deliver; with link matching no child
+receives an event that none of its servers' subscriptions match, and with flooding every
+child receives every event.
+
+Every wait is on a condition (the sink's count, GetStats), never a fixed sleep.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edn.localnet.network import LocalNetwork
+from tests.support.processes import ADMIN_TOKEN
+
+D = 3
+VALUES = 4          # attribute values 0..3: equalities match often enough to be seen
+N_SUBSCRIPTIONS = 24
+CHILDREN = {"c1": ["s1", "s2"], "c2": ["s3", "s4"]}
+# "local": a subscription stays where it was made (round robin over the servers), so which
+# child holds it is known without asking
+SERVERS = [(f"s{k}", "local", 1) for k in range(1, 5)]
+
+
+def equality_subscriptions(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row tests one or two attributes by equality (a one-point interval) and leaves the
+    others open (their whole range)."""
+    rng = np.random.default_rng(seed)
+    lo = np.zeros((N_SUBSCRIPTIONS, D))
+    hi = np.full((N_SUBSCRIPTIONS, D), 10.0)
+    for i in range(N_SUBSCRIPTIONS):
+        if i % 4 >= 2:  # on c2's servers (s3, s4): only x0 = 3, which a quarter of events hold
+            lo[i, 0] = hi[i, 0] = 3
+            continue
+        tested = rng.choice(D, size=rng.integers(1, 3), replace=False)
+        lo[i, tested] = hi[i, tested] = rng.integers(0, VALUES, size=len(tested))
+    return lo, hi
+
+
+def events(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, VALUES, size=(n, D)).astype(float)
+
+
+def child_of_subscription(i: int) -> str:
+    server = SERVERS[i % len(SERVERS)][0]
+    return next(child for child, below in CHILDREN.items() if server in below)
+
+
+def children_receiving(network: LocalNetwork, points: np.ndarray) -> dict[str, int]:
+    """The oracle: per child, the events one of its subscriptions matches."""
+    out = {child: 0 for child in CHILDREN}
+    for point in points:
+        inside = np.all((network.lo <= point) & (network.hi >= point), axis=1)
+        for child in {child_of_subscription(i) for i in np.flatnonzero(inside)}:
+            out[child] += 1
+    return out
+
+
+@pytest.mark.parametrize("routing", ["summaries", "linkmatching", "flooding"])
+def test_each_mode_delivers_exactly_what_one_source_would(tmp_path, routing):
+    network = LocalNetwork(tmp_path / routing, SERVERS, token=ADMIN_TOKEN, d=D,
+                           load_threshold=1000, children=CHILDREN,
+                           dispatcher_args=["--routing", routing])
+    with network:
+        network.create_topic()
+        lo, hi = equality_subscriptions(seed=5)
+        network.subscribe(lo, hi)
+        points = events(150, seed=6)
+        first, last = network.publish(points)
+        expected = network.wait_delivered(first, last)
+        assert len(expected) > 30
+        assert network.received(first, last) == expected
+        events_in = {child: int(network.node_stats(process, "events_in")["events_in"])
+                     for child, process in network.children.items()}
+        oracle = children_receiving(network, points)
+        if routing == "flooding":
+            assert events_in == {child: len(points) for child in CHILDREN}
+        elif routing == "linkmatching":
+            # equalities only: a child's Y link is exact, so it sees its own events, no more
+            assert events_in == oracle
+            assert 0 < events_in["c2"] < len(points)

@@ -47,6 +47,7 @@ __all__ = ["LinkRouteSet", "PREDICATES", "PREDICATE", "MATCHER_PST_LINKS", "MAX_
 MATCHER_PST_LINKS = "urn:wsframework:matchers:pst-links"
 PREDICATES = ns.qname(ns.EDN, "Predicates")
 PREDICATE = ns.qname(ns.EDN, "P")
+SCHEMA = ns.qname(ns.EDN, "Schema")
 MAX_PREDICATES = 50_000  # predicates in one report (a larger set is reported as everything)
 MAX_ID = 256             # characters of a predicate's id
 EVERYTHING = None        # a report that matches every event
@@ -54,11 +55,14 @@ EVERYTHING = None        # a report that matches every event
 Tests = tuple[tuple[str, float], ...]  # (attribute, coordinate), sorted by attribute
 
 
-def predicates_element(predicates: Mapping[str, Tests] | None) -> etree._Element:
+def predicates_element(predicates: Mapping[str, Tests] | None,
+                       schema: Schema | None = None) -> etree._Element:
     """The report of ``predicates`` (id -> tests; None: everything). Identical conjunctions
     are sent once, renumbered; more than :data:`MAX_PREDICATES` distinct ones, or an
     attribute name that is no XML name, make it everything."""
     element = etree.Element(PREDICATES, nsmap={"edn": ns.EDN})
+    if schema is not None:  # for a route set created without one (as summaries carry it)
+        element.append(schema.to_element())
     if predicates is None:
         element.set("everything", "true")
         return element
@@ -72,8 +76,7 @@ def predicates_element(predicates: Mapping[str, Tests] | None) -> etree._Element
             for attribute, value in tests:
                 child.set(attribute, repr(float(value)))
     except ValueError:  # too many, or an attribute name XML cannot carry: still correct
-        element = etree.Element(PREDICATES, nsmap={"edn": ns.EDN})
-        element.set("everything", "true")
+        return predicates_element(None, schema)
     return element
 
 
@@ -88,7 +91,7 @@ def read_predicates(element: Any, schema: Schema | None) -> dict[str, Tests] | N
         raise InvalidFilter("edn:Predicates/@everything must be true or false")
     out: dict[str, Tests] = {}
     for i, child in enumerate(element):
-        if not isinstance(child.tag, str):
+        if not isinstance(child.tag, str) or (i == 0 and child.tag == SCHEMA):
             continue
         if i >= MAX_PREDICATES:
             raise InvalidFilter(f"edn:Predicates holds more than {MAX_PREDICATES} predicates")
@@ -156,8 +159,9 @@ class _ChildTable:
 class LinkRouteSet(Matcher):
     """Children's predicate reports; :meth:`match` gives the children on Y links.
 
-    ``config``: the topic's event schema (as for the engines); without one, no report can
-    be read against it and every child with a report is Y (correct, unselective)."""
+    ``config``: the topic's event schema (as for the engines); without one, the schema the
+    first report carries (an ``edn:Schema`` first in it) is adopted, and until then every
+    child with a report is Y (correct, unselective)."""
 
     uri = MATCHER_PST_LINKS
     dialects = frozenset({SUMMARY_DIALECT})
@@ -172,7 +176,15 @@ class LinkRouteSet(Matcher):
     # -- reports ---------------------------------------------------------------------------
     def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
         self.check_dialect(spec)
-        self.set_predicates(filter_id, read_predicates(spec.content, self.schema))
+        element = _report_of(spec)
+        if self.schema is None:  # adopt the schema the first report carries
+            shipped = element.find(SCHEMA)
+            if shipped is not None:
+                try:
+                    self.schema = Schema.from_element(shipped)
+                except Exception as exc:
+                    raise InvalidFilter(f"edn:Predicates carries an unusable schema: {exc}")
+        self.set_predicates(filter_id, read_predicates(element, self.schema))
 
     def set_predicates(self, child: str, predicates: Mapping[str, Tests] | None) -> None:
         table = _ChildTable(predicates, self.schema)
@@ -226,4 +238,28 @@ class LinkRouteSet(Matcher):
 
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
-        return []
+        from ..schema import Attribute
+
+        schema = Schema((Attribute("price", "number", "/q:quote/q:price",
+                                   (("q", ns.EXAMPLE_QUOTES),), 0, 100),))
+        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}">'
+                                 f'<q:price>42</q:price></q:quote>')
+
+        def report(price: float) -> str:
+            return etree.tostring(predicates_element({"a": (("price", price),)}, schema),
+                                  encoding="unicode")
+        return [(FilterSpec(SUMMARY_DIALECT, report(42.0)), quote, True),
+                (FilterSpec(SUMMARY_DIALECT, report(10.0)), quote, False)]
+
+
+def _report_of(spec: FilterSpec) -> etree._Element:
+    """The ``edn:Predicates`` element of a filter: its content, or its expression's text."""
+    if isinstance(getattr(spec.content, "tag", None), str):
+        return spec.content
+    if not spec.expression.strip():
+        raise InvalidFilter("an empty predicate report")
+    from wsframework.xmlparse import parse_xml
+    try:
+        return parse_xml(spec.expression.encode())
+    except Exception as exc:
+        raise InvalidFilter(f"a predicate report that is no XML: {exc}") from None

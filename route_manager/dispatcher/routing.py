@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from matchers import register_matcher
+from matchers import known_matchers, register_matcher
 from matchers.pst.links_route_set import MATCHER_PST_LINKS, LinkRouteSet
 from wsframework import ns
 from wsframework.exceptions import SoapFault
@@ -36,12 +36,15 @@ log = logging.getLogger(__name__)
 
 __all__ = ["route_matcher_for", "settings_for_mode", "ModeCheck"]
 
-register_matcher(LinkRouteSet)  # urn:wsframework:matchers:pst-links, for a route's matcher
-
-
 def route_matcher_for(mode: str) -> str:
-    """The matcher URI of a route created by a dispatcher routing in ``mode``."""
-    return MATCHER_PST_LINKS if mode == ROUTING_LINKMATCHING else ns.MATCHER_RTREE_ROUTE_SET
+    """The matcher URI of a route created by a dispatcher routing in ``mode``; link
+    matching's route set is registered then (no entry point of its own yet: it belongs to
+    :mod:`matchers.pst`, whose package declares its plugins)."""
+    if mode != ROUTING_LINKMATCHING:
+        return ns.MATCHER_RTREE_ROUTE_SET
+    if MATCHER_PST_LINKS not in known_matchers():
+        register_matcher(LinkRouteSet)
+    return MATCHER_PST_LINKS
 
 
 def settings_for_mode(settings):

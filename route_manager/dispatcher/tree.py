@@ -114,7 +114,8 @@ class TreeLink:
                 out.append(RouteReport(entry.name, key,
                                        lambda _precision, m=matcher, c=children, n=load: (
                                            predicates_element(union_predicates(
-                                               (child, m.predicates_of(child)) for child in c)),
+                                               (child, m.predicates_of(child)) for child in c),
+                                               m.schema),
                                            n)))
                 continue
             if not hasattr(matcher, "summary_of") or not len(matcher):

@@ -158,8 +158,9 @@ class NetworkAgent:
         if mode == ROUTING_LINKMATCHING:
             return [RouteReport(entry.name, (entry.uid, engine.summary_generation,
                                              engine.rectangle_count, load, mode),
-                                lambda _precision, entry=entry: (
-                                    predicates_element(m.equality_predicates(entry)), load))
+                                lambda _precision, entry=entry, engine=engine: (
+                                    predicates_element(m.equality_predicates(entry),
+                                                       engine.schema), load))
                     for entry in entries for engine in (m.matcher_for(entry),)]
 
     def push_summaries(self, *, topics=None, force: bool = False) -> int:

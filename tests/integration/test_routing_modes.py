@@ -75,6 +75,8 @@ def test_each_mode_delivers_exactly_what_one_source_would(tmp_path, routing):
         events_in = {child: int(network.node_stats(process, "events_in")["events_in"])
                      for child, process in network.children.items()}
         oracle = children_receiving(network, points)
+        print(f"\n{routing}: {len(points)} events, {len(expected)} notifications, children's "
+              f"events_in {events_in}, matching their subscriptions {oracle}")
         if routing == "flooding":
             assert events_in == {child: len(points) for child in CHILDREN}
         elif routing == "linkmatching":

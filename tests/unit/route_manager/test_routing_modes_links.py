@@ -6,8 +6,9 @@ import random
 import pytest
 from lxml import etree
 
-from matchers import FilterSpec
-from matchers.pst.links_route_set import (MAX_ID, MAX_PREDICATES, PREDICATE, PREDICATES,
+from matchers import FilterSpec, unregister_matcher
+from matchers.conformance import check_matcher
+from matchers.pst.links_route_set import (MATCHER_PST_LINKS, MAX_ID, MAX_PREDICATES, PREDICATE, PREDICATES,
                                           LinkRouteSet, predicates_element, read_predicates,
                                           union_predicates)
 from matchers.ranges import RANGES_DIALECT
@@ -185,6 +186,7 @@ def start(tmp_path):
     yield run
     for service in started:
         service.close()
+    unregister_matcher(MATCHER_PST_LINKS)  # registered by a linkmatching dispatcher
 
 
 def test_registration_announces_the_mode_and_flooding_reads_nothing(start):
@@ -211,3 +213,15 @@ def test_linkmatching_routes_by_predicate_reports_and_refuses_summaries(start):
     with pytest.raises(SoapFault):
         admin.call(edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=2, Load=1,
                                           Summary=summary))
+
+
+def test_a_route_set_without_a_schema_adopts_the_one_a_report_carries():
+    matcher = LinkRouteSet()
+    matcher.add_filter("c1", FilterSpec(SUMMARY_DIALECT, etree.tostring(
+        predicates_element({"a": (("x", 1.0),)}, SCHEMA), encoding="unicode")))
+    assert matcher.schema == SCHEMA
+    assert matcher.match(event(1, 5)) == ["c1"] and matcher.match(event(2, 5)) == []
+
+
+def test_route_set_passes_the_matcher_conformance_checks():
+    check_matcher(LinkRouteSet)

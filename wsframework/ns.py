@@ -45,6 +45,7 @@ MATCHER_RTREE_ENGINE = "urn:wsframework:matchers:rtree-matching-engine"
 MATCHER_RTREE_ROUTE_SET = "urn:wsframework:matchers:rtree-route-set"
 MATCHER_BRUTE_FORCE = "urn:wsframework:matchers:brute-force"
 MATCHER_CELL_BITMAP = "urn:wsframework:matchers:cell-bitmap"
+MATCHER_PST = "urn:wsframework:matchers:pst"  # Gryphon's parallel search tree (equalities)
 
 # The event distribution network: schemas, summaries, event batches, placement headers.
 EDN = "urn:wsframework:edn"

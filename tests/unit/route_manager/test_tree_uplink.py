@@ -122,15 +122,20 @@ def test_the_child_cuts_its_report_to_the_precision_the_parent_routes_it_with(tr
     assert child.dispatcher.stats()["tree.parent.0.precision"] == 0.1
 
 
-def test_a_parent_that_forgot_the_child_gets_everything_again(tree, tmp_path):
+def root_without_its_data(tree, data_dir):
+    """The root replaced by one on an empty data dir (hosting grid again), not knowing c1."""
     root, child, transport, _ = grown(tree)
     root.close()
-    fresh = build_dispatcher(ServiceConfig(ROOT, tmp_path / "root-wiped", TOKEN,
-                                           role="dispatcher", settings=QUIET),
-                             transport=transport)
+    fresh = build_dispatcher(ServiceConfig(ROOT, data_dir, TOKEN, role="dispatcher",
+                                           settings=QUIET), transport=transport)
     transport.mount(ROOT, fresh)
+    admin(ROOT, transport).create_topic("grid", None, schema())
+    return fresh, child, transport
+
+
+def test_a_parent_that_forgot_the_child_gets_everything_again(tree, tmp_path):
+    fresh, child, transport = root_without_its_data(tree, tmp_path / "root-wiped")
     try:
-        admin(ROOT, transport).create_topic("grid", None, schema())
         report(child, "s1", 3, [0, 0], [1, 1], transport)
         child.dispatcher.tree.step()  # UnknownServer: registration lost
         child.dispatcher.tree.uplink.upstreams[ROOT].retry_at = 0
@@ -268,14 +273,8 @@ def test_a_report_the_parent_refused_stays_due_and_goes_once_the_route_exists(tr
 
 
 def test_a_parent_restarted_without_its_data_is_noticed_by_the_poll(tree, tmp_path):
-    root, child, transport, _ = grown(tree)
-    root.close()
-    fresh = build_dispatcher(ServiceConfig(ROOT, tmp_path / "root-empty", TOKEN,
-                                           role="dispatcher", settings=QUIET),
-                             transport=transport)
-    transport.mount(ROOT, fresh)
+    fresh, child, transport = root_without_its_data(tree, tmp_path / "root-empty")
     try:
-        admin(ROOT, transport).create_topic("grid", None, schema())
         child.dispatcher.tree.uplink.poll_precisions()  # nothing changed below: the poll sees it
         assert not child.dispatcher.tree.uplink.is_registered(ROOT)
         child.dispatcher.tree.step()

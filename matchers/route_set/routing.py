@@ -41,6 +41,7 @@ Bloom filters
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -48,12 +49,31 @@ import numpy as np
 from ..summary.bloom import hash_pairs
 from .table import RoutingTable
 
-__all__ = ["CALIBRATION_POINTS", "route", "strategies", "candidates", "by_bitmaps", "by_rtree",
+__all__ = ["CALIBRATION_POINTS", "calibration_cpu", "route", "strategies", "candidates", "by_bitmaps", "by_rtree",
            "by_scan", "by_columns", "by_cells", "fastest", "drop_bloom_misses"]
 
 CALIBRATION_POINTS = 64
 _FIRST_CHUNK = 16
 _MAX_CHUNK = 256
+
+# CPU seconds this thread spent calibrating (building indexes, timing every strategy). A
+# caller that measures routing CPU subtracts it: calibration runs once per table change and
+# can cost up to a second on a large table, which would otherwise read as a slow event path
+# right after every precision change and mislead the self-tuning controller.
+_calibration = threading.local()
+
+
+def calibration_cpu() -> float:
+    """Cumulative thread CPU seconds spent calibrating route tables in the calling thread."""
+    return getattr(_calibration, "seconds", 0.0)
+
+
+def _calibrating(run):
+    started = time.thread_time()
+    try:
+        return run()
+    finally:
+        _calibration.seconds = calibration_cpu() + (time.thread_time() - started)
 
 
 def route(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> list[frozenset]:
@@ -68,7 +88,7 @@ def route(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> list[frozenset
     if m == 1:
         strategy = table.choice["single"]
         if strategy is None:
-            strategy = calibrate_single(table, lo, hi)
+            strategy = _calibrating(lambda: calibrate_single(table, lo, hi))
     else:
         strategy = table.choice["batch"]
         if strategy is None and m >= CALIBRATION_POINTS:
@@ -77,8 +97,8 @@ def route(table: RoutingTable, lo: np.ndarray, hi: np.ndarray) -> list[frozenset
             # instead of each calibrating the same table again.
             if table.calibrating.acquire(blocking=False):
                 try:
-                    strategy = table.choice["batch"] or calibrate_batch(
-                        table, lo[:CALIBRATION_POINTS], hi[:CALIBRATION_POINTS])
+                    strategy = table.choice["batch"] or _calibrating(lambda: calibrate_batch(
+                        table, lo[:CALIBRATION_POINTS], hi[:CALIBRATION_POINTS]))
                 finally:
                     table.calibrating.release()
     method = strategies(m == 1).get(strategy or ("columns" if m == 1 else "scan"))

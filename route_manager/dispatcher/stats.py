@@ -44,6 +44,7 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
             "hit_ratio": (c.copies_out / (c.events_in * len(d.servers))
                           if c.events_in and d.servers else 0.0),
             "route_us_per_event": (c.route_seconds / c.events_in * 1e6) if c.events_in else 0.0,
+            "route_calibration_seconds": c.calibration_seconds,
             "backpressure_timeouts": d.backpressure_timeouts,
         }
         hits = dict(c.per_server_hits)

@@ -1,6 +1,7 @@
 """RTreeRouteSet: one summary per server, atomic replacement, single and batch routing."""
 
 import threading
+import time
 
 import numpy as np
 from hypothesis import given, settings
@@ -298,3 +299,29 @@ def test_a_table_is_calibrated_once_while_other_batches_are_routed(routes, monke
     assert answers["first"] == want and calls == ["calibrator"]
     assert routes._routes.choice["batch"] is not None
     assert routes.route_batch(points) == want and calls == ["calibrator"]
+
+
+def test_calibration_cpu_is_counted_apart_once_per_table(routes, monkeypatch):
+    """Callers subtract ``calibration_cpu()`` from their routing CPU: it grows while a table
+    calibrates (here made measurably slow) and not on the batches routed after."""
+    real = routing.calibrate_batch
+
+    def costly_calibration(table, lo, hi):
+        spin_until = time.thread_time() + 0.02  # CPU, not a sleep: thread_time must see it
+        while time.thread_time() < spin_until:
+            pass
+        return real(table, lo, hi)
+
+    monkeypatch.setattr(routing, "calibrate_batch", costly_calibration)
+    points = np.random.default_rng(5).uniform(0, 10, (CALIBRATION_POINTS, 2))
+    before = routing.calibration_cpu()
+    routes.route_batch(points)
+    calibrated = routing.calibration_cpu()
+    assert calibrated - before >= 0.02
+    routes.route_batch(points)
+    assert routing.calibration_cpu() == calibrated  # the choice is kept: no second calibration
+    seen = {}
+    worker = threading.Thread(target=lambda: seen.setdefault("other", routing.calibration_cpu()))
+    worker.start()
+    worker.join(5)
+    assert seen["other"] == 0.0  # per thread: another thread's calibration is not its cost

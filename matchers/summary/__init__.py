@@ -21,7 +21,7 @@ from .bloom import BloomFilter
 from .cuts import str_groups, summary_target
 from .maximal import MaximalRectangles
 from .model import MAX_SUMMARY_BOXES, SUMMARY_DIALECT, Summary
-from .union import cut, union
+from .union import cut, cut_to_bytes, union
 
 __all__ = [
     "SUMMARY_DIALECT",
@@ -33,4 +33,5 @@ __all__ = [
     "summary_target",
     "union",
     "cut",
+    "cut_to_bytes",
 ]

@@ -21,12 +21,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from lxml import etree
 
 from .bloom import BloomFilter, union_of
 from .cuts import str_groups
 from .model import Summary
 
-__all__ = ["union", "cut"]
+__all__ = ["union", "cut", "cut_to_bytes"]
 
 
 def union(summaries: Sequence[Summary]) -> Summary:
@@ -73,3 +74,21 @@ def cut(summary: Summary, boxes: int) -> Summary:
         return summary
     mins, maxs = str_groups(summary.mins, summary.maxs, max(1, boxes))
     return Summary(summary.dims, mins, maxs, summary.schema, summary.blooms)
+
+
+SUMMARY_OVERHEAD = 512  # bytes of an edn:Summary element besides boxes, filters and schema
+
+
+def cut_to_bytes(summary: Summary, max_bytes: int) -> Summary:
+    """``summary`` cut (:func:`cut`) so its ``edn:Summary`` text (boxes, Bloom filters, schema)
+    fits in ``max_bytes``: a summary larger than the receiver's body limit would be refused
+    whole and leave the sender without routes, while a coarser one still covers it."""
+    # base64 float64 coordinates: 2 x d x 8 bytes x 4/3 per box; the Bloom filters' base64
+    # bits and the schema take their share first; the element's own tags and attributes
+    # (SUMMARY_OVERHEAD) are reserved
+    filters = sum(bloom.bits // 6 + 256 for bloom in summary.blooms.values())
+    schema = (len(etree.tostring(summary.schema.to_element()))
+              if summary.schema is not None else 0)
+    room = max(0, int(max_bytes) - filters - schema - SUMMARY_OVERHEAD)
+    fits = room * 3 // (64 * max(1, summary.d))
+    return cut(summary, max(1, fits)) if len(summary) > fits else summary

@@ -30,7 +30,7 @@ import time
 from urllib.parse import urlsplit
 
 from matchers.pst.links_route_set import predicates_element, union_predicates
-from matchers.summary import Summary, cut, summary_target, union
+from matchers.summary import Summary, cut, cut_to_bytes, summary_target, union
 from wsframework import ns
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied, sender_fault
@@ -143,13 +143,7 @@ class TreeLink:
             subtree = union(summaries)
             if precision < PRECISE:
                 subtree = cut(subtree, summary_target(precision, rectangles))
-            # base64 float64 coordinates: 2 x d x 8 bytes x 4/3 per box; Bloom filters
-            # (base64 bits) take their share first
-            filters = sum(bloom.bits // 6 for bloom in subtree.blooms.values())
-            room = max(0, self.max_report_bytes - filters)
-            fits = room * 3 // (64 * max(1, subtree.d))
-            if len(subtree) > fits:
-                subtree = cut(subtree, max(1, fits))
+            subtree = cut_to_bytes(subtree, self.max_report_bytes)
         element = subtree.to_element()
         element.set("rectangles", str(max(rectangles, len(subtree))))
         return element, load

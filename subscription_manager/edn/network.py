@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 
 from matchers.pst.links_route_set import predicates_element
+from matchers.summary import cut_to_bytes
 from route_manager import edn_wire
 from route_manager.edn_wire import KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
 from route_manager.uplink import Generations, RouteReport, Uplink
@@ -185,11 +186,13 @@ class NetworkAgent:
         return sent
 
     def _summary(self, engine, load: int):
-        """The precise summary of one topic as sent to the roots (each cuts it to the
-        precision it routes with), and the load."""
+        """The summary of one topic as sent to the roots (each cuts it to the precision it
+        routes with), precise unless larger than ``summary_max_bytes``, and the load."""
         with self.manager.reading():
             summary = engine.summary(1.0)
             rectangles = engine.rectangle_count
+        # a precise summary of tens of thousands of boxes would exceed the root's body limit
+        summary = cut_to_bytes(summary, self.edn.summary_max_bytes)
         element = summary.to_element()
         # the denominator of the dispatcher's precision cuts (paper: summary boxes /
         # subscription rectangles of this server)

@@ -16,6 +16,9 @@ load_threshold         20000                      servers at or above this load 
 summary_interval       0.2                        seconds between route updates (coalescing)
 peer_interval          1.0                        seconds between peer exchanges
 routing_precision      1.0                        precision of the summary sent to peers
+summary_max_bytes      2097152                    largest summary sent to a root; a larger
+                                                  one is cut to fit (it still covers every
+                                                  subscription, less precisely)
 placement_refresh      summary_interval           seconds between rebuilds of the placement
                                                   state when only the content changed
 forward_timeout        10.0                       read timeout of a forwarded Subscribe (s)
@@ -70,6 +73,9 @@ class EdnSettings(Settings):
     summary_interval: float = setting(0.2, "seconds between route updates (coalescing)")
     peer_interval: float = setting(1.0, "seconds between peer exchanges")
     routing_precision: float = setting(1.0, "precision of the summary sent to peers, (0, 1]")
+    # a summary larger than the root's body limit (4 MiB by default) would be refused whole
+    summary_max_bytes: int = setting(2 << 20, "largest summary sent to a root (bytes); a "
+                                     "larger one is cut to fit")
     placement_refresh: float | None = setting(None, "seconds between placement-state rebuilds "
                                               "when only the content changed (default: "
                                               "summary_interval)")
@@ -92,6 +98,8 @@ class EdnSettings(Settings):
                              f"not {self.partitioner!r}")
         if self.load_threshold < 1:
             raise ValueError("load_threshold must be >= 1")
+        if self.summary_max_bytes < 1024:
+            raise ValueError("summary_max_bytes must be at least 1024")
         if self.summary_interval < 0 or self.peer_interval <= 0:
             raise ValueError("summary_interval must be >= 0 and peer_interval > 0")
         if not 0 < self.routing_precision <= 1:

@@ -185,3 +185,19 @@ def test_engine_summary_at_precisions_follows_the_paper_definition():
     engine.remove_filter("huge")
     assert engine.maximal_count == len(engine.summary(1.0)) > 1
     assert len(RTreeMatchingEngine(SCHEMA).summary(0.5)) == 0
+
+
+def test_cut_to_bytes_fits_the_limit_and_still_covers():
+    from matchers.summary import cut_to_bytes
+    rng = np.random.default_rng(3)
+    mins = rng.uniform(0, 9, (5000, 4))
+    big = Summary(("a", "b", "c", "d"), mins, mins + rng.uniform(0, 1, (5000, 4)))
+    limit = 64 * 1024
+    small = cut_to_bytes(big, limit)
+    assert len(small) < len(big)
+    assert len(etree.tostring(small.to_element())) <= limit
+    # covering: every corner of every original box lies in some box of the cut one
+    for lo, hi in zip(big.mins, big.maxs):
+        assert np.any(np.all((small.mins <= lo) & (small.maxs >= hi), axis=1))
+    assert cut_to_bytes(big, 1 << 30) is big  # already fits: unchanged
+    assert len(cut_to_bytes(big, 10)) == 1  # never below one box

@@ -165,6 +165,26 @@ def test_route_updates_are_coalesced_and_generations_grow(network):
     assert summary_rows(net, "s0")[0]["generation"] > first
 
 
+def test_a_summary_too_large_for_the_root_is_cut_to_fit_and_still_routes_exactly(network):
+    """summary_max_bytes: the precise summary would not fit, so the server sends a coarser
+    one (fewer boxes, each covering several): no subscription loses an event."""
+    net = network(("local", "local", "local"), settings={"summary_max_bytes": 2048})
+    net.create_topic()
+    m0 = net.manager(0)
+    lo, hi = random_boxes(60, 3, seed=31, width=1.0)
+    for i in range(60):
+        net.subscribe(0, lo[i], hi[i], i)
+    assert m0.flush_summaries() == 1
+    (row,) = summary_rows(net, "s0")
+    assert len(row["summary"]) <= 2048
+    sent = Summary.from_text(row["summary"])
+    assert len(sent) < m0.matcher_for(m0.topics.get(TOPIC)).maximal_count
+    events = random_points(80, 3, seed=32)
+    net.publish(events)
+    net.drain()
+    assert net.received() == expected_notifications(lo, hi, events)
+
+
 def test_route_update_content_covers_every_worker(network, tmp_path):
     """Another process on the same store (a second gunicorn worker) took subscriptions: the
     elected worker's route update includes them (it follows the store first)."""

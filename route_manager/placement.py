@@ -24,6 +24,12 @@ Algorithms (``ALGORITHMS``):
 ``kmeans``  the eligible server whose subscriptions' centroid is nearest the subscription's
             centre; a server without subscriptions is taken first
             (:class:`~route_manager.partitioning.OnlineKMeansPartitioner`)
+``distance`` the eligible server of least added traffic times network distance from this
+            server (EDN III-D; :class:`~route_manager.partitioning.OnlineDistancePartitioner`:
+            ``min_i |new \\ R_i|`` over the server's summary rectangles, times its latency
+            from here plus a floor); needs ``latency`` (a
+            :class:`~route_manager.latency_matrix.LatencyMatrix`, see ``load_latency``); a
+            server missing from the matrix counts as the matrix's largest latency away
 ``local``   never forward: every subscription stays where it arrived
 
 When every server is at the threshold the subscription stays here (a server never refuses a
@@ -53,14 +59,16 @@ from wsframework.matching.base import FilterSpec
 from matchers.box_filters import compile_filter
 from matchers.schema import Schema
 
+from .latency_matrix import LatencyMatrix
 from .partitioning import (CapacityExceeded, OnlineKMeansPartitioner, OnlineRTreePartitioner,
                            RandomPartitioner)
+from .partitioning.distance import OnlineDistancePartitioner
 from .workloads import as_generator
 
 __all__ = ["ALGORITHMS", "Candidate", "RouteView", "Space", "PlacementRouter",
            "subscription_box"]
 
-ALGORITHMS = ("random", "rtree", "kmeans", "local")
+ALGORITHMS = ("random", "rtree", "kmeans", "distance", "local")
 SCALE = 10.0  # the partitioners' native space is [0, 10]^d (paper III-C)
 
 
@@ -170,13 +178,17 @@ class PlacementRouter:
     """Chooses the server for new subscriptions, per route (thread-safe)."""
 
     def __init__(self, algorithm: str = "rtree", load_threshold: int = 20_000, *,
-                 refresh_interval: float = 0.2, random_state=None, clock=time.monotonic):
+                 refresh_interval: float = 0.2, random_state=None, clock=time.monotonic,
+                 latency: LatencyMatrix | None = None):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown placement algorithm {algorithm!r}; "
                              f"known: {', '.join(ALGORITHMS)}")
         if int(load_threshold) < 1:
             raise ValueError("load_threshold must be >= 1")
+        if algorithm == "distance" and latency is None:
+            raise ValueError("the distance placement needs a latency matrix")
         self.algorithm = algorithm
+        self.latency = latency
         self.load_threshold = int(load_threshold)
         self.refresh_interval = float(refresh_interval)
         self._rng = as_generator(random_state)
@@ -225,6 +237,16 @@ class PlacementRouter:
         if self.algorithm == "random":
             partitioner = RandomPartitioner(capacity=self.load_threshold,
                                             random_state=self._rng).fit(empty, empty, n)
+        elif self.algorithm == "distance":
+            partitioner = OnlineDistancePartitioner(capacity=self.load_threshold).fit(
+                empty, empty, n)
+            for index, candidate in enumerate(candidates):
+                mins, maxs = self._boxes(candidate, space)
+                partitioner.update_server(index, mins, maxs, candidate.load)
+            unknown = float(self.latency.ms.max())
+            here = candidates[0].name
+            partitioner.set_distances([self.latency.distance(here, c.name, default=unknown)
+                                       for c in candidates])
         elif self.algorithm == "rtree":
             partitioner = OnlineRTreePartitioner(capacity=self.load_threshold).fit(empty, empty, n)
             for index, candidate in enumerate(candidates):

@@ -22,11 +22,15 @@ subscriptions online::
 Algorithms: :class:`RandomPartitioner`, :class:`OnlineRTreePartitioner` (max-overlap routing;
 ``summary_depth`` for depth-limited summaries, ``offline_share`` for a bulk-loaded start),
 :class:`OfflineOnlineRTreePartitioner` (50% offline), :class:`OfflineRTreePartitioner`
-(TGS bulk loading, root fan-out = servers), :class:`KMeansPartitioner` (offline) and
-:class:`OnlineKMeansPartitioner`. The TGS bulk loader itself is in :mod:`.tgs`
+(TGS bulk loading, root fan-out = servers), :class:`KMeansPartitioner` (offline),
+:class:`OnlineKMeansPartitioner`, and the distance-aware (paper III-D) ones in :mod:`.distance`:
+:class:`OnlineDistancePartitioner` (least added traffic times network distance) and
+:class:`OfflineDistanceRTreePartitioner` (TGS cuts weighted by distance; ``latency`` and each
+subscription's ``entry`` server as parameters). The TGS bulk loader itself is in :mod:`.tgs`
 (``partition``, ``rtree_summary``).
 """
 from .base import CapacityExceeded, Partitioner, check_rectangles, clone
+from .distance import OfflineDistanceRTreePartitioner, OnlineDistancePartitioner
 from .kmeans import KMeansPartitioner, OnlineKMeansPartitioner
 from .random_routing import RandomPartitioner
 from .rtree import OfflineOnlineRTreePartitioner, OfflineRTreePartitioner, OnlineRTreePartitioner
@@ -39,14 +43,18 @@ ALL_PARTITIONERS = (
     OfflineRTreePartitioner,
     KMeansPartitioner,
     OnlineKMeansPartitioner,
+    OnlineDistancePartitioner,
+    OfflineDistanceRTreePartitioner,
 )
 
 __all__ = [
     "ALL_PARTITIONERS",
     "CapacityExceeded",
     "KMeansPartitioner",
+    "OfflineDistanceRTreePartitioner",
     "OfflineOnlineRTreePartitioner",
     "OfflineRTreePartitioner",
+    "OnlineDistancePartitioner",
     "OnlineKMeansPartitioner",
     "OnlineRTreePartitioner",
     "Partitioner",

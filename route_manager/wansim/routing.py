@@ -12,7 +12,7 @@ that modes differ only in their routing.
 Modes: ``flooding`` (every tree child), ``summaries`` (per broker and spanning tree, an
 :class:`~matchers.route_set.RTreeRouteSet` holding for each tree child the summary of the
 subscriptions behind it, cut to a precision), ``linkmatching`` (:mod:`matchers.pst`'s
-LinkMatcher; a clear error until that package exists), and any router given to
+LinkMatcher, one per broker: :mod:`.linkmatching`), and any router given to
 :func:`register_router` (the hook for Kyra's cliques and zones)."""
 
 from __future__ import annotations
@@ -165,26 +165,18 @@ class SummaryRouter(Router):
         return self._routes[(broker, publisher)][1] if (broker, publisher) in self._routes else 0.0
 
 
-class LinkMatchingRouter(Router):
-    """Gryphon's link matching with :mod:`matchers.pst` (written by another engineer; this
-    router says so plainly until it exists)."""
+def link_matching_router(topology, trees, workload) -> Router:
+    """Gryphon's link matching (:mod:`.linkmatching`), imported on use: it needs
+    :mod:`matchers.pst`, and that module needs this one."""
+    from .linkmatching import LinkMatchingRouter
 
-    name = "linkmatching"
-    exact_links = True
-
-    def __init__(self, topology, trees, workload) -> None:
-        try:
-            import matchers.pst  # noqa: F401  (only to know whether it exists)
-        except ImportError as exc:
-            raise NotImplementedError("linkmatching needs matchers.pst (LinkMatcher), "
-                                      "which has not landed") from exc
-        raise NotImplementedError("matchers.pst landed: wire LinkMatcher here")
+    return LinkMatchingRouter(topology, trees, workload)
 
 
 ROUTERS: dict[str, Callable] = {
     "flooding": FloodingRouter,
     "summaries": SummaryRouter,
-    "linkmatching": LinkMatchingRouter,
+    "linkmatching": link_matching_router,
 }
 
 

@@ -1,9 +1,13 @@
 """The wide-area simulator: Gryphon's topology, spanning trees, the kernel's ordering, the
-exactness of each routing mode on a small network, the overload detector."""
+exactness of each routing mode on a small network, the overload detector; link matching with
+the real LinkMatcher per broker, virtual links where the publishers' trees disagree with a
+broker's own paths (the seed's footnote 2), each decision equal to the oracle, steps charged
+to the broker's CPU."""
 
 import pytest
 
 from route_manager.wansim import BrokerNetwork, Kernel, gryphon_topology, make_workload
+from route_manager.wansim.linkmatching import CLIENTS_LINK, LinkMatchingRouter, virtual_links
 from route_manager.wansim.routing import ROUTERS, Router, make_router, register_router
 from route_manager.wansim.topology import LATERAL_LINKS, Topology
 
@@ -93,6 +97,7 @@ def test_workload_care_probability_and_share(gryphon):
     ("flooding", {}, False),
     ("summaries", {"precision": 1.0}, True),
     ("summaries", {"precision": 0.05}, False),
+    ("linkmatching", {}, True),
 ])
 def test_each_mode_delivers_exactly(gryphon, name, options, exact_links):
     topology, trees, workload = gryphon
@@ -155,3 +160,76 @@ def test_kyra_on_gryphon_is_exact_and_cheaper_than_flooding(gryphon):
     row = kyra_row(topology, workload)
     assert row["exact"] and row["missed"] == 0 and row["extra"] == 0
     assert 0 < row["link_messages_per_event"] < 38
+
+
+# -- link matching ----------------------------------------------------------------------------
+def test_registered_under_its_name(gryphon):
+    router = make_router("linkmatching", *gryphon)
+    assert isinstance(router, LinkMatchingRouter) and router.exact_links
+
+
+def test_on_a_tree_network_no_link_is_split():
+    topology = gryphon_topology(lateral=())
+    trees = {p: topology.spanning_tree(p) for p in PUBLISHERS}
+    for broker in ("0.0", "1.1", "2.10"):
+        positions = virtual_links(topology, broker, trees)
+        # a neighbour below the broker on some publisher's tree is one position; the rest
+        # (behind the neighbours towards every publisher) make one group, "-"
+        downstream = {c for tree in trees.values() for c in tree.children[broker]}
+        assert set(positions.links) - {"-"} == downstream | {CLIENTS_LINK}
+
+
+def test_a_link_is_split_where_the_trees_disagree(gryphon):
+    topology, trees, _ = gryphon
+    # 0.4's tree reaches 1.5 through 0.0 - 0.2 and the lateral 0.2 - 1.5; the others reach
+    # it from region 1, and 0.2 is still a child of 0.0 on theirs: 0.0 splits its link 0.2
+    positions = virtual_links(topology, "0.0", trees)
+    assert positions.of["0.7"] == "0.2" and positions.of["1.5"] == "0.2#2"
+    assert positions.physical["0.2#2"] == {"0.4": "0.2"}
+    for publisher in PUBLISHERS:
+        # the mask: M exactly on the groups below 0.0 on the publisher's tree
+        mask = dict(zip(positions.links, positions.mask(publisher)))
+        below = set(trees[publisher].subtree("0.0")) - {"0.0"}
+        assert {d for d, link in positions.of.items() if mask[link] == "M"} == below
+        assert mask[CLIENTS_LINK] == "N"
+
+
+def test_every_decision_is_the_oracles(gryphon):
+    router = LinkMatchingRouter(*gryphon)
+    topology, trees, workload = gryphon
+    checked = 0
+    for publisher in PUBLISHERS:
+        for broker in topology.brokers:
+            for event in range(len(workload.events[publisher])):
+                forward, steps = router.route(broker, trees[publisher], publisher, event)
+                assert set(forward) == router.downstream_matches(broker, publisher, event)
+                assert steps >= (1 if trees[publisher].children[broker] else 0)
+                checked += bool(forward)
+    assert checked > 0
+
+
+def test_steps_are_charged_to_the_broker_cpu(gryphon):
+    topology, trees, workload = gryphon
+    times = {}
+    for step_s in (0.0, 1e-3):
+        network = BrokerNetwork(make_router("linkmatching", topology, trees, workload),
+                                per_message_s=1e-4, step_s=step_s, overload_queue=10**9)
+        network.publish("0.4", 0)
+        network.kernel.run(until=float("inf"))
+        times[step_s] = (network.kernel.now, network.result.steps)
+    assert times[0.0][1] == times[1e-3][1] > 0
+    # the path's matching steps delay the last delivery by at least one step each on it
+    assert times[1e-3][0] > times[0.0][0] + 1e-3
+
+
+def test_link_matching_sends_what_precise_summaries_send(gryphon):
+    """Both are exact: the same links carry the same events."""
+    carried = {}
+    for name, options in [("linkmatching", {}), ("summaries", {"precision": 1.0})]:
+        network = BrokerNetwork(make_router(name, *gryphon, **options), overload_queue=10**9)
+        for publisher in PUBLISHERS:
+            for event in range(len(gryphon[2].events[publisher])):
+                network.publish(publisher, event)
+        network.kernel.run(until=float("inf"))
+        carried[name] = sorted(network.result.carried)
+    assert carried["linkmatching"] == carried["summaries"] and carried["summaries"]

@@ -1,20 +1,16 @@
 """Link matching's route set (Gryphon, section 3): a dispatcher's route whose filters are its
-children's **predicate reports** and whose answer is the children on Y links.
+links' **predicate reports** and whose answer is the links whose trit ends Y.
 
 In ``--routing linkmatching`` every node reports, per topic, the equality tests of the
 subscriptions below it (an ``edn:Predicates`` element) instead of a summary; a child
-dispatcher reports the union of its children's. In a dispatch tree every child is
-downstream of its parent, so the initialization mask is all-M for the children, and a
-child's trit for an event is Y when one of its predicates matches the event, N otherwise.
-
-The report, in the summary dialect's ``content`` (the dispatcher installs every report
-through the same ``UpdateSummary``)::
+dispatcher reports the union of its children's. The report, in the summary dialect's
+``content`` (the dispatcher installs every report through the same ``UpdateSummary``)::
 
     <edn:Predicates>                           every subscription below is an equality
       <edn:P id="sub-1" price="10" sym="3.5"/>   one per distinct conjunction: attribute =
     </edn:Predicates>                            coordinate (the topic schema's)
     <edn:Predicates everything="true"/>        some subscription below is not one: the
-                                               child's trit is Y for every event
+                                               link's trit is Y for every event
 
 Tests compare the schema's *coordinates* of the event and of the subscription's value, so a
 string attribute (whose coordinate keeps a prefix) may give a Y for an event whose string only
@@ -22,8 +18,28 @@ shares it: a false positive the subscription server then drops, never a missed e
 report is bounded (:data:`MAX_PREDICATES`, :data:`MAX_ID`); anything else in it is refused
 with :class:`~wsframework.matching.errors.InvalidFilter` (a Sender fault at the dispatcher).
 
-Matching here is a vectorized scan of each child's predicates; the PST of
-:mod:`matchers.pst` (``LinkMatcher``) is the structure that makes it sublinear.
+**Matching** (section 3.3). Each link of the dispatcher (a child dispatcher or a server it
+routes to) is one trit position of a :class:`~matchers.pst.LinkMatcher`, whose parallel search
+tree holds every link's predicates, annotated per link. An event's initialization mask is M on
+the links downstream of where it arrived: in a dispatch tree events only flow down and the
+parent is no link of the route, so every link is downstream, for the root's own publications
+and for a parent's batches alike (:meth:`LinkRouteSet.route` takes another ``downstream``);
+the search refines it and the event goes out on the Y links only.
+
+**Reports replaced** (a link's report is the unit of change). A report is applied at once to
+that link alone: it is answered by a scan of its own predicates (a matrix, row per predicate)
+and the tree, still holding the old report, no longer decides that link (its trit starts N
+in the mask, so the search never refines it). The tree is rebuilt lazily, ski-rental style:
+each batch adds the scan work spent on changed links (rows x events, plus a per-call cost) and
+the stale rows the tree still walks to a *debt*; when the debt reaches what a rebuild costs
+(:data:`BUILD_COST_IN_ROW_SCANS` per predicate) the batch rebuilds the tree. So a burst of
+changes costs one rebuild, a report costs O(its predicates) when it arrives, and the work
+spent serving changed links between two builds is at most about one rebuild's.
+
+**Range events** (an eCube event, or several values of an attribute: a box that is no point)
+follow more than one value branch at a node, which the tree's search does not: they are
+answered by the scan of every link (exact, slower; each link's matrix is made when first
+needed).
 """
 from __future__ import annotations
 
@@ -40,9 +56,11 @@ from wsframework.matching.errors import InvalidFilter, UnknownFilter
 
 from ..schema import Schema
 from ..summary import SUMMARY_DIALECT
+from .trits import LinkMatcher, M, N
 
 __all__ = ["LinkRouteSet", "PREDICATES", "PREDICATE", "MATCHER_PST_LINKS", "MAX_PREDICATES",
-           "MAX_ID", "EVERYTHING", "predicates_element", "read_predicates", "union_predicates"]
+           "MAX_ID", "EVERYTHING", "BUILD_COST_IN_ROW_SCANS", "predicates_element",
+           "read_predicates", "union_predicates"]
 
 MATCHER_PST_LINKS = "urn:wsframework:matchers:pst-links"
 PREDICATES = ns.qname(ns.EDN, "Predicates")
@@ -131,37 +149,145 @@ def union_predicates(reports: Iterable[tuple[str, Mapping[str, Tests] | None]]
     return out
 
 
-class _ChildTable:
-    """One child's predicates as a matrix: row per predicate, column per dimension, NaN where
-    the predicate does not test that dimension."""
+#: a rebuild's cost per predicate, in scans of one predicate row for one event (measured by
+#: benchmarks.linkroutes.build_cost_in_row_scans: a PST build costs a few hundred to a few
+#: thousand of those; the lower end makes a changed link's scan pay for a rebuild sooner)
+BUILD_COST_IN_ROW_SCANS = 500
+#: the fixed cost of one scan call (numpy's overhead), in row scans
+SCAN_CALL_IN_ROW_SCANS = 200
+
+
+class _Link:
+    """One link's report: its predicates (None: everything) and, made when first needed, the
+    matrix its scan reads (row per predicate, column per dimension, NaN: not tested)."""
+
+    __slots__ = ("predicates", "everything", "_schema", "_values")
 
     def __init__(self, predicates: Mapping[str, Tests] | None, schema: Schema | None):
         self.predicates = predicates
+        # a report read before the route had a schema was not validated: Y for every event
         self.everything = predicates is EVERYTHING or schema is None
-        rows = [] if self.everything else list(predicates.values())
-        d = schema.d if schema is not None else 0
-        self.values = np.full((len(rows), d), np.nan)
-        for r, tests in enumerate(rows):
-            for attribute, value in tests:
-                self.values[r, schema.dim(attribute)] = value
+        self._schema = schema
+        self._values: np.ndarray | None = None
 
-    def trits(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Per event (rows of ``lo``/``hi``): True where some predicate matches (Y)."""
+    @property
+    def rows(self) -> int:
+        return 0 if self.everything else len(self.predicates)
+
+    def scan(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per event (rows of ``lo``/``hi``): True where one of the predicates matches."""
         if self.everything:
             return np.ones(len(lo), dtype=bool)
-        if not len(self.values):
+        values = self._values
+        if values is None:  # two readers may both make it: the same matrix either way
+            values = np.full((len(self.predicates), self._schema.d), np.nan)
+            for r, tests in enumerate(self.predicates.values()):
+                for attribute, value in tests:
+                    values[r, self._schema.dim(attribute)] = value
+            self._values = values
+        if not len(values):
             return np.zeros(len(lo), dtype=bool)
-        v = self.values[None, :, :]
+        v = values[None, :, :]
         ok = np.isnan(v) | ((v >= lo[:, None, :]) & (v <= hi[:, None, :]))
         return ok.all(axis=2).any(axis=1)
 
 
+class _Tree:
+    """The link matcher built from some links' reports (the :class:`_Link` objects it holds
+    are how a later state tells which links changed since)."""
+
+    def __init__(self, links: Mapping[str, _Link], schema: Schema):
+        self.reports = {name: link for name, link in links.items() if not link.everything}
+        self.rows = sum(link.rows for link in self.reports.values())
+        self.dims = schema.dims
+        self.matcher = LinkMatcher(schema.dims, links=tuple(self.reports))
+        for name, link in self.reports.items():
+            for pid, tests in link.predicates.items():
+                self.matcher.add((name, pid), dict(tests), name)
+        self.matcher.annotate()  # prepared now: readers never build (it is not thread-safe)
+
+    def holds(self, name: str, link: _Link) -> bool:
+        return self.reports.get(name) is link
+
+
+class _Routes:
+    """One consistent state of the route set: the current reports (in registration order) and
+    the tree of an earlier or the same state; replaced whole, never changed in place."""
+
+    def __init__(self, links: dict[str, _Link], tree: _Tree | None):
+        self.links = links
+        self.tree = tree
+        if tree is None:
+            self.searched: tuple[str, ...] = ()
+        else:
+            self.searched = tuple(n for n, link in links.items() if tree.holds(n, link))
+        searched = set(self.searched)
+        #: links with predicates the tree does not decide: changed since the build, or new
+        self.scanned = tuple(n for n, link in links.items()
+                             if not link.everything and n not in searched)
+        self.scanned_rows = sum(links[n].rows for n in self.scanned)
+        #: rows the tree still holds for reports replaced or removed since (walked for nothing)
+        self.stale_rows = 0 if tree is None else tree.rows - sum(links[n].rows
+                                                                 for n in self.searched)
+        self.rows = sum(link.rows for link in links.values())
+
+    def debt_of(self, events: int) -> int:
+        """The work (in row scans) a batch of ``events`` costs for lack of a rebuild."""
+        return (events * (self.scanned_rows + self.stale_rows)
+                + SCAN_CALL_IN_ROW_SCANS * len(self.scanned))
+
+    def rebuild_cost(self) -> int:
+        return BUILD_COST_IN_ROW_SCANS * max(self.rows, 1)
+
+    def mask(self, downstream: set[str] | None) -> str:
+        """The initialization mask over the tree's links: M on the links it decides (and
+        downstream), N on the others (replaced, removed, upstream)."""
+        decided = {n for n in self.searched if downstream is None or n in downstream}
+        return "".join(M if n in decided else N for n in self.tree.matcher.links)
+
+    def answer(self, schema: Schema | None, events: Sequence[Any],
+               downstream: set[str] | None) -> tuple[list[list[str]], int]:
+        """Per event the links whose trit ends Y, in registration order; and the search steps."""
+        names = [n for n in self.links if downstream is None or n in downstream]
+        if not events or not names:
+            return [[] for _ in events], 0
+        if schema is None:  # nothing to read the events with: every link with a report
+            return [list(names) for _ in events], 0
+        boxes = schema.extract_many(events)  # read in place, each event as its own root
+        yes = np.zeros((len(events), len(names)), dtype=bool)
+        points = np.all(boxes.lo == boxes.hi, axis=1)
+        searched = set(self.searched) if self.tree is not None else set()
+        for k, name in enumerate(names):
+            link = self.links[name]
+            if name in searched:  # the tree decides the points; ranges need the scan
+                if not points.all():
+                    yes[~points, k] = link.scan(boxes.lo[~points], boxes.hi[~points])
+            else:
+                yes[:, k] = link.scan(boxes.lo, boxes.hi)
+        steps = 0
+        mask = self.mask(downstream) if self.tree is not None else ""
+        if M in mask:
+            column = {name: k for k, name in enumerate(names)}
+            dims = self.tree.dims
+            for i in np.flatnonzero(points).tolist():
+                sent, used = self.tree.matcher.link_match(dict(zip(dims, boxes.lo[i].tolist())),
+                                                          mask)
+                steps += used
+                for name in sent:
+                    yes[i, column[name]] = True
+        return [[n for n, hit in zip(names, row) if hit] for row in yes.tolist()], steps
+
+
 class LinkRouteSet(Matcher):
-    """Children's predicate reports; :meth:`match` gives the children on Y links.
+    """Links' predicate reports; :meth:`match` gives the links whose trit ends Y.
 
     ``config``: the topic's event schema (as for the engines); without one, the schema the
     first report carries (an ``edn:Schema`` first in it) is adopted, and until then every
-    child with a report is Y (correct, unselective)."""
+    link with a report is Y (correct, unselective).
+
+    Reads are lock-free (each batch takes one :class:`_Routes` state); writers replace the
+    state under a lock; one batch at a time rebuilds the tree, while others keep answering
+    from the state they took."""
 
     uri = MATCHER_PST_LINKS
     dialects = frozenset({SUMMARY_DIALECT})
@@ -171,7 +297,11 @@ class LinkRouteSet(Matcher):
         configured = isinstance(config, Schema) or isinstance(getattr(config, "tag", None), str)
         self.schema: Schema | None = Schema.from_config(config) if configured else None
         self._write = threading.Lock()
-        self._children: dict[str, _ChildTable] = {}  # replaced whole, never changed in place
+        self._building = threading.Lock()
+        self._routes = _Routes({}, None)
+        self._debt = 0           # row scans spent for lack of a rebuild since the last one
+        self.builds = 0          # trees built (figures and tests)
+        self.search_steps = 0    # tree nodes visited by searches (approximate under threads)
 
     # -- reports ---------------------------------------------------------------------------
     def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
@@ -186,33 +316,67 @@ class LinkRouteSet(Matcher):
                     raise InvalidFilter(f"edn:Predicates carries an unusable schema: {exc}")
         self.set_predicates(filter_id, read_predicates(element, self.schema))
 
-    def set_predicates(self, child: str, predicates: Mapping[str, Tests] | None) -> None:
-        table = _ChildTable(predicates, self.schema)
+    def set_predicates(self, link: str, predicates: Mapping[str, Tests] | None) -> None:
+        """Install (or replace) ``link``'s report: O(its predicates); the tree is not touched."""
+        record = _Link(predicates, self.schema)
         with self._write:
-            children = dict(self._children)
-            children[child] = table
-            self._children = children
+            links = dict(self._routes.links)
+            links[link] = record
+            self._routes = _Routes(links, self._routes.tree)
 
     def remove_filter(self, filter_id: str) -> None:
         with self._write:
-            if filter_id not in self._children:
+            if filter_id not in self._routes.links:
                 raise UnknownFilter(filter_id)
-            children = dict(self._children)
-            del children[filter_id]
-            self._children = children
+            links = dict(self._routes.links)
+            del links[filter_id]
+            self._routes = _Routes(links, self._routes.tree)
 
-    def predicates_of(self, child: str) -> dict[str, Tests] | None:
-        """The predicates ``child`` reported (None: everything)."""
-        return self._children[child].predicates
+    def predicates_of(self, link: str) -> dict[str, Tests] | None:
+        """The predicates ``link`` reported (None: everything)."""
+        return self._routes.links[link].predicates
 
     def filter_ids(self) -> list[str]:
-        return list(self._children)
+        return list(self._routes.links)
 
     def __len__(self) -> int:
-        return len(self._children)
+        return len(self._routes.links)
 
     def __contains__(self, filter_id: object) -> bool:
-        return filter_id in self._children
+        return filter_id in self._routes.links
+
+    # -- the tree --------------------------------------------------------------------------
+    def rebuild(self) -> None:
+        """Build the tree from the current reports now (the batches do it when it pays)."""
+        with self._building:
+            self._rebuild_locked()
+
+    def _rebuild_locked(self) -> None:
+        schema = self.schema
+        if schema is None:
+            return
+        taken = self._routes
+        tree = _Tree(taken.links, schema)  # outside the write lock: reports keep arriving
+        with self._write:  # reports that arrived during the build stay scanned
+            self._routes = _Routes(self._routes.links, tree)
+            self._debt = 0
+            self.builds += 1
+
+    def pending_rows(self) -> int:
+        """Predicates answered by a scan for want of a rebuild (replaced or new reports)."""
+        return self._routes.scanned_rows
+
+    def _pay(self, routes: _Routes, events: int) -> None:
+        """Add a batch's cost to the debt; rebuild (in this batch's thread) once it reaches
+        what a rebuild costs."""
+        if not routes.scanned_rows and not routes.stale_rows:
+            return
+        self._debt += routes.debt_of(events)
+        if self._debt >= routes.rebuild_cost() and self._building.acquire(blocking=False):
+            try:
+                self._rebuild_locked()
+            finally:
+                self._building.release()
 
     # -- routing ---------------------------------------------------------------------------
     def match(self, event: Any, *, variables: Mapping[str, Any] | None = None) -> list[str]:
@@ -223,18 +387,19 @@ class LinkRouteSet(Matcher):
 
     def match_many(self, events: Sequence[Any], *,
                    variables: Mapping[str, Any] | None = None) -> list[list[str]]:
-        children = self._children  # one consistent set for the batch
-        if not len(events):
-            return []
-        if not children:
-            return [[] for _ in events]
-        if self.schema is None:
-            every = list(children)
-            return [every for _ in events]
-        boxes = self.schema.extract_many(events)  # read in place, each event as its own root
-        names = list(children)
-        trits = np.stack([children[n].trits(boxes.lo, boxes.hi) for n in names], axis=1)
-        return [[n for n, yes in zip(names, row) if yes] for row in trits.tolist()]
+        """Per event the links whose trit ends Y, every link downstream (a dispatch tree)."""
+        return self.route(events)
+
+    def route(self, events: Sequence[Any], downstream: set[str] | None = None
+              ) -> list[list[str]]:
+        """Per event the Y links, the initialization mask being M on ``downstream`` only
+        (None: every link; a link not downstream never gets the event)."""
+        routes = self._routes  # one consistent state for the batch
+        answers, steps = routes.answer(self.schema, events, downstream)
+        self.search_steps += steps
+        if events:
+            self._pay(routes, len(events))
+        return answers
 
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:

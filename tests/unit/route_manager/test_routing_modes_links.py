@@ -133,6 +133,96 @@ def test_route_set_answers_exactly_the_children_with_a_matching_predicate():
     assert "all" not in matcher.match(event(0, 0))
 
 
+# -- the route set's link matching against the oracle, reports replaced and removed ----------
+def range_event(x, y):
+    """An eCube event: x spans [x[0], x[1]] (a box that is no point), y a point."""
+    element = etree.Element(f"{{{EV}}}event", nsmap={"e": EV})
+    etree.SubElement(element, f"{{{EV}}}x", min=str(x[0]), max=str(x[1]))
+    etree.SubElement(element, f"{{{EV}}}y").text = str(y)
+    return element
+
+
+def random_report(rng):
+    if rng.random() < 0.08:
+        return None  # everything
+    return {f"p{i}": tuple(sorted((a, float(rng.randint(0, 3))) for a in ("x", "y")
+                                  if rng.random() < 0.6))
+            for i in range(rng.randint(0, 6))}
+
+
+def oracle_links(reports, x, y, downstream=None):
+    """A link gets the event iff one of its reported subscriptions matches (x, y: closed
+    ranges of the event's values)."""
+    span = {"x": x, "y": y}
+    return [link for link, predicates in reports.items()
+            if (downstream is None or link in downstream)
+            and (predicates is None or any(all(span[a][0] <= v <= span[a][1] for a, v in tests)
+                                           for tests in predicates.values()))]
+
+
+@pytest.mark.parametrize("build_cost", [0, 3, 10**9])  # rebuild at once, soon, never by itself
+@pytest.mark.parametrize("seed", range(8))
+def test_link_matching_decisions_equal_the_oracle(monkeypatch, build_cost, seed):
+    from matchers.pst import links_route_set
+    monkeypatch.setattr(links_route_set, "BUILD_COST_IN_ROW_SCANS", build_cost)
+    rng = random.Random(seed)
+    matcher = LinkRouteSet(SCHEMA)
+    reports = {}
+    for _ in range(40):
+        action = rng.random()
+        if action < 0.35 or not reports:  # a link reports, or replaces its report
+            link = f"c{rng.randint(0, 7)}"
+            reports[link] = random_report(rng)
+            matcher.add_filter(link, spec(predicates_element(reports[link])))
+        elif action < 0.45:
+            link = rng.choice(sorted(reports))
+            del reports[link]
+            matcher.remove_filter(link)
+        elif action < 0.5:
+            matcher.rebuild()
+        else:
+            spans = []
+            for _ in range(rng.randint(1, 12)):
+                x, y = rng.randint(0, 4), rng.randint(0, 4)
+                spans.append(((x, x + rng.randint(1, 2)), (y, y)) if rng.random() < 0.15
+                             else ((x, x), (y, y)))
+            elements = [range_event(x, y[0]) if x[0] != x[1] else event(x[0], y[0])
+                        for x, y in spans]
+            downstream = None
+            if rng.random() < 0.2:
+                downstream = {link for link in reports if rng.random() < 0.5}
+            answers = (matcher.route(elements, downstream) if downstream is not None
+                       else matcher.match_many(elements))
+            assert answers == [oracle_links(reports, x, y, downstream) for x, y in spans]
+    if build_cost == 0:  # the tree really decided events
+        assert matcher.builds > 0 and matcher.search_steps > 0
+
+
+def test_a_replaced_report_is_scanned_until_its_scans_pay_for_a_rebuild(monkeypatch):
+    from matchers.pst import links_route_set
+    monkeypatch.setattr(links_route_set, "BUILD_COST_IN_ROW_SCANS", 20)
+    monkeypatch.setattr(links_route_set, "SCAN_CALL_IN_ROW_SCANS", 0)
+    matcher = LinkRouteSet(SCHEMA)
+    for c in range(4):
+        matcher.set_predicates(f"c{c}", {f"p{i}": (("x", float(i)),) for i in range(5)})
+    matcher.rebuild()
+    assert (matcher.builds, matcher.pending_rows()) == (1, 0)
+    for burst in range(3):  # a burst of replacements: the tree untouched, each link exact
+        matcher.set_predicates("c0", {"p0": (("x", 9.0), ("y", float(burst)))})
+    assert (matcher.builds, matcher.pending_rows()) == (1, 1)
+    assert matcher.match(event(9, 2)) == ["c0"]
+    assert matcher.match(event(0, 0)) == ["c1", "c2", "c3"]  # the tree no longer decides c0
+    # each event's debt: 1 row scanned + 5 stale rows (c0's old report) the tree still walks;
+    # a rebuild costs 20 x 16 rows: the 54th event of the replaced report's scans rebuilds
+    events = 2
+    while matcher.builds == 1 and events < 1000:
+        matcher.match(event(1, 1))
+        events += 1
+    assert events == -(-20 * 16 // 6)
+    assert (matcher.builds, matcher.pending_rows()) == (2, 0)
+    assert matcher.match(event(9, 2)) == ["c0"] and matcher.match(event(0, 0)) == ["c1", "c2", "c3"]
+
+
 # -- a server's predicates -------------------------------------------------------------------
 def test_server_predicates_cover_its_subscriptions():
     engine = RTreeMatchingEngine(SCHEMA)

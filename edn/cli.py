@@ -52,6 +52,9 @@ def _add_serve(sub):
     p.add_argument("--set", dest="role_settings", action="append", default=[], type=_setting,
                    metavar="KEY=VALUE", help="a role setting, e.g. delivery_retries=5 (repeatable)")
     p.add_argument("--log-level", default="info")
+    p.add_argument("--latency", default=None, metavar="FILE",
+                   help="server-to-server latency matrix, ms (.json {servers, ms} or .csv with "
+                        "a header row of names), read at start: the latency_file setting")
     server = p.add_argument_group("server role (edn serve server)")
     server.add_argument("--dispatcher", action="append", default=None, metavar="URL",
                         help="a dispatcher's base URL (required by the server role; "
@@ -60,8 +63,9 @@ def _add_serve(sub):
                         help="this server's (or child dispatcher's) name in the network "
                              "(default HOST:PORT)")
     server.add_argument("--partitioner", default=None,
-                        choices=("random", "rtree", "kmeans", "local"),
-                        help="where new subscriptions go (default rtree; local: never forward)")
+                        choices=("random", "rtree", "kmeans", "distance", "local"),
+                        help="where new subscriptions go (default rtree; local: never forward; "
+                             "distance: least added traffic times latency, needs --latency)")
     server.add_argument("--load-threshold", type=int, default=None, metavar="N",
                         help="servers at this many subscriptions take no more (default 20000)")
     dispatcher = p.add_argument_group("dispatcher role (edn serve dispatcher)")
@@ -106,6 +110,8 @@ def cmd_serve(args) -> int:
         if value is not None:
             settings[key] = value
     settings.update(getattr(args, "role_settings", {}) or {})
+    if getattr(args, "latency", None):
+        settings["latency_file"] = _latency_file(args.latency)
     if getattr(args, "precision_profile", None):
         settings["initial_precision"] = _initial_precision(args)
     _check_settings(args.role, settings)
@@ -146,6 +152,16 @@ def _check_settings(role: str, settings: dict) -> None:
         read_settings(settings, *groups)
     except SettingsError as exc:
         raise SystemExit(f"edn serve {role}: {exc}") from None
+
+
+def _latency_file(path: str) -> str:
+    # parsed now so that a bad file stops the start with its reason, before any process
+    from route_manager.latency_matrix import LatencyFileError, load_latency
+    try:
+        load_latency(path)
+    except LatencyFileError as exc:
+        raise SystemExit(f"edn serve: --latency: {exc}") from None
+    return str(Path(path).resolve())
 
 
 def _initial_precision(args):
@@ -308,7 +324,12 @@ def _add_partition(sub):
                                          "servers (offline, at the dispatcher)")
     p.add_argument("--at", required=True, help="the dispatcher's base URL")
     p.add_argument("topic")
-    p.add_argument("--algorithm", default="rtree", choices=("rtree", "kmeans"))
+    p.add_argument("--algorithm", default="rtree", choices=("rtree", "kmeans", "kyra"))
+    p.add_argument("--max-distance", type=float, default=None, metavar="MS",
+                   help="kyra: widest server clique, ms in the dispatcher's latency file "
+                        "(required with --algorithm kyra)")
+    p.add_argument("--max-servers", type=int, default=None, metavar="N",
+                   help="kyra: most servers in a clique (default: no bound)")
     p.add_argument("--admin-token", default=None)
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds to wait for the dispatcher's answer")
@@ -319,8 +340,11 @@ def _add_partition(sub):
 def cmd_partition(args) -> int:
     from route_manager import edn_wire
     from wsframework.transport import HttpTransport
+    from route_manager.repartition import algorithm_text
+    algorithm = algorithm_text(args.algorithm, max_distance=args.max_distance,
+                               max_servers=args.max_servers)
     client = _admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
-    response = client.call(edn_wire.Repartition(Topic=args.topic, Algorithm=args.algorithm))
+    response = client.call(edn_wire.Repartition(Topic=args.topic, Algorithm=algorithm))
     figures = {f.Name: number(f.Value) for f in (response.Figure or [])}
     result = {"topic": args.topic, "algorithm": args.algorithm, **figures,
               "moved": response.Moved}

@@ -80,9 +80,13 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         self.peer_transport = (HttpTransport(timeout=(2.0, self.edn.forward_timeout))
                                if self._own_transport else service.transport)
         self.peers = PeerTable(service.store)
+        latency = self.edn.latency()
+        if latency is not None and self.edn.name not in latency:
+            log.warning("this server's name %r is not in the latency file %s: every other "
+                        "server counts as the farthest", self.edn.name, self.edn.latency_file)
         self.router = PlacementRouter(self.edn.partitioner, self.edn.load_threshold,
                                       refresh_interval=self.edn.refresh,
-                                      random_state=self.edn.placement_seed)
+                                      random_state=self.edn.placement_seed, latency=latency)
         self.mover = Mover(self)
         self.network = NetworkAgent(self)
         self.topics.on_change(self._forget_engine)

@@ -10,7 +10,13 @@ dispatcher             (required)                 the root dispatchers' base URL
                                                   (the topic address subscribers see),
                                                   ``edn.dispatchers`` all of them
 name                   host:port of the base URL  this server's name in the network
-partitioner            rtree                      random | rtree | kmeans | local (never forward)
+partitioner            rtree                      random | rtree | kmeans | distance | local
+                                                  (never forward)
+latency_file           --                         latency matrix file (``--latency``; JSON or
+                                                  CSV, :mod:`route_manager.latency_matrix`),
+                                                  required by ``distance``: its names are the
+                                                  servers' ``name``; one missing from it counts
+                                                  as the farthest
 load_threshold         20000                      servers at or above this load take no more
                                                   placed subscriptions (paper III-A)
 summary_interval       0.2                        seconds between route updates (coalescing)
@@ -47,6 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from route_manager.latency_matrix import LatencyMatrix, load_latency
 from route_manager.placement import ALGORITHMS
 from wsframework.settings import Settings, parse_urls, read_settings, setting
 
@@ -66,8 +73,10 @@ class EdnSettings(Settings):
                                      "--dispatcher repeated, or comma-separated)", parse=parse_urls)
     name: str | None = setting(None, "this server's name in the network (default: host:port "
                                "of the base URL)")
-    partitioner: str = setting("rtree", "random | rtree | kmeans | local (never forward)",
-                               parse=_partitioner)
+    partitioner: str = setting("rtree", "random | rtree | kmeans | distance | local (never "
+                               "forward)", parse=_partitioner)
+    latency_file: str | None = setting(None, "latency matrix file, ms (--latency; required by "
+                                       "the distance partitioner)")
     load_threshold: int = setting(20_000, "servers at or above this load take no more placed "
                                   "subscriptions")
     summary_interval: float = setting(0.2, "seconds between route updates (coalescing)")
@@ -98,6 +107,10 @@ class EdnSettings(Settings):
                              f"not {self.partitioner!r}")
         if self.load_threshold < 1:
             raise ValueError("load_threshold must be >= 1")
+        if self.partitioner == "distance" and not self.latency_file:
+            raise ValueError("the distance partitioner needs a latency file (--latency FILE)")
+        if self.latency_file:
+            self.latency()  # a bad file is refused at start, with its reason
         if self.summary_max_bytes < 1024:
             raise ValueError("summary_max_bytes must be at least 1024")
         if self.summary_interval < 0 or self.peer_interval <= 0:
@@ -106,6 +119,11 @@ class EdnSettings(Settings):
             raise ValueError("routing_precision must be in (0, 1]")
         if self.move_chunk < 1:
             raise ValueError("move_chunk must be >= 1")
+
+    def latency(self) -> LatencyMatrix | None:
+        """The latency matrix read from ``latency_file`` (None without one); a bad file
+        raises ValueError (:class:`~route_manager.latency_matrix.LatencyFileError`)."""
+        return load_latency(self.latency_file) if self.latency_file else None
 
     @property
     def refresh(self) -> float:

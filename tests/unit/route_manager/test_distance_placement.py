@@ -256,3 +256,32 @@ def test_router_counts_a_server_missing_from_the_matrix_as_the_farthest():
 def test_router_needs_a_latency_matrix():
     with pytest.raises(ValueError, match="latency"):
         PlacementRouter("distance", 100)
+
+
+# -- the server's settings and edn serve --latency ------------------------------------------
+
+def test_server_settings_read_the_latency_file(tmp_path):
+    from subscription_manager.edn.settings import EdnSettings
+    from wsframework.settings import SettingsError
+    good = tmp_path / "ms.csv"
+    good.write_text(",here,near\nhere,0,2\nnear,2,0\n")
+    settings = EdnSettings.from_mapping({"dispatcher": "http://d:1", "partitioner": "distance",
+                                         "latency_file": str(good)})
+    assert settings.latency().distance("here", "near") == 2.0
+    with pytest.raises(SettingsError, match="needs a latency file"):
+        EdnSettings.from_mapping({"dispatcher": "http://d:1", "partitioner": "distance"})
+    bad = tmp_path / "bad.csv"
+    bad.write_text(",here,near\nhere,0,-2\nnear,2,0\n")
+    with pytest.raises(SettingsError, match="'here' -> 'near'"):
+        EdnSettings.from_mapping({"dispatcher": "http://d:1", "latency_file": str(bad)})
+
+
+def test_edn_serve_refuses_a_bad_latency_file_before_starting(tmp_path, capsys):
+    from edn.cli import main
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"servers": ["a", "a"], "ms": [[0, 1], [1, 0]]}')
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "server", "--dispatcher", "http://127.0.0.1:9", "--partitioner",
+              "distance", "--latency", str(bad), "--data", str(tmp_path / "data")])
+    assert "--latency" in str(stopped.value) and "duplicate" in str(stopped.value)
+    assert not (tmp_path / "data").exists()

@@ -1,58 +1,172 @@
-"""Offline re-partitioning of a topic's subscriptions across the servers (paper III-A), run by
-the dispatcher on request::
+"""Offline re-partitioning of a topic's subscriptions across the servers (paper III-A; Kyra
+III), run by the dispatcher on request::
 
-    Repartition {Topic, Algorithm: rtree | kmeans}
-      -> RepartitionResponse {Moved, Figure*: subscriptions, servers, hit_ratio_before,
-                              hit_ratio_after, seconds}
+    Repartition {Topic, Algorithm: rtree | kmeans | kyra maxDistance=MS [maxNumServers=N]}
+      -> RepartitionResponse {Moved, Figure*: subscriptions, servers, moved, hit_ratio_before,
+                              hit_ratio_after, seconds; with kyra also cliques, zones,
+                              multi_zone}
 
-``edn partition --at DISPATCHER TOPIC --algorithm rtree`` sends it.
+``edn partition --at DISPATCHER TOPIC --algorithm rtree`` sends it (``--algorithm kyra
+--max-distance MS [--max-servers N]`` for Kyra).
 
 Steps: ``ExportSubscriptions`` from every registered server (their ids and rectangles; a
-server that does not answer aborts the whole operation before anything moves); the offline
-partitioner computes one label per subscription (:class:`OfflineRTreePartitioner`: TGS bulk
-loading with the root fan-out forced to the number of servers; :class:`KMeansPartitioner`);
-labels are matched to servers so that as few subscriptions as possible move (each label goes
-to the server already holding most of its members, greedily); then ``MoveSubscriptions`` per
-(source, target) pair, in chunks. Moving keeps every subscription's identifier and EPR (the
-source forwards requests for it, see :mod:`subscription_manager.edn.moves`).
+server that does not answer aborts the whole operation before anything moves); the algorithm
+computes one target server per subscription; then ``MoveSubscriptions`` per (source, target)
+pair, in chunks. Moving keeps every subscription's identifier and EPR (the source forwards
+requests for it, see :mod:`subscription_manager.edn.moves`).
+
+* ``rtree`` / ``kmeans``: the offline partitioner computes one label per subscription
+  (:class:`OfflineRTreePartitioner`: TGS bulk loading with the root fan-out forced to the
+  number of servers; :class:`KMeansPartitioner`); labels are matched to servers so that as
+  few subscriptions as possible move (each label goes to the server already holding most of
+  its members, greedily).
+* ``kyra``: the servers' latencies come from the dispatcher's ``latency_file`` setting
+  (:func:`route_manager.latency_matrix.load_latency`; no file, or a registered server missing
+  from it, is a Receiver fault and nothing moves). Servers are grouped into cliques (Fig. 5:
+  complete-linkage clustering, no clique wider than ``maxDistance`` ms nor larger than
+  ``maxNumServers``), each server of a clique gets a non-overlapping median zone of the
+  content space over its clique's subscriptions, and each subscription goes to the server of
+  its own clique (the clique of the server holding it) whose zone it overlaps, one server per
+  subscription (:class:`route_manager.kyra.KyraPlacement`: the zone holding most of its
+  volume, the holder's own on a tie). ``multi_zone`` counts the subscriptions that overlap
+  more than one zone of their clique (Kyra would give them one proxy per zone).
+
+What of Kyra runs on real processes, and what only in the simulator: on real processes the
+cliques, the zones and the proxy placement run (this module). The dispatcher still routes by
+summaries: an event goes straight from the dispatcher to every server whose summary holds it;
+there is no clique-owner hop and no per-zone routing tree between servers. With one proxy per
+subscription that is exact, and close to Kyra's route: in a clique the matching
+subscriptions sit mostly at the owner of the event's zone; one placed in another zone (it
+holds more of the subscription) is reached there, where Kyra's owner would deliver it. The paper's
+two-step routing (publisher -> in-clique zone owner -> the zone's MST tree, filtering on the
+tree) with its several proxies per subscription runs only in the wide-area simulator
+(:class:`route_manager.kyra.KyraNetwork`, :mod:`route_manager.wansim.kyra_mode`).
+
+Requests are hostile input: the Algorithm text is at most ``MAX_ALGORITHM_TEXT`` characters,
+its parameters known, given once, finite and within bounds (``maxDistance`` in [0, 600000]
+ms, ``maxNumServers`` in [1, 1024]); rtree and kmeans take none. A refused request is the
+Sender fault adm:InvalidRequest, as an unknown algorithm is. (The parameters travel inside
+the Algorithm text because the Repartition contract has no fields for them.)
 
 Coordinates are normalized per dimension to [0, 10] over the exported rectangles before
-partitioning (K-means distances then do not depend on attribute units; the R-tree's volume
-cost is unchanged up to a constant). The hit ratio figures are estimates over uniform
-sample points in that box, with each server's rectangles as its (precise) summary.
+partitioning (K-means distances and Kyra's median cuts then do not depend on attribute units;
+the R-tree's volume cost is unchanged up to a constant). The hit ratio figures are estimates
+over uniform sample points in that box, with each server's rectangles as its (precise)
+summary.
 """
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
-from wsframework.exceptions import SoapFault
 from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
+from wsframework.exceptions import SoapFault, sender_fault
+from wsframework.faults import translate
+
 from . import edn_wire, hit_ratio
-from .exceptions import RepartitionFailed, UnknownAlgorithm
+from .exceptions import RepartitionFailed, RouteManagerError, UnknownAlgorithm
+from .kyra import KyraPlacement
+from .latency_matrix import MAX_MS, MAX_SERVERS, LatencyFileError, LatencyMatrix, load_latency
 from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Repartitioner", "ALGORITHMS"]
+__all__ = ["Repartitioner", "ALGORITHMS", "KyraParameters", "InvalidRepartition",
+           "algorithm_text", "parse_algorithm"]
 
-ALGORITHMS = ("rtree", "kmeans")
+ALGORITHMS = ("rtree", "kmeans", "kyra")
+MAX_ALGORITHM_TEXT = 256
+SCALE = 10.0  # the partitioners' native space is [0, SCALE]^d
+
+
+class InvalidRepartition(RouteManagerError):
+    """A Repartition request whose Algorithm parameters are unusable (nothing was done)."""
+
+
+@translate(InvalidRepartition)
+def _invalid_repartition(exc: InvalidRepartition) -> SoapFault:
+    return sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST)
+
+
+@dataclass(frozen=True)
+class KyraParameters:
+    """Fig. 5's bounds: the widest clique in ms, the most servers in a clique (None: no
+    bound)."""
+
+    max_distance: float
+    max_servers: int | None = None
+
+
+def algorithm_text(name: str, *, max_distance: float | None = None,
+                   max_servers: int | None = None) -> str:
+    """The Algorithm of a Repartition request: the name, then Kyra's parameters if given."""
+    words = [name]
+    if max_distance is not None:
+        words.append(f"maxDistance={float(max_distance)!r}")
+    if max_servers is not None:
+        words.append(f"maxNumServers={int(max_servers)}")
+    return " ".join(words)
+
+
+def parse_algorithm(text: str | None) -> tuple[str, KyraParameters | None]:
+    """(name, Kyra's parameters or None) from a request's Algorithm text; UnknownAlgorithm
+    for an unknown name, InvalidRepartition for unusable parameters."""
+    text = text or ""
+    if len(text) > MAX_ALGORITHM_TEXT:
+        raise InvalidRepartition(f"the Algorithm is longer than {MAX_ALGORITHM_TEXT} characters")
+    name, *words = text.split() or [""]
+    name = name.lower()
+    if name not in ALGORITHMS:
+        raise UnknownAlgorithm(name[:64], ALGORITHMS)
+    if name != "kyra":
+        if words:
+            raise InvalidRepartition(f"{name} takes no parameters")
+        return name, None
+    values: dict[str, str] = {}
+    for word in words:
+        key, equals, value = word.partition("=")
+        if not equals or key not in ("maxDistance", "maxNumServers"):
+            raise InvalidRepartition(f"kyra takes maxDistance=MS and maxNumServers=N, not "
+                                     f"{word[:64]!r}")
+        if key in values:
+            raise InvalidRepartition(f"{key} given twice")
+        values[key] = value
+    if "maxDistance" not in values:
+        raise InvalidRepartition("kyra needs maxDistance=MS (the widest server clique)")
+    try:
+        max_distance = float(values["maxDistance"])
+    except ValueError:
+        max_distance = float("nan")
+    if not 0.0 <= max_distance <= MAX_MS:  # NaN and infinities fail too
+        raise InvalidRepartition(f"maxDistance must be a number of ms in [0, {MAX_MS:g}]")
+    max_servers = None
+    if "maxNumServers" in values:
+        digits = values["maxNumServers"]
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 5
+                and 1 <= int(digits) <= MAX_SERVERS):
+            raise InvalidRepartition(f"maxNumServers must be an integer in [1, {MAX_SERVERS}]")
+        max_servers = int(digits)
+    return name, KyraParameters(max_distance, max_servers)
 
 
 class Repartitioner:
     """The ``Repartition`` admin operation of a dispatcher (``transport``: the client
     transport to the servers; default HTTP with a read timeout of ``timeout`` seconds, as an
-    export of tens of thousands of subscriptions takes a while)."""
+    export of tens of thousands of subscriptions takes a while). ``latency``: Kyra's server
+    latencies; default: read from the dispatcher's ``latency_file`` setting at each request
+    (so an edited file is taken without a restart)."""
 
     def __init__(self, dispatcher, *, transport=None, chunk: int = 500, samples: int = 2000,
-                 load_factor: float = 2.0, seed: int = 0, timeout: float = 300.0):
+                 load_factor: float = 2.0, seed: int = 0, timeout: float = 300.0,
+                 latency: LatencyMatrix | None = None):
         self.dispatcher = dispatcher
         self._own_transport = transport is None
         self.transport = transport or HttpTransport(timeout=(3.0, timeout))
@@ -60,6 +174,7 @@ class Repartitioner:
         self.samples = samples
         self.load_factor = load_factor
         self.seed = seed
+        self.latency = latency
         # An export holds ~8 elements per subscription: far above the default element cap.
         self._soap = SoapClient(self.transport, limits=ParserLimits(
             max_bytes=512 * 1024 * 1024, max_depth=100, max_elements=50_000_000))
@@ -83,14 +198,13 @@ class Repartitioner:
     def repartition(self, topic: str, algorithm: str) -> tuple[int, dict]:
         started = time.perf_counter()
         topic = validate_name(topic)
-        algorithm = (algorithm or "").strip().lower()
-        if algorithm not in ALGORITHMS:
-            raise UnknownAlgorithm(algorithm, ALGORITHMS)
+        algorithm, kyra = parse_algorithm(algorithm)
         if topic not in self.dispatcher.routes:
             raise UnknownEntry(topic, "topic")
         servers = sorted(self.dispatcher.subscription_servers().items())
         if not servers:
             return 0, {"subscriptions": 0, "servers": 0}
+        latency = self._latency([name for name, _ in servers]) if kyra else None
         ids, mins, maxs, owner = self._collect(topic, servers)
         figures: dict[str, object] = {"subscriptions": len(ids), "servers": len(servers)}
         if len(ids) == 0 or len(servers) == 1:
@@ -98,16 +212,14 @@ class Repartitioner:
             return 0, figures
         low, high = mins.min(axis=0), maxs.max(axis=0)
         width = np.where(high > low, high - low, 1.0)
-        n_mins, n_maxs = (mins - low) / width * 10.0, (maxs - low) / width * 10.0
+        n_mins, n_maxs = (mins - low) / width * SCALE, (maxs - low) / width * SCALE
         k = len(servers)
-        if algorithm == "rtree":
-            partitioner = OfflineRTreePartitioner(load_factor=self.load_factor)
+        if kyra is not None:
+            target = self._kyra_targets(latency, kyra, n_mins, n_maxs, owner, figures)
         else:
-            partitioner = KMeansPartitioner(load_factor=self.load_factor, random_state=self.seed)
-        labels = partitioner.fit(n_mins, n_maxs, k).labels_
-        assignment = _match_labels(labels, owner, k)
-        target = assignment[labels]
-        events = np.random.default_rng(self.seed).uniform(0.0, 10.0, size=(self.samples, mins.shape[1]))
+            target = self._partition_targets(algorithm, n_mins, n_maxs, owner, k)
+        events = np.random.default_rng(self.seed).uniform(0.0, SCALE,
+                                                          size=(self.samples, mins.shape[1]))
         for name, labels_ in (("hit_ratio_before", owner), ("hit_ratio_after", target)):
             figures[name] = float(hit_ratio.hit_ratio(
                 events, hit_ratio.precise_summaries(n_mins, n_maxs, labels_, k)))
@@ -126,6 +238,48 @@ class Repartitioner:
                  topic, algorithm, moved, len(ids), figures["hit_ratio_before"],
                  figures["hit_ratio_after"])
         return moved, figures
+
+    def _partition_targets(self, algorithm: str, n_mins, n_maxs, owner, k: int) -> np.ndarray:
+        if algorithm == "rtree":
+            partitioner = OfflineRTreePartitioner(load_factor=self.load_factor)
+        else:
+            partitioner = KMeansPartitioner(load_factor=self.load_factor, random_state=self.seed)
+        labels = partitioner.fit(n_mins, n_maxs, k).labels_
+        return _match_labels(labels, owner, k)[labels]
+
+    @staticmethod
+    def _kyra_targets(latency: np.ndarray, kyra: KyraParameters, n_mins, n_maxs, owner,
+                      figures: dict) -> np.ndarray:
+        d = n_mins.shape[1]
+        placement = KyraPlacement(kyra.max_distance, kyra.max_servers or len(latency)).fit(
+            latency, n_mins, n_maxs, owner, (np.zeros(d), np.full(d, SCALE)))
+        figures["cliques"] = len(placement.cliques_)
+        figures["zones"] = len(latency)  # one per server
+        figures["multi_zone"] = int(np.count_nonzero(placement.zones_overlapped_ > 1))
+        return placement.labels_
+
+    def _latency(self, names: list[str]) -> np.ndarray:
+        """The (servers, servers) latency sub-matrix in ``names``' order, or RepartitionFailed
+        saying what is missing (asked before any export: nothing has moved)."""
+        matrix = self.latency
+        if matrix is None:
+            path = getattr(self.dispatcher.settings, "latency_file", None)
+            if not path:
+                raise RepartitionFailed("kyra needs the servers' latencies: the dispatcher has "
+                                        "no latency_file setting (edn serve dispatcher "
+                                        "--latency FILE); nothing moved")
+            try:
+                matrix = load_latency(path)
+            except (OSError, LatencyFileError) as exc:
+                raise RepartitionFailed(f"the latency file cannot be used: {exc}; "
+                                        "nothing moved") from exc
+        missing = [name for name in names if name not in matrix.names]
+        if missing:
+            shown = ", ".join(repr(name) for name in missing[:10])
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            raise RepartitionFailed(f"servers missing from the latency matrix: {shown}{more}; "
+                                    "nothing moved")
+        return matrix.restricted(names)
 
     def _collect(self, topic: str, servers):
         ids: list[str] = []

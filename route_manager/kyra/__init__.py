@@ -15,12 +15,17 @@ trees, as pure algorithms over boxes, points and a latency matrix (no I/O).
       # subscription (the event's zone owner in each interested clique); work: servers
       # that matched the event against a routing table
 
-* :func:`proxy_assignment`: per server, the subscription ids it must hold as proxy, for a
-  later change to drive :mod:`route_manager.repartition`'s moves with.
+* :func:`proxy_assignment`: per server, the subscription ids it would hold as proxy in the
+  paper's scheme (a subscription overlapping several zones of its clique under each);
+* :class:`KyraPlacement`: the same cliques and zones with **one** proxy per subscription, as
+  real servers hold them (one durable copy, one delivery): what
+  :mod:`route_manager.repartition` moves subscriptions by for ``Algorithm: kyra``
+  (:mod:`.placement` says how a subscription overlapping several zones is placed).
 """
 from .cliques import cliques
 from .network import KyraNetwork, Route, minimum_spanning_tree, proxy_assignment
+from .placement import KyraPlacement, clique_zones, zone_shares
 from .zones import median_zones, overlaps, zone_of
 
-__all__ = ["KyraNetwork", "Route", "cliques", "median_zones", "minimum_spanning_tree",
-           "overlaps", "proxy_assignment", "zone_of"]
+__all__ = ["KyraNetwork", "KyraPlacement", "Route", "clique_zones", "cliques", "median_zones",
+           "minimum_spanning_tree", "overlaps", "proxy_assignment", "zone_of", "zone_shares"]

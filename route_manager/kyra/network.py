@@ -7,6 +7,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .cliques import check_latency, cliques as cluster_cliques
+from .placement import clique_zones
 from .zones import median_zones, overlaps, zone_of
 
 __all__ = ["KyraNetwork", "Route", "minimum_spanning_tree", "proxy_assignment"]
@@ -92,12 +93,9 @@ class KyraNetwork:
         for c, members in enumerate(self.cliques_):
             self.clique_of_[members] = c
         centres = (self.mins + self.maxs) / 2
-        self.zone_mins_ = np.empty((n, d))
-        self.zone_maxs_ = np.empty((n, d))
         sub_clique = self.clique_of_[self.entry]
-        for c, members in enumerate(self.cliques_):
-            z_lo, z_hi = median_zones(centres[sub_clique == c], lo, hi, len(members))
-            self.zone_mins_[members], self.zone_maxs_[members] = z_lo, z_hi
+        self.zone_mins_, self.zone_maxs_ = clique_zones(self.cliques_, n, centres, sub_clique,
+                                                        lo, hi)
         t = max(len(m) for m in self.cliques_) if n_trees is None else int(n_trees)
         self.tree_mins_, self.tree_maxs_ = median_zones(centres, lo, hi, t)
         self.proxies_ = []

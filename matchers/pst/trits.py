@@ -20,12 +20,22 @@ Matching (section 3.3): the mask starts as the initialization mask of the publis
 spanning tree (M on links leading away from the publisher, N elsewhere); at each node every M
 takes the node's trit; when no M is left the search stops; otherwise each child is searched
 with a copy, a Y found below turns the M into Y, and the M still left after every child are N.
+
+The tree's section 2.1 options (factoring, delayed branching) annotate as the structure
+searches: an :class:`~.search_tree.Index` and a :class:`~.search_tree.Delayed` node lead to
+exactly one of their entries, so they Alternative-combine them (an all-N one standing for a
+missing combination or an empty ``other``); the nodes of one entry of a Delayed node are all
+searched, so they are Parallel-combined first.
+
+Inside, a trit vector is two bit sets (the links at Y, the links at N; M is neither), so the
+combines are bitwise: Alternative is Y where both are Y and N where both are N; Parallel is Y
+where either is Y and N where both are N. :meth:`LinkMatcher.annotate` still answers strings.
 """
 from __future__ import annotations
 
 from typing import Hashable, Mapping, Sequence
 
-from .search_tree import STAR, Node, ParallelSearchTree
+from .search_tree import Delayed, Index, Node, ParallelSearchTree, children, successors
 
 __all__ = ["Y", "N", "M", "alternative", "parallel", "LinkMatcher", "initialization_mask"]
 
@@ -59,48 +69,113 @@ def initialization_mask(links: Sequence[str], downstream: set[str]) -> str:
 
 class LinkMatcher:
     def __init__(self, attributes: Sequence[str], links: Sequence[str], *,
-                 order: Sequence[str] | None = None):
-        self.tree = ParallelSearchTree(attributes, order=order)
+                 order: Sequence[str] | None = None, factoring: Sequence[str] | int = (),
+                 delayed_branching: int | bool = 0):
+        """``order``, ``factoring``, ``delayed_branching``: the tree's
+        (:class:`~.search_tree.ParallelSearchTree`)."""
+        self.tree = ParallelSearchTree(attributes, order=order, factoring=factoring,
+                                       delayed_branching=delayed_branching)
+        self._set_links(links)
+        self.link_of: dict[Hashable, str] = {}
+
+    @classmethod
+    def over(cls, tree: ParallelSearchTree, links: Sequence[str],
+             link_of: Mapping[Hashable, str]) -> "LinkMatcher":
+        """A matcher sharing ``tree`` (its subscriptions, prepared once) with other matchers:
+        one broker's links and the link of each of the tree's subscriptions. A change made
+        through any of them changes the shared tree, and each re-annotates on its next match
+        (it needs a link for every subscription then)."""
+        matcher = cls.__new__(cls)
+        matcher.tree = tree
+        matcher._set_links(links)
+        missing = set(tree.subscriptions) - set(link_of)
+        if missing:
+            raise ValueError(f"no link for {len(missing)} subscriptions of the tree")
+        unknown = set(link_of.values()) - set(matcher._position)
+        if unknown:
+            raise ValueError(f"unknown links {sorted(unknown)}")
+        matcher.link_of = dict(link_of)
+        return matcher
+
+    def _set_links(self, links: Sequence[str]) -> None:
         self.links = tuple(links)
         self._position = {link: k for k, link in enumerate(self.links)}
-        self.link_of: dict[Hashable, str] = {}
-        self._annotations: dict[int, str] | None = None
+        if len(self._position) != len(self.links):
+            raise ValueError("links must be distinct")
+        self._all = (1 << len(self.links)) - 1
+        self._trits: dict | None = None       # id(node) -> (Y bits, N bits)
+        self._annotated_root = None
 
     def add(self, sub_id: Hashable, tests: Mapping[str, Hashable], link: str) -> None:
         if link not in self._position:
             raise ValueError(f"unknown link {link!r}")
         self.tree.add(sub_id, tests)
         self.link_of[sub_id] = link
-        self._annotations = None
 
     def remove(self, sub_id: Hashable) -> None:
         self.tree.remove(sub_id)
         del self.link_of[sub_id]
-        self._annotations = None
 
     # -- annotation (section 3.1) -------------------------------------------------------------
     def annotate(self) -> dict[int, str]:
         """Node id -> trit vector, bottom up (done by the first match after a change)."""
-        if self._annotations is None:
-            self._annotations = {}
-            self._annotate(self.tree.prepare())
-        return self._annotations
+        return {node: self._text(*bits) for node, bits in self._annotated().items()}
 
-    def _annotate(self, node: Node) -> str:
-        width = len(self.links)
-        if node.attribute is None:
-            trits = [N] * width
+    def _annotated(self) -> dict:
+        root = self.tree.prepare()
+        if self._trits is None or self._annotated_root is not root:
+            self._trits = {}
+            self._annotate(root)
+            self._annotated_root = root
+        return self._trits
+
+    def _text(self, yes: int, no: int) -> str:
+        return "".join(Y if yes >> k & 1 else N if no >> k & 1 else M
+                       for k in range(len(self.links)))
+
+    def _annotate(self, node) -> tuple[int, int]:
+        done = self._trits.get(id(node))   # a DAG (delayed branching) shares nodes
+        if done is not None:
+            return done
+        if type(node) is Node and node.attribute is None:
+            yes = 0
             for sub_id in node.ids:
-                trits[self._position[self.link_of[sub_id]]] = Y
-            vector = "".join(trits)
-        else:
+                yes |= 1 << self._position[self.link_of[sub_id]]
+            bits = (yes, self._all & ~yes)
+        elif type(node) is Node:
             # the value children and the implicit all-N child of the values without a branch
-            alternatives = [self._annotate(child) for child in node.branches.values()]
-            vector = combine([*alternatives, N * width], alternative)
+            bits = self._alternative([self._annotate(child) for child in node.branches.values()],
+                                     missing=True)
             if node.star is not None:
-                vector = combine([vector, self._annotate(node.star)], parallel)
-        self._annotations[id(node)] = vector
-        return vector
+                bits = self._parallel([bits, self._annotate(node.star)])
+        elif type(node) is Delayed:
+            groups = [*node.branches.values(), node.other]
+            bits = self._alternative([self._parallel([self._annotate(n) for n in group])
+                                      for group in groups], missing=False)
+        else:
+            assert type(node) is Index
+            bits = self._alternative([self._annotate(child) for child in children(node)],
+                                     missing=not node.complete)
+        self._trits[id(node)] = bits
+        return bits
+
+    def _alternative(self, vectors: list, *, missing: bool) -> tuple[int, int]:
+        """Table 1's Alternative combine; ``missing``: with an all-N alternative too."""
+        yes, no = self._all, self._all
+        if missing:
+            yes = 0
+        for y, n in vectors:
+            yes &= y
+            no &= n
+        return yes, no
+
+    def _parallel(self, vectors: list) -> tuple[int, int]:
+        """Table 1's Parallel combine (an empty list: all N)."""
+        yes, no = 0, self._all
+        for y, n in vectors:
+            yes |= y
+            no &= n
+        return yes, no
 
     # -- matching (section 3.3) ---------------------------------------------------------------
     def link_match(self, event: Mapping[str, Hashable], mask: str | None = None
@@ -112,26 +187,24 @@ class LinkMatcher:
             raise ValueError("the mask needs one trit (Y, N or M) per link")
         if not self.tree.subscriptions:
             return set(), 0
-        annotations = self.annotate()
+        trits = self._annotated()
+        yes = sum(1 << k for k, trit in enumerate(mask) if trit == Y)
+        maybe = sum(1 << k for k, trit in enumerate(mask) if trit == M)
         steps = [0]
-        refined = self._search(self.tree.prepare(), list(mask), event, annotations, steps)
-        return {link for link, trit in zip(self.links, refined) if trit == Y}, steps[0]
+        yes = self._search(self.tree.prepare(), yes, maybe, event, trits, steps)
+        return {link for k, link in enumerate(self.links) if yes >> k & 1}, steps[0]
 
-    def _search(self, node: Node, mask: list, event, annotations, steps) -> list:
+    def _search(self, node, yes: int, maybe: int, event, trits, steps) -> int:
+        """The refined mask's Y bits (an M left after every child is an N: not returned)."""
         steps[0] += 1
-        vector = annotations[id(node)]
-        mask = [vector[k] if trit == M else trit for k, trit in enumerate(mask)]
-        if M not in mask or node.attribute is None:
-            return mask
-        children = []
-        child = node.branches.get(event.get(node.attribute, STAR))
-        if child is not None:
-            children.append(child)
-        if node.star is not None:
-            children.append(node.star)
-        for child in children:
-            below = self._search(child, list(mask), event, annotations, steps)
-            mask = [Y if trit == M and found == Y else trit for trit, found in zip(mask, below)]
-            if M not in mask:
-                break
-        return [N if trit == M else trit for trit in mask]
+        node_yes, node_no = trits[id(node)]
+        yes |= maybe & node_yes
+        maybe &= ~(node_yes | node_no)
+        if maybe:
+            for child in successors(node, event):
+                found = self._search(child, yes, maybe, event, trits, steps)
+                yes |= maybe & found
+                maybe &= ~found
+                if not maybe:
+                    break
+        return yes

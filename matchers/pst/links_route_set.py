@@ -59,8 +59,8 @@ from ..summary import SUMMARY_DIALECT
 from .trits import LinkMatcher, M, N
 
 __all__ = ["LinkRouteSet", "PREDICATES", "PREDICATE", "MATCHER_PST_LINKS", "MAX_PREDICATES",
-           "MAX_ID", "EVERYTHING", "BUILD_COST_IN_ROW_SCANS", "predicates_element",
-           "read_predicates", "union_predicates"]
+           "MAX_ID", "EVERYTHING", "BUILD_COST_IN_ROW_SCANS", "LinkReport",
+           "predicates_element", "read_predicates", "union_predicates"]
 
 MATCHER_PST_LINKS = "urn:wsframework:matchers:pst-links"
 PREDICATES = ns.qname(ns.EDN, "Predicates")
@@ -150,14 +150,14 @@ def union_predicates(reports: Iterable[tuple[str, Mapping[str, Tests] | None]]
 
 
 #: a rebuild's cost per predicate, in scans of one predicate row for one event (measured by
-#: benchmarks.linkroutes.build_cost_in_row_scans: a PST build costs a few hundred to a few
-#: thousand of those; the lower end makes a changed link's scan pay for a rebuild sooner)
-BUILD_COST_IN_ROW_SCANS = 500
-#: the fixed cost of one scan call (numpy's overhead), in row scans
-SCAN_CALL_IN_ROW_SCANS = 200
+#: benchmarks.linkroutes: building 1k to 10k predicates costs about 10 us each, a row scan
+#: about 25 ns)
+BUILD_COST_IN_ROW_SCANS = 400
+#: the fixed cost of one scan call (numpy's overhead, about 3.5 us), in row scans
+SCAN_CALL_IN_ROW_SCANS = 150
 
 
-class _Link:
+class LinkReport:
     """One link's report: its predicates (None: everything) and, made when first needed, the
     matrix its scan reads (row per predicate, column per dimension, NaN: not tested)."""
 
@@ -193,10 +193,10 @@ class _Link:
 
 
 class _Tree:
-    """The link matcher built from some links' reports (the :class:`_Link` objects it holds
-    are how a later state tells which links changed since)."""
+    """The link matcher built from some links' reports (the :class:`LinkReport` objects it
+    holds are how a later state tells which links changed since)."""
 
-    def __init__(self, links: Mapping[str, _Link], schema: Schema):
+    def __init__(self, links: Mapping[str, LinkReport], schema: Schema):
         self.reports = {name: link for name, link in links.items() if not link.everything}
         self.rows = sum(link.rows for link in self.reports.values())
         self.dims = schema.dims
@@ -206,7 +206,7 @@ class _Tree:
                 self.matcher.add((name, pid), dict(tests), name)
         self.matcher.annotate()  # prepared now: readers never build (it is not thread-safe)
 
-    def holds(self, name: str, link: _Link) -> bool:
+    def holds(self, name: str, link: LinkReport) -> bool:
         return self.reports.get(name) is link
 
 
@@ -214,7 +214,7 @@ class _Routes:
     """One consistent state of the route set: the current reports (in registration order) and
     the tree of an earlier or the same state; replaced whole, never changed in place."""
 
-    def __init__(self, links: dict[str, _Link], tree: _Tree | None):
+    def __init__(self, links: dict[str, LinkReport], tree: _Tree | None):
         self.links = links
         self.tree = tree
         if tree is None:
@@ -235,9 +235,6 @@ class _Routes:
         """The work (in row scans) a batch of ``events`` costs for lack of a rebuild."""
         return (events * (self.scanned_rows + self.stale_rows)
                 + SCAN_CALL_IN_ROW_SCANS * len(self.scanned))
-
-    def rebuild_cost(self) -> int:
-        return BUILD_COST_IN_ROW_SCANS * max(self.rows, 1)
 
     def mask(self, downstream: set[str] | None) -> str:
         """The initialization mask over the tree's links: M on the links it decides (and
@@ -300,6 +297,9 @@ class LinkRouteSet(Matcher):
         self._building = threading.Lock()
         self._routes = _Routes({}, None)
         self._debt = 0           # row scans spent for lack of a rebuild since the last one
+        #: a rebuild's cost per predicate in row scans (math.inf: never rebuild by itself,
+        #: every link scanned as before the tree: the benchmarks' baseline)
+        self.build_cost: float = BUILD_COST_IN_ROW_SCANS
         self.builds = 0          # trees built (figures and tests)
         self.search_steps = 0    # tree nodes visited by searches (approximate under threads)
 
@@ -318,7 +318,7 @@ class LinkRouteSet(Matcher):
 
     def set_predicates(self, link: str, predicates: Mapping[str, Tests] | None) -> None:
         """Install (or replace) ``link``'s report: O(its predicates); the tree is not touched."""
-        record = _Link(predicates, self.schema)
+        record = LinkReport(predicates, self.schema)
         with self._write:
             links = dict(self._routes.links)
             links[link] = record
@@ -372,7 +372,8 @@ class LinkRouteSet(Matcher):
         if not routes.scanned_rows and not routes.stale_rows:
             return
         self._debt += routes.debt_of(events)
-        if self._debt >= routes.rebuild_cost() and self._building.acquire(blocking=False):
+        due = self._debt >= self.build_cost * max(routes.rows, 1)
+        if due and self._building.acquire(blocking=False):
             try:
                 self._rebuild_locked()
             finally:

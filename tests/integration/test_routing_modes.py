@@ -2,8 +2,13 @@
 dispatchers and two servers under each; equality subscriptions (``x0 = 1 and x2 = 2``,
 written as the range dialect's one-point intervals); events published at the root. In every
 mode delivery is exactly what a single source would deliver; with link matching no child
-receives an event that none of its servers' subscriptions match, and with flooding every
-child receives every event.
+receives an event that none of its servers' subscriptions match, and no server one that
+none of its own subscriptions match (each child's links, by its per-server hits); with
+flooding every child receives every event.
+
+Link matching's route sets answer with the PST's link matcher once their reports' scans have
+paid for building it (:mod:`matchers.pst.links_route_set`); events are published five to a
+message, so a route set meets enough batches to build it during the run.
 
 Every wait is on a condition (the sink's count, GetStats), never a fixed sleep.
 """
@@ -43,18 +48,22 @@ def events(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, VALUES, size=(n, D)).astype(float)
 
 
-def child_of_subscription(i: int) -> str:
-    server = SERVERS[i % len(SERVERS)][0]
+def server_of_subscription(i: int) -> str:
+    return SERVERS[i % len(SERVERS)][0]
+
+
+def child_of_server(server: str) -> str:
     return next(child for child, below in CHILDREN.items() if server in below)
 
 
-def children_receiving(network: LocalNetwork, points: np.ndarray) -> dict[str, int]:
-    """The oracle: per child, the events one of its subscriptions matches."""
-    out = {child: 0 for child in CHILDREN}
+def nodes_receiving(network: LocalNetwork, points: np.ndarray, node_of) -> dict[str, int]:
+    """The oracle: per node (``node_of(server)``), the events one of the subscriptions
+    below it matches."""
+    out: dict[str, int] = {}
     for point in points:
         inside = np.all((network.lo <= point) & (network.hi >= point), axis=1)
-        for child in {child_of_subscription(i) for i in np.flatnonzero(inside)}:
-            out[child] += 1
+        for node in {node_of(server_of_subscription(i)) for i in np.flatnonzero(inside)}:
+            out[node] = out.get(node, 0) + 1
     return out
 
 
@@ -68,13 +77,14 @@ def test_each_mode_delivers_exactly_what_one_source_would(tmp_path, routing):
         lo, hi = equality_subscriptions(seed=5)
         network.subscribe(lo, hi)
         points = events(150, seed=6)
-        first, last = network.publish(points)
+        first, last = network.publish(points, batch=5)
         expected = network.wait_delivered(first, last)
         assert len(expected) > 30
         assert network.received(first, last) == expected
         events_in = {child: int(network.node_stats(process, "events_in")["events_in"])
                      for child, process in network.children.items()}
-        oracle = children_receiving(network, points)
+        oracle = {child: 0 for child in CHILDREN} | nodes_receiving(network, points,
+                                                                     child_of_server)
         print(f"\n{routing}: {len(points)} events, {len(expected)} notifications, children's "
               f"events_in {events_in}, matching their subscriptions {oracle}")
         if routing == "flooding":
@@ -83,3 +93,11 @@ def test_each_mode_delivers_exactly_what_one_source_would(tmp_path, routing):
             # equalities only: a child's Y link is exact, so it sees its own events, no more
             assert events_in == oracle
             assert 0 < events_in["c2"] < len(points)
+            # one level down: each child's links to its servers carry their events only
+            hits = {server: int(network.node_stats(network.children[child], "server.")
+                                .get(f"server.{server}.hits", 0))
+                    for child, servers in CHILDREN.items() for server in servers}
+            expected_hits = {server: 0 for server in hits} | nodes_receiving(
+                network, points, lambda server: server)
+            print(f"servers' copies {hits}, matching their subscriptions {expected_hits}")
+            assert hits == expected_hits

@@ -162,11 +162,10 @@ def oracle_links(reports, x, y, downstream=None):
 
 @pytest.mark.parametrize("build_cost", [0, 3, 10**9])  # rebuild at once, soon, never by itself
 @pytest.mark.parametrize("seed", range(8))
-def test_link_matching_decisions_equal_the_oracle(monkeypatch, build_cost, seed):
-    from matchers.pst import links_route_set
-    monkeypatch.setattr(links_route_set, "BUILD_COST_IN_ROW_SCANS", build_cost)
+def test_link_matching_decisions_equal_the_oracle(build_cost, seed):
     rng = random.Random(seed)
     matcher = LinkRouteSet(SCHEMA)
+    matcher.build_cost = build_cost
     reports = {}
     for _ in range(40):
         action = rng.random()
@@ -200,9 +199,9 @@ def test_link_matching_decisions_equal_the_oracle(monkeypatch, build_cost, seed)
 
 def test_a_replaced_report_is_scanned_until_its_scans_pay_for_a_rebuild(monkeypatch):
     from matchers.pst import links_route_set
-    monkeypatch.setattr(links_route_set, "BUILD_COST_IN_ROW_SCANS", 20)
     monkeypatch.setattr(links_route_set, "SCAN_CALL_IN_ROW_SCANS", 0)
     matcher = LinkRouteSet(SCHEMA)
+    matcher.build_cost = 20
     for c in range(4):
         matcher.set_predicates(f"c{c}", {f"p{i}": (("x", float(i)),) for i in range(5)})
     matcher.rebuild()

@@ -25,6 +25,7 @@ from route_manager import edn_wire
 from route_manager.dispatcher.settings import DispatcherSettings
 from route_manager.kyra import KyraPlacement
 from subscription_manager.client import EventingClient
+from tests.support.edn import random_boxes, random_points
 from tests.support.processes import ADMIN_TOKEN
 from wsframework.admin import AdminClient
 
@@ -56,11 +57,7 @@ def edn(tmp_path_factory):
                            d=D, dispatcher_args=["--latency", str(latency_file)])
     with network:
         network.create_topic(TOPIC)
-        rng = np.random.default_rng(11)
-        centres = rng.uniform(0, 10, size=(N_SUBSCRIPTIONS, D))
-        half = rng.uniform(0.3, 2.0, size=(N_SUBSCRIPTIONS, D))
-        network.subscribe(np.round(np.clip(centres - half, 0, 10), 2),
-                          np.round(np.clip(centres + half, 0, 10), 2))
+        network.subscribe(*random_boxes(N_SUBSCRIPTIONS, D, seed=11))
         yield network
 
 
@@ -97,7 +94,7 @@ def kyra_plan(edn, entered: np.ndarray) -> list[str]:
 
 
 def test_kyra_repartition_on_real_processes(edn):
-    events = np.round(np.random.default_rng(12).uniform(0, 10, size=(200, D)), 3)
+    events = random_points(200, D, seed=12)
     first, last = edn.publish(events)
     edn.wait_delivered(first, last)
     before = notifications_by_subscriber(edn, first, last)

@@ -64,6 +64,7 @@ class SimResult:
     link_bytes: int = 0
     steps: int = 0
     route_seconds: float = 0.0
+    busy_seconds: float = 0.0                           # CPU of every broker, modelled
     deliveries: dict = field(default_factory=dict)      # published id -> set of clients
     origin: dict = field(default_factory=dict)          # published id -> (publisher, event)
     carried: list = field(default_factory=list)         # (publisher, event, broker, child)
@@ -130,8 +131,9 @@ class BrokerNetwork:
         decision = self.router.decide(broker, publisher, event)
         self.result.steps += decision.steps
         self.result.route_seconds += decision.seconds
-        self.kernel.schedule(self.per_message_s + decision.steps * self.step_s + decision.seconds,
-                             self._done, broker, message, decision)
+        service = self.per_message_s + decision.steps * self.step_s + decision.seconds
+        self.result.busy_seconds += service
+        self.kernel.schedule(service, self._done, broker, message, decision)
 
     def _done(self, broker: str, message, decision) -> None:
         self.queues[broker].popleft()

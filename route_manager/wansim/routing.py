@@ -93,6 +93,13 @@ class Router:
                 self.route_seconds(broker, publisher) + local_seconds)
         return found
 
+    def share_local_delivery(self, other: "Router") -> None:
+        """Use ``other``'s local delivery tables (the same in every mode, so built once when
+        several modes route one workload)."""
+        if other.workload is not self.workload or other.topology is not self.topology:
+            raise ValueError("local delivery is shared only between routers of one workload")
+        self._local = other._local
+
     def _local_clients(self, broker: str, publisher: str):
         key = (broker, publisher)
         if key not in self._local:

@@ -233,3 +233,15 @@ def test_link_matching_sends_what_precise_summaries_send(gryphon):
         network.kernel.run(until=float("inf"))
         carried[name] = sorted(network.result.carried)
     assert carried["linkmatching"] == carried["summaries"] and carried["summaries"]
+
+
+def test_local_delivery_is_shared_only_within_one_workload(gryphon):
+    topology, trees, workload = gryphon
+    flooding = make_router("flooding", topology, trees, workload)
+    summaries = make_router("summaries", topology, trees, workload)
+    summaries.share_local_delivery(flooding)
+    flooding.decide("0.4", "0.4", 0)
+    assert summaries._local is flooding._local and ("0.4", "0.4") in summaries._local
+    other = make_workload(topology, PUBLISHERS, subscriptions=10, events=2, seed=9)
+    with pytest.raises(ValueError):
+        make_router("flooding", topology, trees, other).share_local_delivery(flooding)

@@ -150,10 +150,11 @@ def union_predicates(reports: Iterable[tuple[str, Mapping[str, Tests] | None]]
 
 
 #: a rebuild's cost per predicate, in scans of one predicate row for one event (measured by
-#: benchmarks.linkroutes: building 1k to 10k predicates costs about 10 us each, a row scan
-#: about 25 ns)
+#: benchmarks.linkroutes, build_cost_in_row_scans: 300 to 440 on Gryphon's workload at 1k
+#: and 10k predicates over 4 and 64 links)
 BUILD_COST_IN_ROW_SCANS = 400
-#: the fixed cost of one scan call (numpy's overhead, about 3.5 us), in row scans
+#: the fixed cost of one scan call (numpy's overhead, about 3.5 us against 25 ns a row scan),
+#: in row scans
 SCAN_CALL_IN_ROW_SCANS = 150
 
 
@@ -204,7 +205,8 @@ class _Tree:
         for name, link in self.reports.items():
             for pid, tests in link.predicates.items():
                 self.matcher.add((name, pid), dict(tests), name)
-        self.matcher.annotate()  # prepared now: readers never build (it is not thread-safe)
+        # prepared and annotated now, by a first search: readers never build (not thread-safe)
+        self.matcher.link_match({}, M * len(self.reports))
 
     def holds(self, name: str, link: LinkReport) -> bool:
         return self.reports.get(name) is link
@@ -217,19 +219,18 @@ class _Routes:
     def __init__(self, links: dict[str, LinkReport], tree: _Tree | None):
         self.links = links
         self.tree = tree
-        if tree is None:
-            self.searched: tuple[str, ...] = ()
-        else:
-            self.searched = tuple(n for n, link in links.items() if tree.holds(n, link))
-        searched = set(self.searched)
+        #: links the tree decides: their report is the one it was built from
+        self.searched = frozenset(() if tree is None else
+                                  (n for n, link in links.items() if tree.holds(n, link)))
         #: links with predicates the tree does not decide: changed since the build, or new
         self.scanned = tuple(n for n, link in links.items()
-                             if not link.everything and n not in searched)
+                             if not link.everything and n not in self.searched)
         self.scanned_rows = sum(links[n].rows for n in self.scanned)
         #: rows the tree still holds for reports replaced or removed since (walked for nothing)
         self.stale_rows = 0 if tree is None else tree.rows - sum(links[n].rows
                                                                  for n in self.searched)
         self.rows = sum(link.rows for link in links.values())
+        self.every_link_mask = self._mask_deciding(self.searched)
 
     def debt_of(self, events: int) -> int:
         """The work (in row scans) a batch of ``events`` costs for lack of a rebuild."""
@@ -239,7 +240,13 @@ class _Routes:
     def mask(self, downstream: set[str] | None) -> str:
         """The initialization mask over the tree's links: M on the links it decides (and
         downstream), N on the others (replaced, removed, upstream)."""
-        decided = {n for n in self.searched if downstream is None or n in downstream}
+        if downstream is None:
+            return self.every_link_mask
+        return self._mask_deciding(self.searched & downstream)
+
+    def _mask_deciding(self, decided: frozenset) -> str:
+        if self.tree is None:
+            return ""
         return "".join(M if n in decided else N for n in self.tree.matcher.links)
 
     def answer(self, schema: Schema | None, events: Sequence[Any],
@@ -253,16 +260,15 @@ class _Routes:
         boxes = schema.extract_many(events)  # read in place, each event as its own root
         yes = np.zeros((len(events), len(names)), dtype=bool)
         points = np.all(boxes.lo == boxes.hi, axis=1)
-        searched = set(self.searched) if self.tree is not None else set()
         for k, name in enumerate(names):
             link = self.links[name]
-            if name in searched:  # the tree decides the points; ranges need the scan
+            if name in self.searched:  # the tree decides the points; ranges need the scan
                 if not points.all():
                     yes[~points, k] = link.scan(boxes.lo[~points], boxes.hi[~points])
             else:
                 yes[:, k] = link.scan(boxes.lo, boxes.hi)
         steps = 0
-        mask = self.mask(downstream) if self.tree is not None else ""
+        mask = self.mask(downstream)
         if M in mask:
             column = {name: k for k, name in enumerate(names)}
             dims = self.tree.dims

@@ -27,7 +27,8 @@ Algorithms (``ALGORITHMS``):
 ``distance`` the eligible server of least added traffic times network distance from this
             server (EDN III-D; :class:`~route_manager.partitioning.OnlineDistancePartitioner`:
             ``min_i |new \\ R_i|`` over the server's summary rectangles, times its latency
-            from here plus a floor); needs ``latency`` (a
+            from here plus ``distance_floor``, by default the smallest non-zero latency
+            from here: the higher the floor, the less distance counts); needs ``latency`` (a
             :class:`~route_manager.latency_matrix.LatencyMatrix`, see ``load_latency``); a
             server missing from the matrix counts as the matrix's largest latency away
 ``local``   never forward: every subscription stays where it arrived
@@ -179,7 +180,7 @@ class PlacementRouter:
 
     def __init__(self, algorithm: str = "rtree", load_threshold: int = 20_000, *,
                  refresh_interval: float = 0.2, random_state=None, clock=time.monotonic,
-                 latency: LatencyMatrix | None = None):
+                 latency: LatencyMatrix | None = None, distance_floor: float | None = None):
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown placement algorithm {algorithm!r}; "
                              f"known: {', '.join(ALGORITHMS)}")
@@ -189,6 +190,7 @@ class PlacementRouter:
             raise ValueError("the distance placement needs a latency matrix")
         self.algorithm = algorithm
         self.latency = latency
+        self.distance_floor = distance_floor
         self.load_threshold = int(load_threshold)
         self.refresh_interval = float(refresh_interval)
         self._rng = as_generator(random_state)
@@ -238,7 +240,8 @@ class PlacementRouter:
             partitioner = RandomPartitioner(capacity=self.load_threshold,
                                             random_state=self._rng).fit(empty, empty, n)
         elif self.algorithm == "distance":
-            partitioner = OnlineDistancePartitioner(capacity=self.load_threshold).fit(
+            partitioner = OnlineDistancePartitioner(
+                capacity=self.load_threshold, distance_floor=self.distance_floor).fit(
                 empty, empty, n)
             for index, candidate in enumerate(candidates):
                 mins, maxs = self._boxes(candidate, space)

@@ -86,7 +86,8 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
                         "server counts as the farthest", self.edn.name, self.edn.latency_file)
         self.router = PlacementRouter(self.edn.partitioner, self.edn.load_threshold,
                                       refresh_interval=self.edn.refresh,
-                                      random_state=self.edn.placement_seed, latency=latency)
+                                      random_state=self.edn.placement_seed, latency=latency,
+                                      distance_floor=self.edn.placement_distance_floor)
         self.mover = Mover(self)
         self.network = NetworkAgent(self)
         self.topics.on_change(self._forget_engine)

@@ -16,7 +16,10 @@ latency_file           --                         latency matrix file (``--laten
                                                   CSV, :mod:`route_manager.latency_matrix`),
                                                   required by ``distance``: its names are the
                                                   servers' ``name``; one missing from it counts
-                                                  as the farthest
+                                                  as the farthest. Its cost is added traffic
+                                                  x (distance + floor), the floor the setting
+                                                  ``placement_distance_floor`` (ms; default the
+                                                  smallest non-zero latency from this server)
 load_threshold         20000                      servers at or above this load take no more
                                                   placed subscriptions (paper III-A)
 summary_interval       0.2                        seconds between route updates (coalescing)
@@ -77,6 +80,9 @@ class EdnSettings(Settings):
                                "forward)", parse=_partitioner)
     latency_file: str | None = setting(None, "latency matrix file, ms (--latency; required by "
                                        "the distance partitioner)")
+    placement_distance_floor: float | None = setting(
+        None, "ms added to every distance by the distance partitioner (default: the smallest "
+        "non-zero latency from this server; higher: distance counts less)")
     load_threshold: int = setting(20_000, "servers at or above this load take no more placed "
                                   "subscriptions")
     summary_interval: float = setting(0.2, "seconds between route updates (coalescing)")
@@ -111,6 +117,9 @@ class EdnSettings(Settings):
             raise ValueError("the distance partitioner needs a latency file (--latency FILE)")
         if self.latency_file:
             self.latency()  # a bad file is refused at start, with its reason
+        floor = self.placement_distance_floor
+        if floor is not None and not 0 <= floor < float("inf"):
+            raise ValueError("placement_distance_floor must be finite and >= 0")
         if self.summary_max_bytes < 1024:
             raise ValueError("summary_max_bytes must be at least 1024")
         if self.summary_interval < 0 or self.peer_interval <= 0:

@@ -285,3 +285,21 @@ def test_edn_serve_refuses_a_bad_latency_file_before_starting(tmp_path, capsys):
               "distance", "--latency", str(bad), "--data", str(tmp_path / "data")])
     assert "--latency" in str(stopped.value) and "duplicate" in str(stopped.value)
     assert not (tmp_path / "data").exists()
+
+
+def test_router_and_settings_take_the_distance_floor(tmp_path):
+    from subscription_manager.edn.settings import EdnSettings
+    from wsframework.settings import SettingsError
+    view = View([cand("here", ENTRY_MISFIT), cand("near", NEAR_FIT),
+                 cand("far", FAR_BETTER_FIT)])
+    # floor 100: 4*100=400 (here), 1*102=102 (near), 0.2*170=34 (far): distance counts less
+    assert PlacementRouter("distance", 100, latency=LATENCY, distance_floor=100).choose(
+        "t", NEW_LO, NEW_HI, view) == "far"
+    good = tmp_path / "ms.csv"
+    good.write_text(",here,near\nhere,0,2\nnear,2,0\n")
+    mapping = {"dispatcher": "http://d:1", "partitioner": "distance", "latency_file": str(good)}
+    assert EdnSettings.from_mapping({**mapping, "placement_distance_floor": "35"}
+                                    ).placement_distance_floor == 35.0
+    for bad in ("-1", "nan", "inf"):
+        with pytest.raises(SettingsError, match="placement_distance_floor"):
+            EdnSettings.from_mapping({**mapping, "placement_distance_floor": bad})

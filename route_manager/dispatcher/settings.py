@@ -15,6 +15,7 @@ from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 
 from ..edn_wire import ROUTING_MODES, ROUTING_SUMMARIES
 from ..forwarding import LOG_FULL_POLICIES, POLICIES
+from ..latency_matrix import load_latency
 from ..precision import PRECISE, parse_precision
 
 __all__ = ["DispatcherSettings"]
@@ -85,7 +86,14 @@ class DispatcherSettings(Settings):
                                          "bytes of boxes (a larger union is cut to fit, still "
                                          "covering it; keep it under the parents' --max-body)")
 
+    # Distance-aware placement (issue 16): the server-to-server latencies (--latency FILE;
+    # Kyra's cliques at Repartition). Parsed at start so a bad file stops the dispatcher.
+    latency_file: str | None = setting(None, "server latency matrix file, ms (--latency; "
+                                       "route_manager.latency_matrix)")
+
     def validate(self) -> None:
+        if self.latency_file:
+            load_latency(self.latency_file)  # LatencyFileError (a ValueError): refused
         if self.routing not in ROUTING_MODES:
             raise ValueError(f"routing must be one of {', '.join(ROUTING_MODES)}")
         if self.tree_interval <= 0 or self.precision_poll <= 0:

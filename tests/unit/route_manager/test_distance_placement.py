@@ -303,3 +303,15 @@ def test_router_and_settings_take_the_distance_floor(tmp_path):
     for bad in ("-1", "nan", "inf"):
         with pytest.raises(SettingsError, match="placement_distance_floor"):
             EdnSettings.from_mapping({**mapping, "placement_distance_floor": bad})
+
+
+def test_dispatcher_settings_read_and_check_the_latency_file(tmp_path):
+    from route_manager.dispatcher.settings import DispatcherSettings
+    from wsframework.settings import SettingsError, read_settings
+    good = tmp_path / "ms.json"
+    good.write_text('{"servers": ["a", "b"], "ms": [[0, 2], [2, 0]]}')
+    settings, = read_settings({"latency_file": str(good)}, DispatcherSettings)
+    assert settings.latency_file == str(good)
+    good.write_text('{"servers": ["a", "b"], "ms": [[0, 2], [2, 0.1]]}')
+    with pytest.raises(SettingsError, match="'b' to itself"):
+        read_settings({"latency_file": str(good)}, DispatcherSettings)

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Mapping, Sequence
 
 __all__ = ["ParallelSearchTree", "Node", "Delayed", "Index", "STAR", "OTHER", "DEFAULT_DELAY",
-           "successors", "children"]
+           "successors", "children", "leaves_below"]
 
 STAR = object()   # the don't-care branch
 OTHER = object()  # in a factoring key: any value no subscription tests on that attribute
@@ -66,7 +66,8 @@ OTHER = object()  # in a factoring key: any value no subscription tests on that 
 DEFAULT_DELAY = 3       # tests per delayed-branching window when ``delayed_branching=True``
 MAX_DELAY = 8           # a longer window makes sets (and space) grow as 2 ** window
 MAX_INDEX_KEYS = 4096   # combinations of factoring values an index may have
-MAX_COPIES = 64         # mean copies of a subscription factoring may make
+MAX_COPIES = 64         # mean copies of a subscription factoring may make ...
+COPIES_ALWAYS_ALLOWED = 1 << 16   # ... once the copies are more than this many
 
 
 @dataclass
@@ -234,7 +235,7 @@ class ParallelSearchTree:
                              f"{MAX_INDEX_KEYS}): factor on fewer attributes or fewer values")
         copies = sum(math.prod(1 if a in t else len(domain) + 1 for a, domain in zip(factored, domains))
                      for t in self.subscriptions.values())
-        if copies > MAX_COPIES * max(len(self.subscriptions), 16):
+        if copies > max(MAX_COPIES * len(self.subscriptions), COPIES_ALWAYS_ALLOWED):
             raise ValueError(f"factoring on {list(factored)} copies the subscriptions {copies} "
                              f"times (limit {MAX_COPIES} each): choose attributes subscriptions "
                              f"rarely leave '*'")
@@ -273,17 +274,22 @@ class ParallelSearchTree:
         return found, steps
 
     def leaves(self) -> Iterable[Node]:
-        seen = set()
-        stack = [self.prepare()]
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if type(node) is Node and node.attribute is None:
-                yield node
-            else:
-                stack.extend(children(node))
+        return leaves_below(self.prepare())
+
+
+def leaves_below(root) -> Iterable[Node]:
+    """The leaves ``root`` leads to, each once (a DAG shares some)."""
+    seen = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) is Node and node.attribute is None:
+            yield node
+        else:
+            stack.extend(children(node))
 
 
 class _Delayer:

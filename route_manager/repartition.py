@@ -31,16 +31,20 @@ requests for it, see :mod:`subscription_manager.edn.moves`).
   volume, the holder's own on a tie). ``multi_zone`` counts the subscriptions that overlap
   more than one zone of their clique (Kyra would give them one proxy per zone).
 
-What of Kyra runs on real processes, and what only in the simulator: on real processes the
-cliques, the zones and the proxy placement run (this module). The dispatcher still routes by
-summaries: an event goes straight from the dispatcher to every server whose summary holds it;
-there is no clique-owner hop and no per-zone routing tree between servers. With one proxy per
-subscription that is exact, and close to Kyra's route: in a clique the matching
-subscriptions sit mostly at the owner of the event's zone; one placed in another zone (it
-holds more of the subscription) is reached there, where Kyra's owner would deliver it. The paper's
-two-step routing (publisher -> in-clique zone owner -> the zone's MST tree, filtering on the
-tree) with its several proxies per subscription runs only in the wide-area simulator
-(:class:`route_manager.kyra.KyraNetwork`, :mod:`route_manager.wansim.kyra_mode`).
+What of Kyra runs on real processes, and what only in the simulator. On real processes:
+the cliques, the zones and the placement of each subscription at one proxy (this module, then
+the usual moves). The events are still routed by the dispatcher's summaries: an event goes
+straight from the dispatcher to every server whose summary holds its point. There is no hop to
+the in-clique owner of the event's zone and no per-zone routing tree between servers: Kyra's
+two-step routing (publisher -> the owner of the event's zone in its clique -> that zone's MST,
+filtering on the tree), with its several proxies per subscription, runs only in the
+wide-area simulator (:class:`route_manager.kyra.KyraNetwork`,
+:mod:`route_manager.wansim.kyra_mode`). With one proxy per subscription, summary routing stays
+exact (each subscription is held, and delivered, once). Compared with Kyra's rule "an event
+goes to the owner of its zone in each clique": in a clique, the subscriptions matching an
+event sit mostly at that owner, but a matching subscription placed in a neighbouring zone
+(which holds more of it) is reached at its own server, where Kyra's owner would have
+delivered a copy of it; so an event may reach more than one server of a clique.
 
 Requests are hostile input: the Algorithm text is at most ``MAX_ALGORITHM_TEXT`` characters,
 its parameters known, given once, finite and within bounds (``maxDistance`` in [0, 600000]

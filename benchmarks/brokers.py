@@ -88,7 +88,7 @@ def table(subscriptions: int, events: int) -> list[dict]:
             "route_set_cpu_us_per_event": result.route_seconds / published * 1e6,
             "broker_cpu_ms_per_event": result.busy_seconds / published * 1e3,
             "route_set_boxes": sum(getattr(router, "boxes", {}).values()) or None,
-            "pst_nodes_per_broker": _mean(getattr(router, "tree_nodes", {})),
+            "pst_nodes": getattr(router, "pst_nodes", None),
             "trit_positions_per_broker": _mean(getattr(router, "positions", {})),
             "median_latency_ms": latencies[len(latencies) // 2] if latencies else None,
             **network.exactness(),

@@ -3,6 +3,8 @@ with the real :class:`matchers.pst.LinkMatcher`, never a copy of it.
 
 Each broker holds every subscription in one LinkMatcher whose trit positions are the broker's
 links; the matcher's steps (nodes visited) are charged at ``step_s`` each by the simulator.
+The tree factors on the workload's first ``factoring`` attributes (the seed's section 2.1:
+1 in Chart 2, 3 in Chart 3); delayed branching is off (the seed's runs do not say).
 For an event of publisher ``p`` the initialization mask has M on the links leading to the
 broker's children in ``p``'s spanning tree, N elsewhere; the event goes out on the Y links of
 the refined mask.  Local delivery is the same in every mode
@@ -21,16 +23,18 @@ publisher ``p`` has M on the groups below the broker on ``p``'s tree, and the Y 
 on their physical link for ``p``, coalesced (one copy per physical link).  On a tree-shaped
 network the groups are the neighbours.
 
-A broker's matcher is built on the first event it sees, asked about every pooled event of every
-publisher at once (decisions are pure functions of broker, publisher and event), and dropped:
-39 PSTs need not live together, and a simulation at many rates matches each event once.
+The subscriptions are the same at every broker, so the tree is built once and shared
+(:meth:`LinkMatcher.over`); a broker's matcher annotates it on the first event the broker sees,
+is asked about every pooled event of every publisher at once (decisions are pure functions of
+broker, publisher and event), and is dropped: 39 annotations need not live together, and a
+simulation at many rates matches each event once.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from matchers.pst import LinkMatcher
+from matchers.pst import LinkMatcher, ParallelSearchTree
 from matchers.pst.trits import initialization_mask
 
 from .routing import Router
@@ -93,9 +97,10 @@ class LinkMatchingRouter(Router):
                         for p, rows in workload.events.items()}
         self._tests = [workload.tests(s) for s in range(len(workload.subscriptions))]
         self._owner = [workload.broker_of(s) for s in range(len(workload.subscriptions))]
+        self._shared: ParallelSearchTree | None = None
         self._decided: dict = {}   # broker -> {(publisher, event): (forward, steps)}
-        #: per broker, the number of PST nodes of its matcher (its size, for the table)
-        self.tree_nodes: dict = {}
+        #: the number of nodes of the shared PST (its size, for the table)
+        self.pst_nodes: int | None = None
         #: per broker, its trit positions (virtual links and ``clients``)
         self.positions: dict = {}
 
@@ -106,14 +111,24 @@ class LinkMatchingRouter(Router):
 
     def _matcher(self, broker: str) -> tuple[LinkMatcher, VirtualLinks]:
         positions = virtual_links(self.topology, broker, self.trees)
-        matcher = LinkMatcher(self.workload.names, positions.links)
-        for sub, (tests, owner) in enumerate(zip(self._tests, self._owner)):
-            matcher.add(sub, tests, CLIENTS_LINK if owner == broker else positions.of[owner])
-        return matcher, positions
+        link_of = {sub: CLIENTS_LINK if owner == broker else positions.of[owner]
+                   for sub, owner in enumerate(self._owner)}
+        return LinkMatcher.over(self.shared_tree(), positions.links, link_of), positions
+
+    def shared_tree(self) -> ParallelSearchTree:
+        """Every broker's PST holds every subscription, the same tree: built once, shared
+        (each broker annotates it with its own links)."""
+        if self._shared is None:
+            self._shared = ParallelSearchTree(self.workload.names,
+                                              factoring=self.workload.factoring)
+            for sub, tests in enumerate(self._tests):
+                self._shared.add(sub, tests)
+        return self._shared
 
     def _decide_all(self, broker: str) -> dict:
         matcher, positions = self._matcher(broker)
-        self.tree_nodes[broker] = len(matcher.annotate())
+        if self.pst_nodes is None:      # the same tree at every broker: count it once
+            self.pst_nodes = len(matcher.annotate())
         self.positions[broker] = len(positions.links)
         decided = {}
         for publisher in self.trees:

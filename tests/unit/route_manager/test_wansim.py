@@ -245,3 +245,16 @@ def test_local_delivery_is_shared_only_within_one_workload(gryphon):
     other = make_workload(topology, PUBLISHERS, subscriptions=10, events=2, seed=9)
     with pytest.raises(ValueError):
         make_router("flooding", topology, trees, other).share_local_delivery(flooding)
+
+
+def test_link_matching_shares_one_factored_tree(gryphon):
+    topology, trees, workload = gryphon
+    router = LinkMatchingRouter(topology, trees, workload)
+    for broker in ("0.0", "1.1"):
+        router.route(broker, trees["0.4"], "0.4", 0)
+    tree = router.shared_tree()
+    assert len(tree) == len(workload.subscriptions)
+    assert len(tree.factored) == workload.factoring == 3
+    # one tree, each broker's own annotation over it
+    assert router.pst_nodes > len(tree.factored)
+    assert router.positions["0.0"] != router.positions["1.1"]

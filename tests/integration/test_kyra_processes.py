@@ -15,14 +15,12 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
-from dataclasses import fields
 
 import numpy as np
 import pytest
 
 from edn.localnet.network import LocalNetwork
 from route_manager import edn_wire
-from route_manager.dispatcher.settings import DispatcherSettings
 from route_manager.kyra import KyraPlacement
 from subscription_manager.client import EventingClient
 from tests.support.edn import random_boxes, random_points
@@ -40,16 +38,8 @@ LATENCY_MS = [[0, 2, 70, 75],
 MAX_DISTANCE = 10.0
 
 
-def dispatcher_reads_latency_files() -> bool:
-    return "latency_file" in {f.name for f in fields(DispatcherSettings)}
-
-
 @pytest.fixture(scope="module")
 def edn(tmp_path_factory):
-    if not dispatcher_reads_latency_files():  # until the setting lands there (issue 16)
-        pytest.skip("the dispatcher declares no latency_file setting "
-                    "(route_manager/dispatcher/settings.py): edn serve dispatcher --latency "
-                    "is refused")
     data = tmp_path_factory.mktemp("kyra")
     latency_file = data / "latency.json"
     latency_file.write_text(json.dumps({"servers": list(NAMES), "ms": LATENCY_MS}))

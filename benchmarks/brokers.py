@@ -223,6 +223,9 @@ def _draw_chart3(ax, figures: dict) -> bool:
     if not sizes or "centralized_steps" not in figures:
         return False
     ax.plot(sizes, figures["centralized_steps"], marker="s", color="black", label="centralized")
+    if "centralized_steps_without_factoring" in figures:
+        ax.plot(sizes, figures["centralized_steps_without_factoring"], linestyle="--",
+                color="gray", label="centralized, no factoring")
     for hops, steps in sorted(figures.get("link_steps_by_hops", {}).items(),
                               key=lambda item: int(item[0])):
         ax.plot(sizes, steps, marker=".", label=f"LM {hops} hop{'s' if int(hops) > 1 else ''}")

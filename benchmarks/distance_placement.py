@@ -5,8 +5,10 @@ server to the server that holds it) and the hit ratio (paper III-C: events forwa
 
 The network: ``servers`` split into two regions; within a region the servers are
 ``near_ms`` apart give or take 50% (seeded), across regions ``far_ms``. Subscriptions are
-uniform rectangles in [0, 10]^d, each entering at a uniformly drawn server (so content and
-location are independent: the hard case for the offline cut), events uniform. Load threshold
+uniform rectangles in [0, 10]^d, each entering at a uniformly drawn server (content and
+location independent: the hard case), or, with ``locality`` p, a share p of them at a server
+of the region their centre's first coordinate points to (below 5: the first region; the
+spatial locality of subscriptions the paper's III-D cites), events uniform. Load threshold
 factor 2 (the paper's default).
 
 Algorithms, all on the same subscriptions, entries and events:
@@ -74,7 +76,7 @@ def _online_distance(mins, maxs, entry, latency, capacity, floor=None, blind=Fal
 
 def study(subscriptions: int = 4000, servers: int = 8, d: int = 4, events: int = 5000,
           near_ms: float = 2.0, far_ms: float = 70.0, floors=(10.0, 35.0, 70.0, 140.0),
-          seed: int = 1) -> dict:
+          seed: int = 1, locality: float = 0.0) -> dict:
     """Figures per algorithm (module docstring)."""
     mins, maxs = workloads.uniform_rectangles(subscriptions, d, seed=seed)
     points = workloads.uniform_events(events, d, seed=seed + 1)
@@ -82,6 +84,12 @@ def study(subscriptions: int = 4000, servers: int = 8, d: int = 4, events: int =
     entry = rng.integers(0, servers, subscriptions)
     latency = two_region_latency(servers, near_ms, far_ms, seed + 3)
     region = np.arange(servers) >= servers // 2
+    local = rng.random(subscriptions) < locality
+    first_region = (mins[:, 0] + maxs[:, 0]) / 2 < (workloads.LOW + workloads.HIGH) / 2
+    half = servers // 2
+    in_region = np.where(first_region, rng.integers(0, half, subscriptions),
+                         rng.integers(half, servers, subscriptions))
+    entry = np.where(local, in_region, entry)
     capacity = math.ceil(2.0 * subscriptions / servers)
     runs = {
         "local": lambda: entry,
@@ -101,7 +109,8 @@ def study(subscriptions: int = 4000, servers: int = 8, d: int = 4, events: int =
     }
     figures: dict = {"meta": {"subscriptions": subscriptions, "servers": servers, "d": d,
                               "events": events, "near_ms": near_ms, "far_ms": far_ms,
-                              "capacity": capacity, "seed": seed}}
+                              "capacity": capacity, "seed": seed,
+                              "locality": locality}}
     for name, run in runs.items():
         started = time.perf_counter()
         labels = np.asarray(run())
@@ -127,10 +136,14 @@ def main(argv=None) -> int:
     p.add_argument("--far-ms", type=float, default=70.0)
     p.add_argument("--floors", type=float, nargs="*", default=[10.0, 35.0, 70.0, 140.0],
                    metavar="MS", help="distance floors to try besides the default")
+    p.add_argument("--locality", type=float, default=0.0, metavar="P",
+                   help="share of subscriptions entering in the region their content points "
+                        "to (default 0: entry independent of content)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     print(json.dumps(study(args.subscriptions, args.servers, args.dims, args.events,
-                           args.near_ms, args.far_ms, tuple(args.floors), seed=args.seed),
+                           args.near_ms, args.far_ms, tuple(args.floors), seed=args.seed,
+                           locality=args.locality),
                      indent=2))
     return 0
 

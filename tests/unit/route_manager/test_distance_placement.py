@@ -315,3 +315,19 @@ def test_dispatcher_settings_read_and_check_the_latency_file(tmp_path):
     good.write_text('{"servers": ["a", "b"], "ms": [[0, 2], [2, 0.1]]}')
     with pytest.raises(SettingsError, match="'b' to itself"):
         read_settings({"latency_file": str(good)}, DispatcherSettings)
+
+
+def test_the_study_compares_like_with_like():
+    from benchmarks.distance_placement import study, two_region_latency
+    latency = two_region_latency(6, 2.0, 70.0, seed=0)
+    assert np.allclose(latency, latency.T) and np.all(np.diag(latency) == 0)
+    assert latency[0, 1] < 3.0 < 66.0 < latency[0, 5]
+    figures = study(subscriptions=300, servers=4, d=3, events=300, floors=(), seed=2)
+    strip = {k: v for k, v in figures["online_rtree"].items() if k != "seconds"}
+    # least added traffic = |new| - max overlap: the online R-tree's rule, same choices
+    assert {k: v for k, v in figures["online_added_traffic"].items() if k != "seconds"} == strip
+    assert figures["local"]["mean_distance_ms"] == 0.0
+    assert (figures["online_distance"]["mean_distance_ms"]
+            < figures["online_rtree"]["mean_distance_ms"])
+    assert (figures["offline_distance"]["cross_region"]
+            < figures["offline_rtree"]["cross_region"])

@@ -267,7 +267,7 @@ class Repartitioner:
         saying what is missing (asked before any export: nothing has moved)."""
         matrix = self.latency
         if matrix is None:
-            path = getattr(self.dispatcher.settings, "latency_file", None)
+            path = self.dispatcher.settings.latency_file
             if not path:
                 raise RepartitionFailed("kyra needs the servers' latencies: the dispatcher has "
                                         "no latency_file setting (edn serve dispatcher "

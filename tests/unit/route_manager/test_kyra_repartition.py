@@ -2,6 +2,9 @@
 dispatcher's ``Repartition {Algorithm: kyra ...}`` (route_manager.repartition), in process."""
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -245,3 +248,16 @@ def test_servers_missing_from_the_latency_matrix_are_named(net):
     fault = repartition_fault(net, "kyra maxDistance=10")
     assert fault.code == RECEIVER and "'s3'" in fault.reason
     assert [m.load() for m in net.managers] == [2, 2, 2, 2]
+
+
+def test_the_latency_file_setting_is_read_at_each_request(net, tmp_path):
+    lo, hi = random_boxes(12, 2, seed=6)
+    subscribe_round_robin(net, lo, hi)
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps({"servers": list(NAMES), "ms": LATENCY.tolist()}))
+    net.dispatcher.settings = dataclasses.replace(net.dispatcher.settings, latency_file=str(path))
+    response = net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm="kyra maxDistance=10"))
+    assert {f.Name: f.Value for f in response.Figure}["cliques"] == "2"
+    path.write_text('{"servers": ["s0"], "ms": [[0, 1]]}')  # edited into nonsense since
+    fault = repartition_fault(net, "kyra maxDistance=10")
+    assert fault.code == RECEIVER and "latency file" in fault.reason

@@ -43,8 +43,10 @@ needed).
 """
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -71,6 +73,8 @@ MAX_ID = 256             # characters of a predicate's id
 EVERYTHING = None        # a report that matches every event
 
 Tests = tuple[tuple[str, float], ...]  # (attribute, coordinate), sorted by attribute
+
+log = logging.getLogger(__name__)
 
 
 def predicates_element(predicates: Mapping[str, Tests] | None,
@@ -362,7 +366,10 @@ class LinkRouteSet(Matcher):
         if schema is None:
             return
         taken = self._routes
+        started = time.perf_counter()
         tree = _Tree(taken.links, schema)  # outside the write lock: reports keep arriving
+        log.info("link matching: tree built over %d predicates of %d links in %.1f ms",
+                 tree.rows, len(tree.reports), (time.perf_counter() - started) * 1e3)
         with self._write:  # reports that arrived during the build stay scanned
             self._routes = _Routes(self._routes.links, tree)
             self._debt = 0

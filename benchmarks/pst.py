@@ -22,10 +22,20 @@ initialization mask is M on the children and the clients, N on the parent. The b
 one prepared tree (:meth:`~matchers.pst.LinkMatcher.over`), each with its own annotation.
 A **path of h hops** goes from the publishing broker to a subscribing client through h
 brokers (h - 1 broker links and the link to the client): "LM 1 hop" is a subscriber of the
-publishing broker itself. Its steps are the link-matching steps of those h brokers summed;
-a figure is the mean over every (event, broker holding a subscription the event matches) at
-that distance: the paths events really take. Every broker's decision is checked against the
-oracle (a link is Y iff a matching subscription is behind it): ``exact``.
+publishing broker itself. Its steps are the link-matching steps of those h brokers summed
+(each decides its children and its own clients); a figure is the mean over every (event,
+broker holding a subscription the event matches) at that distance: the paths events really
+take. Every broker's decision is checked against the oracle (a link is Y iff a matching
+subscription is behind it): ``exact``.
+
+The seed leaves open whether clients are links of Chart 3's brokers (its section 3 says a
+broker's links go to "brokers or clients"). ``client_links=False`` is the other reading: a
+broker's links are its tree neighbours only, local delivery is decided apart (as in
+:mod:`route_manager.wansim`, the same in every mode) and not counted, and a path of h hops is
+h broker links, summed over the h brokers that forward the event (the subscriber's broker
+does no link matching for it). On the Gryphon topology with P1..P3 this gives paths of 1 to
+6 hops, the seed's six lines; with client links paths run from 1 to 7 hops (the lateral links
+make a few spanning-tree paths 6 broker links long).
 
 :func:`chart3_steps` (centralized only, on the region-free workload of
 :func:`chart3_workload`) is kept for its callers.
@@ -82,9 +92,11 @@ def chart3_steps(sizes=(1000, 2000, 5000, 10000), events: int = 1000, *,
 
 
 def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None,
-                   factoring: int = 3, delayed_branching: int = 0, seed: int = 0) -> dict:
+                   factoring: int = 3, delayed_branching: int = 0, client_links: bool = True,
+                   seed: int = 0) -> dict:
     """Chart 3's figures by name (see the module docstring); ``quick``: two small sizes and
-    90 events, a few seconds."""
+    90 events, a second or so. ``client_links=False``: the other reading (see the module
+    docstring)."""
     from benchmarks.brokers import PUBLISHERS     # not at import: brokers imports this module
     from route_manager.wansim import gryphon_topology, make_workload
 
@@ -95,7 +107,8 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
     trees = {p: topology.spanning_tree(p) for p in PUBLISHERS}
     figures: dict = {"subscriptions": list(sizes), "events": per_publisher * len(PUBLISHERS),
                      "publishers": list(PUBLISHERS), "factoring": factoring,
-                     "delayed_branching": delayed_branching, "centralized_steps": [],
+                     "delayed_branching": delayed_branching, "client_links": client_links,
+                     "centralized_steps": [],
                      "centralized_steps_without_factoring": [], "link_steps_per_broker": [],
                      "matching_share": [], "exact": True}
     paths = []   # per size: hops -> (summed steps, paths)
@@ -103,7 +116,7 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
         workload = make_workload(topology, list(PUBLISHERS), subscriptions=n,
                                  events=per_publisher, attributes=len(ATTRIBUTES), values=3,
                                  factoring=factoring, p=0.98, d=0.82, seed=seed)
-        run = _Chart3Run(topology, trees, workload, delayed_branching)
+        run = _Chart3Run(topology, trees, workload, delayed_branching, client_links)
         figures["centralized_steps"].append(run.centralized(run.tree))
         figures["centralized_steps_without_factoring"].append(run.centralized(
             run.new_tree(factoring=0)))
@@ -130,9 +143,10 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
 class _Chart3Run:
     """One size of Chart 3: the workload's events, their oracle, the shared tree."""
 
-    def __init__(self, topology, trees: dict, workload, delayed_branching: int) -> None:
+    def __init__(self, topology, trees: dict, workload, delayed_branching: int,
+                 client_links: bool) -> None:
         self.topology, self.trees, self.workload = topology, trees, workload
-        self.delayed_branching = delayed_branching
+        self.delayed_branching, self.client_links = delayed_branching, client_links
         self.tree = self.new_tree(factoring=workload.factoring)
         self.events = {p: [dict(zip(workload.names, map(int, row))) for row in rows]
                        for p, rows in workload.events.items()}
@@ -172,40 +186,52 @@ class _Chart3Run:
             destinations = [{self.owner[s] for s in found} for found in self.matches[publisher]]
             steps: dict = {}   # (broker, event) -> steps of that broker's search
             for broker in self.topology.brokers:
+                # the events that reach the broker and need its link matching
                 reached = {e for e, wanted in enumerate(destinations)
-                           if broker in wanted or wanted & below[broker].keys()}
+                           if wanted & below[broker].keys()
+                           or (self.client_links and broker in wanted)}
                 if not reached:
                     continue
                 matcher, mask = self._matcher(publisher, spanning, broker, below[broker])
                 for e in reached:
                     sent, steps[(broker, e)] = matcher.link_match(self.events[publisher][e], mask)
                     expected = {below[broker][d] for d in destinations[e] if d in below[broker]}
-                    expected |= {f"client{self.workload.subscriber[s] % clients}"
-                                 for s in self.matches[publisher][e] if self.owner[s] == broker}
+                    if self.client_links:
+                        expected |= {f"client{self.workload.subscriber[s] % clients}"
+                                     for s in self.matches[publisher][e]
+                                     if self.owner[s] == broker}
                     self.exact = self.exact and sent == expected
                 broker_steps += sum(steps[(broker, e)] for e in reached)
                 broker_visits += len(reached)
             for e, wanted in enumerate(destinations):
                 for destination in wanted:
-                    path = [destination]
-                    while path[-1] != publisher:
-                        path.append(spanning.parent[path[-1]])
-                    total, count = by_hops.get(len(path), (0, 0))
-                    by_hops[len(path)] = (total + sum(steps[(b, e)] for b in path), count + 1)
+                    path = []   # the brokers that match for this delivery
+                    if self.client_links:
+                        path.append(destination)
+                    broker = destination
+                    while broker != publisher:
+                        broker = spanning.parent[broker]
+                        path.append(broker)
+                    if path:    # (without client links, a local subscriber takes no hop)
+                        total, count = by_hops.get(len(path), (0, 0))
+                        by_hops[len(path)] = (total + sum(steps[(b, e)] for b in path),
+                                              count + 1)
         return by_hops, broker_steps / max(broker_visits, 1)
 
     def _matcher(self, publisher: str, spanning, broker: str, below: dict):
         clients = self.topology.clients_per_broker
         up = [] if broker == publisher else [spanning.parent[broker]]
-        local = [f"client{k}" for k in range(clients)]
+        local = [f"client{k}" for k in range(clients)] if self.client_links else ["local"]
         links = [*up, *spanning.children[broker], *local]
         link_of = {}
         for s, owner in enumerate(self.owner):
             if owner == broker:
-                link_of[s] = local[self.workload.subscriber[s] % clients]
+                link_of[s] = local[self.workload.subscriber[s] % len(local)]
             else:
                 link_of[s] = below.get(owner) or up[0]
-        mask = initialization_mask(links, set(links) - set(up))
+        # M downstream; without client links local delivery is not link matching's: N
+        closed = {*up, *([] if self.client_links else local)}
+        mask = initialization_mask(links, set(links) - closed)
         return LinkMatcher.over(self.tree, links, link_of), mask
 
 

@@ -17,7 +17,7 @@ by intersection and the filter's exact check instead, as the box engines do.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from lxml import etree
@@ -51,11 +51,15 @@ class PSTMatcher(Matcher):
     uri = ns.MATCHER_PST
     dialects = frozenset({RANGES_DIALECT}) | XPATH10_DIALECTS
 
-    def __init__(self, config: Any = None) -> None:
+    def __init__(self, config: Any = None, *, factoring: Sequence[str] | int = (),
+                 delayed_branching: int | bool = 0) -> None:
+        """``factoring``, ``delayed_branching``: the tree's section 2.1 options (off when the
+        matcher is made by URI; see :class:`~.search_tree.ParallelSearchTree`)."""
         super().__init__(config)
         self.schema = Schema.from_config(config)
         self._everything = self.schema.everything()
-        self._tree = ParallelSearchTree(self.schema.dims)
+        self._tree = ParallelSearchTree(self.schema.dims, factoring=factoring,
+                                        delayed_branching=delayed_branching)
         self._compiled: dict[str, Any] = {}  # id -> CompiledFilter, in insertion order
 
     def _tests_of(self, spec: FilterSpec) -> tuple[dict, Any]:

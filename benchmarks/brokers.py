@@ -130,8 +130,10 @@ def bottleneck(router, step_s: float = STEP_S) -> dict:
     """The broker with the most modelled CPU per round (one pooled event from each publisher,
     averaged over the pool), from the routing decisions alone, and the publish rate per
     publisher that CPU allows (1 / the CPU of a round): what the simulation's bisection
-    should find, give or take the queueing that 80 messages allow over its run."""
-    workload, busy = router.workload, {}
+    should find, give or take the queueing that 80 messages allow over its run.  With the
+    messages it handles per round and the matching steps it spends per message, which say
+    whether it is the traffic or the matching that limits it."""
+    workload, busy, messages, steps = router.workload, {}, {}, {}
     for publisher in PUBLISHERS:
         for event in range(len(workload.events[publisher])):
             stack = [publisher]
@@ -140,10 +142,14 @@ def bottleneck(router, step_s: float = STEP_S) -> dict:
                 decision = router.decide(broker, publisher, event)
                 busy[broker] = (busy.get(broker, 0.0) + PER_MESSAGE_S
                                 + decision.steps * step_s + decision.seconds)
+                messages[broker] = messages.get(broker, 0) + 1
+                steps[broker] = steps.get(broker, 0) + decision.steps
                 stack.extend(decision.forward)
     rounds = len(workload.events[PUBLISHERS[0]])
     worst = max(busy, key=busy.get)
     return {"broker": worst, "cpu_ms_per_round": busy[worst] / rounds * 1e3,
+            "messages_per_round": messages[worst] / rounds,
+            "steps_per_message": steps[worst] / messages[worst],
             "rate": rounds / busy[worst]}
 
 

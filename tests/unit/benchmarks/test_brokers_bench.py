@@ -65,6 +65,7 @@ def test_bottleneck_rate_is_what_the_simulation_finds_give_or_take_queueing():
     # flooding: every broker handles every event of the three publishers
     assert found["cpu_ms_per_round"] == pytest.approx(3 * brokers.PER_MESSAGE_S * 1e3)
     assert found["rate"] == pytest.approx(1e3 / found["cpu_ms_per_round"])
+    assert found["messages_per_round"] == 3 and found["steps_per_message"] == 0
     simulated = brokers.max_rate(router, duration_s=0.2, high=1500.0, tolerance=50.0)
     assert 0.8 * found["rate"] < simulated < 1.5 * found["rate"]
 

@@ -47,12 +47,13 @@ def load(net: LocalNetwork, name: str) -> int:
 
 def subscribe_at(net: LocalNetwork, name: str, box) -> None:
     """Subscribe at server ``name``, notifications to the sink's /n/INDEX; recorded in the
-    network's ground truth (net.lo / net.hi, row INDEX)."""
+    network's ground truth (net.lo / net.hi, row INDEX) and handles (what wait_routed
+    counts)."""
     lo, hi = box
     index = len(net.lo)
-    EventingClient("2011").subscribe(f"{net.servers[name].base_url}/topics/{TOPIC}",
-                                     f"{net.sink.url}/n/{index}", filter=range_filter(lo, hi),
-                                     dialect=ns.RANGES_DIALECT, expires="PT1H")
+    net.handles.append(EventingClient("2011").subscribe(
+        f"{net.servers[name].base_url}/topics/{TOPIC}", f"{net.sink.url}/n/{index}",
+        filter=range_filter(lo, hi), dialect=ns.RANGES_DIALECT, expires="PT1H"))
     net.lo = np.vstack([net.lo, [lo]])
     net.hi = np.vstack([net.hi, [hi]])
 
@@ -84,7 +85,9 @@ def test_a_subscription_goes_to_the_near_server_rather_than_the_far_better_fit(n
     assert "is not in the latency file" not in network.servers["here"].log_text()
 
     # and they work where they were placed: (1, 1) matches all five, (1, 1.95) far's seed
-    # and the three new ones, (9, 9) none
+    # and the three new ones, (9, 9) none; published once the dispatcher's route updates
+    # account for all five (near's summary before them does not cover (1, 1.95))
+    network.wait_routed()
     first, last = network.publish(np.array([[1.0, 1.0], [1.0, 1.95], [9.0, 9.0]]))
     expected = network.wait_delivered(first, last)
     assert len(expected) == 9

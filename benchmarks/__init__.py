@@ -51,6 +51,12 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "brokers": ("benchmarks.brokers:run", "Gryphon's 39-broker wide-area simulation: flooding, "
                                           "link matching, summaries, Kyra (overload rate, "
                                           "steps, hops, bytes, exactness)"),
+    "linkroutes": ("benchmarks.linkroutes:run",
+                   "the linkmatching dispatcher's route set: PST link matcher vs the scan it "
+                   "replaced, us per event, steps, rebuild cost (Gryphon Chart 3 workload)"),
+    "distance": ("benchmarks.distance_placement:run",
+                 "distance-aware placement (EDN III-D): mean entry-to-holder distance, "
+                 "cross-region share and hit ratio, online and offline, on a 2-region matrix"),
     "fuzz": ("benchmarks.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)

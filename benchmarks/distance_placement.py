@@ -126,6 +126,14 @@ def study(subscriptions: int = 4000, servers: int = 8, d: int = 4, events: int =
     return figures
 
 
+def run(quick: bool = False) -> dict:
+    """``edn bench distance``: the independent case and the spatial-locality case (80% of
+    subscriptions entering in the region their content points to)."""
+    if quick:
+        return {"independent": study(400, 4, 3, 500, floors=(35.0,))}
+    return {"independent": study(), "locality_0.8": study(locality=0.8)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--subscriptions", type=int, default=4000)

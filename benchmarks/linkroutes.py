@@ -145,6 +145,13 @@ def link_routes(sizes=(1000, 10000), link_counts=(4, 64), events: int = 500,
     return out
 
 
+def run(quick: bool = False) -> dict:
+    """``edn bench linkroutes``: the PST link matcher beside the scan it replaced."""
+    if quick:
+        return link_routes(sizes=(300,), link_counts=(4,), events=60, repeats=1)
+    return link_routes()
+
+
 if __name__ == "__main__":
     import json
-    print(json.dumps(link_routes(), indent=1))
+    print(json.dumps(run(), indent=1))

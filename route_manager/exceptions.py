@@ -14,6 +14,8 @@ UnusableServerAddress    Sender adm:InvalidRequest (a RegisterServer or PeerUpda
                          URL grammar refuses, :func:`server_address`)
 InvalidConfiguration     Sender adm:InvalidRequest (a Configure refused; nothing changed)
 UnknownAlgorithm         Sender adm:InvalidRequest (Repartition)
+InvalidRepartition       Sender adm:InvalidRequest (Repartition parameters unusable, e.g.
+                         kyra's maxDistance; nothing done)
 RepartitionFailed        Receiver (Repartition; nothing moved)
 =======================  ==================================================================
 
@@ -34,7 +36,7 @@ from wsframework.urlpolicy import UrlRefused, parse_url
 from .edn_wire import FAULT_UNKNOWN_SERVER
 
 __all__ = ["RouteManagerError", "UnknownServer", "UnusableSummary", "UnusableServerAddress",
-           "InvalidConfiguration", "UnknownAlgorithm", "RepartitionFailed", "server_address"]
+           "InvalidConfiguration", "UnknownAlgorithm", "InvalidRepartition", "RepartitionFailed", "server_address"]
 
 
 class RouteManagerError(WsFrameworkError):
@@ -90,6 +92,10 @@ class UnknownAlgorithm(RouteManagerError):
         super().__init__(f"unknown algorithm {algorithm!r}; use one of {', '.join(self.known)}")
 
 
+class InvalidRepartition(RouteManagerError):
+    """A Repartition request whose Algorithm parameters are unusable (nothing was done)."""
+
+
 class RepartitionFailed(RouteManagerError):
     """The servers could not be read consistently; nothing was moved."""
 
@@ -103,6 +109,7 @@ def _unknown_server(exc: UnknownServer) -> SoapFault:
 @translate(UnusableServerAddress)
 @translate(InvalidConfiguration)
 @translate(UnknownAlgorithm)
+@translate(InvalidRepartition)
 def _invalid_request(exc: RouteManagerError) -> SoapFault:
     return sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST)
 

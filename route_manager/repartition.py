@@ -72,11 +72,10 @@ from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
-from wsframework.exceptions import SoapFault, sender_fault
-from wsframework.faults import translate
+from wsframework.exceptions import SoapFault
 
 from . import edn_wire, hit_ratio
-from .exceptions import RepartitionFailed, RouteManagerError, UnknownAlgorithm
+from .exceptions import InvalidRepartition, RepartitionFailed, UnknownAlgorithm
 from .kyra import KyraPlacement
 from .latency_matrix import MAX_MS, MAX_SERVERS, LatencyFileError, LatencyMatrix, load_latency
 from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
@@ -89,15 +88,6 @@ __all__ = ["Repartitioner", "ALGORITHMS", "KyraParameters", "InvalidRepartition"
 ALGORITHMS = ("rtree", "kmeans", "kyra")
 MAX_ALGORITHM_TEXT = 256
 SCALE = 10.0  # the partitioners' native space is [0, SCALE]^d
-
-
-class InvalidRepartition(RouteManagerError):
-    """A Repartition request whose Algorithm parameters are unusable (nothing was done)."""
-
-
-@translate(InvalidRepartition)
-def _invalid_repartition(exc: InvalidRepartition) -> SoapFault:
-    return sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST)
 
 
 @dataclass(frozen=True)

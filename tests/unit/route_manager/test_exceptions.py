@@ -3,8 +3,8 @@ import pytest
 
 from matchers import MatcherError
 from route_manager.edn_wire import FAULT_UNKNOWN_SERVER
-from route_manager.exceptions import (InvalidConfiguration, RepartitionFailed, UnknownAlgorithm,
-                                      UnknownServer, UnusableSummary)
+from route_manager.exceptions import (InvalidConfiguration, InvalidRepartition, RepartitionFailed,
+                                      UnknownAlgorithm, UnknownServer, UnusableSummary)
 from wsframework.admin import contracts
 from wsframework.faults import fault_for
 
@@ -17,6 +17,8 @@ from wsframework.faults import fault_for
      "unknown setting 'colour'"),
     (UnknownAlgorithm("hash", ("rtree", "kmeans")), "Sender", contracts.FAULT_INVALID_REQUEST,
      "unknown algorithm 'hash'; use one of rtree, kmeans"),
+    (InvalidRepartition("kyra needs maxDistance=MS"), "Sender", contracts.FAULT_INVALID_REQUEST,
+     "kyra needs maxDistance=MS"),
     (RepartitionFailed("the servers disagree on the dimensions of t"), "Receiver", None,
      "the servers disagree on the dimensions of t"),
 ])

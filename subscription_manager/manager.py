@@ -62,16 +62,18 @@ from wsframework.settings import Settings, read_settings
 from wsframework.transport import HttpTransport, LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 from wsframework.soap import SoapVersion, build_envelope
+from wsframework.xmlparse import XmlRejected, parse_xml
 
 from . import messages as msg
 from .deadletters import register_dead_letter_admin
 from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer
 from .exceptions import RefusedEvent, UnknownSubscription
 from .notifications import notification_action
+from .notify_index import NotifyGate
 from .operations import SubscriptionOperations
 from .outbox import Outbox, OutboxRow
 from .settings import EventingSettings
-from .store import Subscription, SubscriptionStore
+from .store import NotifyState, Subscription, SubscriptionStore
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
                        check_pairing, version_of)
 from .view import SubscriptionView
@@ -130,9 +132,13 @@ class SubscriptionManager(SubscriptionOperations):
                                    on_retry=self._job_retry, wall_clock=clock,
                                    approval_ttl=min(1.0, self.settings.target_cache_ttl))
         self.manager_address = service.base_url + MANAGER_PATH
+        # edn:NotifyWhen: L per subscription (durable) and the decision made in the outbox's
+        # transaction (.notify_index)
+        self.notify_state = NotifyState(service.store)
+        self.notify_gate = NotifyGate(self.notify_state)
         self.view = SubscriptionView(self.store, self.topics, matcher_for=self.matcher_for,
                                      on_added=self.on_subscription_added,
-                                     on_removed=self.on_subscription_removed,
+                                     on_removed=self._left_view,
                                      filter_limits=self.settings.filter_limits())
         # The view's lock and subscriptions under the names subclasses read.
         self._rw = self.view.lock
@@ -151,6 +157,7 @@ class SubscriptionManager(SubscriptionOperations):
                                    after_redeliver=self._after_redeliver)
         self.topics.on_change(self._on_topic_change)
         self._load()
+        self.notify_gate.load(service.store.connection(), list(self._subscriptions.values()))
         try:  # rows of processes that died before this one started
             self.recover_outbox()
         except Exception:
@@ -174,6 +181,11 @@ class SubscriptionManager(SubscriptionOperations):
         """Called (outside locks) when a subscription leaves this process's view; its
         ``status`` says why (expired, unsubscribed, ended)."""
 
+    def _left_view(self, subscription: Subscription, *, local: bool) -> None:
+        if subscription.notify_when is not None:
+            self.notify_gate.forget(subscription.id)
+        self.on_subscription_removed(subscription, local=local)
+
     def on_event_matched(self, entry: NamespaceEntry, event: etree._Element, action: str,
                          subscription_ids: list[str]) -> list[str]:
         """The ids an event matched; return the ids to notify (default: all of them)."""
@@ -196,18 +208,26 @@ class SubscriptionManager(SubscriptionOperations):
             pairs = [(s, t) for s, t in ((s, self.view.templates.get(s.id)) for s in subscriptions)
                      if t is not None]
             prepared.append((pairs, action, event))
-        if not self._durable and dispatcher is None:
+        kept, select = self._notify_when_selection(prepared)
+        if not self._durable and dispatcher is None and select is None:
             accepted = None
         else:
-            accepted = self.outbox.accept(
-                [(pairs[0][0].topic if pairs else "", action, event, [s.id for s, _ in pairs])
-                 for pairs, action, event in prepared],
-                durable=self._durable, dispatcher=dispatcher, seqs=seqs)
+            try:
+                accepted = self.outbox.accept(
+                    [(pairs[0][0].topic if pairs else "", action, event, [s.id for s, _ in pairs])
+                     for pairs, action, event in prepared],
+                    durable=self._durable, dispatcher=dispatcher, seqs=seqs, select=select)
+            except BaseException:
+                if select is not None:  # L changed in memory, not in the store
+                    self.notify_gate.reset()
+                raise
         jobs = []
         for index, (pairs, action, event) in enumerate(prepared):
             rows = accepted[index] if accepted is not None else None
             if accepted is not None and rows is None:
                 continue  # a replayed event, applied before
+            if index in kept:  # NotifyWhen decided: the rows are the kept ones, in order
+                pairs = [(s, t) for s, t in pairs if s.id in kept[index]]
             for position, (subscription, template) in enumerate(pairs):
                 row = rows[position] if rows else None
                 jobs.append(Delivery(
@@ -219,6 +239,35 @@ class SubscriptionManager(SubscriptionOperations):
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic))
         return self._submit(jobs)
+
+    def _notify_when_selection(self, prepared) -> tuple[dict[int, set[str]], object]:
+        """For events notified to subscriptions with an edn:NotifyWhen: the ``select``
+        the outbox calls in its transaction (:meth:`NotifyGate.decide`), and the dict it
+        fills (event index -> ids kept). ``({}, None)`` when no event has any."""
+        values: dict[int, dict] = {}
+        for index, (pairs, _, event) in enumerate(prepared):
+            conditions = {s.notify_when.value_key: s.notify_when
+                          for s, _ in pairs if s.notify_when is not None}
+            if not conditions:
+                continue
+            try:  # the event as published (it passed the event limits then)
+                root = parse_xml(event)
+            except XmlRejected:
+                root = None
+            values[index] = {key: (c.value_of(root) if root is not None else None)
+                             for key, c in conditions.items()}
+        if not values:
+            return {}, None
+        kept: dict[int, set[str]] = {}
+        by_id = {s.id: s for pairs, _, _ in prepared for s, _ in pairs}
+
+        def select(conn, index, ids):
+            if index not in values:
+                return ids
+            chosen = self.notify_gate.decide(conn, [by_id[i] for i in ids], values[index])
+            kept[index] = chosen
+            return [i for i in ids if i in chosen]
+        return kept, select
 
     def _delivery_transport(self, transport):
         """The service's transport, or, when that is real HTTP and ``delivery_client`` is
@@ -569,6 +618,7 @@ class SubscriptionManager(SubscriptionOperations):
         stats["subscriptions"] = len(self.view)
         stats["published"] = self._published
         stats["filter_failures"] = self._filter_failures
+        stats.update(self.notify_gate.counts)
         stats.update(self.outbox.stats())
         return stats
 

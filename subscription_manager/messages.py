@@ -24,6 +24,7 @@ from wsframework.addressing import EndpointReference, WsaVersion
 from wsframework.exceptions import SoapFault
 
 from .expiry import ExpiryRequest
+from .notify_when import NotifyWhen, parse_notify_when
 from .versions import EventingVersion
 
 __all__ = ["SubscribeRequest", "RenewRequest", "parse_subscribe", "parse_renew",
@@ -53,6 +54,7 @@ class SubscribeRequest:
     format: str = UNWRAP
     expires: ExpiryRequest = ExpiryRequest()
     filter: FilterSpec | None = None
+    notify_when: NotifyWhen | None = None  # the edn:NotifyWhen extension (.notify_when)
 
     def __post_init__(self):
         if not isinstance(self.notify_to, EndpointReference):
@@ -155,7 +157,11 @@ def parse_subscribe(body: etree._Element, version: EventingVersion) -> Subscribe
         spec = FilterSpec.from_element(filter_element, default_dialect=version.default_dialect)
         if not spec.expression and not len(filter_element):
             raise faults.empty_filter()
-    return SubscribeRequest(version, notify_to, end_to, delivery_format, expires, spec)
+    # extension elements (after the version's own children): edn:NotifyWhen is understood;
+    # another one marked mustUnderstand is refused there
+    notify_when = parse_notify_when(body, version)
+    return SubscribeRequest(version, notify_to, end_to, delivery_format, expires, spec,
+                            notify_when)
 
 
 def parse_renew(body: etree._Element, version: EventingVersion) -> RenewRequest:
@@ -227,8 +233,13 @@ def renew_response(version: EventingVersion, granted: str | None) -> etree._Elem
     return _expires_response(version, "RenewResponse", granted)
 
 
-def get_status_response(version: EventingVersion, granted: str | None) -> etree._Element:
-    return _expires_response(version, "GetStatusResponse", granted)
+def get_status_response(version: EventingVersion, granted: str | None,
+                        extensions: tuple[etree._Element, ...] = ()) -> etree._Element:
+    """``extensions`` follow the expiry (e.g. ``edn:NotifyWhenStatus``, the subscription's
+    last notified value)."""
+    body = _expires_response(version, "GetStatusResponse", granted)
+    body.extend(extensions)
+    return body
 
 
 def _expires_response(version, local, granted):

@@ -7,7 +7,7 @@ Each operation parses its request (:mod:`.messages`), decides against the durabl
 ``kill -9`` loses nothing acknowledged. Refusals are precise exceptions (:mod:`.exceptions`,
 :mod:`.expiry`) that the messaging edge answers with the version's fault.
 
-The host provides ``store``, ``view``, ``clock``, ``expiry_policy``, ``targets`` (a
+The host provides ``store``, ``notify_state``, ``view``, ``clock``, ``expiry_policy``, ``targets`` (a
 :class:`~wsframework.urlpolicy.UrlPolicy`), ``manager_address`` and ``_topic_entry(message)``.
 Subclasses override the ``handle_*`` methods (the EDN manager places and forwards) and call
 them through ``super()``.
@@ -30,6 +30,7 @@ from wsframework.urlpolicy import UrlRefused
 from . import messages as msg
 from .exceptions import RefusedEndpoint, TooManySubscriptions, UnknownSubscription
 from .expiry import ExpiryRequest, Grant
+from .notify_when import status_element
 from .store import DuplicateRequest, LimitReached, Subscription
 from .versions import EventingVersion, check_pairing
 
@@ -83,7 +84,8 @@ class SubscriptionOperations:
             id=uuid.uuid4().hex, topic=entry.name, topic_uid=entry.uid, version=version,
             soap_version=message.soap_version.value, filter=request.filter,
             notify_to=request.notify_to, end_to=request.end_to, format=request.format,
-            expires=grant.expires, expires_kind=grant.kind, created=now)
+            expires=grant.expires, expires_kind=grant.kind, created=now,
+            notify_when=request.notify_when)
         try:
             stored = self.create_subscription(entry, subscription, request_key=key)
         except DuplicateRequest as duplicate:  # a copy of this request won the race
@@ -178,8 +180,12 @@ class SubscriptionOperations:
         now = self.clock()
         current = self._current(version, subscription_id, "GetStatus", now)
         grant = Grant(current.expires, current.expires_kind)
+        extensions = ()
+        if current.notify_when is not None:  # L, as committed with its notification
+            extensions = (status_element(self.notify_state.last_value(current.id)[0]),)
         return Reply(version.action("GetStatusResponse"),
-                     msg.get_status_response(version, self._render_grant(version, grant, now)))
+                     msg.get_status_response(version, self._render_grant(version, grant, now),
+                                             extensions))
 
     def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
         now = self.clock()

@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from wsframework.store import Store
 
@@ -247,13 +247,16 @@ class Outbox:
     # == acceptance ========================================================================
     def accept(self, events: Sequence[tuple[str, str, bytes, Sequence[str]]], *,
                durable: bool = True, dispatcher: str | None = None,
-               seqs: Sequence[int] | None = None) -> list[list[Accepted] | None]:
+               seqs: Sequence[int] | None = None,
+               select: Callable | None = None) -> list[list[Accepted] | None]:
         """Commit, in one transaction, each event (topic, action, body bytes, matched
         subscription ids) with one outbox row per subscription (none when ``durable`` is
         false: then only the position is kept). With ``dispatcher`` and ``seqs`` (each
         event's sequence number), an event at or below the dispatcher's last applied
         sequence is skipped (None in the result) and the position advances in the same
-        transaction. Returns the rows, per event."""
+        transaction. With ``select(conn, index, ids)``, an event is queued for the ids it
+        returns instead (decided inside this transaction: NotifyWhen's L, see
+        :mod:`.notify_index`). Returns the rows, per event."""
         now = self.clock()
         owner = self.owner
         due = now + self.recheck
@@ -266,6 +269,8 @@ class Outbox:
                     result.append(None)
                     skipped += 1
                     continue
+                if select is not None and ids:
+                    ids = select(conn, index, ids)
                 if not ids or not durable:
                     result.append([])
                     continue

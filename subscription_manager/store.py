@@ -33,10 +33,11 @@ from wsframework.urlpolicy import UrlRefused, parse_url
 from wsframework.xmlparse import parse_xml
 
 from .lifecycle import Event, State, next_state, sources
+from .notify_when import NotifyWhen
 from .versions import VERSIONS, EventingVersion
 
 __all__ = ["Subscription", "SubscriptionStore", "SubscriptionLimits", "LimitReached",
-           "DuplicateRequest", "GENERATION", "notify_host"]
+           "DuplicateRequest", "GENERATION", "notify_host", "NotifyState", "NOTIFY_GENERATION"]
 
 GENERATION = "eventing:subscriptions"
 _TABLE = "eventing_subscriptions"
@@ -62,7 +63,8 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
     updated REAL NOT NULL,
     seq INTEGER NOT NULL,
     notify_host TEXT,
-    request_key TEXT
+    request_key TEXT,
+    notify_when TEXT
 );
 """
 # After the migration below (a table made before notify_host or request_key existed gets the
@@ -137,6 +139,7 @@ class Subscription:
     created: float = 0.0
     seq: int = 0
     end_reason: str | None = None
+    notify_when: NotifyWhen | None = None  # the edn:NotifyWhen condition (.notify_when)
 
     def expired_at(self, now: float) -> bool:
         return self.expires is not None and self.expires <= now
@@ -170,7 +173,8 @@ def _from_row(row) -> Subscription:
         notify_to=_load_epr(row["notify_to"], version), end_to=_load_epr(row["end_to"], version),
         format=row["format"], expires=row["expires"], expires_kind=row["expires_kind"],
         status=State(row["status"]), created=row["created"], seq=row["seq"],
-        end_reason=row["end_reason"])
+        end_reason=row["end_reason"],
+        notify_when=NotifyWhen.from_json(row["notify_when"]) if row["notify_when"] else None)
 
 
 def _insert_row(conn, s: Subscription, seq: int, now: float, *,
@@ -180,14 +184,15 @@ def _insert_row(conn, s: Subscription, seq: int, now: float, *,
     conn.execute(
         f"{verb} INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
         "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
-        "created, updated, seq, notify_host, request_key) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "created, updated, seq, notify_host, request_key, notify_when) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
          spec.dialect if spec else None, spec.expression if spec else None,
          json.dumps([list(p) for p in spec.namespaces]) if spec else None,
          _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
          s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
-         seq, notify_host(s.notify_to.address), request_key))
+         seq, notify_host(s.notify_to.address), request_key,
+         s.notify_when.to_json() if s.notify_when is not None else None))
 
 
 def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -> None:
@@ -218,11 +223,14 @@ class SubscriptionStore:
     def _migrate(self) -> None:
         """Give a table made before ``notify_host`` existed the column, filled in for its
         active rows (terminal ones are never counted); and one made before ``request_key``
-        existed that column, empty (older subscriptions have no idempotency key)."""
+        existed that column, empty (older subscriptions have no idempotency key); likewise
+        ``notify_when`` (older subscriptions have no notification condition)."""
         with self.store.transaction() as conn:
             columns = {row["name"] for row in conn.execute(f"PRAGMA table_info({_TABLE})")}
             if "request_key" not in columns:
                 conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN request_key TEXT")
+            if "notify_when" not in columns:
+                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_when TEXT")
             if "notify_host" in columns:
                 return
             conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_host TEXT")
@@ -400,3 +408,87 @@ class SubscriptionStore:
         with self.store.transaction() as conn:
             return conn.execute(f"DELETE FROM {_TABLE} WHERE status != ? AND updated < ?",
                                 (State.ACTIVE.value, before)).rowcount
+
+
+# == the last value notified (edn:NotifyWhen's L) ===========================================
+
+NOTIFY_GENERATION = "eventing:notify_state"
+_NOTIFY_STATE = "eventing_notify_state"
+_NOTIFY_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {_NOTIFY_STATE} (
+    subscription_id TEXT PRIMARY KEY,
+    last_value REAL,
+    unnumbered INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {_NOTIFY_STATE}_seq ON {_NOTIFY_STATE}(seq);
+"""
+
+
+class NotifyState:
+    """L per subscription with a NotifyWhen, apart from the subscription rows: L changes
+    with events, and a change to a subscription row makes every process reload (and
+    reinstall the filter of) that subscription. Each change bumps its own generation and
+    stamps the rows (``seq``), as the subscriptions do, so a process catches up on the L
+    that others set by reading the rows above the generation it applied.
+
+    The writers take the caller's write transaction (``conn``): the outbox's, in which the
+    notifications that L stands for are queued, so L and the notifications commit together.
+    A row of an ended subscription stays until :meth:`purge` (cheap, one row each)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        store.executescript(_NOTIFY_SCHEMA)
+
+    @staticmethod
+    def generation_in(conn) -> int:
+        row = conn.execute("SELECT value FROM generations WHERE name = ?",
+                           (NOTIFY_GENERATION,)).fetchone()
+        return row[0] if row else 0
+
+    @staticmethod
+    def changed_since(conn, seq: int) -> list[tuple[str, float | None]]:
+        return [(r[0], r[1]) for r in conn.execute(
+            f"SELECT subscription_id, last_value FROM {_NOTIFY_STATE} WHERE seq > ?", (seq,))]
+
+    @staticmethod
+    def last_values(conn, ids) -> dict[str, float | None]:
+        ids = list(ids)
+        found: dict[str, float | None] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            found.update((r[0], r[1]) for r in conn.execute(
+                f"SELECT subscription_id, last_value FROM {_NOTIFY_STATE} "
+                f"WHERE subscription_id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
+    @staticmethod
+    def record(conn, notified: dict[str, float], unnumbered: dict[str, int]) -> int:
+        """Set L for ``notified`` (id -> value) and add to the unnumbered-event counts;
+        returns the new generation (0 when nothing changed)."""
+        if not notified and not unnumbered:
+            return 0
+        seq = Store.bump(conn, NOTIFY_GENERATION)
+        conn.executemany(
+            f"INSERT INTO {_NOTIFY_STATE}(subscription_id, last_value, seq) VALUES (?, ?, ?) "
+            "ON CONFLICT(subscription_id) DO UPDATE SET last_value = excluded.last_value, "
+            "seq = excluded.seq", [(sid, value, seq) for sid, value in notified.items()])
+        conn.executemany(
+            f"INSERT INTO {_NOTIFY_STATE}(subscription_id, last_value, unnumbered, seq) "
+            "VALUES (?, NULL, ?, ?) ON CONFLICT(subscription_id) DO UPDATE SET "
+            "unnumbered = unnumbered + excluded.unnumbered",
+            [(sid, count, seq) for sid, count in unnumbered.items()])
+        return seq
+
+    def last_value(self, subscription_id: str) -> tuple[float | None, int]:
+        """(L or None, events without a number) of one subscription."""
+        rows = self.store.query(f"SELECT last_value, unnumbered FROM {_NOTIFY_STATE} "
+                                "WHERE subscription_id = ?", (subscription_id,))
+        return (rows[0][0], rows[0][1]) if rows else (None, 0)
+
+    def purge(self) -> int:
+        """Delete the rows of subscriptions that are no longer active."""
+        with self.store.transaction() as conn:
+            return conn.execute(
+                f"DELETE FROM {_NOTIFY_STATE} WHERE subscription_id NOT IN "
+                f"(SELECT id FROM {_TABLE} WHERE status = ?)", (State.ACTIVE.value,)).rowcount

@@ -3,7 +3,7 @@
 :meth:`IntervalStore.apply` takes a value and, in one write transaction, reads the stored
 interval set, updates it (:class:`~.intervals.IntervalSet`), writes it back and appends the
 messages to the outbox.  The caller sends the outbox's rows (:meth:`pending`) and deletes each
-once the network has acknowledged it (:meth:`sent`).
+once the network has acknowledged it (:meth:`sent`); :mod:`.interval_publisher` does both.
 
 What is guaranteed.
 - A value is applied once :meth:`apply` has returned: the intervals and its messages survive
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from wsframework.store import Store
 
@@ -130,11 +131,11 @@ class IntervalStore:
                               for s in stored])
         return stored
 
-    def sent(self, message: StoredMessage) -> None:
-        """The network acknowledged ``message``: it leaves the outbox."""
+    def sent(self, messages: Iterable[StoredMessage]) -> None:
+        """The network acknowledged ``messages``: they leave the outbox."""
         with self._store.transaction() as conn:
-            conn.execute("DELETE FROM scn_outbox WHERE seq = ? AND part = ?",
-                         (message.seq, message.part))
+            conn.executemany("DELETE FROM scn_outbox WHERE seq = ? AND part = ?",
+                             [(m.seq, m.part) for m in messages])
 
     def close(self) -> None:
         self._store.close()

@@ -8,7 +8,14 @@ import sqlite3
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from subscription_manager.richer.interval_store import IntervalStore, StoreMismatch
+from matchers import FilterSpec, RTreeMatchingEngine, RTreeRouteSet, Schema
+from matchers.ranges import RANGES_DIALECT
+from subscription_manager.richer.interval_publisher import (IntervalPublisher, message_event,
+                                                            read_message_event,
+                                                            subscription_filter, topic_schema)
+from subscription_manager.richer.interval_store import (IntervalStore, StoredMessage,
+                                                        StoreMismatch)
+from wsframework.transport import TransportError
 from subscription_manager.richer.intervals import (Interval, IntervalMessage, IntervalSet,
                                                    InvalidIntervalState)
 
@@ -267,7 +274,7 @@ def test_the_outbox_keeps_messages_until_sent_in_order(tmp_path):
         store.apply(v)
     pending = store.pending()
     assert [(s.seq, s.part) for s in pending] == [(1, 0), (2, 0), (3, 0), (3, 1)]
-    store.sent(pending[0])
+    store.sent(pending[:1])
     store.close()
     again = IntervalStore(tmp_path / "scn.db", limit=10)
     assert again.pending() == pending[1:]
@@ -300,3 +307,90 @@ def test_a_store_edited_into_nonsense_is_refused(tmp_path):
         conn.execute("UPDATE scn_intervals SET high = 4 WHERE low = 0")
     with pytest.raises(InvalidIntervalState):
         store.apply(108)
+
+
+# -- the messages as events of a topic, matched by the range dialect ---------------------------
+
+def test_an_event_carries_the_message_exactly():
+    stored = StoredMessage(3, 1, IntervalMessage(0.1 + 0.2, 8.0, 108.07))
+    assert read_message_event(message_event(stored)) == stored
+
+
+@pytest.mark.parametrize("attributes", [
+    {"seq": "x", "part": "0", "low": "0", "high": "1", "update": "1"},
+    {"seq": "1", "part": "0", "low": "0", "high": "nan", "update": "1"},
+    {"seq": "0", "part": "0", "low": "0", "high": "1", "update": "1"},
+    {"seq": "1", "part": "0", "low": "2", "high": "1", "update": "1"},
+    {"seq": "1", "part": "0", "high": "1", "update": "1"},
+])
+def test_a_malformed_message_event_is_refused(attributes):
+    event = message_event(StoredMessage(1, 0, IntervalMessage(0, 1, 1)))
+    event.attrib.clear()
+    event.attrib.update(attributes)
+    with pytest.raises(InvalidIntervalState):
+        read_message_event(event)
+
+
+@pytest.mark.parametrize("bound", [0, -1, 10.5, math.nan, math.inf])
+def test_a_bound_outside_the_stream_is_refused(bound):
+    with pytest.raises(InvalidIntervalState):
+        subscription_filter(bound, 10)
+
+
+def test_the_range_engine_and_a_route_set_deliver_exactly_the_strict_notifications():
+    """The subscriptions as range filters in the server's engine, the events through the
+    engine and through a dispatcher's route set built from its summary: each bound gets what
+    section 5.2 says (bounds on message edges included: the open and closed ends)."""
+    limit = 10.0
+    values = [100, 105, 108, 103, 103, 99.5, 100.25, 112, 111, 95, 96.5, 104]
+    bounds = [0.25, 1, 2.5, 3, 3.5, 5, 7, 8, 9.75, 10]
+    schema = Schema.from_element(topic_schema(limit, 0, 1000))
+    engine = RTreeMatchingEngine(schema)
+    for bound in bounds:
+        engine.add_filter(f"b{bound}", FilterSpec(RANGES_DIALECT, subscription_filter(bound, limit)))
+    routes = RTreeRouteSet(schema)
+    routes.set_summary("server", engine.summary(1.0))
+    intervals = IntervalSet(limit)
+    got = {bound: [] for bound in bounds}
+    for seq, value in enumerate(values, 1):
+        for part, message in enumerate(intervals.update(value)):
+            event = message_event(StoredMessage(seq, part, message))
+            assert routes.match(event) == (["server"] if engine.match(event) else [])
+            for filter_id in engine.match(event):
+                got[float(filter_id[1:])].append(value)
+    for bound in bounds:
+        assert got[bound] == strict(values, bound), bound
+
+
+class RecordingPublisher:
+    """Stands in for :class:`wsframework.publisher.Publisher`; fails while ``down``."""
+
+    def __init__(self):
+        self.events, self.down = [], False
+
+    def publish(self, topic, event):
+        self.send_batch(topic, [event])
+
+    def send_batch(self, topic, events):
+        if self.down:
+            raise TransportError("connection refused", unsent=True)
+        self.events.extend(read_message_event(e) for e in events)
+
+
+def test_the_publisher_sends_in_order_and_keeps_what_the_network_did_not_take(tmp_path):
+    store = IntervalStore(tmp_path / "scn.db", limit=10)
+    network = RecordingPublisher()
+    publisher = IntervalPublisher(store, network, "quotes", batch_max=2)
+    publisher.publish(100)
+    network.down = True
+    with pytest.raises(TransportError):
+        publisher.publish(105)
+    assert [s.seq for s in store.pending()] == [2]       # applied, waiting to be sent
+    network.down = False
+    # a restarted publisher sends the outbox first, then the new value's messages
+    again = IntervalPublisher(IntervalStore.open_existing(tmp_path / "scn.db"), network, "quotes")
+    again.publish(108)
+    assert [(s.seq, s.part, s.message) for s in network.events] == [
+        (1, 0, IntervalMessage(0, 10, 100)), (2, 0, IntervalMessage(0, 5, 105)),
+        (3, 0, IntervalMessage(0, 3, 108)), (3, 1, IntervalMessage(5, 8, 108))]
+    assert store.pending() == [] and again.flush() == 0

@@ -202,7 +202,7 @@ TRACE = [100, 102, 104.5, 105, 99, 96, 95, 120, 116, 116.5, 111, 111]
 def test_source_notifies_exactly_what_the_rule_says(harness, name):
     strict = subscribe_nw(harness, name, "/strict", "5")
     tolerant = subscribe_nw(harness, name, "/tolerant", "5", "1")
-    relative = subscribe_nw(harness, name, "/relative", "4%")
+    subscribe_nw(harness, name, "/relative", "4%")
     harness.subscribe(name, notify_path="/plain")
     assert last_notified(harness, name, strict) == (True, None)
     for price in TRACE:

@@ -9,9 +9,9 @@ the M costs O(M log K). A scan would cost O(N) per event whatever M is.
 
 Subscriptions with equal thresholds share one key (a set of ids under it): a *re-indexing*
 is a key entering or leaving a sorted structure; moving a subscription to a key that is
-already there is a dictionary update. With a tolerance the thresholds depend only on L's
-band of width t, so subscriptions with the same delta and t share keys much more often
-(seed 5.4: fewer re-indexings). :attr:`NotifyIndex.reindexings` counts them.
+already there is a dictionary update. With a tolerance t the thresholds lie on a grid of
+spacing t, so subscriptions with the same t share keys much more often (seed 5.4: fewer
+re-indexings). :attr:`NotifyIndex.reindexings` counts them.
 
 :class:`NotifyGate` is the source's decision for a batch of events, run inside the write
 transaction that queues their notifications (the outbox's): it brings each index up to the

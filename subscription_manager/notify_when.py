@@ -20,9 +20,9 @@ number, NaN, an evaluation error) is **not** notified to the subscription, L sta
 source counts it (``notify_when_unnumbered``).
 
 What the source does in the "may" band is :meth:`NotifyWhen.thresholds`: with a tolerance
-(absolute), the thresholds snap to a grid of spacing t, so subscriptions with the same
-delta and t whose last values lie in one band share thresholds and one entry of the index
-(:mod:`.notify_index`); without one, they are exactly L - delta and L + delta.
+(absolute), the thresholds snap inward to a grid of spacing t, so subscriptions with the
+same t share thresholds and entries of the index (:mod:`.notify_index`) whatever their
+delta and L; without one, they are exactly L - delta and L + delta.
 
 Extensions the source does not know are ignored, unless marked with the SOAP
 ``mustUnderstand`` attribute (either SOAP version's, value ``true`` or ``1``): then the
@@ -128,15 +128,16 @@ class NotifyWhen:
         """(lo, hi): the source notifies ``v`` exactly when ``v <= lo or v >= hi``.
 
         lo lies in [L - delta, L - delta + t] and hi in [L + delta - t, L + delta], so every
-        "must" is notified and nothing outside "may" is. With an absolute tolerance the
-        thresholds depend only on the band b = floor(L / t) of L: lo = (b + 1) t - delta,
-        hi = b t + delta (clamped into those ranges against rounding)."""
+        "must" is notified and nothing outside "may" is. With an absolute tolerance both
+        snap inward to a grid of spacing t (seed 5.4's partition into sub-intervals of size
+        t): lo = ceil((L - delta) / t) * t, hi = floor((L + delta) / t) * t, clamped into
+        those ranges against rounding. Subscriptions with the same t then share thresholds
+        whatever their delta and L, and the index holds at most one key per grid point."""
         delta, t = self.bounds(last)
         lo, hi = last - delta, last + delta
         if t > 0 and not self.relative:
-            band = math.floor(last / t)
-            lo = min(max((band + 1) * t - delta, lo), lo + t)
-            hi = max(min(band * t + delta, hi), hi - t)
+            lo = min(max(math.ceil(lo / t) * t, lo), lo + t)
+            hi = max(min(math.floor(hi / t) * t, hi), hi - t)
         return lo, hi
 
     def fires(self, last: float | None, value: float) -> bool:

@@ -132,9 +132,9 @@ def test_rule_examples():
     assert percent.fires(-200.0, -220.0) and not percent.fires(-200.0, -219.0)
     assert percent.fires(0.0, 0.0)  # delta is 0 at L = 0: every value differs "enough"
     tolerant = NotifyWhen(PRICE, (("q", Q),), 5.0, tolerance=1.0)
-    assert tolerant.fires(120.0, 116.0)  # inside the "may" band
-    assert not tolerant.fires(120.0, 116.5)  # band of L: [120, 121): lo = 116
-    assert tolerant.thresholds(120.0) == tolerant.thresholds(120.9)  # one band, one key
+    assert tolerant.fires(120.5, 116.0)  # inside the "may" band: lo = ceil(115.5) = 116
+    assert not tolerant.fires(120.5, 116.2) and not tolerant.must_notify(120.5, 116.0)
+    assert tolerant.thresholds(120.2) == tolerant.thresholds(120.9) == (116, 125)  # grid of t
 
 
 finite = st.floats(-1e6, 1e6, allow_nan=False)
@@ -195,7 +195,7 @@ def last_notified(h, name, sub):
     return last_notified_of(reply.body)
 
 
-TRACE = [100, 102, 104.5, 105, 99, 96, 95, 120, 116, 116.5, 111, 111]
+TRACE = [100, 102, 104.5, 105, 99, 96, 95, 120.5, 116, 116.5, 111, 111]
 
 
 @pytest.mark.parametrize("name", ["2004", "2011"])
@@ -212,8 +212,8 @@ def test_source_notifies_exactly_what_the_rule_says(harness, name):
           for p, a in (("/strict", ("5",)), ("/tolerant", ("5", "1")), ("/relative", ("4%",)))}
     for path, cond in nw.items():
         assert prices(harness.sink, path) == expected(TRACE, cond), path
-    assert prices(harness.sink, "/strict") == [100, 105, 99, 120, 111]
-    assert prices(harness.sink, "/tolerant") == [100, 105, 99, 95, 120, 116, 111]
+    assert prices(harness.sink, "/strict") == [100, 105, 99, 120.5, 111]
+    assert prices(harness.sink, "/tolerant") == [100, 105, 99, 120.5, 116, 111]  # 116: may
     assert len(harness.sink.at("/plain")) == len(TRACE)
     assert last_notified(harness, name, strict) == (True, 111.0)
     assert last_notified(harness, name, tolerant) == (True, 111.0)

@@ -114,6 +114,9 @@ class IntervalSet:
         """The intervals, by increasing bounds."""
         return tuple(self._intervals)
 
+    def __len__(self) -> int:
+        return len(self._intervals)
+
     def last_notified(self, bound: float) -> float | None:
         """L of a subscription with this bound: the LNV of the interval holding it (what a
         subscription joining now starts from, so that the messages stay exact for it)."""

@@ -394,3 +394,19 @@ def test_the_publisher_sends_in_order_and_keeps_what_the_network_did_not_take(tm
         (1, 0, IntervalMessage(0, 10, 100)), (2, 0, IntervalMessage(0, 5, 105)),
         (3, 0, IntervalMessage(0, 3, 108)), (3, 1, IntervalMessage(5, 8, 108))]
     assert store.pending() == [] and again.flush() == 0
+
+
+# -- the figures' own checks (benchmarks.richer_intervals at a small size) -------------------
+
+def test_the_interval_figures_check_themselves_against_direct_simulation():
+    from benchmarks.richer_intervals import _figures
+    figures = _figures(300, (2.0,), (None, 0.25), (1000, 5000))
+    assert figures["checked_against_direct"] and figures["tolerance_semantics_hold"]
+    strict_set, relaxed = figures["interval_sets"]
+    assert relaxed["intervals_max"] <= relaxed["intervals_bound"] == 4
+    for row in figures["unicast"]:
+        if row["tolerance"] is None:  # strict: the messages reach exactly the unicast set
+            assert row["scn_deliveries_per_update"] == row["unicast_per_update"] > 0
+        else:
+            assert row["extra_deliveries_share"] >= 0
+    assert strict_set["messages_per_update"] < figures["unicast"][0]["unicast_per_update"]

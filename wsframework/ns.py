@@ -50,6 +50,8 @@ MATCHER_PST = "urn:wsframework:matchers:pst"  # Gryphon's parallel search tree (
 # The event distribution network: schemas, summaries, event batches, placement headers.
 EDN = "urn:wsframework:edn"
 RANGES_DIALECT = "urn:wsframework:dialects:ranges"
+RANGE_AGGREGATE_DIALECT = "urn:wsframework:dialects:range-aggregate"  # MIN/MAX over a range (S-CN)
+RANGE_AGGREGATE = "urn:wsframework:range-aggregate"  # its table updates and reformulated changes
 SUMMARY_DIALECT = "urn:wsframework:dialects:summary"
 GRID_EVENTS = "urn:edn-demo:events"  # events of the synthetic grid workload (route_manager.grid)
 

@@ -25,8 +25,9 @@ is the sum over messages of the subscriptions with ``OUTER_L < x1 <= INNER_L`` a
 a vectorised test of x2 on it (no query is recomputed).
 
 Full size: Table 2 (500,000 subscriptions; 20k..100k tuples) and Table 3 (10,000 tuples;
-200k..1M subscriptions), ``events`` = 20,000 measured updates each after 5,000 unmeasured
-(the seed ran 200,000 events; the treap is Python, and the averages settle well before).
+200k..1M subscriptions), ``events`` = 100,000 measured updates each after 10,000 unmeasured
+(the seed ran 200,000 events). Unicast's average is dominated by the spikes (about 500 of
+them per run), hence its noise from one table size to the next.
 ``quick``: 2,000 and 4,000 tuples with 20,000 subscriptions, and 20k/40k subscriptions with
 2,000 tuples, 1,500 events.
 """
@@ -130,7 +131,7 @@ def aggregate_figures(quick: bool) -> dict:
     else:
         db_sizes, db_subs = sorted(SEED_TABLE_2), 500_000
         sub_counts, sub_db = sorted(SEED_TABLE_3), 10_000
-        events, warmup = 20_000, 5_000
+        events, warmup = 100_000, 10_000
     figures: dict = {"aggregate_events_per_run": events, "aggregate_warmup_events": warmup}
     for n in db_sizes:
         for name, value in measure(n, db_subs, events, warmup, seed=n).items():

@@ -12,6 +12,7 @@ from wsframework.matching.base import FilterSpec
 from wsframework.matching.errors import UnsupportedDialect
 
 from .compiled_filter import CompiledFilter, frozen_rows
+from .range_aggregate import RANGE_AGGREGATE_DIALECT, compile_range_aggregate
 from .ranges import RANGES_DIALECT, bind_range_filter, parse_range_filter
 from .schema import Schema
 from .schema.extraction import EventBox
@@ -25,7 +26,7 @@ __all__ = ["compile_filter", "box_dialects"]
 def box_dialects() -> frozenset[str]:
     """The dialects :func:`compile_filter` understands: ranges, XPath 1.0 (both URIs) and
     XPath 2.0."""
-    return frozenset({RANGES_DIALECT}) | XPATH10_DIALECTS | XPATH20_DIALECTS
+    return frozenset({RANGES_DIALECT, RANGE_AGGREGATE_DIALECT}) | XPATH10_DIALECTS | XPATH20_DIALECTS
 
 
 def compile_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
@@ -33,6 +34,8 @@ def compile_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
     filters with the ranges :mod:`matchers.xpath_ranges` can prove, checked exactly by lxml."""
     if spec.dialect == RANGES_DIALECT:
         return bind_range_filter(parse_range_filter(spec.expression), schema)
+    if spec.dialect == RANGE_AGGREGATE_DIALECT:  # S-CN: a point against change boxes
+        return compile_range_aggregate(spec, schema)
     if spec.dialect in XPATH10_DIALECTS:
         return compile_xpath_filter(spec, schema)
     if spec.dialect in XPATH20_DIALECTS:

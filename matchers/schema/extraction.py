@@ -3,7 +3,8 @@ range, and the ranges mapped to the event's box in coordinate space (:class:`Eve
 
 Every selected node gives a value: an attribute or text node its string; an element its
 string-value, or, when that is blank and the element has ``min`` and/or ``max`` attributes,
-the *range* they give (an eCube event).  Nodes whose value does not parse are skipped; no
+the *range* they give (an eCube event; ``minExclusive``/``maxExclusive`` give open
+bounds).  Nodes whose value does not parse are skipped; no
 parseable node means the attribute is absent; several values make the event span their hull.
 :class:`~matchers.schema.Schema` (``values_of``, ``event_box``, ``extract``) calls these.
 
@@ -26,7 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from lxml import etree
 
-from .codecs import NUMBER, NUMBER_PATTERN
+from .codecs import DATETIME, NUMBER, NUMBER_PATTERN
 
 __all__ = ["EventBox", "EventBoxes", "standalone", "read_values", "range_of", "to_event_box",
            "simple_step", "read_boxes"]
@@ -77,20 +78,46 @@ class EventBox:
         return bool(np.array_equal(self.lo, self.hi))
 
 
+_BOUNDS = ("min", "max", "minExclusive", "maxExclusive")
+_UNUSABLE = object()
+
+
 def _element_value(node: etree._Element, attribute: Any) -> tuple[Any, Any] | None:
     text = node.text or "" if len(node) == 0 else "".join(node.itertext())
-    if text.strip() == "" and (node.get("min") is not None or node.get("max") is not None):
-        low, high = node.get("min"), node.get("max")
-        low = attribute.parse(low) if low is not None else None
-        high = attribute.parse(high) if high is not None else None
-        if (node.get("min") is not None and low is None) or (
-                node.get("max") is not None and high is None):
+    if text.strip() == "" and any(node.get(name) is not None for name in _BOUNDS):
+        low = _bound(node, attribute, "min", "minExclusive", upward=True)
+        high = _bound(node, attribute, "max", "maxExclusive", upward=False)
+        if low is _UNUSABLE or high is _UNUSABLE:
             return None
         if low is not None and high is not None and low > high:
             return None
         return low, high
     value = attribute.parse(text)
     return None if value is None else (value, value)
+
+
+def _bound(node: etree._Element, attribute: Any, inclusive: str, exclusive: str,
+           upward: bool) -> Any:
+    """One end of an eCube element's range: ``min``/``max`` closed, ``minExclusive``/
+    ``maxExclusive`` open (S-CN's range-aggregate messages need both). An open bound is the
+    adjacent value inside it: for numbers (floats) the next double, for dateTimes (integer
+    microseconds) the next microsecond, so the closed range selects exactly what the open one
+    does; strings have no open bounds. None: unbounded; _UNUSABLE: the element is no range."""
+    closed, open_ = node.get(inclusive), node.get(exclusive)
+    if closed is None and open_ is None:
+        return None
+    if closed is not None and open_ is not None:
+        return _UNUSABLE
+    value = attribute.parse(closed if closed is not None else open_)
+    if value is None:
+        return _UNUSABLE
+    if open_ is None:
+        return value
+    if attribute.type == NUMBER:
+        return math.nextafter(value, math.inf if upward else -math.inf)
+    if attribute.type == DATETIME:
+        return value + 1 if upward else value - 1
+    return _UNUSABLE
 
 
 def read_values(attributes: Sequence[Any], paths: Sequence[Any], event: Any) -> tuple:

@@ -68,6 +68,7 @@ MAX_PERCENT = 100.0
 _VALUE_LIMITS = FilterLimits(max_length=MAX_VALUE_LENGTH, max_depth=16, max_steps=64)
 _MUST_UNDERSTAND = tuple(ns.qname(env, "mustUnderstand") for env in (ns.SOAP11, ns.SOAP12))
 _TRUE = ("true", "1")
+_GRID_LIMIT = 2.0 ** 52  # grid points a float still tells apart
 _PROBE = etree.Element("probe")  # compiled expressions are tried once on it (unknown prefix...)
 
 
@@ -135,7 +136,8 @@ class NotifyWhen:
         whatever their delta and L, and the index holds at most one key per grid point."""
         delta, t = self.bounds(last)
         lo, hi = last - delta, last + delta
-        if t > 0 and not self.relative:
+        # a grid finer than a float can count (t tiny against L) snaps nothing: exact keys
+        if t > 0 and not self.relative and max(abs(lo), abs(hi)) / t < _GRID_LIMIT:
             lo = min(max(math.ceil(lo / t) * t, lo), lo + t)
             hi = max(min(math.floor(hi / t) * t, hi), hi - t)
         return lo, hi
@@ -146,6 +148,16 @@ class NotifyWhen:
             return True
         lo, hi = self.thresholds(last)
         return value <= lo or value >= hi
+
+    def notified(self, values, last: float | None = None) -> list[float]:
+        """The values of a sequence of matching events the subscription is notified of
+        (each notified one becomes L): the reference the tests and benchmarks compare with."""
+        out = []
+        for value in values:
+            if self.fires(last, value):
+                out.append(value)
+                last = value
+        return out
 
     # -- the event --------------------------------------------------------------------------
     @property

@@ -42,13 +42,7 @@ def trace(n: int, seed: int = 23) -> list[float]:
 
 
 def rule(values, changed_by, tolerance):
-    condition = parse_notify_when(_body(changed_by, tolerance), V2011)
-    last, out = None, []
-    for value in values:
-        if condition.fires(last, value):
-            out.append(value)
-            last = value
-    return out
+    return parse_notify_when(_body(changed_by, tolerance), V2011).notified(values)
 
 
 def _body(changed_by, tolerance, version="2011", notify_to="http://sink.invalid/n"):

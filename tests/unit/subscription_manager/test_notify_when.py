@@ -135,6 +135,8 @@ def test_rule_examples():
     assert tolerant.fires(120.5, 116.0)  # inside the "may" band: lo = ceil(115.5) = 116
     assert not tolerant.fires(120.5, 116.2) and not tolerant.must_notify(120.5, 116.0)
     assert tolerant.thresholds(120.2) == tolerant.thresholds(120.9) == (116, 125)  # grid of t
+    tiny = NotifyWhen(PRICE, (("q", Q),), 1.0, tolerance=5e-324)  # a grid too fine: exact
+    assert tiny.fires(1.0, 0.0) and not tiny.fires(0.0, 0.5) and tiny.fires(0.0, -1.0)
 
 
 finite = st.floats(-1e6, 1e6, allow_nan=False)
@@ -175,12 +177,7 @@ def prices(sink, path):
 
 
 def expected(trace, nw: NotifyWhen):
-    last, out = None, []
-    for value in trace:
-        if nw.fires(last, value):
-            out.append(value)
-            last = value
-    return out
+    return nw.notified(trace)
 
 
 def subscribe_nw(h, name, path, *parts, topic="stocks", filter=None):

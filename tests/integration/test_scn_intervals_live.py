@@ -2,8 +2,9 @@
 (``edn serve``), a notification sink; subscribers with different bounds δ subscribe with the
 range filter ``low < δ and high >= δ`` (half at each server, one in five through WS-Eventing
 2004/08); the publisher side (:mod:`subscription_manager.richer.interval_publisher`) turns a
-value stream into interval messages published at the dispatcher, stopping half way and
-continuing from its store as a restarted publisher would.  Each subscriber receives exactly
+value stream into interval messages published at the dispatcher: the first half in this
+process, the rest by ``edn intervals publish`` (its own process, continuing the same store, as
+a restarted publisher does).  Each subscriber receives exactly
 the values section 5.2's strict semantics give it, computed directly per subscriber.
 
 Every wait is on a condition (the sink's count, GetStats), never a fixed sleep.
@@ -11,11 +12,14 @@ Every wait is on a condition (the sink's count, GetStats), never a fixed sleep.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
 from subscription_manager.client import EventingClient
+from subscription_manager.richer.interval_commands import STORE_FILE
 from subscription_manager.richer.interval_publisher import (IntervalPublisher, MESSAGE_TAG,
                                                             read_message_event,
                                                             subscription_filter, topic_schema)
@@ -67,18 +71,23 @@ def test_subscribers_receive_exactly_their_strict_notifications(tmp_path):
         network.wait_routed()
 
         values = price_walk(80, seed=17)
-        store_path = tmp_path / "publisher" / "scn.db"
+        data = tmp_path / "publisher"
         half = len(values) // 2
-        for run, part in enumerate((values[:half], values[half:])):
-            # the second run is a restarted publisher: it continues from the store
-            store = (IntervalStore(store_path, limit=LIMIT) if run == 0
-                     else IntervalStore.open_existing(store_path))
-            with Publisher(network.dispatcher.base_url) as roots:
-                publisher = IntervalPublisher(store, roots, TOPIC)
-                for value in part:
-                    publisher.publish(value)
-            assert store.pending() == []
-            store.close()
+        store = IntervalStore(data / STORE_FILE, limit=LIMIT)
+        with Publisher(network.dispatcher.base_url) as roots:
+            publisher = IntervalPublisher(store, roots, TOPIC)
+            for value in values[:half]:
+                publisher.publish(value)
+        assert store.pending() == []
+        store.close()
+        # the rest through `edn intervals publish`, its own process continuing the store
+        run = subprocess.run(
+            [sys.executable, "-m", "edn.cli", "intervals", "publish", "--at",
+             network.dispatcher.base_url, TOPIC, "--data", str(data), "-"],
+            input="\n".join(repr(v) for v in values[half:]), capture_output=True, text=True,
+            timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert IntervalStore.open_existing(data / STORE_FILE).interval_set().last == values[-1]
 
         expected = {k: strict(values, bound) for k, bound in enumerate(BOUNDS)}
         total = sum(len(v) for v in expected.values())

@@ -2,11 +2,13 @@
 strict semantics of 5.2 against a per-subscription oracle, the relaxed semantics of 5.4."""
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from lxml import etree
 
 from matchers import FilterSpec, RTreeMatchingEngine, RTreeRouteSet, Schema
 from matchers.ranges import RANGES_DIALECT
@@ -410,3 +412,31 @@ def test_the_interval_figures_check_themselves_against_direct_simulation():
         else:
             assert row["extra_deliveries_share"] >= 0
     assert strict_set["messages_per_update"] < figures["unicast"][0]["unicast_per_update"]
+
+
+# -- edn intervals (the parts that need no network) ------------------------------------------
+
+def test_edn_intervals_schema_and_show(tmp_path, capsys):
+    from edn.cli import main
+    assert main(["intervals", "schema", "--limit", "10", "--min", "0", "--max", "500"]) == 0
+    schema = Schema.from_element(etree.fromstring(capsys.readouterr().out.encode()))
+    assert list(schema.dims) == ["low", "high", "update"]
+    store = IntervalStore(tmp_path / "intervals.db", limit=10)
+    for v in (100, 105, 108):
+        store.apply(v)
+    store.close()
+    assert main(["intervals", "show", "--data", str(tmp_path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["last"], shown["seq"], shown["unsent"]) == (108, 3, 4)
+    assert [(i["low"], i["high"], i["lnv"]) for i in shown["intervals"]] == [
+        (0, 3, 108), (3, 5, 105), (5, 8, 108), (8, 10, 100)]
+
+
+@pytest.mark.parametrize("argv", [["schema", "--limit", "-1"],
+                                  ["schema", "--limit", "5", "--min", "3", "--max", "2"],
+                                  ["show", "--data", "{missing}"]])
+def test_edn_intervals_refuses_bad_arguments(tmp_path, capsys, argv):
+    from edn.cli import main
+    argv = [a.format(missing=tmp_path / "none") for a in argv]
+    assert main(["intervals", *argv]) == 4
+    assert "edn intervals:" in capsys.readouterr().err

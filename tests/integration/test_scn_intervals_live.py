@@ -4,7 +4,8 @@ range filter ``low < δ and high >= δ`` (half at each server, one in five throu
 2004/08); the publisher side (:mod:`subscription_manager.richer.interval_publisher`) turns a
 value stream into interval messages published at the dispatcher: the first half in this
 process, the rest by ``edn intervals publish`` (its own process, continuing the same store, as
-a restarted publisher does).  Each subscriber receives exactly
+a restarted publisher does), one value of it while the root it names is down (the value is
+applied and its messages sent by the next run, in order).  Each subscriber receives exactly
 the values section 5.2's strict semantics give it, computed directly per subscriber.
 
 Every wait is on a condition (the sink's count, GetStats), never a fixed sleep.
@@ -18,6 +19,7 @@ import sys
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
+from edn.localnet.processes import free_port
 from subscription_manager.client import EventingClient
 from subscription_manager.richer.interval_commands import STORE_FILE
 from subscription_manager.richer.interval_publisher import (IntervalPublisher, MESSAGE_TAG,
@@ -80,12 +82,18 @@ def test_subscribers_receive_exactly_their_strict_notifications(tmp_path):
                 publisher.publish(value)
         assert store.pending() == []
         store.close()
-        # the rest through `edn intervals publish`, its own process continuing the store
-        run = subprocess.run(
-            [sys.executable, "-m", "edn.cli", "intervals", "publish", "--at",
-             network.dispatcher.base_url, TOPIC, "--data", str(data), "-"],
-            input="\n".join(repr(v) for v in values[half:]), capture_output=True, text=True,
-            timeout=120)
+        # the rest through `edn intervals publish`, its own process continuing the store; the
+        # first of them while the only root it knows is down: applied, kept, sent next run
+        def cli(root: str, part: list[float]) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [sys.executable, "-m", "edn.cli", "intervals", "publish", "--at", root, TOPIC,
+                 "--data", str(data), "-"],
+                input="\n".join(repr(v) for v in part), capture_output=True, text=True,
+                timeout=120)
+        down = cli(f"http://127.0.0.1:{free_port()}", values[half:half + 1])
+        assert down.returncode == 3 and "is applied" in down.stderr, down.stderr
+        assert len(IntervalStore.open_existing(data / STORE_FILE).pending()) >= 1
+        run = cli(network.dispatcher.base_url, values[half + 1:])
         assert run.returncode == 0, run.stderr
         assert IntervalStore.open_existing(data / STORE_FILE).interval_set().last == values[-1]
 

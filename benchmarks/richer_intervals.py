@@ -14,6 +14,10 @@ Figures, per (δ_limit, tolerance) in ``interval_sets``:
   each update; ``intervals_bound``: ceil(δ_limit / t) with a tolerance (section 5.4's bound);
 * ``us_per_update``: the interval set's own time per update (this machine, pure Python);
 
+``continuous_interval_sets``: the same for the strict set on the walk without rounding
+(with a tick of 0.01 every edge lies on the tick grid, so the tick bounds the intervals by
+δ_limit / 0.01 as a tolerance would; unrounded, every distance is a new edge);
+
 and per subscription count in ``unicast`` (per update after the first value, which every
 subscription starts from):
 
@@ -48,10 +52,14 @@ SUBSCRIPTIONS = (10_000, 100_000, 1_000_000)
 DIRECT_CHECK_SUBSCRIPTIONS = 10_000
 
 
-def price_trace(n: int, seed: int = 7, sigma: float = 0.2, tick: float = 0.01) -> np.ndarray:
+def price_trace(n: int, seed: int = 7, sigma: float = 0.2,
+                tick: float | None = 0.01) -> np.ndarray:
+    """A random walk from 100 with steps N(0, sigma), rounded to ``tick`` (None: not)."""
     rng = np.random.default_rng(seed)
-    ticks = np.round(rng.normal(0.0, sigma, n) / tick)
-    return np.round(100.0 + np.cumsum(ticks) * tick, 2)
+    steps = rng.normal(0.0, sigma, n)
+    if tick is None:
+        return 100.0 + np.cumsum(steps)
+    return np.round(100.0 + np.cumsum(np.round(steps / tick)) * tick, 2)
 
 
 def _run(trace: np.ndarray, limit: float, tolerance: float | None):
@@ -146,6 +154,9 @@ def _figures(updates: int, limits, shares, subscriptions, seed: int = 7) -> dict
                     row["unicast_per_update"] = round(strict / (updates - 1), 2)
                     row["extra_deliveries_share"] = round(deliveries / strict - 1, 4)
                 out["unicast"].append(row)
+    # without the tick every distance is a new edge: the strict set's growth unbounded by a grid
+    continuous = price_trace(updates, seed, tick=None)
+    out["continuous_interval_sets"] = [_run(continuous, limit, None)[0] for limit in limits]
     return out
 
 

@@ -17,6 +17,9 @@ order, so a subscriber orders by ``seq`` and drops a repeated ``(seq, part)``.
 first, in ``edn:EventBatch`` messages; a row leaves the outbox once a root acknowledged it
 (the root's own guarantee then holds: README, Delivery guarantees).  A send that fails leaves
 the rows for the next :meth:`~IntervalPublisher.flush`, which a restarted publisher calls first.
+One publisher process per stream is the intended deployment; two sending one store's outbox at
+once stay correct for subscribers that order by ``seq`` and drop repeats, but may send a
+message twice.
 """
 from __future__ import annotations
 

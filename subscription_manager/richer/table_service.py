@@ -1,0 +1,334 @@
+"""The publisher-side service of S-CN range-aggregate subscriptions (Chandramouli 4.2.4): it
+keeps a published table, reformulates every tuple update into range-aggregate changes
+(:mod:`.aggregate`) and publishes them on the table's feed topic at the EDN, which matches them
+statelessly against ``urn:wsframework:dialects:range-aggregate`` subscriptions
+(:mod:`matchers.range_aggregate`). The service does not know the subscriptions.
+
+Publishers update the table through its topic: an ordinary publication (the framework's
+Publish action, ``wsframework.publisher.publish(service, table, element)``) to
+``{service}/topics/{table}`` whose body is one of::
+
+    <ra:Put xmlns:ra="urn:wsframework:range-aggregate" key="t4" x="40" y="4"/>   insert or update
+    <ra:Delete xmlns:ra="urn:wsframework:range-aggregate" key="t4"/>
+
+A tuple keeps its ``x`` (moving one is a Delete then a Put); ``key`` is 1 to
+:data:`MAX_KEY_CHARS` characters, ``x`` a number inside the table's range domain, ``y`` a
+finite number. Anything else is refused with a Sender fault (as every malformed publication).
+``<ra:Query function="MIN" x1="20" x2="60"/>`` answers ``<ra:QueryResponse seq="..">`` with
+an ``ra:Result`` (none: no tuple in the range): a subscriber subscribes first, then queries,
+and keeps the change of highest ``seq`` from then on, so it starts from the right result
+without missing a change.
+
+What is guaranteed.
+- An update is acknowledged (HTTP 202) once it is durable: the tuple, the table's update
+  number ``seq`` and the update's changes (MIN and MAX) are written in one SQLite transaction
+  (WAL) before the answer, and survive ``kill -9``; a restarted service reloads the table and
+  sends the changes still in its outbox first.
+- Every change is handed to the EDN at least once, oldest first; a row leaves the outbox once
+  a root acknowledged it. A repeated change carries the same ``seq``: subscribers keep the
+  highest ``seq``, so repeats and reordering are harmless.
+- One process owns a table's store (the ordered structures live in its memory); updates are
+  applied one at a time under a lock.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from lxml import etree
+
+from matchers.range_aggregate import change_element, feed_schema
+from matchers.schema.codecs import NUMBER_PATTERN
+from wsframework import ns
+from wsframework.exceptions import WsFrameworkError, sender_fault
+from wsframework.faults import translate
+from wsframework.messaging import IncomingMessage, MessageFilter, Reply
+from wsframework.publisher import Publisher
+from wsframework.service import Service, ServiceConfig, resolve_admin_token
+from wsframework.store import Store
+
+from .aggregate import RangeMinTable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TableUpdate", "InvalidTableUpdate", "TableStore", "TableService", "parse_update",
+           "put", "delete", "query", "MAX_KEY_CHARS", "QUERY_ACTION"]
+
+RA = ns.RANGE_AGGREGATE
+MAX_KEY_CHARS = 200
+QUERY_ACTION = RA + "/Query"
+FUNCTIONS = (("MIN", 1), ("MAX", -1))
+_NUMBER = re.compile(rf"\s*{NUMBER_PATTERN}\s*")
+
+
+class InvalidTableUpdate(WsFrameworkError):
+    """An update or query the table refuses (a Sender fault: publishers are not subscribers,
+    so no WS-Eventing vocabulary)."""
+
+
+@translate(InvalidTableUpdate)
+def _invalid_update(exc: InvalidTableUpdate):
+    return sender_fault(str(exc))
+
+
+@dataclass(frozen=True)
+class TableUpdate:
+    key: str
+    x: float | None     # None for a Delete
+    y: float | None     # None for a Delete
+
+
+def put(key: str, x: float, y: float) -> etree._Element:
+    return etree.Element(f"{{{RA}}}Put", {"key": key, "x": repr(float(x)), "y": repr(float(y))},
+                         nsmap={"ra": RA})
+
+
+def delete(key: str) -> etree._Element:
+    return etree.Element(f"{{{RA}}}Delete", {"key": key}, nsmap={"ra": RA})
+
+
+def query(function: str, x1: float, x2: float) -> etree._Element:
+    return etree.Element(f"{{{RA}}}Query", {"function": function, "x1": repr(float(x1)),
+                                             "x2": repr(float(x2))}, nsmap={"ra": RA})
+
+
+def _number(element: etree._Element, name: str) -> float:
+    text = element.get(name)
+    if text is None or len(text) > 64 or not _NUMBER.fullmatch(text):
+        raise InvalidTableUpdate(f"{element.tag} needs a number {name} (at most 64 characters)")
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidTableUpdate(f"{name} must be finite")
+    return value
+
+
+def parse_update(element: etree._Element | None) -> TableUpdate:
+    if element is None or element.tag not in (f"{{{RA}}}Put", f"{{{RA}}}Delete"):
+        raise InvalidTableUpdate(f"a table update is ra:Put or ra:Delete in {RA}")
+    if len(element):
+        raise InvalidTableUpdate("a table update has no child elements")
+    key = element.get("key")
+    if not key or len(key) > MAX_KEY_CHARS:
+        raise InvalidTableUpdate(f"a table update needs a key of 1 to {MAX_KEY_CHARS} characters")
+    if element.tag == f"{{{RA}}}Delete":
+        return TableUpdate(key, None, None)
+    return TableUpdate(key, _number(element, "x"), _number(element, "y"))
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ra_meta (id INTEGER PRIMARY KEY CHECK (id = 1), name TEXT NOT NULL,
+    value_attribute TEXT NOT NULL, over_attribute TEXT NOT NULL, low REAL NOT NULL,
+    high REAL NOT NULL, seq INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS ra_tuples (key TEXT PRIMARY KEY, x REAL NOT NULL, y REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS ra_outbox (seq INTEGER NOT NULL, part INTEGER NOT NULL,
+    function TEXT NOT NULL, new REAL, inner_l REAL NOT NULL, inner_r REAL NOT NULL,
+    outer_l REAL NOT NULL, outer_r REAL NOT NULL, PRIMARY KEY (seq, part));
+"""
+
+
+class TableStore:
+    """One table, durable in SQLite, with its MIN and MAX structures in memory and an outbox
+    of the changes not yet acknowledged by the network."""
+
+    def __init__(self, path: Path | str, name: str, value: str, over: str, low: float,
+                 high: float):
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError("the range domain needs finite low < high")
+        self.name, self.value, self.over, self.low, self.high = name, value, over, low, high
+        self.store = Store(path)
+        self.store.executescript(_SCHEMA)
+        with self.store.transaction() as conn:
+            row = conn.execute("SELECT * FROM ra_meta").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO ra_meta(id, name, value_attribute, over_attribute, low, "
+                             "high) VALUES (1, ?, ?, ?, ?, ?)", (name, value, over, low, high))
+            elif (row["name"], row["value_attribute"], row["over_attribute"], row["low"],
+                  row["high"]) != (name, value, over, low, high):
+                raise ValueError(f"{path} holds table {row['name']!r} ({row['value_attribute']} "
+                                 f"over {row['over_attribute']} in [{row['low']}, {row['high']}])")
+        self._lock = threading.Lock()
+        self._load()
+
+    def _load(self) -> None:
+        self.tables = {function: RangeMinTable(sign) for function, sign in FUNCTIONS}
+        for row in self.store.query("SELECT key, x, y FROM ra_tuples"):
+            for function, _ in FUNCTIONS:
+                self.tables[function].update(row["key"], row["x"], row["y"])
+        self.seq = self.store.query("SELECT seq FROM ra_meta")[0]["seq"]
+
+    def __len__(self) -> int:
+        return len(self.tables["MIN"])
+
+    def apply(self, update: TableUpdate) -> int:
+        """Apply one update durably; returns its ``seq`` (the changes are in the outbox)."""
+        with self._lock:
+            current = self.tables["MIN"].get(update.key)
+            if update.x is None:
+                if current is None:
+                    return self.seq   # deleting what is not there changes nothing
+                x = current[0]
+            else:
+                x = update.x
+                if not self.low <= x <= self.high:
+                    raise InvalidTableUpdate(f"x={x!r} lies outside [{self.low!r}, {self.high!r}]")
+                if current is not None and current[0] != x:
+                    raise InvalidTableUpdate(f"tuple {update.key!r} lies at x={current[0]!r}: "
+                                             "delete it to move it")
+            seq = self.seq + 1
+            try:
+                rows = []
+                for function, _ in FUNCTIONS:
+                    for message in self.tables[function].update(update.key, x, update.y)[1]:
+                        rows.append((seq, len(rows), function, *message.as_tuple()))
+                with self.store.transaction() as conn:
+                    if update.y is None:
+                        conn.execute("DELETE FROM ra_tuples WHERE key = ?", (update.key,))
+                    else:
+                        conn.execute("INSERT OR REPLACE INTO ra_tuples(key, x, y) VALUES (?, ?, ?)",
+                                     (update.key, x, update.y))
+                    conn.execute("UPDATE ra_meta SET seq = ?", (seq,))
+                    conn.executemany("INSERT INTO ra_outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            except BaseException:
+                self._load()   # memory follows the store: what was not committed never happened
+                raise
+            self.seq = seq
+            return seq
+
+    def result(self, function: str, x1: float, x2: float) -> tuple[int, float | None]:
+        """``(seq, result)``: the aggregate now and the update number it reflects."""
+        if function not in self.tables:
+            raise InvalidTableUpdate("function is MIN or MAX")
+        if not (x1 <= x2):
+            raise InvalidTableUpdate(f"the range [{x1!r}, {x2!r}] is empty")
+        with self._lock:
+            return self.seq, self.tables[function].result(x1, x2)
+
+    def pending(self, limit: int) -> list[tuple[int, int, etree._Element]]:
+        rows = self.store.query("SELECT * FROM ra_outbox ORDER BY seq, part LIMIT ?", (limit,))
+        return [(row["seq"], row["part"],
+                 change_element(self.name, row["seq"], row["function"], row["new"], row["inner_l"],
+                                row["inner_r"], row["outer_l"], row["outer_r"])) for row in rows]
+
+    def sent(self, keys) -> None:
+        with self.store.transaction() as conn:
+            conn.executemany("DELETE FROM ra_outbox WHERE seq = ? AND part = ?", keys)
+
+    def feed_schema(self) -> etree._Element:
+        """The ``edn:Schema`` the feed topic is created with."""
+        return feed_schema(self.value, self.over, self.low, self.high).to_element()
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class TableService:
+    """The table's topic endpoint (updates, queries) and the sender of its outbox to the
+    EDN's feed topic."""
+
+    def __init__(self, service: Service, table: TableStore, publisher: Publisher, feed: str, *,
+                 batch_max: int = 256, retry_seconds: float = 0.5):
+        self.service, self.table, self.publisher, self.feed = service, table, publisher, feed
+        self.batch_max = batch_max
+        self._sending = threading.Lock()   # one sender at a time keeps the outbox's order
+        self._stop = threading.Event()
+        service.messaging.route("range-aggregate.table",
+                                MessageFilter(path=f"/topics/{table.name}"), self._handle)
+        service.add_component(self)
+        # Changes an earlier run left (or a send that failed) go out without waiting for the
+        # next update.
+        self._retry = threading.Thread(target=self._retry_loop, args=(retry_seconds,),
+                                       name="table-outbox", daemon=True)
+        self._retry.start()
+
+    def _handle(self, message: IncomingMessage) -> Reply | None:
+        body = message.body
+        if body is not None and body.tag == f"{{{RA}}}Query":
+            function = body.get("function", "")
+            seq, result = self.table.result(function, _number(body, "x1"), _number(body, "x2"))
+            answer = etree.Element(f"{{{RA}}}QueryResponse", {"seq": str(seq)}, nsmap={"ra": RA})
+            if result is not None:
+                etree.SubElement(answer, f"{{{RA}}}Result").text = repr(float(result))
+            return Reply(QUERY_ACTION + "Response", answer)
+        self.table.apply(parse_update(body))
+        self.flush(quietly=True)
+        return None
+
+    def flush(self, quietly: bool = False) -> int:
+        """Send the outbox, oldest first; returns how many changes went."""
+        sent = 0
+        with self._sending:
+            while True:
+                pending = self.table.pending(self.batch_max)
+                if not pending:
+                    return sent
+                try:
+                    events = [event for _, _, event in pending]
+                    if len(events) == 1:
+                        self.publisher.publish(self.feed, events[0])
+                    else:
+                        self.publisher.send_batch(self.feed, events)
+                except Exception:
+                    if not quietly:
+                        raise
+                    log.warning("the feed %s did not take %d changes; retrying", self.feed,
+                                len(pending), exc_info=True)
+                    return sent
+                self.table.sent([(seq, part) for seq, part, _ in pending])
+                sent += len(pending)
+
+    def _retry_loop(self, seconds: float) -> None:
+        while not self._stop.wait(seconds):
+            self.flush(quietly=True)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.publisher.close()
+        self.table.close()
+
+
+def main(argv=None) -> None:
+    """``python -m subscription_manager.richer.table_service``: one table on one port."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--value", required=True, help="the aggregate attribute (y)")
+    parser.add_argument("--over", required=True, help="the range attribute (x)")
+    parser.add_argument("--low", type=float, required=True, help="the range attribute's domain")
+    parser.add_argument("--high", type=float, required=True)
+    parser.add_argument("--dispatcher", action="append", required=True,
+                        help="a root dispatcher (repeat for failover)")
+    parser.add_argument("--feed", help="the feed topic at the EDN (default TABLE-feed)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from wsframework.wsgi import WsgiApplication
+    base = f"http://{args.host}:{args.port}"
+    service = Service(ServiceConfig(base, args.data, resolve_admin_token(None, args.data),
+                                    role="range-aggregate-table"), topic_admin=False)
+    table = TableStore(args.data / "table.db", args.table, args.value, args.over, args.low,
+                       args.high)
+    TableService(service, table, Publisher(args.dispatcher), args.feed or f"{args.table}-feed")
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, *a):
+            pass
+
+    server = make_server(args.host, args.port, WsgiApplication(service), handler_class=QuietHandler)
+    log.info("table %s (%d tuples, seq %d) at %s/topics/%s", args.table, len(table), table.seq,
+             base, args.table)
+    try:
+        server.serve_forever()
+    finally:
+        service.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The range-aggregate table service (subscription_manager.richer.table_service), in process:
+updates through the table's topic, durability across a reopen, the outbox sent in order and
+kept on failure, queries, and refusals of bad updates with a Sender fault."""
+
+import pytest
+from lxml import etree
+
+from matchers.range_aggregate import read_change
+from subscription_manager.richer.table_service import (
+    InvalidTableUpdate, TableService, TableStore, delete, parse_update, put, query)
+from wsframework import ns
+from wsframework.addressing import WsaVersion, request_headers
+from wsframework.publisher import PUBLISH_ACTION
+from wsframework.service import Service, ServiceConfig
+from wsframework.soap import SoapVersion, build_envelope, parse_envelope
+from wsframework.xmlparse import DEFAULT_LIMITS
+
+BASE = "http://table.test"
+FIGURE_1 = {"t1": (100, 3), "t2": (20, 2), "t3": (30, 8), "t4": (40, 12), "t5": (50, 5),
+            "t6": (70, 6), "t7": (70, 11)}
+
+
+class FakePublisher:
+    def __init__(self):
+        self.sent, self.fail = [], False
+
+    def publish(self, topic, event):
+        self.send_batch(topic, [event])
+
+    def send_batch(self, topic, events):
+        if self.fail:
+            raise ConnectionError("root down")
+        self.sent.extend((topic, read_change(e)) for e in events)
+
+    def close(self):
+        pass
+
+
+def open_table(tmp_path):
+    return TableStore(tmp_path / "table.db", "stocks", "per", "risk", 0, 100)
+
+
+@pytest.fixture
+def running(tmp_path):
+    service = Service(ServiceConfig(BASE, tmp_path / "svc", "token"), topic_admin=False)
+    publisher = FakePublisher()
+    table_service = TableService(service, open_table(tmp_path), publisher, "stocks-feed",
+                                 retry_seconds=3600)
+    yield service, table_service, publisher
+    service.close()
+
+
+def send(service, element):
+    headers = request_headers(WsaVersion.WSA10, f"{BASE}/topics/stocks", PUBLISH_ACTION)
+    return service.handle_request(build_envelope(SoapVersion.SOAP12, element, headers),
+                                  path="/topics/stocks", content_type=SoapVersion.SOAP12.content_type)
+
+
+def test_updates_through_the_topic_publish_figure_1s_changes(running):
+    service, table_service, publisher = running
+    for key, (x, y) in FIGURE_1.items():
+        assert send(service, put(key, x, y)).status == 202
+    publisher.sent.clear()
+    assert send(service, put("t5", 50, 9)).status == 202
+    seq = table_service.table.seq
+    assert [(topic, change) for topic, change in publisher.sent if change[2] == "MIN"] == [
+        ("stocks-feed", ("stocks", seq, "MIN", 9.0)), ("stocks-feed", ("stocks", seq, "MIN", 8.0)),
+        ("stocks-feed", ("stocks", seq, "MIN", 6.0))]
+    assert all(change[1] == seq for _, change in publisher.sent)
+    outcome = send(service, query("MIN", 25, 60))
+    answer = parse_envelope(outcome.body, DEFAULT_LIMITS).body
+    assert answer.get("seq") == str(seq)
+    assert answer.findtext(f"{{{ns.RANGE_AGGREGATE}}}Result") == "8.0"
+    empty = parse_envelope(send(service, query("MAX", 0, 1)).body,
+                           DEFAULT_LIMITS).body
+    assert empty.find(f"{{{ns.RANGE_AGGREGATE}}}Result") is None
+
+
+def test_the_table_and_its_outbox_survive_a_reopen(tmp_path):
+    table = open_table(tmp_path)
+    for key, (x, y) in FIGURE_1.items():
+        table.apply(parse_update(put(key, x, y)))
+    table.apply(parse_update(delete("t6")))
+    waiting = [(seq, part) for seq, part, _ in table.pending(1000)]
+    table.close()
+    again = open_table(tmp_path)
+    assert len(again) == 6 and again.seq == 8
+    assert [(seq, part) for seq, part, _ in again.pending(1000)] == waiting
+    assert again.result("MIN", 60, 95) == (8, 11.0) and again.result("MIN", 60, 100) == (8, 3.0)
+    assert again.result("MAX", 0, 60) == (8, 12.0)
+    with pytest.raises(ValueError):
+        TableStore(tmp_path / "table.db", "stocks", "per", "beta", 0, 100)
+
+
+def test_a_failed_send_keeps_the_changes_for_the_next_flush(running):
+    service, table_service, publisher = running
+    publisher.fail = True
+    assert send(service, put("a", 10, 5)).status == 202   # durable though the feed is down
+    assert publisher.sent == [] and len(table_service.table.pending(10)) == 2   # MIN and MAX
+    publisher.fail = False
+    assert table_service.flush() == 2
+    assert [change[2:] for _, change in publisher.sent] == [("MIN", 5.0), ("MAX", 5.0)]
+    assert table_service.table.pending(10) == []
+
+
+@pytest.mark.parametrize("element", [
+    etree.Element("other"),
+    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1"),
+    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1", y="inf"),
+    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1e999", y="1"),
+    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1", y="1" * 65),
+    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="", x="1", y="1"),
+    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k" * 201, x="1", y="1"),
+    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Delete"),
+])
+def test_malformed_updates_are_refused(element):
+    with pytest.raises(InvalidTableUpdate):
+        parse_update(element)
+
+
+@pytest.mark.parametrize("element", [put("k", 101, 1), put("t4", 41, 1), query("AVG", 1, 2),
+                                     query("MIN", 5, 1), etree.Element("junk")])
+def test_bad_updates_get_a_sender_fault_and_change_nothing(running, element):
+    service, table_service, publisher = running
+    send(service, put("t4", 40, 12))
+    before = table_service.table.seq
+    outcome = send(service, element)
+    fault = parse_envelope(outcome.body, DEFAULT_LIMITS).body
+    assert outcome.status == 400 and "Sender" in etree.tostring(fault).decode()
+    assert table_service.table.seq == before
+    assert table_service.table.result("MIN", 0, 100) == (before, 12.0)

@@ -42,7 +42,10 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-__all__ = ["Interval", "IntervalMessage", "IntervalSet", "InvalidIntervalState"]
+__all__ = ["Interval", "IntervalMessage", "IntervalSet", "InvalidIntervalState",
+           "MAX_GRID_CELLS"]
+
+MAX_GRID_CELLS = 1_000_000  # ceil(δ_limit / t) at most: k t stays exact enough to compare
 
 
 class InvalidIntervalState(ValueError):
@@ -105,6 +108,10 @@ class IntervalSet:
         if self.tolerance is not None and not 0 < self.tolerance <= self.limit:
             raise InvalidIntervalState(f"the tolerance must lie in (0, {self.limit!r}], "
                                        f"not {tolerance!r}")
+        if self.tolerance is not None and self.limit / self.tolerance > MAX_GRID_CELLS:
+            # a finer grid bounds nothing, and its multiples k t lose the precision of k
+            raise InvalidIntervalState(f"the tolerance {tolerance!r} cuts (0, {self.limit!r}] "
+                                       f"into more than {MAX_GRID_CELLS:,} cells")
         self.last: float | None = None
         self._intervals: list[Interval] = []
 

@@ -214,7 +214,8 @@ def test_tolerance_bounds_the_intervals_where_strict_grows():
 
 @pytest.mark.parametrize("limit, tolerance", [(0, None), (-1, None), (math.inf, None),
                                               (math.nan, None), ("ten", None), (10, 11),
-                                              (10, -1), (10, math.inf)])
+                                              (10, -1), (10, math.inf), (10, 5e-324),
+                                              (10, 1e-300), (1e6, 0.5)])
 def test_bad_parameters_are_refused(limit, tolerance):
     with pytest.raises(InvalidIntervalState):
         IntervalSet(limit, tolerance)

@@ -200,6 +200,8 @@ class IntervalSet:
     def _grid_edge(self, distance: float) -> float:
         """The smallest multiple k t >= distance (at most the limit), computed as ``k * t``
         always, so that the same edge is the same float every time."""
+        if distance >= self.limit:  # the overflow of |v' - LNV| (inf) included
+            return self.limit
         t = self.tolerance
         k = math.ceil(distance / t)
         if k * t < distance:  # the division rounded down

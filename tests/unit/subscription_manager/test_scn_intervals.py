@@ -247,6 +247,14 @@ def test_a_stored_edge_off_the_tolerance_grid_is_refused():
         IntervalSet.restore(10, 2, 100, [Interval(100, 0, 3), Interval(99, 3, 10)])
 
 
+@pytest.mark.parametrize("tolerance", [None, 1])
+def test_a_change_beyond_the_largest_float_reaches_every_bound(tolerance):
+    intervals = IntervalSet(10, tolerance)
+    intervals.update(-1e308)
+    assert intervals.update(1e308) == [IntervalMessage(0, 10, 1e308)]  # |v' - LNV| is inf
+    assert intervals.intervals == (Interval(1e308, 0, 10),)
+
+
 def test_bad_messages_and_intervals_are_refused():
     with pytest.raises(InvalidIntervalState):
         IntervalMessage(5, 5, 100)

@@ -607,8 +607,10 @@ class SubscriptionManager(SubscriptionOperations):
 
     def housekeeping(self, *, forget_after: float = 3600.0) -> None:
         """Purge long-terminal rows from the store and forget ended subscriptions this
-        process has not heard about for ``forget_after`` seconds."""
+        process has not heard about for ``forget_after`` seconds; drop the NotifyWhen L of
+        subscriptions that are no longer active."""
         self.store.purge(self.clock() - self.settings.purge_after)
+        self.notify_state.purge()
         self.view.forget_gone(time.monotonic() - forget_after)
 
     # == reporting and shutdown ============================================================

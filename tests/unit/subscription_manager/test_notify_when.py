@@ -331,3 +331,16 @@ def test_subscription_rows_keep_the_condition(harness):
     stored = harness.manager.store.active()[0]
     assert stored.notify_when.relative and stored.notify_when.changed_by == 2.0
     assert math.isclose(stored.notify_when.tolerance, 0.5)
+
+
+def test_housekeeping_drops_the_l_of_ended_subscriptions(harness):
+    sub = subscribe_nw(harness, "2011", "/nw", "5")
+    kept = subscribe_nw(harness, "2011", "/kept", "5")
+    harness.publish(quote(100))
+    harness.drain()
+    ids = {s.notify_to.address: s.id for s in harness.manager.store.active()}
+    harness.client("2011").unsubscribe(sub)
+    harness.manager.housekeeping()
+    assert harness.manager.notify_state.last_value(ids[SINK + "/nw"]) == (None, 0)
+    assert harness.manager.notify_state.last_value(ids[SINK + "/kept"]) == (100.0, 0)
+    assert last_notified(harness, "2011", kept) == (True, 100.0)

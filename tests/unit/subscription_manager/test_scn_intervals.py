@@ -142,6 +142,24 @@ def test_strict_semantics_hold_for_arbitrary_floats(values, limit, bounds):
 
 
 @PROPERTY
+@given(values=st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1,
+                       max_size=20),
+       limit=st.floats(1e-3, 1e6), share=st.sampled_from([None, 0.01, 0.3, 1.0]),
+       bounds=st.lists(st.floats(1e-3, 1.0), min_size=1, max_size=6))
+def test_any_finite_floats_keep_must_and_may(values, limit, share, bounds):
+    """The whole float range (changes that overflow to inf included): strict semantics
+    without a tolerance, must and may with one."""
+    tolerance = None if share is None else limit * share
+    per_value = messages_for(values, limit, tolerance)
+    for fraction in bounds:
+        bound = fraction * limit
+        if tolerance is None:
+            assert received(per_value, values, bound) == strict(values, bound)
+        else:
+            check_relaxed(values, per_value, bound, tolerance)
+
+
+@PROPERTY
 @given(values=st.lists(quarters, min_size=2, max_size=40), limit=limits)
 def test_the_intervals_partition_the_bounds_and_hold_the_last_update(values, limit):
     intervals = IntervalSet(limit)

@@ -62,6 +62,7 @@ BAD = {
     "Value too long": {"Value": "/q:quote/" + "q:a/" * 300 + "q:price", "ChangedBy": "5"},
     "regex in Value": {"Value": "re:test(/q:quote/q:symbol, '(a+)+$')", "ChangedBy": "5"},
     "Value syntax": {"Value": "/q:quote/[", "ChangedBy": "5"},
+    "nested scan in Value": {"Value": "count(//*[count(//*) > 0])", "ChangedBy": "5"},
     "unknown prefix": {"Value": "/x:quote/x:price", "ChangedBy": "5"},
     "text": {"Value": PRICE, "ChangedBy": "five"},
     "infinite": {"Value": PRICE, "ChangedBy": "inf"},
@@ -344,3 +345,17 @@ def test_housekeeping_drops_the_l_of_ended_subscriptions(harness):
     assert harness.manager.notify_state.last_value(ids[SINK + "/nw"]) == (None, 0)
     assert harness.manager.notify_state.last_value(ids[SINK + "/kept"]) == (100.0, 0)
     assert last_notified(harness, "2011", kept) == (True, 100.0)
+
+
+def test_without_a_durable_outbox_l_is_still_committed(tmp_path):
+    h = Harness(tmp_path, settings={"durable_outbox": False})
+    try:
+        sub = subscribe_nw(h, "2011", "/nw", "5")
+        for price in (100, 103, 106):
+            h.publish(quote(price))
+        h.drain()
+        assert prices(h.sink, "/nw") == [100, 106]
+        assert h.manager.outbox.pending() == 0  # nothing kept for the notifications
+        assert last_notified(h, "2011", sub) == (True, 106.0)
+    finally:
+        h.close()

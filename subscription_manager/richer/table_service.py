@@ -13,7 +13,9 @@ Publish action, ``wsframework.publisher.publish(service, table, element)``) to
 
 A tuple keeps its ``x`` (moving one is a Delete then a Put); ``key`` is 1 to
 :data:`MAX_KEY_CHARS` characters, ``x`` a number inside the table's range domain, ``y`` a
-finite number. Anything else is refused with a Sender fault (as every malformed publication).
+finite number; a table holds at most ``--max-tuples`` tuples (default :data:`MAX_TUPLES`:
+publishers have no credential, so the memory they can claim is bounded). Anything else is
+refused with a Sender fault (as every malformed publication).
 ``<ra:Query function="MIN" x1="20" x2="60"/>`` answers ``<ra:QueryResponse seq="..">`` with
 an ``ra:Result`` (none: no tuple in the range): a subscriber subscribes first, then queries,
 and keeps the change of highest ``seq`` from then on, so it starts from the right result
@@ -61,6 +63,7 @@ __all__ = ["TableUpdate", "InvalidTableUpdate", "TableStore", "TableService", "p
 
 RA = ns.RANGE_AGGREGATE
 MAX_KEY_CHARS = 200
+MAX_TUPLES = 1_000_000   # publishers have no credential: the table's memory is bounded
 QUERY_ACTION = RA + "/Query"
 FUNCTIONS = (("MIN", 1), ("MAX", -1))
 _NUMBER = re.compile(rf"\s*{NUMBER_PATTERN}\s*")
@@ -136,10 +139,11 @@ class TableStore:
     of the changes not yet acknowledged by the network."""
 
     def __init__(self, path: Path | str, name: str, value: str, over: str, low: float,
-                 high: float):
+                 high: float, *, max_tuples: int = MAX_TUPLES):
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise ValueError("the range domain needs finite low < high")
         self.name, self.value, self.over, self.low, self.high = name, value, over, low, high
+        self.max_tuples = max_tuples
         self.store = Store(path)
         self.store.executescript(_SCHEMA)
         with self.store.transaction() as conn:
@@ -179,6 +183,9 @@ class TableStore:
                 if current is not None and current[0] != x:
                     raise InvalidTableUpdate(f"tuple {update.key!r} lies at x={current[0]!r}: "
                                              "delete it to move it")
+                if current is None and len(self) >= self.max_tuples:
+                    raise InvalidTableUpdate(f"the table holds the most tuples allowed "
+                                             f"({self.max_tuples}): delete some first")
             seq = self.seq + 1
             try:
                 rows = []
@@ -305,6 +312,7 @@ def main(argv=None) -> None:
     parser.add_argument("--dispatcher", action="append", required=True,
                         help="a root dispatcher (repeat for failover)")
     parser.add_argument("--feed", help="the feed topic at the EDN (default TABLE-feed)")
+    parser.add_argument("--max-tuples", type=int, default=MAX_TUPLES)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -314,7 +322,7 @@ def main(argv=None) -> None:
     service = Service(ServiceConfig(base, args.data, resolve_admin_token(None, args.data),
                                     role="range-aggregate-table"), topic_admin=False)
     table = TableStore(args.data / "table.db", args.table, args.value, args.over, args.low,
-                       args.high)
+                       args.high, max_tuples=args.max_tuples)
     TableService(service, table, Publisher(args.dispatcher), args.feed or f"{args.table}-feed")
 
     class QuietHandler(WSGIRequestHandler):

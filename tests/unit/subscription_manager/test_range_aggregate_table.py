@@ -129,3 +129,15 @@ def test_bad_updates_get_a_sender_fault_and_change_nothing(running, element):
     assert outcome.status == 400 and "Sender" in etree.tostring(fault).decode()
     assert table_service.table.seq == before
     assert table_service.table.result("MIN", 0, 100) == (before, 12.0)
+
+
+def test_the_table_is_bounded(tmp_path):
+    table = TableStore(tmp_path / "small.db", "stocks", "per", "risk", 0, 100, max_tuples=2)
+    table.apply(parse_update(put("a", 1, 1)))
+    table.apply(parse_update(put("b", 2, 2)))
+    with pytest.raises(InvalidTableUpdate, match="most tuples"):
+        table.apply(parse_update(put("c", 3, 3)))
+    table.apply(parse_update(put("a", 1, 5)))      # updates still go in ...
+    table.apply(parse_update(delete("b")))
+    table.apply(parse_update(put("c", 3, 3)))      # ... and a delete makes room
+    assert len(table) == 2 and table.result("MIN", 0, 100) == (table.seq, 3.0)

@@ -315,7 +315,8 @@ def main(argv=None) -> None:
     parser.add_argument("--max-tuples", type=int, default=MAX_TUPLES)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     from wsframework.wsgi import WsgiApplication
     base = f"http://{args.host}:{args.port}"
@@ -326,10 +327,16 @@ def main(argv=None) -> None:
     TableService(service, table, Publisher(args.dispatcher), args.feed or f"{args.table}-feed")
 
     class QuietHandler(WSGIRequestHandler):
+        timeout = 30   # a client that stalls mid-request is cut off, and holds only its thread
+
         def log_message(self, *a):
             pass
 
-    server = make_server(args.host, args.port, WsgiApplication(service), handler_class=QuietHandler)
+    class ThreadingServer(ThreadingMixIn, WSGIServer):
+        daemon_threads = True   # updates still apply one at a time (the table's lock)
+
+    server = make_server(args.host, args.port, WsgiApplication(service),
+                         server_class=ThreadingServer, handler_class=QuietHandler)
     log.info("table %s (%d tuples, seq %d) at %s/topics/%s", args.table, len(table), table.seq,
              base, args.table)
     try:

@@ -4,7 +4,8 @@ subscription servers (``edn serve``), the table service
 MIN and MAX subscriptions over random risk ranges subscribe with the range-aggregate dialect
 (half at each server, one in four through WS-Eventing 2004/08), each then queries the table
 service for its initial result; a random sequence of inserts, updates and deletes goes to the
-table's topic, and half way the table service is killed (-9) and restarted on its store. Each
+table's topic (while another client holds a connection open, sending nothing), and half way
+the table service is killed (-9) and restarted on its store. Each
 subscriber's notifications, kept by ``seq`` above its initial one, are exactly the changes of
 its result that recomputation after every update gives.
 
@@ -13,6 +14,7 @@ Every wait is on a condition, never a fixed sleep.
 from __future__ import annotations
 
 import random
+import socket
 import subprocess
 import sys
 
@@ -102,6 +104,8 @@ def test_range_aggregates_through_the_edn_match_recomputation(tmp_path):
                    what="the feed topic on every server")
         table = TableProcess(tmp_path / "table", network.dispatcher.base_url).start()
         try:
+            # a client that connects and sends nothing holds one thread, not the service
+            idle = socket.create_connection(("127.0.0.1", table.port))
             updates = random_updates(160, rng)
             preload, rest = updates[:30], updates[30:]
             for key, x, y in preload:   # before anyone subscribes: initial results come from Query
@@ -176,5 +180,6 @@ def test_range_aggregates_through_the_edn_match_recomputation(tmp_path):
             print(f"\n{len(updates)} updates, {total} result changes to {len(subscriptions)} "
                   f"subscribers, {len(network.sink.messages)} notifications received")
             assert received() == expected
+            idle.close()
         finally:
             table.stop()

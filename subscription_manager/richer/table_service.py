@@ -38,6 +38,7 @@ import argparse
 import logging
 import math
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,8 +299,25 @@ class TableService:
         self.table.close()
 
 
+def print_feed_schema(argv) -> None:
+    """``... table_service feed-schema --value per --over risk --low 0 --high 100``: the
+    ``edn:Schema`` to create the feed topic with (``edn topic create T-feed --schema FILE``)."""
+    parser = argparse.ArgumentParser(prog="table_service feed-schema")
+    parser.add_argument("--value", required=True)
+    parser.add_argument("--over", required=True)
+    parser.add_argument("--low", type=float, required=True)
+    parser.add_argument("--high", type=float, required=True)
+    args = parser.parse_args(argv)
+    schema = feed_schema(args.value, args.over, args.low, args.high).to_element()
+    print(etree.tostring(schema, pretty_print=True).decode(), end="")
+
+
 def main(argv=None) -> None:
-    """``python -m subscription_manager.richer.table_service``: one table on one port."""
+    """``python -m subscription_manager.richer.table_service``: one table on one port
+    (``... feed-schema ...``: print the feed topic's schema)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["feed-schema"]:
+        return print_feed_schema(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)

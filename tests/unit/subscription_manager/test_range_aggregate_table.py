@@ -141,3 +141,12 @@ def test_the_table_is_bounded(tmp_path):
     table.apply(parse_update(delete("b")))
     table.apply(parse_update(put("c", 3, 3)))      # ... and a delete makes room
     assert len(table) == 2 and table.result("MIN", 0, 100) == (table.seq, 3.0)
+
+
+def test_feed_schema_command_prints_what_the_feed_topic_needs(capsys):
+    from matchers.schema import Schema
+    from subscription_manager.richer.table_service import main
+    main(["feed-schema", "--value", "per", "--over", "risk", "--low", "0", "--high", "100"])
+    schema = Schema.from_element(etree.fromstring(capsys.readouterr().out.encode()))
+    assert schema.dims == ("per.min.risk.low", "per.min.risk.high", "per.max.risk.low",
+                           "per.max.risk.high")

@@ -57,6 +57,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "distance": ("benchmarks.distance_placement:run",
                  "distance-aware placement (EDN III-D): mean entry-to-holder distance, "
                  "cross-region share and hit ratio, online and offline, on a 2-region matrix"),
+    "richer": ("benchmarks.richer:run",
+               "richer subscriptions (issue 17): NotifyWhen messages saved and its index "
+               "beside a scan, S-CN interval sets, range-aggregate S-CN vs unicast (seed "
+               "Tables 2 and 3)"),
     "fuzz": ("benchmarks.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)

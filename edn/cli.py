@@ -365,12 +365,19 @@ def _add_subscribe(sub):
     p.add_argument("--end-to", default=None, help="URL that receives SubscriptionEnd")
     p.add_argument("--filter", default=None, help="filter expression")
     p.add_argument("--dialect", default=None,
-                   help="xpath (default), xpath2, ranges, or a dialect URI")
+                   help="xpath (default), xpath2, ranges, range-aggregate, or a dialect URI")
     p.add_argument("--prefix", action="append", default=[], metavar="P=URI",
                    help="namespace prefix used by the filter (repeatable)")
     p.add_argument("--expires", default="PT1H", help="xs:duration or xs:dateTime")
     p.add_argument("--version", choices=["2011", "2004", "2004-wsa10"], default="2011",
                    help="WS-Eventing version (2004-wsa10: 2004/08 with WS-Addressing 1.0, as DPWS)")
+    p.add_argument("--notify-when", default=None, metavar="XPATH",
+                   help="edn:NotifyWhen: notify only when the number this XPath selects in the "
+                        "event changed by --changed-by since the last notification")
+    p.add_argument("--changed-by", default=None, metavar="D|N%%",
+                   help="with --notify-when: the change, absolute or N%% of the last value")
+    p.add_argument("--tolerance", default=None, metavar="T",
+                   help="with --notify-when: how much earlier a notification may come (0..D)")
     p.set_defaults(func=cmd_subscribe)
 
 
@@ -378,12 +385,24 @@ def cmd_subscribe(args) -> int:
     from subscription_manager.client import EventingClient
     from wsframework import ns
     from wsframework.publisher import topic_address
-    dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": ns.RANGES_DIALECT}
+    dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": ns.RANGES_DIALECT,
+                "range-aggregate": ns.RANGE_AGGREGATE_DIALECT}
     dialect = dialects.get(args.dialect, args.dialect)
     namespaces = dict(item.split("=", 1) for item in args.prefix)
+    extensions = []
+    if (args.notify_when is None) != (args.changed_by is None) or (
+            args.tolerance is not None and args.notify_when is None):
+        print("edn subscribe: --notify-when and --changed-by go together (and --tolerance "
+              "only with them)", file=sys.stderr)
+        return 2
+    if args.notify_when is not None:
+        from subscription_manager.notify_when import notify_when_element
+        extensions.append(notify_when_element(args.notify_when, args.changed_by,
+                                              args.tolerance, namespaces=namespaces))
     handle = EventingClient(args.version).subscribe(
         topic_address(args.at, args.topic), args.notify_to, end_to=args.end_to,
-        filter=args.filter, dialect=dialect, namespaces=namespaces, expires=args.expires)
+        filter=args.filter, dialect=dialect, namespaces=namespaces, expires=args.expires,
+        extensions=extensions)
     print(f"subscribed: manager {handle.manager.address} id {handle.id} expires {handle.expires}")
     return 0
 

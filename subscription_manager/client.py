@@ -11,7 +11,7 @@ Faults come back as :class:`~wsframework.exceptions.SoapFault`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from lxml import etree
 
@@ -49,8 +49,11 @@ def subscribe_body(version: EventingVersion | str, notify_to: EndpointReference 
                    end_to: EndpointReference | str | None = None, expires: str | None = None,
                    best_effort: bool | None = None, filter: str | None = None,
                    dialect: str | None = None, namespaces: Mapping[str, str] | None = None,
-                   format: str | None = None, mode: str | None = None) -> etree._Element:
-    """A ``wse:Subscribe`` body; every part optional so tests can build wrong ones too."""
+                   format: str | None = None, mode: str | None = None,
+                   extensions: Sequence[etree._Element] = ()) -> etree._Element:
+    """A ``wse:Subscribe`` body; every part optional so tests can build wrong ones too.
+    ``extensions`` (e.g. :func:`~subscription_manager.notify_when.notify_when_element`) go
+    last, after the version's own children."""
     v = VERSIONS[version] if isinstance(version, str) else version
     nsmap = {"wse": v.namespace, "wsa": v.wsa.namespace}
     nsmap.update(namespaces or {})
@@ -74,6 +77,7 @@ def subscribe_body(version: EventingVersion | str, notify_to: EndpointReference 
         element.text = filter
         if dialect is not None:
             element.set("Dialect", dialect)
+    body.extend(extensions)
     return body
 
 

@@ -42,3 +42,43 @@ def test_bad_local_file_is_an_error_not_a_traceback(source_server, tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 4 and "malformed XML" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_subscribe_with_a_notification_condition_from_the_command_line(source_server, tmp_path):
+    """--notify-when/--changed-by 3 over a price sequence: the sink gets exactly the prices
+    the strict rule (first one, then each at least 3 away from the last notified) selects."""
+    at = ["--at", source_server.base_url]
+    run("topic", "create", "quotes", *at, "--admin-token", source_server.admin_token)
+    prices = [31.25, 32.0, 34.0, 34.5, 36.5, 30.0]
+    expected, last = [], None
+    for price in prices:  # strict rule: deliver when |price - L| >= 3
+        if last is None or abs(price - last) >= 3:
+            expected.append(price)
+            last = price
+    port = free_port()
+    sink = subprocess.Popen([*EDN, "sink", "--port", str(port), "--count", str(len(expected))],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout.readline().startswith("listening at")
+        out = run("subscribe", *at, "quotes", "--notify-to", f"http://127.0.0.1:{port}/me",
+                  "--prefix", "q=urn:example:quotes", "--notify-when", "/q:quote/q:price",
+                  "--changed-by", "3")
+        assert "subscribed: manager" in out
+        template = (EXAMPLES / "event.xml").read_text()
+        for i, price in enumerate(prices):
+            event = tmp_path / f"e{i}.xml"
+            event.write_text(template.replace("31.25", repr(price)))
+            run("publish", *at, "quotes", str(event))
+        printed, _ = sink.communicate(timeout=30)
+        got = [float(line.split("<q:price>")[1].split("<")[0])
+               for line in printed.splitlines() if "<q:price>" in line]
+        assert got == expected
+    finally:
+        sink.kill()
+
+
+def test_tolerance_without_a_condition_is_refused():
+    result = subprocess.run([*EDN, "subscribe", "--at", "http://127.0.0.1:1", "t",
+                             "--notify-to", "http://127.0.0.1:2/x", "--tolerance", "1"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "go together" in result.stderr

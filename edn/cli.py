@@ -115,6 +115,7 @@ def cmd_serve(args) -> int:
     if getattr(args, "precision_profile", None):
         settings["initial_precision"] = _initial_precision(args)
     _check_settings(args.role, settings)
+    _check_workers(args.role, args.workers)
     data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     token = resolve_admin_token(args.admin_token, data_dir)
@@ -152,6 +153,16 @@ def _check_settings(role: str, settings: dict) -> None:
         read_settings(settings, *groups)
     except SettingsError as exc:
         raise SystemExit(f"edn serve {role}: {exc}") from None
+
+
+def _check_workers(role: str, workers: int) -> None:
+    """A role whose factory declares ``single_worker`` (why, as text: its state lives in one
+    process's memory) refuses more than one worker before any process starts."""
+    from edn.roles import factory
+    reason = getattr(factory(role), "single_worker", None)
+    if reason and workers != 1:
+        raise SystemExit(f"edn serve {role}: this role runs in one worker ({reason}); "
+                         f"use --workers 1")
 
 
 def _latency_file(path: str) -> str:

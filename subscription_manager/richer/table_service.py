@@ -29,17 +29,25 @@ What is guaranteed.
 - Every change is handed to the EDN at least once, oldest first; a row leaves the outbox once
   a root acknowledged it. A repeated change carries the same ``seq``: subscribers keep the
   highest ``seq``, so repeats and reordering are harmless.
-- One process owns a table's store (the ordered structures live in its memory); updates are
-  applied one at a time under a lock.
+- One process owns a table's store (the ordered structures live in its memory): a
+  :class:`TableStore` holds an exclusive lock on ``STORE.lock`` while it is open, so a second
+  process (another worker, another ``edn serve table`` on the same ``--data``) is refused
+  instead of applying updates the first one's memory never sees; the kernel drops the lock
+  when its owner dies, ``kill -9`` included. Updates are applied one at a time under a lock.
+
+The role that serves it, under gunicorn like every other, is :mod:`.table_role`
+(``edn serve table``).
 """
 from __future__ import annotations
 
-import argparse
+import errno
+import fcntl
 import logging
 import math
+import os
 import re
-import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,15 +60,16 @@ from wsframework.exceptions import WsFrameworkError, sender_fault
 from wsframework.faults import translate
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.publisher import Publisher
-from wsframework.service import Service, ServiceConfig, resolve_admin_token
+from wsframework.service import Service
 from wsframework.store import Store
 
 from .aggregate import RangeMinTable
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TableUpdate", "InvalidTableUpdate", "TableStore", "TableService", "parse_update",
-           "put", "delete", "query", "MAX_KEY_CHARS", "QUERY_ACTION"]
+__all__ = ["TableUpdate", "InvalidTableUpdate", "TableStoreBusy", "TableStore", "TableService",
+           "parse_update", "put", "delete", "query", "MAX_KEY_CHARS", "MAX_TUPLES",
+           "QUERY_ACTION"]
 
 RA = ns.RANGE_AGGREGATE
 MAX_KEY_CHARS = 200
@@ -135,17 +144,57 @@ CREATE TABLE IF NOT EXISTS ra_outbox (seq INTEGER NOT NULL, part INTEGER NOT NUL
 """
 
 
+class TableStoreBusy(RuntimeError):
+    """Another process (or another open store in this one) owns the table's store."""
+
+
+def _own(path: Path, wait: float) -> int:
+    """An exclusive ``flock`` on ``path`` (created if need be), waiting up to ``wait``
+    seconds: a restarted or replacing worker may start while its predecessor is still
+    exiting (a graceful restart, the last moments of a ``kill -9``). Returns the descriptor
+    that holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                os.close(fd)
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    raise TableStoreBusy(
+                        f"{path} is held by another process serving this table (one process "
+                        f"owns a table's store: its ordered structures live in that "
+                        f"process's memory)") from None
+                raise
+        time.sleep(0.05)   # looked up at call time: cooperative under gevent
+
+
 class TableStore:
     """One table, durable in SQLite, with its MIN and MAX structures in memory and an outbox
-    of the changes not yet acknowledged by the network."""
+    of the changes not yet acknowledged by the network. Owns its store while open (an
+    exclusive lock on ``PATH.lock``; ``owner_wait`` seconds to get it)."""
 
     def __init__(self, path: Path | str, name: str, value: str, over: str, low: float,
-                 high: float, *, max_tuples: int = MAX_TUPLES):
+                 high: float, *, max_tuples: int = MAX_TUPLES, owner_wait: float = 0.0):
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise ValueError("the range domain needs finite low < high")
         self.name, self.value, self.over, self.low, self.high = name, value, over, low, high
         self.max_tuples = max_tuples
-        self.store = Store(path)
+        self.store = None
+        self._owner = _own(Path(f"{path}.lock"), owner_wait)
+        try:
+            self.store = Store(path)
+            self._check_meta(path)
+        except BaseException:
+            self.close()
+            raise
+        self._lock = threading.Lock()
+        self._load()
+
+    def _check_meta(self, path: Path | str) -> None:
+        name, value, over, low, high = self.name, self.value, self.over, self.low, self.high
         self.store.executescript(_SCHEMA)
         with self.store.transaction() as conn:
             row = conn.execute("SELECT * FROM ra_meta").fetchone()
@@ -156,8 +205,6 @@ class TableStore:
                   row["high"]) != (name, value, over, low, high):
                 raise ValueError(f"{path} holds table {row['name']!r} ({row['value_attribute']} "
                                  f"over {row['over_attribute']} in [{row['low']}, {row['high']}])")
-        self._lock = threading.Lock()
-        self._load()
 
     def _load(self) -> None:
         self.tables = {function: RangeMinTable(sign) for function, sign in FUNCTIONS}
@@ -231,7 +278,13 @@ class TableStore:
         return feed_schema(self.value, self.over, self.low, self.high).to_element()
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            if self.store is not None:
+                self.store.close()
+        finally:
+            if self._owner is not None:
+                os.close(self._owner)   # closing the descriptor releases the flock
+                self._owner = None
 
 
 class TableService:
@@ -297,71 +350,3 @@ class TableService:
         self._stop.set()
         self.publisher.close()
         self.table.close()
-
-
-def print_feed_schema(argv) -> None:
-    """``... table_service feed-schema --value per --over risk --low 0 --high 100``: the
-    ``edn:Schema`` to create the feed topic with (``edn topic create T-feed --schema FILE``)."""
-    parser = argparse.ArgumentParser(prog="table_service feed-schema")
-    parser.add_argument("--value", required=True)
-    parser.add_argument("--over", required=True)
-    parser.add_argument("--low", type=float, required=True)
-    parser.add_argument("--high", type=float, required=True)
-    args = parser.parse_args(argv)
-    schema = feed_schema(args.value, args.over, args.low, args.high).to_element()
-    print(etree.tostring(schema, pretty_print=True).decode(), end="")
-
-
-def main(argv=None) -> None:
-    """``python -m subscription_manager.richer.table_service``: one table on one port
-    (``... feed-schema ...``: print the feed topic's schema)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["feed-schema"]:
-        return print_feed_schema(argv[1:])
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--table", required=True)
-    parser.add_argument("--value", required=True, help="the aggregate attribute (y)")
-    parser.add_argument("--over", required=True, help="the range attribute (x)")
-    parser.add_argument("--low", type=float, required=True, help="the range attribute's domain")
-    parser.add_argument("--high", type=float, required=True)
-    parser.add_argument("--dispatcher", action="append", required=True,
-                        help="a root dispatcher (repeat for failover)")
-    parser.add_argument("--feed", help="the feed topic at the EDN (default TABLE-feed)")
-    parser.add_argument("--max-tuples", type=int, default=MAX_TUPLES)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    from socketserver import ThreadingMixIn
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-    from wsframework.wsgi import WsgiApplication
-    base = f"http://{args.host}:{args.port}"
-    service = Service(ServiceConfig(base, args.data, resolve_admin_token(None, args.data),
-                                    role="range-aggregate-table"), topic_admin=False)
-    table = TableStore(args.data / "table.db", args.table, args.value, args.over, args.low,
-                       args.high, max_tuples=args.max_tuples)
-    TableService(service, table, Publisher(args.dispatcher), args.feed or f"{args.table}-feed")
-
-    class QuietHandler(WSGIRequestHandler):
-        timeout = 30   # a client that stalls mid-request is cut off, and holds only its thread
-
-        def log_message(self, *a):
-            pass
-
-    class ThreadingServer(ThreadingMixIn, WSGIServer):
-        daemon_threads = True   # updates still apply one at a time (the table's lock)
-
-    server = make_server(args.host, args.port, WsgiApplication(service),
-                         server_class=ThreadingServer, handler_class=QuietHandler)
-    log.info("table %s (%d tuples, seq %d) at %s/topics/%s", args.table, len(table), table.seq,
-             base, args.table)
-    try:
-        server.serve_forever()
-    finally:
-        service.close()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,17 +1,21 @@
-"""The range-aggregate table service (subscription_manager.richer.table_service), in process:
-updates through the table's topic, durability across a reopen, the outbox sent in order and
-kept on failure, queries, and refusals of bad updates with a Sender fault."""
+"""The range-aggregate table service (subscription_manager.richer.table_service) and its role
+(table_role), in process: updates through the table's topic, durability across a reopen, the
+outbox sent in order and kept on failure, queries, refusals of bad updates with a Sender
+fault, one owner of a store at a time, and the role's settings."""
 
 import pytest
 from lxml import etree
 
 from matchers.range_aggregate import read_change
+from subscription_manager.richer.table_role import TableSettings, build_table
 from subscription_manager.richer.table_service import (
-    InvalidTableUpdate, TableService, TableStore, delete, parse_update, put, query)
+    InvalidTableUpdate, TableService, TableStore, TableStoreBusy, delete, parse_update, put,
+    query)
 from wsframework import ns
 from wsframework.addressing import WsaVersion, request_headers
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.service import Service, ServiceConfig
+from wsframework.settings import SettingsError
 from wsframework.soap import SoapVersion, build_envelope, parse_envelope
 from wsframework.xmlparse import DEFAULT_LIMITS
 
@@ -88,6 +92,7 @@ def test_the_table_and_its_outbox_survive_a_reopen(tmp_path):
     assert [(seq, part) for seq, part, _ in again.pending(1000)] == waiting
     assert again.result("MIN", 60, 95) == (8, 11.0) and again.result("MIN", 60, 100) == (8, 3.0)
     assert again.result("MAX", 0, 60) == (8, 12.0)
+    again.close()
     with pytest.raises(ValueError):
         TableStore(tmp_path / "table.db", "stocks", "per", "beta", 0, 100)
 
@@ -143,10 +148,84 @@ def test_the_table_is_bounded(tmp_path):
     assert len(table) == 2 and table.result("MIN", 0, 100) == (table.seq, 3.0)
 
 
-def test_feed_schema_command_prints_what_the_feed_topic_needs(capsys):
-    from matchers.schema import Schema
-    from subscription_manager.richer.table_service import main
-    main(["feed-schema", "--value", "per", "--over", "risk", "--low", "0", "--high", "100"])
-    schema = Schema.from_element(etree.fromstring(capsys.readouterr().out.encode()))
-    assert schema.dims == ("per.min.risk.low", "per.min.risk.high", "per.max.risk.low",
-                           "per.max.risk.high")
+def test_one_process_owns_the_store_until_it_closes(tmp_path):
+    # flock belongs to an open file: a second open in this process stands for a second worker
+    first = open_table(tmp_path)
+    first.apply(parse_update(put("a", 1, 1)))
+    with pytest.raises(TableStoreBusy, match="another process"):
+        open_table(tmp_path)
+    with pytest.raises(TableStoreBusy):   # waiting a bounded time does not help a live owner
+        TableStore(tmp_path / "table.db", "stocks", "per", "risk", 0, 100, owner_wait=0.2)
+    assert first.apply(parse_update(put("b", 2, 0))) == 2   # the owner is undisturbed
+    first.close()
+    again = open_table(tmp_path)
+    assert again.seq == 2 and again.result("MIN", 0, 100) == (2, 0.0)
+    again.close()
+
+
+def test_a_refused_table_releases_its_store(tmp_path):
+    open_table(tmp_path).close()
+    with pytest.raises(ValueError, match="holds table"):
+        TableStore(tmp_path / "table.db", "other", "per", "risk", 0, 100)
+    open_table(tmp_path).close()   # the refusal did not keep the lock
+
+
+ROLE_SETTINGS = {"table": "stocks", "value": "per", "over": "risk", "low": "0", "high": "100",
+                 "dispatcher": "http://root.test", "allow_private": []}
+
+
+def role_config(tmp_path, **settings):
+    return ServiceConfig(BASE, tmp_path / "role", "token", role="table",
+                         settings={**ROLE_SETTINGS, **settings})
+
+
+def test_the_table_role_serves_the_tables_topic(tmp_path):
+    publisher = FakePublisher()
+    service = build_table(role_config(tmp_path, feed="ticks", retry_seconds="3600"),
+                          publisher=publisher, owner_wait=0)
+    try:
+        assert send(service, put("t4", 40, 12)).status == 202
+        assert [(topic, change[2:]) for topic, change in publisher.sent] == [
+            ("ticks", ("MIN", 12.0)), ("ticks", ("MAX", 12.0))]
+        with pytest.raises(TableStoreBusy):   # a second worker on the same data directory
+            build_table(role_config(tmp_path), publisher=FakePublisher(), owner_wait=0)
+        assert send(service, put("t5", 50, 5)).status == 202   # the first one still serves
+    finally:
+        service.close()
+    again = build_table(role_config(tmp_path), publisher=FakePublisher(), owner_wait=0)
+    try:
+        answer = parse_envelope(send(again, query("MIN", 0, 100)).body, DEFAULT_LIMITS).body
+        assert (answer.get("seq"), answer.findtext(f"{{{ns.RANGE_AGGREGATE}}}Result")) == (
+            "2", "5.0")
+    finally:
+        again.close()
+
+
+def test_the_table_roles_default_feed_and_dispatchers(tmp_path):
+    settings = TableSettings.from_mapping({**ROLE_SETTINGS,
+                                           "dispatcher": ["http://a.test/", "http://b.test"]})
+    assert settings.feed_topic == "stocks-feed"
+    assert settings.dispatcher == ("http://a.test", "http://b.test")
+    assert build_table.settings == (TableSettings,) and build_table.single_worker
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"table": None}, "needs table"),
+    ({"low": None, "high": None}, "needs low, high"),
+    ({"dispatcher": ""}, "dispatcher"),
+    ({"dispatcher": "ftp://root"}, "http"),
+    ({"table": "a/b"}, "table is 1 to 100"),
+    ({"feed": "../x"}, "feed is 1 to 100"),
+    ({"low": "5", "high": "5"}, "low < high"),
+    ({"high": "inf"}, "low < high"),
+    ({"max_tuples": "0"}, "max_tuples"),
+    ({"retry_seconds": "0"}, "retry_seconds"),
+    ({"colour": "red"}, "unknown setting"),
+])
+def test_the_table_role_refuses_bad_settings(tmp_path, change, reason):
+    settings = {k: v for k, v in {**ROLE_SETTINGS, **change}.items() if v is not None}
+    with pytest.raises(SettingsError, match=reason):
+        TableSettings.from_mapping(settings)
+    with pytest.raises(SettingsError):
+        build_table(ServiceConfig(BASE, tmp_path, "token", settings=settings),
+                    publisher=FakePublisher())

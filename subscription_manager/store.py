@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from lxml import etree
 
@@ -219,6 +219,7 @@ class SubscriptionStore:
         store.executescript(_SCHEMA)
         self._migrate()
         store.executescript(_INDEXES)
+        store.executescript(_NOTIFY_SCHEMA)  # adopt and release write L with the rows
 
     def _migrate(self) -> None:
         """Give a table made before ``notify_host`` existed the column, filled in for its
@@ -275,11 +276,14 @@ class SubscriptionStore:
         return replace(s, status=State.ACTIVE, seq=seq, created=s.created or stamp)
 
     # -- moving subscriptions between servers (EDN offline partitioning) -------------------
-    def adopt(self, conn, subscriptions: Iterable[Subscription]) -> list[Subscription]:
+    def adopt(self, conn, subscriptions: Iterable[Subscription],
+              notified: Mapping[str, tuple[float | None, int]] | None = None) -> list[Subscription]:
         """Inside the caller's write transaction ``conn``: store ``subscriptions`` as active
         under their own ids (moved here from another server). A row with the same id (one
         that moved away earlier, or an earlier import of the same move) is replaced, so
-        adopting is idempotent."""
+        adopting is idempotent. ``notified`` (id -> (L, events without a number)) is the
+        edn:NotifyWhen state they bring: it replaces what this store held for those ids, in
+        the same transaction (:meth:`NotifyState.replace`)."""
         subscriptions = list(subscriptions)
         if not subscriptions:
             return []
@@ -287,6 +291,7 @@ class SubscriptionStore:
         seq = Store.bump(conn, GENERATION)
         for s in subscriptions:
             _insert_row(conn, s, seq, now, replace_existing=True)
+        NotifyState.replace(conn, [s.id for s in subscriptions], notified or {})
         return [replace(s, status=State.ACTIVE, seq=seq, created=s.created or now)
                 for s in subscriptions]
 
@@ -308,6 +313,7 @@ class SubscriptionStore:
                  seen, State.ACTIVE.value)).fetchone()
             if row is not None:
                 ended.append(_from_row(row))
+        NotifyState.drop(conn, [s.id for s in ended])  # their L travelled with them
         return ended
 
     # -- transitions -----------------------------------------------------------------------
@@ -479,6 +485,42 @@ class NotifyState:
             "unnumbered = unnumbered + excluded.unnumbered",
             [(sid, count, seq) for sid, count in unnumbered.items()])
         return seq
+
+    @staticmethod
+    def states(conn, ids) -> dict[str, tuple[float | None, int, int]]:
+        """id -> (L, events without a number, the row's ``seq``) of ``ids`` that have a
+        row; ``seq`` changes whenever L does (what a move compares, :mod:`.edn.moves`)."""
+        ids = list(ids)
+        found: dict[str, tuple[float | None, int, int]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            found.update((r[0], (r[1], r[2], r[3])) for r in conn.execute(
+                f"SELECT subscription_id, last_value, unnumbered, seq FROM {_NOTIFY_STATE} "
+                f"WHERE subscription_id IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
+    @staticmethod
+    def replace(conn, ids, states: Mapping[str, tuple[float | None, int]]) -> int:
+        """Make the rows of ``ids`` exactly ``states`` (id -> (L, events without a
+        number); an id without one has no row): subscriptions moved here bring theirs.
+        Bumps the generation when a row is written, so every process's index catches up
+        on an L it already held (:meth:`NotifyGate._catch_up
+        <.notify_index.NotifyGate._catch_up>`); returns it (0: nothing written)."""
+        NotifyState.drop(conn, ids)
+        if not states:
+            return 0
+        seq = Store.bump(conn, NOTIFY_GENERATION)
+        conn.executemany(
+            f"INSERT INTO {_NOTIFY_STATE}(subscription_id, last_value, unnumbered, seq) "
+            "VALUES (?, ?, ?, ?)",
+            [(sid, last, unnumbered, seq) for sid, (last, unnumbered) in states.items()])
+        return seq
+
+    @staticmethod
+    def drop(conn, ids) -> None:
+        """Delete the rows of ``ids`` (subscriptions that moved away)."""
+        conn.executemany(f"DELETE FROM {_NOTIFY_STATE} WHERE subscription_id = ?",
+                         [(sid,) for sid in ids])
 
     def last_value(self, subscription_id: str) -> tuple[float | None, int]:
         """(L or None, events without a number) of one subscription."""

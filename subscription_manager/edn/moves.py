@@ -16,6 +16,16 @@ The move protocol (no subscription lost or duplicated)
        still active -> exported and imported again (the newer row replaces the target's
        copy); ended -> the target's copy is unsubscribed.
 
+    A subscription with an edn:NotifyWhen takes its condition and its state (L, the last
+    value notified; :mod:`..notify_when`) along: the target adopts L in the transaction
+    that stores the row, and the source deletes its L row in the transaction that ends
+    its row. L may change at the source after the export (events still reach it until
+    the release): a subscription whose L row changed (its ``seq``) is not released in
+    step 3 but exported and imported again as in step 4, so the target goes on from the
+    L the source last notified. On the last round it is released anyway (the target then
+    holds an L older by what the source notified during that round trip: at worst one
+    notification inside the band), since keeping it here would leave two active copies.
+
     If the import fails with a fault, nothing changes. If it fails without an answer (the
     target may or may not have committed), it is retried; when the target stays silent the
     move fails and the subscriptions stay here (an import the target committed without
@@ -45,9 +55,9 @@ from wsframework.transport import TransportError
 from ..client import EventingClient
 from ..manager import MANAGER_PATH
 from ..messages import manager_epr
-from ..store import Subscription
+from ..store import NotifyState, Subscription
 from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
-from .wire import filter_boxes, parse_subscriptions, subscriptions_element
+from .wire import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +65,8 @@ log = logging.getLogger(__name__)
 __all__ = ["ForwardingTable", "Mover", "subscriptions_element", "parse_subscriptions"]
 
 _IMPORT_ATTEMPTS = 3
+#: export / import / release rounds of one chunk (subscriptions changed meanwhile go again)
+_MOVE_ROUNDS = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_forwarding (
@@ -117,8 +129,23 @@ class Mover:
     def export(self, topic: str, ids: Iterable[str] | None = None) -> etree._Element:
         entry = self.manager.topic(topic)
         schema = self.manager.matcher_for(entry).schema
-        return subscriptions_element(entry.name, self.active(topic, ids),
-                                     lambda s: filter_boxes(schema, s.filter))
+        subscriptions = self.active(topic, ids)
+        return subscriptions_element(entry.name, subscriptions,
+                                     lambda s: filter_boxes(schema, s.filter),
+                                     self._notified(subscriptions))
+
+    def _notify_rows(self, subscriptions: list[Subscription]) -> dict:
+        """id -> (L, unnumbered, seq) of those of ``subscriptions`` with an edn:NotifyWhen
+        and a stored state."""
+        conditional = [s.id for s in subscriptions if s.notify_when is not None]
+        if not conditional:
+            return {}
+        return NotifyState.states(self.manager.service.store.connection(), conditional)
+
+    def _notified(self, subscriptions: list[Subscription]) -> dict:
+        """id -> (L, unnumbered): the edn:NotifyWhen state that travels with them."""
+        return {sid: (last, unnumbered)
+                for sid, (last, unnumbered, _) in self._notify_rows(subscriptions).items()}
 
     # -- import ----------------------------------------------------------------------------
     def import_(self, topic: str, element) -> int:
@@ -130,7 +157,7 @@ class Mover:
         entry = manager.topic(topic)
         engine = manager.matcher_for(entry)
         try:
-            subscriptions = parse_subscriptions(element, topic=entry.name, topic_uid=entry.uid)
+            subscriptions, notified = parse_import(element, topic=entry.name, topic_uid=entry.uid)
             for s in subscriptions:
                 if s.filter is not None:
                     engine.check_dialect(s.filter)
@@ -140,8 +167,11 @@ class Mover:
         if not subscriptions:
             return 0
         with manager.service.store.transaction() as conn:
-            manager.store.adopt(conn, subscriptions)
+            manager.store.adopt(conn, subscriptions, notified)  # and their L, in one step
             self.forwarding.forget(conn, [s.id for s in subscriptions])
+        for s in subscriptions:  # re-read with the L just adopted at the next event
+            if s.notify_when is not None:
+                manager.notify_gate.forget(s.id)
         manager.sync()
         with manager._rw.write():  # the filters came in one by one: page them for batches
             engine.pack()
@@ -178,20 +208,30 @@ class Mover:
     def _move_chunk(self, topic: str, target: str, ids: list[str]) -> int:
         moved = 0
         pending = self.active(topic, ids)
-        for _ in range(3):
+        for attempt in range(_MOVE_ROUNDS):
             if not pending:
                 break
+            # read before the export: an L row whose seq differs at the release changed
+            # after it (an equal seq means the export carried this very L)
+            exported_l = {sid: row[2] for sid, row in self._notify_rows(pending).items()}
             self._import_at(target, topic, pending)
             expected = {s.id: s.seq for s in pending}
             with self.manager.service.store.transaction() as conn:
-                released = self.manager.store.release(conn, expected, f"moved to {target}")
+                releasable = expected
+                if attempt + 1 < _MOVE_ROUNDS:
+                    now_l = {sid: row[2] for sid, row in NotifyState.states(
+                        conn, [s.id for s in pending if s.notify_when is not None]).items()}
+                    releasable = {sid: seq for sid, seq in expected.items()
+                                  if now_l.get(sid) == exported_l.get(sid)}
+                released = self.manager.store.release(conn, releasable, f"moved to {target}")
                 self.forwarding.record(conn, [s.id for s in released], topic, target)
             self.manager.sync()
             moved += len(released)
             changed = set(expected) - {s.id for s in released}
             if not changed:
                 return moved
-            # Renewed or ended by a concurrent request between export and release.
+            # Renewed or ended by a concurrent request between export and release, or its L
+            # changed (notified here meanwhile): exported again, or the copy removed.
             now = self.manager.clock()
             current = [s for s in map(self.manager.store.get, changed) if s is not None]
             gone = [s for s in current if not s.is_active or s.expired_at(now)]
@@ -207,7 +247,8 @@ class Mover:
         manager = self.manager
         # no rectangles: the importer compiles the filters itself (parse_subscriptions)
         request = edn_wire.ImportSubscriptions(
-            Topic=topic, Subscriptions=subscriptions_element(topic, subscriptions))
+            Topic=topic, Subscriptions=subscriptions_element(
+                topic, subscriptions, notified=self._notified(subscriptions)))
         client = manager.admin_client(target)
         for attempt in range(_IMPORT_ATTEMPTS):
             try:

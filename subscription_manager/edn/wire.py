@@ -13,6 +13,11 @@
         </edn:Filter>
         <edn:NotifyTo><wsa:Address>http://sink/1</wsa:Address>...</edn:NotifyTo>
         <edn:EndTo>...</edn:EndTo>
+        <edn:NotifyWhen changedBy="5.0" tolerance="1.0" relative="false"
+                        lastNotified="101.5" unnumbered="2">   (its edn:NotifyWhen, if any)
+          <edn:Value>/q:quote/q:price</edn:Value>
+          <edn:Namespace prefix="q" uri="urn:quotes"/>
+        </edn:NotifyWhen>
         <edn:Box lo="1.0 -10.0" hi="2.0 3.0"/>      (the filter's rectangles, for partitioners)
       </edn:Subscription>
     </edn:Subscriptions>
@@ -20,12 +25,20 @@
 ``expires`` and ``created`` are epoch seconds (absent: never expires), numbers written with
 ``repr`` so they come back bit for bit. EPRs use the WS-Addressing version of the
 subscription's eventing version. A subscription keeps its identifier wherever it goes.
+
+A subscription with a notification condition (:mod:`..notify_when`) carries it as stored
+(the Value, every namespace it was compiled with, ChangedBy and Tolerance as absolute
+amounts or percentages) and its state: ``lastNotified`` is L (absent: nothing notified
+yet) and ``unnumbered`` the events it matched that gave no number (absent: 0). On the
+receiving side they are peer input like the rest: bounded, checked, compiled by
+:class:`~..notify_when.NotifyWhen` (which validates as for a Subscribe), L finite; anything
+else refuses the whole element.
 """
 from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from lxml import etree
 
@@ -40,13 +53,24 @@ from wsframework.matching.errors import MatcherError
 from wsframework.soap import SoapVersion
 
 from ..messages import FORMATS
+from ..notify_when import MAX_NUMBER_TEXT, MAX_VALUE_LENGTH, NOTIFY_WHEN, NotifyWhen
 from ..store import Subscription
 from ..versions import VERSIONS
 
-__all__ = ["subscriptions_element", "parse_subscriptions", "filter_boxes"]
+__all__ = ["subscriptions_element", "parse_subscriptions", "parse_import", "filter_boxes",
+           "NotifyWhenState"]
 
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+VALUE = ns.qname(ns.EDN, "Value")
+#: bounds of a carried condition's namespaces (the XML parser bounds the whole message)
+MAX_NAMESPACES = 1024
+MAX_PREFIX = 256
+MAX_URI = 2048
+_COUNT = re.compile(r"[0-9]{1,18}\Z")
+
+#: a subscription's edn:NotifyWhen state as it travels: (L or None, events without a number)
+NotifyWhenState = tuple[float | None, int]
 
 
 def _floats(values) -> str:
@@ -54,9 +78,13 @@ def _floats(values) -> str:
 
 
 def subscriptions_element(topic: str, subscriptions: Sequence[Subscription],
-                          boxes_of=None) -> etree._Element:
+                          boxes_of=None,
+                          notified: Mapping[str, NotifyWhenState] | None = None) -> etree._Element:
     """The ``edn:Subscriptions`` element of ``subscriptions``; ``boxes_of(subscription)``
-    gives its rectangles as ``(mins, maxs)`` arrays (omitted when None)."""
+    gives its rectangles as ``(mins, maxs)`` arrays (omitted when None); ``notified``
+    the edn:NotifyWhen state of those with a condition (id -> (L, unnumbered); absent:
+    nothing notified yet)."""
+    notified = notified or {}
     root = etree.Element(SUBSCRIPTIONS, nsmap={"edn": ns.EDN})
     root.set("topic", topic)
     for s in subscriptions:
@@ -78,6 +106,8 @@ def subscriptions_element(topic: str, subscriptions: Sequence[Subscription],
         element.append(s.notify_to.to_element(NOTIFY_TO, s.version.wsa))
         if s.end_to is not None:
             element.append(s.end_to.to_element(END_TO, s.version.wsa))
+        if s.notify_when is not None:
+            element.append(_notify_when_element(s.notify_when, notified.get(s.id, (None, 0))))
         if boxes_of is not None:
             boxes = boxes_of(s)
             if boxes is not None:
@@ -101,9 +131,17 @@ def _number(element, name: str, *, required: bool = True) -> float | None:
 def parse_subscriptions(element, *, topic: str, topic_uid: str) -> list[Subscription]:
     """Subscriptions from an ``edn:Subscriptions`` element, bound to the local topic;
     ``ValueError`` (with the reason) for anything malformed. Boxes are ignored."""
+    return parse_import(element, topic=topic, topic_uid=topic_uid)[0]
+
+
+def parse_import(element, *, topic: str, topic_uid: str
+                 ) -> tuple[list[Subscription], dict[str, NotifyWhenState]]:
+    """:func:`parse_subscriptions`, and the edn:NotifyWhen state (id -> (L, unnumbered))
+    of each subscription with a condition, for the store to adopt with them."""
     if getattr(element, "tag", None) != SUBSCRIPTIONS:
         raise ValueError(f"expected {SUBSCRIPTIONS}")
     out: list[Subscription] = []
+    notified: dict[str, NotifyWhenState] = {}
     seen: set[str] = set()
     for child in element:
         if not isinstance(child.tag, str):
@@ -127,8 +165,7 @@ def parse_subscriptions(element, *, topic: str, topic_uid: str) -> list[Subscrip
         filter_element = child.find(FILTER)
         if filter_element is not None:
             expression = filter_element.find(EXPRESSION)
-            namespaces = tuple(sorted((n.get("prefix", ""), n.get("uri", ""))
-                                      for n in filter_element.findall(NAMESPACE)))
+            namespaces = _namespaces_of(filter_element)
             spec = FilterSpec(filter_element.get("dialect", ""),
                               (expression.text or "") if expression is not None else "",
                               namespaces)
@@ -141,13 +178,106 @@ def parse_subscriptions(element, *, topic: str, topic_uid: str) -> list[Subscrip
             end_to = EndpointReference.from_element(end, version.wsa) if end is not None else None
         except SoapFault as fault:
             raise ValueError(f"subscription {subscription_id}: {fault.reason}") from None
+        condition = None
+        conditions = child.findall(NOTIFY_WHEN)
+        if len(conditions) > 1:
+            raise ValueError(f"subscription {subscription_id}: more than one edn:NotifyWhen")
+        if conditions:
+            try:
+                condition, notified[subscription_id] = _parse_notify_when(conditions[0])
+            except ValueError as exc:
+                raise ValueError(f"subscription {subscription_id}: edn:NotifyWhen: {exc}") from None
         out.append(Subscription(
             id=subscription_id, topic=topic, topic_uid=topic_uid, version=version,
             soap_version=soap, filter=spec, notify_to=notify_to, end_to=end_to,
             format=delivery_format, expires=_number(child, "expires", required=False),
             expires_kind=child.get("expiresKind") or "duration",
-            created=_number(child, "created", required=False) or 0.0))
-    return out
+            created=_number(child, "created", required=False) or 0.0,
+            notify_when=condition))
+    return out, notified
+
+
+def _namespaces_of(element) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((n.get("prefix", ""), n.get("uri", ""))
+                        for n in element.findall(NAMESPACE)))
+
+
+# -- edn:NotifyWhen as it travels ----------------------------------------------------------
+
+def _notify_when_element(condition: NotifyWhen, state: NotifyWhenState) -> etree._Element:
+    last, unnumbered = state
+    element = etree.Element(NOTIFY_WHEN)
+    element.set("changedBy", repr(float(condition.changed_by)))
+    element.set("tolerance", repr(float(condition.tolerance)))
+    element.set("relative", "true" if condition.relative else "false")
+    if last is not None:
+        element.set("lastNotified", repr(float(last)))
+    if unnumbered:
+        element.set("unnumbered", str(int(unnumbered)))
+    etree.SubElement(element, VALUE).text = condition.value
+    for prefix, uri in condition.namespaces:
+        etree.SubElement(element, NAMESPACE, prefix=prefix, uri=uri)
+    return element
+
+
+def _finite(element, name: str, *, required: bool = True) -> float | None:
+    """A finite number attribute, written as ``repr`` writes floats: at most
+    ``MAX_NUMBER_TEXT`` characters, no ``_`` (``float`` would take "1_0")."""
+    text = element.get(name)
+    if text is None:
+        if required:
+            raise ValueError(f"missing {name}")
+        return None
+    if len(text) > MAX_NUMBER_TEXT or "_" in text:
+        raise ValueError(f"{name} is not a number of at most {MAX_NUMBER_TEXT} characters")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} is not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite")
+    return value
+
+
+def _parse_notify_when(element) -> tuple[NotifyWhen, NotifyWhenState]:
+    """The condition and its state from one carried ``edn:NotifyWhen``; ``ValueError``."""
+    values = []
+    namespaces = []
+    for child in element:
+        if not isinstance(child.tag, str):
+            continue
+        if child.tag == VALUE:
+            values.append(child)
+        elif child.tag == NAMESPACE:
+            namespaces.append(child)
+        else:
+            raise ValueError(f"unexpected element {child.tag}")
+    if len(values) != 1 or len(values[0]):
+        raise ValueError("needs exactly one edn:Value holding text")
+    expression = (values[0].text or "").strip()
+    if not expression or len(expression) > MAX_VALUE_LENGTH:
+        raise ValueError(f"edn:Value must hold 1 to {MAX_VALUE_LENGTH} characters")
+    if len(namespaces) > MAX_NAMESPACES:
+        raise ValueError(f"more than {MAX_NAMESPACES} namespaces")
+    pairs = _namespaces_of(element)
+    for prefix, uri in pairs:
+        if not 0 < len(prefix) <= MAX_PREFIX or not 0 < len(uri) <= MAX_URI:
+            raise ValueError(f"a namespace needs a prefix of 1 to {MAX_PREFIX} characters and "
+                             f"a uri of 1 to {MAX_URI}")
+    if len({prefix for prefix, _ in pairs}) != len(pairs):
+        raise ValueError("a namespace prefix is declared twice")
+    relative = element.get("relative")
+    if relative not in ("true", "false"):
+        raise ValueError("relative must be true or false")
+    unnumbered = element.get("unnumbered", "0")
+    if not _COUNT.match(unnumbered):
+        raise ValueError("unnumbered must be a count")
+    try:  # the constructor validates as a Subscribe's condition is (bounds, XPath limits)
+        condition = NotifyWhen(expression, pairs, _finite(element, "changedBy"),
+                               relative == "true", _finite(element, "tolerance"))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return condition, (_finite(element, "lastNotified", required=False), int(unnumbered))
 
 
 def filter_boxes(schema, spec):

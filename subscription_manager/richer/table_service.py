@@ -13,9 +13,9 @@ Publish action, ``wsframework.publisher.publish(service, table, element)``) to
 
 A tuple keeps its ``x`` (moving one is a Delete then a Put); ``key`` is 1 to
 :data:`MAX_KEY_CHARS` characters, ``x`` a number inside the table's range domain, ``y`` a
-finite number; a table holds at most ``--max-tuples`` tuples (default :data:`MAX_TUPLES`:
-publishers have no credential, so the memory they can claim is bounded). Anything else is
-refused with a Sender fault (as every malformed publication).
+finite number; a table holds at most ``max_tuples`` tuples (``--set max_tuples=N``; default
+:data:`MAX_TUPLES`: publishers have no credential, so the memory they can claim is bounded).
+Anything else is refused with a Sender fault (as every malformed publication).
 ``<ra:Query function="MIN" x1="20" x2="60"/>`` answers ``<ra:QueryResponse seq="..">`` with
 an ``ra:Result`` (none: no tuple in the range): a subscriber subscribes first, then queries,
 and keeps the change of highest ``seq`` from then on, so it starts from the right result

@@ -3,6 +3,8 @@
 outbox sent in order and kept on failure, queries, refusals of bad updates with a Sender
 fault, one owner of a store at a time, and the role's settings."""
 
+from types import SimpleNamespace
+
 import pytest
 from lxml import etree
 
@@ -161,6 +163,26 @@ def test_one_process_owns_the_store_until_it_closes(tmp_path):
     again = open_table(tmp_path)
     assert again.seq == 2 and again.result("MIN", 0, 100) == (2, 0.0)
     again.close()
+
+
+def test_a_new_owner_waits_for_the_old_one_to_go(tmp_path, monkeypatch):
+    # A restarted worker may start while its predecessor is still exiting: it waits (here the
+    # predecessor goes during the first pause of the wait) instead of failing to boot.
+    import time as real_time
+
+    from subscription_manager.richer import table_service
+    old = open_table(tmp_path)
+    old.apply(parse_update(put("a", 1, 7)))
+    pauses = []
+
+    def pause(seconds):
+        pauses.append(seconds)
+        old.close()
+    monkeypatch.setattr(table_service, "time", SimpleNamespace(monotonic=real_time.monotonic,
+                                                              sleep=pause))
+    new = TableStore(tmp_path / "table.db", "stocks", "per", "risk", 0, 100, owner_wait=30)
+    assert len(pauses) == 1 and new.result("MIN", 0, 100) == (1, 7.0)
+    new.close()
 
 
 def test_a_refused_table_releases_its_store(tmp_path):

@@ -323,7 +323,7 @@ class TableService:
         """Send the outbox, oldest first; returns how many changes went."""
         sent = 0
         with self._sending:
-            while True:
+            while not self._stop.is_set():   # closed: the store is no longer ours
                 pending = self.table.pending(self.batch_max)
                 if not pending:
                     return sent
@@ -341,6 +341,7 @@ class TableService:
                     return sent
                 self.table.sent([(seq, part) for seq, part, _ in pending])
                 sent += len(pending)
+            return sent
 
     def _retry_loop(self, seconds: float) -> None:
         while not self._stop.wait(seconds):
@@ -348,5 +349,9 @@ class TableService:
 
     def close(self) -> None:
         self._stop.set()
-        self.publisher.close()
-        self.table.close()
+        # A send in progress ends first (bounded by the publisher's timeouts, within the
+        # worker's graceful stop): its rows leave the outbox, and the store is not closed
+        # under it.
+        with self._sending:
+            self.publisher.close()
+            self.table.close()

@@ -110,6 +110,20 @@ def test_a_failed_send_keeps_the_changes_for_the_next_flush(running):
     assert table_service.table.pending(10) == []
 
 
+def test_a_closed_service_sends_nothing_more(running, tmp_path):
+    # After the worker's graceful stop closed it, a late flush (the retry loop, an update in
+    # flight) touches neither the closed store nor the network; the changes wait in the store.
+    service, table_service, publisher = running
+    publisher.fail = True
+    assert send(service, put("a", 10, 5)).status == 202
+    publisher.fail = False
+    service.close()
+    assert table_service.flush() == 0 and publisher.sent == []
+    again = open_table(tmp_path)
+    assert [read_change(e)[2:] for _, _, e in again.pending(10)] == [("MIN", 5.0), ("MAX", 5.0)]
+    again.close()
+
+
 @pytest.mark.parametrize("element", [
     etree.Element("other"),
     etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1"),

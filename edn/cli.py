@@ -23,7 +23,7 @@ COMMANDS_GROUP = "edn.commands"
 
 def _add_serve(sub):
     p = sub.add_parser("serve", help="run a role (source, ...) under gunicorn")
-    p.add_argument("role", help="source | dispatcher | server")
+    p.add_argument("role", help="source | server | dispatcher | table, or a role a plugin registers")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.add_argument("--base-url", help="the service's public base URL (default http://HOST:PORT)")

@@ -24,8 +24,8 @@ ROLES = ("source", "server", "dispatcher")
 # attributes, function and method defaults, dataclass default factories).
 _SCAN = r"""
 import dataclasses, inspect, json, sys
-from edn.roles import settings_groups
-for role in ("source", "server", "dispatcher"):
+from edn.roles import known_roles, settings_groups
+for role in known_roles():  # every registered role, a plugin's or a new one's too
     settings_groups(role)
 from gevent import monkey
 monkey.patch_all()

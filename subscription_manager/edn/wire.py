@@ -181,7 +181,8 @@ def parse_import(element, *, topic: str, topic_uid: str
         condition = None
         conditions = child.findall(NOTIFY_WHEN)
         if len(conditions) > 1:
-            raise ValueError(f"subscription {subscription_id}: more than one edn:NotifyWhen")
+            raise ValueError(f"subscription {subscription_id}: edn:NotifyWhen appears more "
+                             "than once")
         if conditions:
             try:
                 condition, notified[subscription_id] = _parse_notify_when(conditions[0])

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 from .admin import AdminEndpoint, NamespaceAdmin
 from .busy import BusyMeter
+from .http_routes import Routes
 from .messaging import MessagingLayer, Outcome
 from .namespace import Namespace
 from .store import Store
@@ -80,6 +81,7 @@ class Service:
         self.components: list[Component] = []
         self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.busy)
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
+        self.http_routes = Routes()  # plain HTTP pages beside SOAP (wsframework.http_routes)
         self._closed = threading.Event()
 
     # -- composition -----------------------------------------------------------------------

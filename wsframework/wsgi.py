@@ -15,6 +15,7 @@ from urllib.parse import parse_qs
 
 from .exceptions import SoapFault, WsFrameworkError, sender_fault
 from .faults import fault_for, translate
+from .http_routes import MAX_ROUTE_BODY, HttpRequest
 from .soap import SoapVersion, fault_envelope
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,10 @@ class WsgiApplication:
         try:
             method = environ.get("REQUEST_METHOD", "GET")
             path = environ.get("PATH_INFO") or "/"
-            if method == "POST":
+            route = self.service.http_routes.find(path)
+            if route is not None:
+                status, headers, body = self._route(environ, method, path, *route)
+            elif method == "POST":
                 status, headers, body = self._post(environ, path)
             elif method in ("GET", "HEAD"):
                 status, headers, body = self._get(environ, path)
@@ -65,6 +69,35 @@ class WsgiApplication:
         headers.append(("Content-Length", str(len(body))))
         start_response(_status_line(status), headers)
         return [body if method != "HEAD" else b""]
+
+    def _route(self, environ, method, path, methods, handler):
+        """A plain HTTP route (:mod:`.http_routes`): bounded body, its own answer."""
+        if method not in methods:
+            return (405, [("Allow", ", ".join(sorted(methods))),
+                          ("Content-Type", "text/plain")], b"method not allowed\n")
+        body = b""
+        if method == "POST":
+            try:
+                declared = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                declared = -1
+            if not 0 <= declared <= MAX_ROUTE_BODY:
+                # unread: the connection closes rather than a worker draining it
+                return (413, [("Content-Type", "text/plain"), ("Connection", "close")],
+                        b"request body too large or without a valid Content-Length\n")
+            body = _read(environ["wsgi.input"], declared)
+        headers = {key[5:].lower().replace("_", "-"): value for key, value in environ.items()
+                   if key.startswith("HTTP_")}
+        if environ.get("CONTENT_TYPE"):
+            headers["content-type"] = environ["CONTENT_TYPE"]
+        request = HttpRequest(method, path, environ.get("QUERY_STRING", ""), headers, body,
+                              environ.get("REMOTE_ADDR"))
+        try:
+            response = handler(request)
+        except Exception:
+            log.exception("the route for %s failed", path)
+            return 500, [("Content-Type", "text/plain")], b"internal error\n"
+        return response.status, list(response.headers), response.body
 
     def _post(self, environ, path):
         content_type = environ.get("CONTENT_TYPE")
@@ -131,6 +164,8 @@ def _drain(stream, declared: int) -> None:
 
 
 def _status_line(status: int) -> str:
-    reasons = {200: "OK", 202: "Accepted", 400: "Bad Request", 404: "Not Found",
-               405: "Method Not Allowed", 500: "Internal Server Error"}
+    reasons = {200: "OK", 202: "Accepted", 204: "No Content", 303: "See Other",
+               400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+               405: "Method Not Allowed", 413: "Content Too Large", 429: "Too Many Requests",
+               500: "Internal Server Error"}
     return f"{status} {reasons.get(status, 'Unknown')}"

@@ -311,3 +311,49 @@ def test_a_body_that_breaks_while_draining_is_a_sender_fault(app):
     response = Response(app, environ(stream=BreaksLater(LIMIT * 2), length=None,
                                      content_type="application/soap+xml"))
     assert response.status == 400 and response.envelope().fault().code == SENDER
+
+
+# --- plain HTTP routes (wsframework.http_routes) -------------------------------------------
+
+def test_a_route_answers_its_prefix_and_below_but_not_a_lookalike(app, service):
+    from wsframework.http_routes import text
+    seen = []
+    service.http_routes.add("/console", lambda request: seen.append(request) or
+                            text(200, f"page {request.path}"), methods=("GET", "POST"))
+    assert Response(app, environ("GET", "/console")).body == b"page /console"
+    assert Response(app, environ("GET", "/console/app.js")).body == b"page /console/app.js"
+    assert Response(app, environ("GET", "/consoles")).status == 404   # not a child of /console
+    got = Response(app, environ("POST", "/console/login", body=b"user=x",
+                                HTTP_COOKIE="session=abc", content_type="application/x-www-form-urlencoded"))
+    assert got.status == 200
+    request = seen[-1]
+    assert (request.body, request.headers["cookie"], request.headers["content-type"]) == (
+        b"user=x", "session=abc", "application/x-www-form-urlencoded")
+    assert Response(app, environ("HEAD", "/console")).body == b""
+
+
+def test_a_route_refuses_other_methods_large_bodies_and_hides_its_errors(app, service):
+    from wsframework.http_routes import MAX_ROUTE_BODY, text
+    service.http_routes.add("/metrics", lambda request: text(200, "ok"))
+    assert Response(app, environ("POST", "/metrics", body=b"x")).status == 405
+    service.http_routes.add("/form", lambda request: text(200, "ok"), methods=("POST",))
+    stream = ZeroStream(MAX_ROUTE_BODY + 1)
+    big = Response(app, environ("POST", "/form", stream=stream, length=str(MAX_ROUTE_BODY + 1)))
+    assert big.status == 413 and stream.total == 0   # refused without reading it
+    assert Response(app, environ("POST", "/form", length="nonsense")).status == 413
+
+    def broken(request):
+        raise RuntimeError("secret detail")
+    service.http_routes.add("/broken", broken)
+    failed = Response(app, environ("GET", "/broken"))
+    assert failed.status == 500 and b"secret" not in failed.body
+
+
+def test_route_prefixes_are_checked_and_unique(service):
+    from wsframework.http_routes import text
+    for bad in ("console", "/console/"):
+        with pytest.raises(ValueError):
+            service.http_routes.add(bad, lambda request: text(200, ""))
+    service.http_routes.add("/a", lambda request: text(200, ""))
+    with pytest.raises(ValueError):
+        service.http_routes.add("/a", lambda request: text(200, ""))

@@ -37,9 +37,12 @@ from .notify_when import NotifyWhen
 from .versions import VERSIONS, EventingVersion
 
 __all__ = ["Subscription", "SubscriptionStore", "SubscriptionLimits", "LimitReached",
-           "DuplicateRequest", "GENERATION", "notify_host", "NotifyState", "NOTIFY_GENERATION"]
+           "DuplicateRequest", "GENERATION", "MOVED_TO", "notify_host", "NotifyState",
+           "NOTIFY_GENERATION"]
 
 GENERATION = "eventing:subscriptions"
+#: the end reason of a subscription released to another server (followed by its address)
+MOVED_TO = "moved to "
 _TABLE = "eventing_subscriptions"
 
 _SCHEMA = f"""
@@ -281,25 +284,32 @@ class SubscriptionStore:
         """Inside the caller's write transaction ``conn``: store ``subscriptions`` as active
         under their own ids (moved here from another server). A row with the same id (one
         that moved away earlier, or an earlier import of the same move) is replaced, so
-        adopting is idempotent. ``notified`` (id -> (L, events without a number)) is the
-        edn:NotifyWhen state they bring: it replaces what this store held for those ids, in
-        the same transaction (:meth:`NotifyState.replace`)."""
+        adopting is idempotent; a row replaced keeps its idempotency key (a subscription
+        made here that comes back is still found by a repeated Subscribe). ``notified``
+        (id -> (L, events without a number)) is the edn:NotifyWhen state they bring: it
+        replaces what this store held for those ids, in the same transaction
+        (:meth:`NotifyState.replace`)."""
         subscriptions = list(subscriptions)
         if not subscriptions:
             return []
         now = time.time()
         seq = Store.bump(conn, GENERATION)
         for s in subscriptions:
-            _insert_row(conn, s, seq, now, replace_existing=True)
+            kept = conn.execute(f"SELECT request_key FROM {_TABLE} WHERE id = ?",
+                                (s.id,)).fetchone()
+            _insert_row(conn, s, seq, now, replace_existing=True,
+                        request_key=kept[0] if kept is not None else None)
         NotifyState.replace(conn, [s.id for s in subscriptions], notified or {})
         return [replace(s, status=State.ACTIVE, seq=seq, created=s.created or now)
                 for s in subscriptions]
 
-    def release(self, conn, expected: dict[str, int], reason: str) -> list[Subscription]:
+    def release(self, conn, expected: dict[str, int], target: str) -> list[Subscription]:
         """Inside the caller's write transaction ``conn``: end the subscriptions of
         ``expected`` (id -> the ``seq`` the caller saw) that are still active and unchanged
-        since (they moved to another server; no SubscriptionEnd is implied). Returns the
-        rows ended; a subscription renewed or ended meanwhile is left alone."""
+        since (they moved to the server ``target``, their end reason says so; no
+        SubscriptionEnd is implied). Returns the rows ended; a subscription renewed or
+        ended meanwhile is left alone. A released row keeps its idempotency key
+        (:meth:`by_request_key`)."""
         if not expected:
             return []
         seq = Store.bump(conn, GENERATION)
@@ -309,8 +319,8 @@ class SubscriptionStore:
             row = conn.execute(
                 f"UPDATE {_TABLE} SET status = ?, updated = ?, seq = ?, end_reason = ? "
                 "WHERE id = ? AND seq = ? AND status = ? RETURNING *",
-                (next_state(State.ACTIVE, Event.END).value, now, seq, reason, subscription_id,
-                 seen, State.ACTIVE.value)).fetchone()
+                (next_state(State.ACTIVE, Event.END).value, now, seq, MOVED_TO + target,
+                 subscription_id, seen, State.ACTIVE.value)).fetchone()
             if row is not None:
                 ended.append(_from_row(row))
         NotifyState.drop(conn, [s.id for s in ended])  # their L travelled with them
@@ -376,12 +386,17 @@ class SubscriptionStore:
         return _from_row(rows[0]) if rows else None
 
     def by_request_key(self, request_key: str, now: float) -> Subscription | None:
-        """The active, unexpired subscription stored under ``request_key``, if any."""
+        """The unexpired subscription stored under ``request_key``, if any: active here, or
+        moved to another server (:meth:`release`; it lives on there under its id, and this
+        server forwards requests for it), so a repeated Subscribe gets it back rather than
+        a second subscription. The expiry judged is the one this server last saw."""
         rows = self.store.query(f"SELECT * FROM {_TABLE} WHERE request_key = ?", (request_key,))
         if not rows:
             return None
         found = _from_row(rows[0])
-        return found if found.is_active and not found.expired_at(now) else None
+        moved = (found.status is State.ENDED and found.end_reason is not None
+                 and found.end_reason.startswith(MOVED_TO))
+        return found if (found.is_active or moved) and not found.expired_at(now) else None
 
     def active(self, topic_uid: str | None = None) -> list[Subscription]:
         """Active subscriptions (of one topic, by its uid, when given)."""

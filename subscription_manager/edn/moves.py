@@ -223,7 +223,7 @@ class Mover:
                         conn, [s.id for s in pending if s.notify_when is not None]).items()}
                     releasable = {sid: seq for sid, seq in expected.items()
                                   if now_l.get(sid) == exported_l.get(sid)}
-                released = self.manager.store.release(conn, releasable, f"moved to {target}")
+                released = self.manager.store.release(conn, releasable, target)
                 self.forwarding.record(conn, [s.id for s in released], topic, target)
             self.manager.sync()
             moved += len(released)

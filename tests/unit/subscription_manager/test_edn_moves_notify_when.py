@@ -340,6 +340,32 @@ def test_a_forwarded_subscribe_keeps_its_condition(tmp_path):
         net.close()
 
 
+def test_a_repeated_subscribe_after_a_move_gets_the_moved_subscription(net):
+    """The server that made a subscription answers a repeated Subscribe (same MessageID)
+    with it after it moved away, and after it came back: not a second subscription (which
+    would notify again from no L)."""
+    client = EventingClient("2011", transport=net.transport)
+    repeating = MessageIdClient(net.transport, "urn:uuid:nw-repeated-1",
+                                soap_version=client.soap.soap_version,
+                                wsa_version=client.version.wsa)
+    body = subscribe_body("2011", f"{SINK}/n/0", filter=range_filter([0, 0, 0], [10, 10, 10]),
+                          dialect=RANGES_DIALECT, expires="PT1H", extensions=[
+                              notify_when_element(VALUE, "1", namespaces={"e": EV})])
+    manager = client.version.q("SubscriptionManager")
+
+    def subscribe():
+        reply = repeating.call(f"{server_url(0)}/topics/{TOPIC}",
+                               client.version.action("Subscribe"), body)
+        return etree.tostring(reply.body.find(manager))
+    first = subscribe()
+    (made,) = [s.id for s in net.manager(0).store.active()]
+    assert move(net, 0, 1, [made]) == 1
+    assert subscribe() == first
+    assert move(net, 1, 0, [made]) == 1
+    assert subscribe() == first
+    assert [m.load() for m in net.managers] == [1, 0, 0]
+
+
 # == hostile imports =========================================================================
 
 def _set(name, value):

@@ -4,7 +4,9 @@ with tolerance, relative; both WS-Eventing versions) on one topic; a price trace
 published at the dispatcher, which routes each event as usual; the server holding each
 subscription applies its condition. Each sink path receives exactly the values the rule
 gives, GetStatus shows L, and a ``kill -9`` of a server between events neither loses nor
-rewinds the L it committed.
+rewinds the L it committed; then every subscription with a NotifyWhen moves to the other
+server (``MoveSubscriptions``, the import over real HTTP), and the second half of the trace
+is still notified exactly from the L each had (GetStatus through the old EPRs shows it).
 
 Every wait is on a condition (the sink's count, the network's stats), never a fixed sleep.
 """
@@ -15,6 +17,7 @@ import random
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
+from route_manager import edn_wire
 from route_manager.grid import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.notify_when import (last_notified_of, notify_when_element,
@@ -117,6 +120,18 @@ def test_notify_when_through_the_edn_exact_and_durable_across_kill_9(tmp_path):
         holder.kill()
         holder.start()
         assert last_notified(handles["/n/strict"]) == (True, expected_half["/n/strict"][-1])
+        network.wait_routed()
+
+        # every conditional subscription moves to the other server, with its condition and L
+        for path, (_, changed_by, _) in SUBSCRIPTIONS.items():
+            if changed_by is None:
+                continue
+            source, target = sorted(network.servers.values(), key=lambda s: not handles[
+                path].manager.address.startswith(s.base_url))
+            moved = AdminClient(source.base_url, ADMIN_TOKEN).call(edn_wire.MoveSubscriptions(
+                Topic=TOPIC, Target=target.base_url, Id=[handles[path].id])).Moved
+            assert moved == 1, path
+            assert last_notified(handles[path]) == (True, expected_half[path][-1]), path
         network.wait_routed()
 
         publish(values[half:], half)

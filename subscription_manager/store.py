@@ -520,7 +520,10 @@ class NotifyState:
         number); an id without one has no row): subscriptions moved here bring theirs.
         Bumps the generation when a row is written, so every process's index catches up
         on an L it already held (:meth:`NotifyGate._catch_up
-        <.notify_index.NotifyGate._catch_up>`); returns it (0: nothing written)."""
+        <.notify_index.NotifyGate._catch_up>`; it skips rows without an L, so a copy
+        adopted with nothing notified yet over one another process indexed with an L is
+        not seen there: only the importing process forgets its entry); returns it (0:
+        nothing written)."""
         NotifyState.drop(conn, ids)
         if not states:
             return 0

@@ -251,7 +251,9 @@ def test_live_numbers_move_while_events_flow(network, browser):
         network.stop_traffic()
 
 
-def test_a_dead_letter_is_redelivered_from_the_server_console(network, browser):
+def make_dead_letter(network: ConsoleNetwork):
+    """One notification refused until it is a dead letter; (the server holding it, the
+    letter as the admin API lists it)."""
     network.refusing.status = 500
     publisher = Publisher(network.dispatcher.base_url)
     try:
@@ -263,14 +265,34 @@ def test_a_dead_letter_is_redelivered_from_the_server_console(network, browser):
                                       if network.dead_letters(s)), None),
                         what="a dead letter on a server")
     (letter,) = network.dead_letters(holder)
-    assert letter.Reason == "HTTP 500" and network.refusing.messages == []
+    assert letter.Reason == "HTTP 500"
+    return holder, letter
 
+
+def open_dead_letter(browser, holder: ServerProcess, letter):
+    """The server's console, logged in, showing ``letter``'s row; (its CSS, the row)."""
     log_in(browser, holder.base_url)
     browser.wait_visible("#console")
     row_css = f'#dead-letters tr[data-id="{letter.Id}"]'
     row = browser.wait(lambda b: b.find_all(row_css) and b.find(row_css),
                        f"dead letter {letter.Id} in #dead-letters")
     assert "500" in row.text  # the reason is shown
+    return row_css, row
+
+
+def accept_confirmation(browser) -> None:
+    """Accept the page's confirm() if it asks one (a purge may); nothing otherwise."""
+    from selenium.common.exceptions import NoAlertPresentException
+    try:
+        browser.driver.switch_to.alert.accept()
+    except NoAlertPresentException:
+        pass
+
+
+def test_a_dead_letter_is_redelivered_from_the_server_console(network, browser):
+    holder, letter = make_dead_letter(network)
+    assert network.refusing.messages == []
+    row_css, row = open_dead_letter(browser, holder, letter)
 
     network.refusing.status = 202  # the subscriber is back: redelivery succeeds
     row.find_element("css selector", "button.redeliver").click()
@@ -279,5 +301,16 @@ def test_a_dead_letter_is_redelivered_from_the_server_console(network, browser):
     assert received[0].envelope.header(ns.qname(ns.WSA10, "MessageID")).text == letter.MessageId
     browser.wait(lambda b: re.search(r"redeliver", text_content(b, "#status"), re.IGNORECASE),
                  "#status to report the redelivery")
+    browser.wait(lambda b: not b.find_all(row_css), f"dead letter {letter.Id} to leave the table")
+    assert network.dead_letters(holder) == []
+
+
+def test_dead_letters_are_purged_from_the_server_console(network, browser):
+    holder, letter = make_dead_letter(network)
+    row_css, _ = open_dead_letter(browser, holder, letter)
+    browser.find("#purge-dead-letters").click()
+    accept_confirmation(browser)
+    browser.wait(lambda b: re.search(r"purge", text_content(b, "#status"), re.IGNORECASE),
+                 "#status to report the purge")
     browser.wait(lambda b: not b.find_all(row_css), f"dead letter {letter.Id} to leave the table")
     assert network.dead_letters(holder) == []

@@ -552,6 +552,9 @@ def _add_demo(sub):
     p.add_argument("--topology", choices=("flat", "tree"), default="flat",
                    help="flat: one dispatcher per partitioner (default); tree: a root, two "
                         "child dispatchers and two servers under each (dispatch tree)")
+    p.add_argument("--console", action="store_true",
+                   help="after the measurements keep the network running and print the web "
+                        "console's address and admin token; Ctrl-C stops everything")
     p.set_defaults(func=cmd_demo)
 
 

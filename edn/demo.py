@@ -13,11 +13,15 @@ sink, create a topic, subscribe through both WS-Eventing versions with XPath fil
 quote events, show the notifications, check them against the filters evaluated locally (the
 ground truth), and stop everything (the source ends its subscriptions with
 SubscriptionEnd/SourceShuttingDown, which the sink receives too).
+
+``--console`` (the network demos): after the measurements the network keeps running and the
+web console's address and admin token are printed; Ctrl-C stops it (:mod:`edn.demo_console`).
 """
 from __future__ import annotations
 
 import random
 import secrets
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,13 +57,20 @@ def _say(text: str) -> None:
 
 
 def run_demo(args) -> int:
+    console = getattr(args, "console", False)
     if getattr(args, "standalone", False):
+        if console:  # the console is served by dispatchers and servers, not by a source
+            print("edn demo: --console needs the event distribution network (not --standalone)",
+                  file=sys.stderr)
+            return 2
         return run_standalone(args)
-    if getattr(args, "topology", "flat") == "tree":
-        from edn.tree_demo import run_tree_demo
-        return run_tree_demo(args)
-    from edn.network_demo import run_network_demo
-    return run_network_demo(args)
+    from edn.demo_console import stop_on_signals
+    with stop_on_signals(console):
+        if getattr(args, "topology", "flat") == "tree":
+            from edn.tree_demo import run_tree_demo
+            return run_tree_demo(args)
+        from edn.network_demo import run_network_demo
+        return run_network_demo(args)
 
 
 def run_standalone(args) -> int:

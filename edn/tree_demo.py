@@ -76,7 +76,17 @@ def run_tree_demo(args) -> int:
             own = network.node_stats(child, "precision")["precision"]
             _say(f"  {name}: the root routes it at precision {format_precision(asked)}; it "
                  f"routes its servers at {own} (each dispatcher tunes its own level)")
-    _say(f"\nthe tree delivered exactly what a single event source would: "
-         f"{'yes' if exact else 'NO'}")
+        if getattr(args, "console", False):
+            _say_exact(exact)
+            from edn.demo_console import keep_running
+            keep_running(network.dispatcher, token, network.servers, sink=sink,
+                         others=network.children)
+    if not getattr(args, "console", False):
+        _say_exact(exact)
     _say("stopped everything the demo started")
     return 0 if exact else 1
+
+
+def _say_exact(exact: bool) -> None:
+    _say(f"\nthe tree delivered exactly what a single event source would: "
+         f"{'yes' if exact else 'NO'}")

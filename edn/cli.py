@@ -354,8 +354,10 @@ def cmd_partition(args) -> int:
     from route_manager.repartition import algorithm_text
     algorithm = algorithm_text(args.algorithm, max_distance=args.max_distance,
                                max_servers=args.max_servers)
+    from wsframework.progress import waiting
     client = _admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
-    response = client.call(edn_wire.Repartition(Topic=args.topic, Algorithm=algorithm))
+    with waiting(f"re-partitioning {args.topic} at the dispatcher", quiet=args.json):
+        response = client.call(edn_wire.Repartition(Topic=args.topic, Algorithm=algorithm))
     figures = {f.Name: number(f.Value) for f in (response.Figure or [])}
     result = {"topic": args.topic, "algorithm": args.algorithm, **figures,
               "moved": response.Moved}

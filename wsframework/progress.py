@@ -19,12 +19,13 @@ import sys
 import threading
 from typing import Iterator
 
-__all__ = ["Progress", "progress", "waiting", "shown", "silence"]
+__all__ = ["Progress", "progress", "waiting", "shown", "silence", "write"]
 
 REDRAW_SECONDS = 0.5
 SPINNER = "|/-\\"
 
 _silenced = False
+_drawing = 0  # bars on the terminal now: lines then go above them (tqdm.write)
 
 
 def silence(flag: bool = True) -> None:
@@ -46,6 +47,16 @@ def shown(quiet: bool = False) -> bool:
     return not (quiet or _silenced) and _is_terminal(sys.stdout) and _is_terminal(sys.stderr)
 
 
+def write(line: str) -> None:
+    """A line on stderr, above the bars being drawn (which are then redrawn): the log lines
+    of long work, which would otherwise land in the middle of a bar."""
+    if _drawing:
+        from tqdm import tqdm
+        tqdm.write(line, file=sys.stderr)
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
 class Progress:
     """Handle on one piece of long work; every method is a no-op but :meth:`write` when no
     bar is drawn, so callers never test whether one is."""
@@ -61,6 +72,12 @@ class Progress:
         if self._bar is not None:
             self._bar.update(steps)
 
+    def expect(self, total: int) -> None:
+        """The number of steps, once the work knows it."""
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
     def describe(self, text: str) -> None:
         """What is being done now, shown after the bar."""
         if self._bar is not None:
@@ -68,16 +85,14 @@ class Progress:
 
     def write(self, line: str) -> None:
         """A line on stderr (above the bar when there is one, which is then redrawn)."""
-        if self._bar is not None:
-            self._bar.write(line, file=sys.stderr)
-        else:
-            print(line, file=sys.stderr, flush=True)
+        write(line)
 
 
 @contextlib.contextmanager
 def _drawn(bar, spin: str | None) -> Iterator[Progress]:
     """Redraw ``bar`` from a thread until the block ends (a spinner frame in front of the
     elapsed time when ``spin`` names the work), then erase it."""
+    global _drawing
     stop = threading.Event()
 
     def redraw():
@@ -90,9 +105,11 @@ def _drawn(bar, spin: str | None) -> Iterator[Progress]:
 
     thread = threading.Thread(target=redraw, name="progress-redraw", daemon=True)
     thread.start()
+    _drawing += 1
     try:
         yield Progress(bar)
     finally:
+        _drawing -= 1
         stop.set()
         thread.join()
         bar.close()

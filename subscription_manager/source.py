@@ -25,6 +25,7 @@ from wsdl.eventing import serve_eventing_wsdl
 from wsframework.admin import OPERATIONS as BASE_ADMIN_OPERATIONS
 from wsframework.service import Service, ServiceConfig
 
+from .console import install_console
 from .deadletters import OPERATIONS as DEAD_LETTER_OPERATIONS
 from .manager import SubscriptionManager
 from .settings import EventingSettings
@@ -51,6 +52,7 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
         service.close()
         raise
     service.subscription_manager = manager
+    install_console(service)  # the web console's panels ({base}/console)
     return service
 
 

@@ -30,6 +30,7 @@ from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODI
 from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
+from .console import install_console
 from .control import PrecisionControl
 from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
@@ -301,6 +302,7 @@ def build_dispatcher(config, *, transport=None, **kwargs):
     serve_admin_wsdl(service, edn_wire.ADMIN_OPERATIONS)
     try:
         service.dispatcher = Dispatcher(service, transport=transport)
+        install_console(service)  # the web console's panels ({base}/console)
     except BaseException:
         service.close()
         raise

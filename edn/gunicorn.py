@@ -39,8 +39,11 @@ import gc
 import importlib.util
 import logging
 import selectors
+import shutil
+import tempfile
 import time
 from functools import partial
+from pathlib import Path
 from typing import Callable
 
 from gunicorn import util as gunicorn_util
@@ -50,6 +53,7 @@ from gunicorn.workers.gthread import TConn
 
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
+from wsframework.metrics import access_mode, mark_worker_dead, prepare_multiproc_dir
 from wsframework.wsgi import WsgiApplication
 
 log = logging.getLogger(__name__)
@@ -95,6 +99,11 @@ def _worker_exit(server, worker):
             service.close()
         except Exception:
             log.exception("service close failed")
+
+
+def _child_exit(server, worker):
+    # In the arbiter: a dead worker's live gauges leave the sums (its counters stay).
+    mark_worker_dead(worker.pid)
 
 
 def error_response(exc: BaseException, content_type: str | None = None) -> tuple[int, bytes]:
@@ -314,8 +323,18 @@ class GunicornServer(BaseApplication):
     def __init__(self, factory: Callable[[], object], *, host: str, port: int, workers: int = 1,
                  threads: int = 8, timeout: int = 60, log_level: str = "info",
                  worker_class_name: str = DEFAULT_WORKER_CLASS,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive: int = 30):
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive: int = 30,
+                 metrics_dir: Path | None = None):
+        """``metrics_dir``: where the workers' Prometheus files live (emptied now;
+        :mod:`wsframework.metrics`) when the arbiter starts; without one, a temporary
+        directory removed at exit."""
         self._factory = factory
+        try:
+            access_mode()  # a bad EDN_METRICS_ACCESS stops the start, before any worker
+        except ValueError as exc:
+            raise SystemExit(f"edn serve: {exc}") from None
+        self._metrics_dir = metrics_dir
+        self._metrics_tmp = None
         self._options = {
             "bind": f"{host}:{port}",
             "workers": workers,
@@ -333,9 +352,24 @@ class GunicornServer(BaseApplication):
             "limit_request_line": 8190,
             "limit_request_fields": 100,
             "worker_exit": _worker_exit,
+            "child_exit": _child_exit,
+            "on_starting": self._prepare_metrics,
+            "on_exit": self._remove_metrics,
             "proc_name": "edn",
         }
         super().__init__()
+
+    def _prepare_metrics(self, arbiter):
+        # In the arbiter as it starts (never in a process that only builds this object):
+        # the directory and the environment variable every worker inherits.
+        # (mkdtemp, not TemporaryDirectory: a worker's exit would run its finalizer)
+        if self._metrics_dir is None:
+            self._metrics_tmp = self._metrics_dir = Path(tempfile.mkdtemp(prefix="edn-prometheus-"))
+        prepare_multiproc_dir(self._metrics_dir)
+
+    def _remove_metrics(self, arbiter):
+        if self._metrics_tmp is not None:
+            shutil.rmtree(self._metrics_tmp, ignore_errors=True)
 
     def load_config(self):
         for key, value in self._options.items():

@@ -1,0 +1,284 @@
+"""Every role's Prometheus metrics at ``{base}/metrics`` (text exposition format 0.0.4).
+
+Who may read it (``EDN_METRICS_ACCESS``, read when the role is built; ``edn serve`` refuses
+a bad value before any worker starts):
+
+``token`` (the default)
+    only a request with the admin credential, ``Authorization: Bearer TOKEN`` (a Prometheus
+    scrape config's ``authorization: {credentials_file: ...}``); anything else is a 401.
+``loopback``
+    also any request from a loopback address without the credential (a Prometheus or an
+    exporter on the same host).
+``open``
+    everyone: an explicit choice for a network where the port is already fenced.
+
+What is measured comes from the counters the roles already keep, read at scrape time (no
+work on the event path), as :class:`Reading` values a role's reader returns. A few
+histograms are observed on the event path, once per message or batch (see the roles'
+modules; one multiprocess observation costs ~2 us).
+
+Several gunicorn workers add up through prometheus_client's multiprocess mode: the arbiter
+gives every worker ``PROMETHEUS_MULTIPROC_DIR`` (emptied at start, see
+:mod:`edn.gunicorn`), each worker copies its readings into the memory-mapped files there
+every :data:`MIRROR_INTERVAL` seconds and just before it answers a scrape, and the scraped
+worker sums every worker's file. So a scrape shows the other workers' counters as they were
+at most a second ago. Kinds of reading, by how workers combine:
+
+``counter``  cumulative in each worker; summed, and kept after a worker exits (a Prometheus
+             counter never goes down when a worker is replaced)
+``gauge``    a worker's current amount (its queue); summed over the live workers
+``max``      a value every worker holds (the precision in force); the largest live one
+``shared``   read from state the workers share (the durable store: subscriptions, outbox,
+             dead letters); the scraped worker's reading, never summed
+"""
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .http_routes import HttpRequest, HttpResponse, text
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Reading", "RoleMetrics", "METRICS_PATH", "ACCESS_ENV", "ACCESS_MODES",
+           "MULTIPROC_ENV", "access_mode", "prepare_multiproc_dir", "mark_worker_dead"]
+
+METRICS_PATH = "/metrics"
+ACCESS_ENV = "EDN_METRICS_ACCESS"
+ACCESS_MODES = ("token", "loopback", "open")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+MIRROR_INTERVAL = 1.0
+KINDS = ("counter", "gauge", "max", "shared")
+_GAUGE_MODES = {"gauge": "livesum", "max": "livemax"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One sample: ``name`` by Prometheus conventions (``edn_`` prefix; a counter's ends in
+    ``_total``), ``labels`` only of bounded values (a server's name, never a subscription)."""
+    name: str
+    kind: str
+    help: str
+    value: float
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+Reader = Callable[[], Iterable[Reading]]
+
+
+def access_mode(value: str | None = None) -> str:
+    """The access mode: ``value``, else ``$EDN_METRICS_ACCESS``, else ``token``; anything
+    but :data:`ACCESS_MODES` is a ValueError."""
+    mode = (value if value is not None else os.environ.get(ACCESS_ENV, "token")).strip().lower()
+    if mode not in ACCESS_MODES:
+        raise ValueError(f"{ACCESS_ENV} must be one of {', '.join(ACCESS_MODES)}: {mode!r}")
+    return mode
+
+
+def prepare_multiproc_dir(path: Path) -> Path:
+    """In the arbiter, before any worker: an empty directory for the workers' files (a
+    previous run's counters must not be added to this one's) named in the environment the
+    workers inherit."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for stale in path.glob("*.db"):
+        stale.unlink()
+    os.environ[MULTIPROC_ENV] = str(path)
+    return path
+
+
+def mark_worker_dead(pid: int) -> None:
+    """In the arbiter when a worker exits: its live gauges no longer count (its counters
+    do)."""
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+        multiprocess.mark_process_dead(pid)
+
+
+def _multiprocess_values() -> None:
+    # prometheus_client chooses how values are stored when it is first imported; the arbiter
+    # may have imported it before it set the directory, so a worker chooses again here.
+    from prometheus_client import values
+    if values.ValueClass is values.MutexValue:
+        values.ValueClass = values.MultiProcessValue()
+
+
+def _is_loopback(address: str | None) -> bool:
+    try:
+        ip = ipaddress.ip_address((address or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+class RoleMetrics:
+    """A role's metrics endpoint: register readers (:meth:`add_reader`) and histograms
+    (:meth:`histogram`); serves ``GET {base}/metrics``."""
+
+    def __init__(self, service, *, access: str | None = None,
+                 mirror_interval: float = MIRROR_INTERVAL):
+        self.token = service.config.admin_token
+        self.access = access_mode(access)
+        self.multiproc_dir = os.environ.get(MULTIPROC_ENV) or None
+        if self.multiproc_dir:
+            _multiprocess_values()
+        self._readers: list[Reader] = []
+        self._histograms: list = []
+        self._mirrored: dict[str, object] = {}  # name -> prometheus_client metric
+        self._last: dict[tuple, float] = {}     # (name, labels) -> value already counted
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.add_reader(lambda: _process_readings(service))
+        service.http_routes.add(METRICS_PATH, self.handle, methods=("GET",))
+        service.add_component(self)
+        self._thread = None
+        if self.multiproc_dir and mirror_interval > 0:
+            self._thread = threading.Thread(target=self._mirror_loop, args=(mirror_interval,),
+                                            name="metrics-mirror", daemon=True)
+            self._thread.start()
+
+    # -- composition ---------------------------------------------------------------------
+    def add_reader(self, reader: Reader) -> None:
+        self._readers.append(reader)
+
+    def histogram(self, name: str, documentation: str, buckets: Iterable[float]):
+        """A prometheus_client Histogram (seconds) observed by the role; in multiprocess mode
+        its file is summed with the other workers'."""
+        from prometheus_client import Histogram
+        histogram = Histogram(name, documentation, buckets=tuple(buckets), registry=None)
+        self._histograms.append(histogram)
+        return histogram
+
+    # -- reading -------------------------------------------------------------------------
+    def readings(self) -> list[Reading]:
+        out: list[Reading] = []
+        for reader in self._readers:
+            try:
+                out.extend(reader())
+            except Exception:  # one broken figure must not hide the others
+                log.exception("a metrics reader failed")
+        return out
+
+    def exposition(self) -> bytes:
+        from prometheus_client import CollectorRegistry, generate_latest
+        readings = self.readings()
+        registry = CollectorRegistry(auto_describe=False)
+        if self.multiproc_dir:
+            from prometheus_client import multiprocess
+            self._mirror([r for r in readings if r.kind != "shared"])
+            multiprocess.MultiProcessCollector(registry, path=self.multiproc_dir)
+            registry.register(_ReadingsCollector([r for r in readings if r.kind == "shared"]))
+        else:
+            registry.register(_ReadingsCollector(readings))
+            for histogram in self._histograms:
+                registry.register(histogram)
+        return generate_latest(registry)
+
+    def _mirror(self, readings: list[Reading]) -> None:
+        """Copy this worker's readings into its multiprocess files."""
+        from prometheus_client import Counter, Gauge
+        with self._lock:
+            for r in readings:
+                metric = self._mirrored.get(r.name)
+                labelnames = tuple(k for k, _ in r.labels)
+                if metric is None:
+                    if r.kind == "counter":
+                        metric = Counter(r.name, r.help, labelnames, registry=None)
+                    elif r.kind in _GAUGE_MODES:
+                        metric = Gauge(r.name, r.help, labelnames, registry=None,
+                                       multiprocess_mode=_GAUGE_MODES[r.kind])
+                    else:
+                        raise ValueError(f"unknown kind of reading {r.kind!r} ({r.name})")
+                    self._mirrored[r.name] = metric
+                child = metric.labels(*(v for _, v in r.labels)) if labelnames else metric
+                if r.kind == "counter":
+                    key = (r.name, r.labels)
+                    delta = r.value - self._last.get(key, 0.0)
+                    self._last[key] = r.value
+                    if delta > 0:  # a counter that restarted (a removed channel) adds anew
+                        child.inc(delta)
+                else:
+                    child.set(r.value)
+
+    def _mirror_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self._mirror([r for r in self.readings() if r.kind != "shared"])
+            except Exception:
+                log.exception("copying metrics to the multiprocess files failed")
+
+    # -- the endpoint --------------------------------------------------------------------
+    def allowed(self, request: HttpRequest) -> bool:
+        if self.access == "open":
+            return True
+        if self.access == "loopback" and _is_loopback(request.remote_addr):
+            return True
+        given = request.headers.get("authorization", "")
+        scheme, _, credential = given.partition(" ")
+        return (scheme.lower() == "bearer" and bool(credential)
+                and hmac.compare_digest(credential.strip().encode(), self.token.encode()))
+
+    def handle(self, request: HttpRequest) -> HttpResponse:
+        if request.path != METRICS_PATH:
+            return text(404, "not found\n")
+        if not self.allowed(request):
+            return text(401, "the metrics need the admin credential: "
+                             "Authorization: Bearer TOKEN\n",
+                        headers=[("WWW-Authenticate", 'Bearer realm="edn metrics"'),
+                                 ("Cache-Control", "no-store")])
+        from prometheus_client import CONTENT_TYPE_LATEST
+        return HttpResponse(200, [("Content-Type", CONTENT_TYPE_LATEST),
+                                  ("Cache-Control", "no-store")], self.exposition())
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self.multiproc_dir:  # the last figures of a worker that stops
+            try:
+                self._mirror([r for r in self.readings() if r.kind != "shared"])
+            except Exception:
+                log.exception("copying metrics at close failed")
+
+
+class _ReadingsCollector:
+    """Readings as metric families (readings of one name share a family)."""
+
+    def __init__(self, readings: list[Reading]):
+        self._readings = readings
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        families: dict[str, object] = {}
+        for r in self._readings:
+            family = families.get(r.name)
+            if family is None:
+                labelnames = [k for k, _ in r.labels]
+                if r.kind == "counter":
+                    family = CounterMetricFamily(r.name, r.help, labels=labelnames)
+                else:
+                    family = GaugeMetricFamily(r.name, r.help, labels=labelnames)
+                families[r.name] = family
+            family.add_metric([v for _, v in r.labels], r.value)
+        return list(families.values())
+
+
+def _process_readings(service) -> list[Reading]:
+    """What every role reports: its CPU and the time it had a request in hand
+    (``rate(edn_busy_seconds_total[1m])`` is its utilization, :mod:`wsframework.busy`)."""
+    return [
+        Reading("edn_process_cpu_seconds_total", "counter",
+                "CPU seconds of the role's worker processes", time.process_time()),
+        Reading("edn_busy_seconds_total", "counter",
+                "Seconds with at least one request in hand, per worker (rate: utilization)",
+                service.busy.seconds()),
+        Reading("edn_workers", "gauge", "Worker processes serving the role", 1),
+    ]

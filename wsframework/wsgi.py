@@ -44,7 +44,9 @@ class WsgiApplication:
         try:
             method = environ.get("REQUEST_METHOD", "GET")
             path = environ.get("PATH_INFO") or "/"
-            route = self.service.http_routes.find(path)
+            # a service without plain HTTP routes (a bare endpoint, a test's echo) is SOAP only
+            routes = getattr(self.service, "http_routes", None)
+            route = routes.find(path) if routes is not None else None
             if route is not None:
                 status, headers, body = self._route(environ, method, path, *route)
             elif method == "POST":

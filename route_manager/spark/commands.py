@@ -120,6 +120,7 @@ def _fmt(value, scale=1.0, digits=2):
 
 def cmd_profile(args) -> int:
     from .profile import ProfileOptions, parse_precisions, profile_local
+    from wsframework.progress import progress as bar_of
     from .selection import write_outputs
     from .session import progress
 
@@ -142,7 +143,8 @@ def cmd_profile(args) -> int:
         f"{len(data.events):,} events, d = {data.d}")
     out = Path(args.out)
     if args.local:
-        profile = profile_local(data, options, progress=say)
+        with bar_of("edn profile: routing", unit="task", quiet=args.json) as bar:
+            profile = profile_local(data, options, progress=say, bar=bar)
         recommendation = write_outputs(profile, params, out)
     else:
         from .job import run_profile
@@ -153,7 +155,8 @@ def cmd_profile(args) -> int:
                            log_dir=out / "spark-logs") as spark:
             say(f"Spark up in {spark.edn_start_seconds:.1f} s "
                 f"({spark.sparkContext.defaultParallelism} cores)")
-            profile = run_profile(spark, data, options, progress=say)
+            with bar_of("edn profile: routing", unit="task", quiet=args.json) as bar:
+                profile = run_profile(spark, data, options, progress=say, bar=bar)
             profile.meta["spark_start_seconds"] = round(spark.edn_start_seconds, 2)
             recommendation = write_outputs(profile, params, out, spark=spark)
     wall = time.perf_counter() - started
@@ -227,7 +230,11 @@ def add_study_parser(sub) -> None:
     s.set_defaults(func=cmd_study)
 
 
+STUDY_BAR = "edn study: partitionings and hit ratios"  # a terminal's progress bar
+
+
 def cmd_study(args) -> int:
+    from wsframework.progress import progress as bar_of
     from .session import progress
     from .study import plan_study, run_study, study_local
 
@@ -244,7 +251,8 @@ def cmd_study(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     say(f"{len(plan.configs)} configurations, {len(plan.tasks())} hit-ratio tasks")
     if args.local:
-        result = study_local(plan, progress=say)
+        with bar_of(STUDY_BAR, unit="step", quiet=args.json) as bar:
+            result = study_local(plan, progress=say, bar=bar)
         _write_study(result, out, None, args)
     else:
         from .session import spark_session
@@ -252,7 +260,8 @@ def cmd_study(args) -> int:
         with spark_session(args.master, app_name="edn-study", conf=dict(args.conf),
                            log_dir=out / "spark-logs") as spark:
             say(f"Spark up in {spark.edn_start_seconds:.1f} s")
-            result = run_study(spark, plan, progress=say)
+            with bar_of(STUDY_BAR, unit="step", quiet=args.json) as bar:
+                result = run_study(spark, plan, progress=say, bar=bar)
             _write_study(result, out, spark, args)
     result.meta["wall_seconds"] = round(time.perf_counter() - started, 2)
     (out / "study.json").write_text(json.dumps({"meta": result.meta, "rows": result.rows},

@@ -56,8 +56,10 @@ def _routing_task(shared, token: str, task: tuple[int, int]):
 
 
 def run_profile(spark, inputs: ProfileInputs, options: ProfileOptions | None = None, *,
-                progress: Callable[[str], None] | None = None) -> Profile:
-    """The profile of ``inputs``, computed on ``spark``'s executors."""
+                progress: Callable[[str], None] | None = None, bar=None) -> Profile:
+    """The profile of ``inputs``, computed on ``spark``'s executors. ``bar``: a
+    :class:`wsframework.progress.Progress`, advanced per routing task as each precision's
+    job completes."""
     options = options or ProfileOptions()
     say = progress or (lambda text: None)
     sc = spark.sparkContext
@@ -92,11 +94,15 @@ def run_profile(spark, inputs: ProfileInputs, options: ProfileOptions | None = N
     say(f"routing: {len(options.precisions)} precisions x {chunks} chunks of "
         f"<= {options.chunk_size:,} events ({options.mode} routing)")
     task = partial(_routing_task, routing, token)
+    if bar is not None:
+        bar.expect(len(options.precisions) * chunks)
     n_servers, events = len(servers), len(inputs.events)
 
     def one_precision(pi: int):
         tasks = [(pi, ci) for ci in range(chunks)]
         out = sc.parallelize(tasks, len(tasks)).map(task).collect()
+        if bar is not None:
+            bar.advance(len(tasks))
         boxes = sum(out[0][1])
         forwarded = sum(int(r.forwarded.sum()) for r, _ in out)
         seconds = sum(r.seconds for r, _ in out)

@@ -258,8 +258,9 @@ def assemble(inputs: ProfileInputs, options: ProfileOptions, parts: Sequence[Ser
 # -- the single-process twin ----------------------------------------------------------------------
 
 def profile_local(inputs: ProfileInputs, options: ProfileOptions | None = None, *,
-                  progress: Callable[[str], None] | None = None) -> Profile:
-    """The profile computed in this process with the same kernels as the Spark job."""
+                  progress: Callable[[str], None] | None = None, bar=None) -> Profile:
+    """The profile computed in this process with the same kernels as the Spark job.
+    ``bar``: a :class:`wsframework.progress.Progress`, advanced per routing task."""
     options = options or ProfileOptions()
     sample = inputs.events[:options.match_sample]
     parts = [server_kernel(name, inputs.schema_xml, mins, maxs, sample, options.clock)
@@ -268,5 +269,12 @@ def profile_local(inputs: ProfileInputs, options: ProfileOptions | None = None, 
         progress(f"servers: {len(parts)} engines built")
     context = RoutingContext(inputs.schema_xml, inputs.servers, server_parts_for_routing(parts),
                              inputs.events, options)
-    results = [context.run(pi, ci) for pi, ci in context.tasks()]
+    tasks = context.tasks()
+    if bar is not None:
+        bar.expect(len(tasks))
+    results = []
+    for pi, ci in tasks:
+        results.append(context.run(pi, ci))
+        if bar is not None:
+            bar.advance()
     return assemble(inputs, options, parts, results, {"engine": "local"})

@@ -55,8 +55,9 @@ _PACKAGES = ("route_manager", "matchers", "wsframework", "subscription_manager",
 
 
 def progress(text: str, *, prefix: str = "edn") -> None:
-    """One progress line on stderr."""
-    print(f"[{prefix} {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+    """One progress line on stderr (above the progress bar, on a terminal)."""
+    from wsframework.progress import write
+    write(f"[{prefix} {time.strftime('%H:%M:%S')}] {text}")
 
 
 def is_local(master: str) -> bool:

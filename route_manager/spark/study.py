@@ -201,14 +201,26 @@ def _assemble(plan: StudyPlan, counts: list, fit_seconds: dict, meta: dict) -> S
     return StudyResult(rows, meta)
 
 
-def study_local(plan: StudyPlan, *, progress: Callable[[str], None] | None = None) -> StudyResult:
-    """The study in this process, with the same kernels (K-means: the numpy partitioner)."""
+def study_local(plan: StudyPlan, *, progress: Callable[[str], None] | None = None,
+                bar=None) -> StudyResult:
+    """The study in this process, with the same kernels (K-means: the numpy partitioner).
+    ``bar``: a :class:`wsframework.progress.Progress`, advanced per partitioning and per
+    hit-ratio task."""
     labels, seconds = {}, {}
+    tasks = plan.tasks()
+    if bar is not None:
+        bar.expect(len(plan.configs) + len(tasks))
     for i, config in enumerate(plan.configs):
         labels[i], seconds[i] = partition_labels(plan, config)
         if progress:
             progress(f"partitioned {config.key} in {seconds[i]:.1f} s")
-    counts = [count_task(plan, labels[task[0]], "local", task) for task in plan.tasks()]
+        if bar is not None:
+            bar.advance()
+    counts = []
+    for task in tasks:
+        counts.append(count_task(plan, labels[task[0]], "local", task))
+        if bar is not None:
+            bar.advance()
     return _assemble(plan, counts, seconds, {"engine": "local"})
 
 
@@ -269,11 +281,17 @@ def _partition_task(plan: StudyPlan, index: int):
     return index, labels, seconds
 
 
-def run_study(spark, plan: StudyPlan, *, progress: Callable[[str], None] | None = None) -> StudyResult:
-    """The study on ``spark`` (see the module docstring)."""
+def run_study(spark, plan: StudyPlan, *, progress: Callable[[str], None] | None = None,
+              bar=None) -> StudyResult:
+    """The study on ``spark`` (see the module docstring). ``bar``: a
+    :class:`wsframework.progress.Progress`, advanced as each configuration is partitioned
+    and as its hit ratios are counted."""
     import uuid
 
     say = progress or (lambda text: None)
+    advance = bar.advance if bar is not None else (lambda: None)
+    if bar is not None:
+        bar.expect(2 * len(plan.configs))
     sc = spark.sparkContext
     started = time.perf_counter()
     labels: dict[int, np.ndarray] = {}
@@ -303,6 +321,7 @@ def run_study(spark, plan: StudyPlan, *, progress: Callable[[str], None] | None 
             ratios[kind] = forwarded / (plan.events * config.servers)
         text = "  ".join(f"R[{k} events] {v:.4f}" for k, v in ratios.items())
         say(f"hit ratio {config.key}: {text} ({time.perf_counter() - started:.1f} s)")
+        advance()
         return out
 
     counts: list = []
@@ -315,6 +334,7 @@ def run_study(spark, plan: StudyPlan, *, progress: Callable[[str], None] | None 
                     partial(_partition_task, plan)).collect():
                 labels[index], seconds[index] = found, secs
                 say(f"partitioned {plan.configs[index].key} in {secs:.1f} s")
+                advance()
                 pending.append(pool.submit(one_config, index))
         for index in spark_kmeans:
             config = plan.configs[index]
@@ -329,6 +349,7 @@ def run_study(spark, plan: StudyPlan, *, progress: Callable[[str], None] | None 
             seconds[index] = time.perf_counter() - start
             say(f"partitioned {config.key} (Spark ML, {model.n_iter_} iterations) in "
                 f"{seconds[index]:.1f} s")
+            advance()
             pending.append(pool.submit(one_config, index))
         for future in pending:
             counts.extend(future.result())

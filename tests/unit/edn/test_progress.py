@@ -35,13 +35,13 @@ WORK = textwrap.dedent("""
 """)
 
 
-def _run_on_pty(*args: str) -> str:
-    """The output of WORK with stdout and stderr on one pseudo-terminal."""
+def _run_on_pty(*args: str, command=None) -> str:
+    """The output of WORK (or ``command``) with stdout and stderr on one pseudo-terminal."""
     leader, follower = pty.openpty()
     # a new pseudo-terminal is 0 columns wide, where tqdm draws an empty line
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     try:
-        proc = subprocess.Popen([sys.executable, "-c", WORK, *args], cwd=ROOT,
+        proc = subprocess.Popen(command or [sys.executable, "-c", WORK, *args], cwd=ROOT,
                                 stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
         os.close(follower)
         chunks = []
@@ -53,7 +53,7 @@ def _run_on_pty(*args: str) -> str:
             if not chunk:
                 break
             chunks.append(chunk)
-        assert proc.wait(60) == 0
+        assert proc.wait(120) == 0, b"".join(chunks).decode(errors="replace")
     finally:
         os.close(leader)
     return b"".join(chunks).decode("utf-8", errors="replace")
@@ -123,3 +123,29 @@ def test_one_stream_piped_is_enough_to_stay_quiet(monkeypatch):
         assert not shown()
     finally:
         sys.stdout.close()
+
+
+# The long commands themselves, on small local runs (no Spark, no sockets): 2 precisions x 10
+# chunks of events are 20 routing tasks; 2 configurations give 2 partitionings + their tasks.
+PROFILE = ["profile", "--local", "--subscriptions", "300", "--servers", "3", "--d", "4",
+           "--events", "2000", "--chunk-size", "200", "--precisions", "0.5", "none",
+           "--match-sample", "200"]
+STUDY = ["study", "partitioning", "--local", "--servers", "3", "5", "--per-server", "100",
+         "--events", "500", "--partitioners", "random"]
+
+
+@pytest.mark.parametrize("command,bar,total", [
+    (PROFILE, "edn profile: routing", "/20 "),
+    (STUDY, "edn study: partitionings and hit ratios", "/4 ")])
+def test_long_commands_show_a_bar_on_a_terminal_only(tmp_path, command, bar, total):
+    edn = [sys.executable, "-m", "edn.cli", *command, "--out", str(tmp_path / "out")]
+    out = _run_on_pty(command=edn)
+    assert bar in out
+    assert total in out  # the bar knows how much work there is (the work finishes too fast
+    # for tqdm to draw every step)
+    quiet = _run_on_pty(command=[*edn, "--json"])
+    assert bar not in quiet and "{" in quiet
+    piped = subprocess.run(edn, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert bar not in piped.stdout + piped.stderr and "\r" not in piped.stderr
+    assert "done in" in piped.stderr  # the command's own progress lines stay

@@ -1,4 +1,4 @@
-"""Every role's Prometheus metrics at ``{base}/metrics`` (text exposition format 0.0.4).
+"""Every role's Prometheus metrics at ``{base}/metrics`` (Prometheus text exposition format).
 
 Who may read it (``EDN_METRICS_ACCESS``, read when the role is built; ``edn serve`` refuses
 a bad value before any worker starts):

@@ -303,6 +303,8 @@ def build_dispatcher(config, *, transport=None, **kwargs):
     try:
         service.dispatcher = Dispatcher(service, transport=transport)
         install_console(service)  # the web console's panels ({base}/console)
+        from .metrics import serve_dispatcher_metrics
+        serve_dispatcher_metrics(service, service.dispatcher)  # Prometheus: {base}/metrics
     except BaseException:
         service.close()
         raise

@@ -53,6 +53,8 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
         raise
     service.subscription_manager = manager
     install_console(service)  # the web console's panels ({base}/console)
+    from .metrics import serve_source_metrics
+    serve_source_metrics(service, manager)  # Prometheus: {base}/metrics (the server's too)
     return service
 
 

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS console_login_failures (
 SESSION_SECONDS = 8 * 3600.0  # idle lifetime: each use moves the expiry this far ahead
 MAX_SESSION_SECONDS = 24 * 3600.0  # absolute lifetime, however active the session
 MAX_SESSIONS = 1000  # the oldest go first beyond this: a flood of logins cannot fill the disk
+MAX_THROTTLED = 10_000  # addresses with failures remembered (the oldest forgotten first)
 
 
 def _digest(session_id: str) -> str:
@@ -125,6 +126,9 @@ class LoginThrottle:
             conn.execute("INSERT INTO console_login_failures(address, failures, last) "
                          "VALUES (?, 1, ?) ON CONFLICT(address) DO UPDATE SET "
                          "failures = failures + 1, last = excluded.last", (address or "", now))
+            conn.execute("DELETE FROM console_login_failures WHERE address NOT IN (SELECT "
+                         "address FROM console_login_failures ORDER BY last DESC LIMIT ?)",
+                         (MAX_THROTTLED,))
 
     def succeeded(self, address: str | None) -> None:
         with self.store.transaction() as conn:

@@ -124,10 +124,14 @@
     return typeof value === "number" && isFinite(value) ? value.toFixed(digits) : "–";
   }
 
-  function polyline(svg, values, className) {
+  // ratios (precision, hit ratio, utilization) on a fixed 0..1 scale; the others up to their
+  // largest value in view
+  const FIXED_SCALE = { "precision": 1, "hit-ratio": 1, "utilization": 1 };
+
+  function polyline(svg, values, className, scale) {
     const box = svg.viewBox.baseVal;
     const finite = values.filter((v) => typeof v === "number" && isFinite(v));
-    const top = Math.max(1e-9, ...finite);
+    const top = scale || Math.max(1e-9, ...finite);
     const step = box.width / Math.max(1, HISTORY - 1);
     const offset = HISTORY - values.length;
     const points = values.map((v, i) => {
@@ -145,7 +149,7 @@
     series.push(value);
     if (series.length > HISTORY) series.shift();
     const svg = $("chart-" + name);
-    if (svg) svg.replaceChildren(polyline(svg, series));
+    if (svg) svg.replaceChildren(polyline(svg, series, undefined, FIXED_SCALE[name]));
   }
 
   // -- panels -------------------------------------------------------------------------------
@@ -162,7 +166,7 @@
     $("selftuning-state").textContent = f.self_tuning ? "(on)" : "(off)";
     const trace = f.trace || [];
     const svg = $("chart-selftuning");
-    svg.replaceChildren(polyline(svg, trace.slice(-HISTORY).map((s) => s.precision), "steps"));
+    svg.replaceChildren(polyline(svg, trace.slice(-HISTORY).map((s) => s.precision), "steps", 1));
     fill("selftuning-trace", trace.slice(-8).reverse(), "step", "data-step", (tr, s) => {
       cell(tr, s.step, "num");
       cell(tr, fixed(s.previous, 2) + " → " + fixed(s.precision, 2));
@@ -221,7 +225,11 @@
   async function updateSummary() {
     const answer = await call("summary");
     fill("summary", Object.entries(answer.figures || {}).map(([name, value]) => ({ name, value })),
-         "name", "data-figure", (tr, f) => { cell(tr, f.name); cell(tr, f.value, "num"); });
+         "name", "data-figure", (tr, f) => {
+           cell(tr, f.name);
+           cell(tr, Number.isInteger(f.value) || typeof f.value !== "number" ? f.value
+                                                                              : fixed(f.value, 3), "num");
+         });
   }
 
   async function act(name, body) {

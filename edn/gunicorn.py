@@ -38,6 +38,7 @@ import errno
 import gc
 import importlib.util
 import logging
+import os
 import selectors
 import shutil
 import tempfile
@@ -53,7 +54,8 @@ from gunicorn.workers.gthread import TConn
 
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
-from wsframework.metrics import access_mode, mark_worker_dead, prepare_multiproc_dir
+from wsframework.metrics import (MULTIPROC_ENV, access_mode, mark_worker_dead,
+                                 prepare_multiproc_dir)
 from wsframework.wsgi import WsgiApplication
 
 log = logging.getLogger(__name__)
@@ -325,9 +327,9 @@ class GunicornServer(BaseApplication):
                  worker_class_name: str = DEFAULT_WORKER_CLASS,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive: int = 30,
                  metrics_dir: Path | None = None):
-        """``metrics_dir``: where the workers' Prometheus files live (emptied now;
-        :mod:`wsframework.metrics`) when the arbiter starts; without one, a temporary
-        directory removed at exit."""
+        """``metrics_dir``: where the workers' Prometheus files live (emptied when the
+        arbiter starts; :mod:`wsframework.metrics`); without one, $PROMETHEUS_MULTIPROC_DIR,
+        else a temporary directory removed at exit."""
         self._factory = factory
         try:
             access_mode()  # a bad EDN_METRICS_ACCESS stops the start, before any worker
@@ -363,6 +365,8 @@ class GunicornServer(BaseApplication):
         # In the arbiter as it starts (never in a process that only builds this object):
         # the directory and the environment variable every worker inherits.
         # (mkdtemp, not TemporaryDirectory: a worker's exit would run its finalizer)
+        if self._metrics_dir is None and os.environ.get(MULTIPROC_ENV):  # the operator's
+            self._metrics_dir = Path(os.environ[MULTIPROC_ENV])
         if self._metrics_dir is None:
             self._metrics_tmp = self._metrics_dir = Path(tempfile.mkdtemp(prefix="edn-prometheus-"))
         prepare_multiproc_dir(self._metrics_dir)

@@ -276,3 +276,17 @@ def test_api_names_are_checked_and_unique(service):
             console.add_api(taken, lambda call: {})
     console.add_api("things", lambda call: {}, action=True)  # a read and an action may share
     assert console_of(service) is console
+
+
+def test_the_page_files_ship_as_package_data():
+    """A wheel or an editable install carries the page: pyproject names the static files."""
+    import tomllib
+    from importlib import resources
+    from pathlib import Path
+
+    from wsframework.console.app import ASSETS
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    assert "console/static/*" in pyproject["tool"]["setuptools"]["package-data"]["wsframework"]
+    static = resources.files("wsframework.console").joinpath("static")
+    for name in [*ASSETS, "index.html"]:
+        assert static.joinpath(name).read_bytes(), name

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import tomllib
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
 from tests.support.console_client import ADMIN_TOKEN, ConsoleClient
 from wsframework.console import PREFIX, Console, ConsoleError, console_of
+from wsframework.console.app import ASSETS
 from wsframework.service import Service, ServiceConfig
 
 BASE = "http://127.0.0.1:8080"
@@ -280,11 +284,6 @@ def test_api_names_are_checked_and_unique(service):
 
 def test_the_page_files_ship_as_package_data():
     """A wheel or an editable install carries the page: pyproject names the static files."""
-    import tomllib
-    from importlib import resources
-    from pathlib import Path
-
-    from wsframework.console.app import ASSETS
     pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
     assert "console/static/*" in pyproject["tool"]["setuptools"]["package-data"]["wsframework"]
     static = resources.files("wsframework.console").joinpath("static")

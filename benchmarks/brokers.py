@@ -36,6 +36,7 @@ from pathlib import Path
 from route_manager.wansim import BrokerNetwork, gryphon_topology, make_workload
 from route_manager.wansim.kyra_mode import kyra_row
 from route_manager.wansim.routing import ROUTERS, make_router
+from wsframework.progress import Progress, progress
 
 PUBLISHERS = ("0.4", "1.7", "2.10")    # P1, P2, P3: a grandchild in each region
 PER_MESSAGE_S = 0.5e-3
@@ -56,13 +57,16 @@ def _modes() -> list[tuple[str, dict]]:
     return modes
 
 
-def table(subscriptions: int, events: int) -> list[dict]:
+def table(subscriptions: int, events: int, bar: Progress | None = None) -> list[dict]:
+    bar = bar or Progress()
     topology, trees = _network()
     workload = make_workload(topology, list(PUBLISHERS), subscriptions=subscriptions,
                              events=events, attributes=10, values=3, factoring=3,
                              p=0.98, d=0.82)
     rows, first = [], None
     for name, options in _modes():
+        bar.describe(f"table: {name}")
+        bar.advance()
         try:
             router = make_router(name, topology, trees, workload, **options)
         except NotImplementedError as missing:
@@ -93,7 +97,9 @@ def table(subscriptions: int, events: int) -> list[dict]:
             "median_latency_ms": latencies[len(latencies) // 2] if latencies else None,
             **network.exactness(),
         })
+    bar.describe("table: kyra")
     rows.append(kyra_row(topology, workload, per_message_s=PER_MESSAGE_S))
+    bar.advance()
     rows[0]["matching_share"] = workload.matching_share()
     return rows
 
@@ -153,7 +159,9 @@ def bottleneck(router, step_s: float = STEP_S) -> dict:
             "rate": rounds / busy[worst]}
 
 
-def chart2(subscriptions: int, events: int, ds: tuple, duration_s: float) -> list[dict]:
+def chart2(subscriptions: int, events: int, ds: tuple, duration_s: float,
+           bar: Progress | None = None) -> list[dict]:
+    bar = bar or Progress()
     topology, trees = _network()
     points = []
     for d in ds:
@@ -164,6 +172,8 @@ def chart2(subscriptions: int, events: int, ds: tuple, duration_s: float) -> lis
         first = None
         for name, options in [("flooding", {}), ("summaries", {"precision": 1.0}),
                               ("linkmatching", {})]:
+            bar.describe(f"chart 2: d {d}, {name}")
+            bar.advance()
             try:
                 router = make_router(name, topology, trees, workload, **options)
             except NotImplementedError as missing:
@@ -249,13 +259,18 @@ def run(quick: bool = False, out: str = "edn-bench-out") -> dict:
     else:
         sizes = {"table": (10_000, 1000),
                  "chart2": (10_000, 200, (0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98), 3.0)}
-    result = {
-        "model": {"per_message_s": PER_MESSAGE_S, "step_s": STEP_S, "publishers": PUBLISHERS,
-                  "overload_queue": 80},
-        "table": table(*sizes["table"]),
-        "chart2": chart2(*sizes["chart2"]),
-        "chart3": chart3(quick),
-    }
+    # a terminal's progress bar: each mode of the table, Kyra, each router at each d, chart 3
+    steps = len(_modes()) + 1 + 3 * len(sizes["chart2"][2]) + 1
+    with progress("brokers", total=steps, unit="step") as bar:
+        result = {
+            "model": {"per_message_s": PER_MESSAGE_S, "step_s": STEP_S,
+                      "publishers": PUBLISHERS, "overload_queue": 80},
+            "table": table(*sizes["table"], bar=bar),
+            "chart2": chart2(*sizes["chart2"], bar=bar),
+        }
+        bar.describe("chart 3")
+        result["chart3"] = chart3(quick)
+        bar.advance()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     result["plots"] = _plot(out_dir, result)

@@ -21,6 +21,9 @@ def cmd_bench(args) -> int:
         for name, (_, doc) in sorted(BENCHMARKS.items()):
             print(f"{name}\t{doc}")
         return 0
+    if args.json:
+        from wsframework.progress import silence
+        silence()  # no progress bar from the benchmark's steps under --json
     figures = run_benchmark(args.name, quick=args.quick, out=args.out)
     if args.json:
         print(json.dumps(figures))

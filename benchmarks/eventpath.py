@@ -25,13 +25,13 @@ measurements. ``--quick`` shrinks every part (smoke test; its figures mean littl
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from route_manager.precision import format_precision, parse_precision
+from wsframework import progress
 
 from .livenet import (Publisher, Setup, batch_payloads, configure, event_workload, measure,
                       start_network, warm_cuts)
@@ -40,11 +40,13 @@ LEVELS = ("none", 0.5, "precise")
 
 
 def _log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    progress.write(text)  # stderr, above the progress bar on a terminal
 
 
-def live(setup: Setup, log=_log) -> dict:
-    """Events/s, CPU per event and per copy, and the model's times at each of ``setup.levels``."""
+def live(setup: Setup, log=_log, bar: progress.Progress | None = None) -> dict:
+    """Events/s, CPU per event and per copy, and the model's times at each of ``setup.levels``
+    (``bar``, a progress bar, advances per level)."""
+    bar = bar or progress.Progress()
     with tempfile.TemporaryDirectory(prefix="edn-bench-eventpath-") as tmp:
         network, info = start_network(setup, Path(tmp), log=log)
         try:
@@ -74,6 +76,7 @@ def live(setup: Setup, log=_log) -> dict:
                         "backpressure_timeouts": extra["backpressure_timeouts"],
                         "route_strategy": extra["strategy"]}
                     log(f"  {label}: {rows[label]}")
+                    bar.advance()
             finally:
                 publisher.stop()
         finally:
@@ -99,20 +102,29 @@ def run(quick: bool = False) -> dict:
                     warmup=1.0 if quick else 3.0, seconds=2.0 if quick else 8.0)
     _log(f"eventpath: live network, {setup.servers} servers x {setup.per_server} "
          f"subscriptions, link uncapped")
-    figures = {"benchmark": "eventpath", "servers": setup.servers,
-               "subscriptions_per_server": setup.per_server, **live(setup)}
     from . import delivery, hem, serverpath
-    _log("eventpath: server path in process")
-    server = serverpath.run(quick=quick)
+    # a terminal's progress bar: each level of the live network, then the three parts
+    with progress.progress("eventpath", total=len(setup.levels) + 3, unit="step") as bar:
+        bar.describe("live network")
+        figures = {"benchmark": "eventpath", "servers": setup.servers,
+                   "subscriptions_per_server": setup.per_server, **live(setup, bar=bar)}
+        _log("eventpath: server path in process")
+        bar.describe("server path")
+        server = serverpath.run(quick=quick)
+        bar.advance()
+        _log("eventpath: notification delivery")
+        bar.describe("notification delivery")
+        delivered = delivery.run(quick=quick)
+        bar.advance()
+        _log("eventpath: HEM workload")
+        bar.describe("HEM workload")
+        matched = hem.run(quick=quick)
+        bar.advance()
     figures["server_cpu_us_per_copy_inprocess"] = server.get("server_cpu_us_per_copy")
     figures["serverpath"] = server
-    _log("eventpath: notification delivery")
-    delivered = delivery.run(quick=quick)
     figures["notifications_per_s"] = delivered.get("notifications_per_s")
     figures["sink_ceiling_per_s"] = delivered.get("sink_ceiling_per_s")
     figures["delivery"] = delivered
-    _log("eventpath: HEM workload")
-    matched = hem.run(quick=quick)
     figures["hem_1m_ms_per_event"] = matched.get("hem_1m_ms_per_event")
     figures["hem_1m_matches_per_event"] = matched.get("hem_1m_matches_per_event")
     figures["hem"] = matched

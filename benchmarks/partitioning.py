@@ -31,6 +31,7 @@ from route_manager.partitioning import (
     OnlineRTreePartitioner,
     RandomPartitioner,
 )
+from wsframework.progress import progress
 
 ALGORITHMS = {
     "random": lambda lf: RandomPartitioner(load_factor=lf, random_state=7),
@@ -243,13 +244,18 @@ def run(quick: bool = False) -> dict:
     workers = int(os.environ.get("EDN_BENCH_WORKERS", min(2, os.cpu_count() or 1)))
     figures: dict = {}
     seconds: dict = {}
-    if quick or workers <= 1:
-        results = [_timed(f, a, k) for _, f, a, k in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=workers,
-                                 mp_context=multiprocessing.get_context("fork")) as pool:
-            results = [fut.result() for fut in
-                       [pool.submit(_timed, f, a, k) for _, f, a, k in jobs]]
+    results = []
+    with progress("partitioning experiments", total=len(jobs), unit="job") as bar:
+        if quick or workers <= 1:
+            for _, f, a, k in jobs:
+                results.append(_timed(f, a, k))
+                bar.advance()
+        else:
+            with ProcessPoolExecutor(max_workers=workers,
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                for fut in [pool.submit(_timed, f, a, k) for _, f, a, k in jobs]:
+                    results.append(fut.result())
+                    bar.advance()
     for out, secs, name in results:
         figures.update(out)
         group = next(iter(out)).split(".")[0]

@@ -18,16 +18,21 @@ import time
 from benchmarks.richer_aggregate import aggregate_figures
 from benchmarks.richer_intervals import interval_figures
 from benchmarks.richer_notify import notify_figures
+from wsframework.progress import progress
 
 __all__ = ["run"]
 
 
 def run(quick: bool = False) -> dict:
     figures, seconds = {}, {}
-    for name, part in (("aggregate", aggregate_figures), ("intervals", interval_figures),
-                       ("notify", notify_figures)):
-        started = time.perf_counter()
-        figures[name] = part(quick)
-        seconds[name] = round(time.perf_counter() - started, 1)
+    parts = (("aggregate", aggregate_figures), ("intervals", interval_figures),
+             ("notify", notify_figures))
+    with progress("richer", total=len(parts), unit="part") as bar:
+        for name, part in parts:
+            bar.describe(name)
+            started = time.perf_counter()
+            figures[name] = part(quick)
+            seconds[name] = round(time.perf_counter() - started, 1)
+            bar.advance()
     figures["seconds"] = seconds
     return figures

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -35,17 +34,20 @@ from pathlib import Path
 from benchmarks.livenet import (Publisher, Setup, batch_payloads, configure, event_workload,
                                 measure, start_network)
 from route_manager.precision import format_precision, parse_precision
+from wsframework import progress
 
 LEVELS = ("none", 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, "precise")
 
 
 def _log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    progress.write(text)  # stderr, above the progress bar on a terminal
 
 
-def short_sweep(network, levels, warmup: float, seconds: float) -> list[dict]:
+def short_sweep(network, levels, warmup: float, seconds: float, bar=None) -> list[dict]:
     rows = []
     for level in levels:
+        if bar is not None:
+            bar.describe(f"sweep: precision {level}")
         in_force = configure(network, precision=level)
         time.sleep(warmup)
         m, extra = measure(network, seconds)
@@ -57,6 +59,8 @@ def short_sweep(network, levels, warmup: float, seconds: float) -> list[dict]:
         _log(f"    {in_force['precision']:>8}: {m.events_per_s:7.1f} events/s  dispatcher CPU "
              f"{m.cpu:.2f} busy {m.busy:.2f}  R {m.hit_ratio:.3f}  "
              f"servers CPU {extra['cpu']['servers']:.2f}")
+        if bar is not None:
+            bar.advance()
     return rows
 
 
@@ -70,8 +74,10 @@ def last_step(network) -> int:
     return int(network.dispatcher_stats("selftuning.steps").get("selftuning.steps", 0))
 
 
-def run_tuner(network, start: float, steps: int, interval: float, on_step=None) -> list[dict]:
-    """Self-tuning from ``start`` for ``steps`` steps; the trace, renumbered from 1."""
+def run_tuner(network, start: float, steps: int, interval: float, on_step=None,
+              bar=None) -> list[dict]:
+    """Self-tuning from ``start`` for ``steps`` steps; the trace, renumbered from 1.
+    ``bar`` (a progress bar) advances per step taken."""
     configure(network, self_tuning="on", precision=start)  # resets the tuner at `start`
     first = last_step(network)
     deadline = time.monotonic() + steps * interval * 3 + 30
@@ -81,6 +87,8 @@ def run_tuner(network, start: float, steps: int, interval: float, on_step=None) 
         trace = trace_of(network, first)
         if on_step is not None and len(trace) > seen:
             on_step(len(trace))
+        if bar is not None and len(trace) > seen:
+            bar.advance(min(len(trace), steps) - min(seen, steps))
         seen = len(trace)
         if seen >= steps:
             break
@@ -181,7 +189,10 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                     "subscriptions_per_server": setup.per_server, "link_mbps": setup.link_mbps,
                     "interval_s": interval, "step": 0.1, "n": 1, "steps_per_run": steps,
                     "cores": os.cpu_count()}
-    with tempfile.TemporaryDirectory(prefix="edn-bench-st-") as tmp:
+    # a terminal's progress bar: both sweeps' levels and the three tuner runs' steps
+    total_steps = 2 * len(levels) + 3 * steps + change_after // 2
+    with tempfile.TemporaryDirectory(prefix="edn-bench-st-") as tmp, progress.progress(
+            "self-tuning", total=total_steps, unit="step") as bar:
         network, info = start_network(setup, Path(tmp), self_tuning=False, log=_log)
         try:
             uniform, uniform_symbols = event_workload(setup, 64 * 200, setup.seed + 1)
@@ -195,7 +206,7 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                                   setup.publishers).start()
             try:
                 _log("  sweep (self-tuning off), uniform events:")
-                sweep_uniform = short_sweep(network, levels, sweep_warm, sweep_s)
+                sweep_uniform = short_sweep(network, levels, sweep_warm, sweep_s, bar)
                 best = max(sweep_uniform, key=lambda r: r["events_per_s"])
                 saturated = max(r["cpu"] for r in sweep_uniform)
                 link_bound = sweep_uniform[0]["cpu"]  # no summary: link-bound, dispatcher idle-ish
@@ -209,9 +220,11 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                      f"test: CPU >= {threshold} or utilization >= {busy_threshold}, unless "
                      f"the backlog grows by > {backlog[0]:.0%} of the copies (>= {backlog[1]})")
                 _log("  fig. 16a: from 10%")
-                from_low = run_tuner(network, 0.1, steps, interval)
+                bar.describe("fig. 16a: from 10%")
+                from_low = run_tuner(network, 0.1, steps, interval, bar=bar)
                 _log("  fig. 16b: from 100%")
-                from_high = run_tuner(network, 1.0, steps, interval)
+                bar.describe("fig. 16b: from 100%")
+                from_high = run_tuner(network, 1.0, steps, interval, bar=bar)
                 _log("  fig. 17: from 10%, uniform -> normal(9.5, 0.25) events")
                 changed = {}
 
@@ -220,10 +233,12 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                         publisher.payloads = normal_payloads
                         changed["at"] = seen
 
-                fig17 = run_tuner(network, 0.1, steps + change_after // 2, interval, switch)
+                bar.describe("fig. 17: distribution change")
+                fig17 = run_tuner(network, 0.1, steps + change_after // 2, interval, switch,
+                                  bar=bar)
                 configure(network, self_tuning="off")
                 _log("  sweep (self-tuning off), normal events:")
-                sweep_normal = short_sweep(network, levels, sweep_warm, sweep_s)
+                sweep_normal = short_sweep(network, levels, sweep_warm, sweep_s, bar)
             finally:
                 publisher.stop()
         finally:

@@ -41,14 +41,19 @@ from pathlib import Path
 from edn.localnet.network import LocalNetwork
 from route_manager.precision import format_precision, parse_precision
 from route_manager.throughput import OperatingPoint, SystemParameters, predict
+from wsframework import progress
 
 from .livenet import (D, Publisher, Setup, batch_payloads, configure, event_workload,
                       exact_matches_per_event, measure, start_network, warm_cuts)
 
 
-def sweep(network: LocalNetwork, setup: Setup, publisher: Publisher, log=print) -> list[dict]:
+def sweep(network: LocalNetwork, setup: Setup, publisher: Publisher, log=print,
+          bar=None) -> list[dict]:
+    """One measured point per precision level; ``bar`` (a progress bar) advances per level."""
     rows = []
     for level in setup.levels:
+        if bar is not None:
+            bar.describe(f"precision {level}")
         precision = parse_precision(level)
         configure(network, precision=precision)
         time.sleep(setup.warmup)
@@ -68,6 +73,8 @@ def sweep(network: LocalNetwork, setup: Setup, publisher: Publisher, log=print) 
             f"out {row['bytes_out_per_s'] / 1e6:5.2f} MB/s  CPU dispatcher "
             f"{row['cpu_dispatcher']:.2f} servers {row['cpu_servers']:.2f} bench "
             f"{row['cpu_bench']:.2f} machine {row['cpu_machine']:.2f}")
+        if bar is not None:
+            bar.advance()
     return rows
 
 
@@ -143,7 +150,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = None,
         log=None) -> dict:
     setup = setup or (Setup.quick() if quick else Setup())
-    log = log or (lambda text: print(text, file=__import__("sys").stderr, flush=True))
+    log = log or progress.write  # stderr, above the progress bar on a terminal
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     log(f"throughput vs precision: {setup.servers} servers, {setup.per_server} subscriptions "
@@ -162,7 +169,9 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                                                  symbols=event_symbols), setup.batch,
                                   setup.publishers).start()
             try:
-                rows = sweep(network, setup, publisher, log)
+                with progress.progress("throughput sweep", total=len(setup.levels),
+                                       unit="level") as bar:
+                    rows = sweep(network, setup, publisher, log, bar)
             finally:
                 publisher.stop()
             notifications = network.sink.count

@@ -126,7 +126,8 @@ def test_one_stream_piped_is_enough_to_stay_quiet(monkeypatch):
 
 
 # The long commands themselves, on small local runs (no Spark, no sockets): 2 precisions x 10
-# chunks of events are 20 routing tasks; 2 configurations give 2 partitionings + their tasks.
+# chunks of events are 20 routing tasks; 2 configurations give 2 partitionings + their tasks;
+# the partitioning benchmark's quick run, in this process (one job after another).
 PROFILE = ["profile", "--local", "--subscriptions", "300", "--servers", "3", "--d", "4",
            "--events", "2000", "--chunk-size", "200", "--precisions", "0.5", "none",
            "--match-sample", "200"]
@@ -134,10 +135,14 @@ STUDY = ["study", "partitioning", "--local", "--servers", "3", "5", "--per-serve
          "--events", "500", "--partitioners", "random"]
 
 
-@pytest.mark.parametrize("command,bar,total", [
-    (PROFILE, "edn profile: routing", "/20 "),
-    (STUDY, "edn study: partitionings and hit ratios", "/4 ")])
-def test_long_commands_show_a_bar_on_a_terminal_only(tmp_path, command, bar, total):
+BENCH = ["bench", "partitioning", "--quick"]
+
+
+@pytest.mark.parametrize("command,bar,total,line", [
+    (PROFILE, "edn profile: routing", "/20 ", "done in"),
+    (STUDY, "edn study: partitionings and hit ratios", "/4 ", "done in"),
+    (BENCH, "partitioning experiments", " job", "")])
+def test_long_commands_show_a_bar_on_a_terminal_only(tmp_path, command, bar, total, line):
     edn = [sys.executable, "-m", "edn.cli", *command, "--out", str(tmp_path / "out")]
     out = _run_on_pty(command=edn)
     assert bar in out
@@ -148,4 +153,4 @@ def test_long_commands_show_a_bar_on_a_terminal_only(tmp_path, command, bar, tot
     piped = subprocess.run(edn, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0, piped.stderr
     assert bar not in piped.stdout + piped.stderr and "\r" not in piped.stderr
-    assert "done in" in piped.stderr  # the command's own progress lines stay
+    assert line in piped.stderr  # the command's own progress lines stay

@@ -209,11 +209,13 @@ class RoleMetrics:
                     child.set(r.value)
 
     def _mirror_loop(self, interval: float) -> None:
-        while not self._stop.wait(interval):
+        while True:  # at once, so a new worker counts in the sums from its start
             try:
                 self._mirror([r for r in self.readings() if r.kind != "shared"])
             except Exception:
                 log.exception("copying metrics to the multiprocess files failed")
+            if self._stop.wait(interval):
+                return
 
     # -- the endpoint --------------------------------------------------------------------
     def allowed(self, request: HttpRequest) -> bool:

@@ -82,7 +82,11 @@ def test_publishing_fails_over_within_a_second_and_loses_nothing_acknowledged(ne
     times = [t for t, _, _, _ in acks]
     before = [t for t in times if t <= killed]
     after = [t for t in times if t > killed]
-    assert {root for t, root, _, _ in acks if t > killed} == {root2.base_url}
+    # After the kill only root 2 acknowledges, except answers root 1 sent just before it died
+    # and a publishing thread read after it: at most one in flight per thread (2 threads).
+    late = [root for t, root, _, _ in acks if t > killed]
+    assert set(late) <= {root1.base_url, root2.base_url}
+    assert late.count(root1.base_url) <= 2 and root1.base_url not in late[2:]
     assert before and len(after) > 40  # most of the flow went on at root 2
     failover_gap = after[0] - before[-1]
     largest_gap = max(b - a for a, b in zip(times, times[1:]))

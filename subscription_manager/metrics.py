@@ -3,15 +3,17 @@
 
 Per worker, summed across workers: events published here, notifications queued, delivered,
 failed, dropped, retried, dead-lettered; delivery queue depth. From the store the workers
-share (the scraped worker's reading): subscriptions active, outbox depth, dead letters. A
+share (the scraped worker's reading): subscriptions active (in all, and per topic: label
+``topic``, bounded because administrators create topics), outbox depth, dead letters. A
 server (the ``server`` role) adds its EDN counters: events received from the dispatcher,
-refused, forwarded Subscribes, its load and leadership. No label: nothing here grows with
+refused, forwarded Subscribes, its load. No other label: nothing here grows with
 subscriptions or events.
 """
 from __future__ import annotations
 
 from wsframework.metrics import Reading, RoleMetrics
 
+from .console import topics
 from .lifecycle import State
 
 __all__ = ["serve_source_metrics", "source_readings"]
@@ -60,6 +62,10 @@ def source_readings(manager) -> list[Reading]:
                 counters.get("pending", 0)),
         Reading("edn_subscriptions_active", "shared", "Active subscriptions",
                 manager.store.count(State.ACTIVE)),
+        # label topic: topics are created by administrators, so their number is bounded
+        *(Reading("edn_topic_subscriptions_active", "shared",
+                  "Active subscriptions of a topic", topic["subscriptions"],
+                  (("topic", topic["name"]),)) for topic in topics(manager)["topics"]),
         Reading("edn_outbox_depth", "shared", "Notifications in the durable outbox",
                 counters.get("outbox_pending", 0)),
         Reading("edn_dead_letters", "shared", "Dead letters kept",

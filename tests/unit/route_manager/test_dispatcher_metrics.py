@@ -1,31 +1,18 @@
-"""The dispatcher's Prometheus exposition after known work on an in-process network
-(tests.support.edn), parsed by prometheus_client's own parser: names, types, units, values
+"""The dispatcher's Prometheus exposition after known work on an in-process network (the
+console tests' network, reused: a dispatcher, 3 servers, 7 subscriptions), parsed by
+prometheus_client's own parser: names, types, units, values
 (route_manager.dispatcher.metrics)."""
 from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.edn import Network, random_boxes, random_points
+from tests.support.edn import random_points
 from tests.support.eventing import TOKEN
+from tests.unit.route_manager.test_dispatcher_console import net  # noqa: F401  (its network)
 from wsframework.http_routes import HttpRequest
 
-SUBSCRIPTIONS = 6
 EVENTS = 30
-
-
-@pytest.fixture
-def net(tmp_path):
-    net = Network(tmp_path, partitioners=("rtree", "rtree"))
-    net.create_topic()
-    net.step()
-    lo, hi = random_boxes(SUBSCRIPTIONS, net.d, seed=3)
-    for k in range(SUBSCRIPTIONS):
-        net.subscribe(k % 2, lo[k], hi[k], k)
-    for m in net.managers:
-        m.flush_summaries()
-    yield net
-    net.close()
 
 
 def scrape(service, token=TOKEN):
@@ -58,7 +45,7 @@ def test_the_exposition_counts_the_events_copies_and_servers(net):
     copies = d.counters.copies_out
     assert copies > 0 and value(found["edn_dispatcher_copies_queued"]) == copies
     servers = sorted(d.servers)
-    assert value(found["edn_dispatcher_servers"]) == len(servers) == 2
+    assert value(found["edn_dispatcher_servers"]) == len(servers) == 3
     routed = [value(found["edn_dispatcher_server_copies_routed"], server=s) for s in servers]
     forwarded = [value(found["edn_dispatcher_server_copies_forwarded"], server=s)
                  for s in servers]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.edn import Network, random_boxes, random_points
+from tests.support.edn import random_points
 from tests.support.eventing import TOKEN, Harness, RecordingSink, quote
+from tests.unit.route_manager.test_dispatcher_console import net  # noqa: F401  (its network)
 from wsframework.http_routes import HttpRequest
 
 Q = {"q": "urn:quotes"}
@@ -22,7 +23,7 @@ def scrape(service) -> dict[str, float]:
     for family in text_string_to_metric_families(answer.body.decode()):
         types[family.name] = family.type
         for sample in family.samples:
-            assert not set(sample.labels) - {"le"}, sample  # nothing per subscription
+            assert not set(sample.labels) - {"le", "topic"}, sample  # nothing per subscription
             samples[sample.name] = sample.value
     samples["types"] = types
     return samples
@@ -42,7 +43,7 @@ def test_a_source_counts_deliveries_and_active_subscriptions(tmp_path):
         assert found["edn_events_published_total"] == 2
         assert found["edn_notifications_delivered_total"] == 4  # 2 events x 2 subscriptions
         assert found["edn_notifications_failed_total"] == 0
-        assert found["edn_subscriptions_active"] == 3
+        assert found["edn_subscriptions_active"] == 3 == found["edn_topic_subscriptions_active"]
         assert found["types"]["edn_subscriptions_active"] == "gauge"
         assert found["edn_delivery_queue_depth"] == 0 and found["edn_dead_letters"] == 0
         assert found["edn_process_cpu_seconds_total"] > 0
@@ -66,24 +67,17 @@ def test_a_refused_notification_is_failed_and_dead_lettered(tmp_path):
         h.close()
 
 
-def test_a_server_counts_the_events_the_dispatcher_sent_it(tmp_path):
-    net = Network(tmp_path, partitioners=("rtree", "rtree"))
-    try:
-        net.create_topic()
-        net.step()
-        lo, hi = random_boxes(4, net.d, seed=7)
-        for k in range(4):
-            net.subscribe(k % 2, lo[k], hi[k], k)
-        for m in net.managers:
-            m.flush_summaries()
-        net.publish(random_points(25, net.d, seed=8))
-        net.drain()
-        hits = net.dispatcher.counters.per_server_hits
-        for i, service in enumerate(net.servers):
-            found = scrape(service)
-            assert found["types"]["edn_server_events_received"] == "counter"
-            assert found["edn_server_events_received_total"] == hits.get(f"s{i}", 0)
-            assert found["edn_subscriptions_active"] == 2 == found["edn_server_load"]
-        assert sum(hits.values()) > 0
-    finally:
-        net.close()
+def test_a_server_counts_the_events_the_dispatcher_sent_it(net):
+    net.publish(random_points(25, net.d, seed=8))
+    net.drain()
+    hits = net.dispatcher.counters.per_server_hits
+    assert sum(hits.values()) > 0
+    active = 0
+    for i, service in enumerate(net.servers):
+        found = scrape(service)
+        assert found["types"]["edn_server_events_received"] == "counter"
+        assert found["edn_server_events_received_total"] == hits.get(f"s{i}", 0)
+        assert found["edn_subscriptions_active"] == found["edn_server_load"]
+        assert found["edn_topic_subscriptions_active"] == found["edn_subscriptions_active"]
+        active += found["edn_subscriptions_active"]
+    assert active == 7  # the network's subscriptions, each held by one server

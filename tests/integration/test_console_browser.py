@@ -33,9 +33,6 @@ from wsframework import ns
 from wsframework.admin import AdminClient
 from wsframework.publisher import Publisher
 
-# the console's own package: until it is part of the tree there is no page to test
-pytest.importorskip("wsframework.console", reason="the web console (issue 18) is not built yet")
-
 TOPIC = "grid"
 D = 3
 SERVER_NAMES = ("s1", "s2")

@@ -16,7 +16,7 @@ from wsframework.metrics import Reading, RoleMetrics
 from .console import topics
 from .lifecycle import State
 
-__all__ = ["serve_source_metrics", "source_readings"]
+__all__ = ["serve_source_metrics", "source_readings", "serve_table_metrics", "table_readings"]
 
 # counter name in the manager's figures -> (metric, help); per worker, summed
 _DELIVERY_COUNTERS = {
@@ -79,3 +79,22 @@ def source_readings(manager) -> list[Reading]:
         out.append(Reading("edn_server_load", "max",
                            "Subscriptions the server reports as its load", manager.load()))
     return out
+
+
+def serve_table_metrics(service, table, *, access: str | None = None) -> RoleMetrics:
+    """The ``table`` role's (one worker): tuples held, updates applied (the table's sequence
+    number, kept across restarts), changes waiting to reach the feed topic."""
+    metrics = RoleMetrics(service, access=access)
+    metrics.add_reader(lambda: table_readings(table))
+    return metrics
+
+
+def table_readings(table) -> list[Reading]:
+    waiting = table.store.query("SELECT COUNT(*) AS n FROM ra_outbox")[0]["n"]
+    return [
+        Reading("edn_table_tuples", "shared", "Tuples in the range-aggregate table", len(table)),
+        Reading("edn_table_updates_total", "shared_counter",
+                "Updates applied to the table (its sequence number)", table.seq),
+        Reading("edn_table_feed_pending", "shared",
+                "Changes waiting to be published to the feed topic", waiting),
+    ]

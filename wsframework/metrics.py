@@ -30,6 +30,7 @@ at most a second ago. Kinds of reading, by how workers combine:
 ``max``      a value every worker holds (the precision in force); the largest live one
 ``shared``   read from state the workers share (the durable store: subscriptions, outbox,
              dead letters); the scraped worker's reading, never summed
+``shared_counter``  the same for a cumulative count kept in shared state (a sequence number)
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ ACCESS_ENV = "EDN_METRICS_ACCESS"
 ACCESS_MODES = ("token", "loopback", "open")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MIRROR_INTERVAL = 1.0
-KINDS = ("counter", "gauge", "max", "shared")
+KINDS = ("counter", "gauge", "max", "shared", "shared_counter")
+_SHARED = ("shared", "shared_counter")
 _GAUGE_MODES = {"gauge": "livesum", "max": "livemax"}
 
 
@@ -173,9 +175,9 @@ class RoleMetrics:
         registry = CollectorRegistry(auto_describe=False)
         if self.multiproc_dir:
             from prometheus_client import multiprocess
-            self._mirror([r for r in readings if r.kind != "shared"])
+            self._mirror([r for r in readings if r.kind not in _SHARED])
             multiprocess.MultiProcessCollector(registry, path=self.multiproc_dir)
-            registry.register(_ReadingsCollector([r for r in readings if r.kind == "shared"]))
+            registry.register(_ReadingsCollector([r for r in readings if r.kind in _SHARED]))
         else:
             registry.register(_ReadingsCollector(readings))
             for histogram in self._histograms:
@@ -211,7 +213,7 @@ class RoleMetrics:
     def _mirror_loop(self, interval: float) -> None:
         while True:  # at once, so a new worker counts in the sums from its start
             try:
-                self._mirror([r for r in self.readings() if r.kind != "shared"])
+                self._mirror([r for r in self.readings() if r.kind not in _SHARED])
             except Exception:
                 log.exception("copying metrics to the multiprocess files failed")
             if self._stop.wait(interval):
@@ -246,7 +248,7 @@ class RoleMetrics:
             self._thread.join(timeout=2)
         if self.multiproc_dir:  # the last figures of a worker that stops
             try:
-                self._mirror([r for r in self.readings() if r.kind != "shared"])
+                self._mirror([r for r in self.readings() if r.kind not in _SHARED])
             except Exception:
                 log.exception("copying metrics at close failed")
 
@@ -264,7 +266,7 @@ class _ReadingsCollector:
             family = families.get(r.name)
             if family is None:
                 labelnames = [k for k, _ in r.labels]
-                if r.kind == "counter":
+                if r.kind in ("counter", "shared_counter"):
                     family = CounterMetricFamily(r.name, r.help, labels=labelnames)
                 else:
                     family = GaugeMetricFamily(r.name, r.help, labels=labelnames)

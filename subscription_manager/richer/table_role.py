@@ -114,6 +114,8 @@ def build_table(config: ServiceConfig, *, publisher=None,
         TableService(service, table, publisher or Publisher(settings.dispatcher),
                      settings.feed_topic, batch_max=settings.batch_max,
                      retry_seconds=settings.retry_seconds)
+        from ..metrics import serve_table_metrics
+        serve_table_metrics(service, table)  # Prometheus: {base}/metrics
     except BaseException:
         service.close()
         if table is not None:

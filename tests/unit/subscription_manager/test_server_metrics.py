@@ -1,14 +1,18 @@
 """An event source's and a subscription server's Prometheus exposition after known work,
 parsed by prometheus_client's parser (subscription_manager.metrics): notifications delivered,
 failed and dead-lettered, subscriptions active, outbox and dead letters, a server's events
-received from the dispatcher."""
+received from the dispatcher, the table role's tuples, updates and feed backlog."""
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.edn import random_points
-from tests.support.eventing import TOKEN, Harness, RecordingSink, quote
+from tests.support.eventing import Harness, RecordingSink, quote
+from subscription_manager.richer.table_role import build_table
+from subscription_manager.richer.table_service import put
 from tests.unit.route_manager.test_dispatcher_console import net  # noqa: F401  (its network)
+from tests.unit.subscription_manager.test_range_aggregate_table import (FakePublisher,
+                                                                        role_config, send)
 from wsframework.http_routes import HttpRequest
 
 Q = {"q": "urn:quotes"}
@@ -17,7 +21,8 @@ Q = {"q": "urn:quotes"}
 def scrape(service) -> dict[str, float]:
     """Sample name -> value (no labels in these roles' own metrics)."""
     _, handler = service.http_routes.find("/metrics")
-    answer = handler(HttpRequest("GET", "/metrics", headers={"authorization": f"Bearer {TOKEN}"}))
+    token = service.config.admin_token  # TOKEN, or the table tests' "token"
+    answer = handler(HttpRequest("GET", "/metrics", headers={"authorization": f"Bearer {token}"}))
     assert answer.status == 200
     samples, types = {}, {}
     for family in text_string_to_metric_families(answer.body.decode()):
@@ -81,3 +86,22 @@ def test_a_server_counts_the_events_the_dispatcher_sent_it(net):
         assert found["edn_topic_subscriptions_active"] == found["edn_subscriptions_active"]
         active += found["edn_subscriptions_active"]
     assert active == 7  # the network's subscriptions, each held by one server
+
+
+def test_the_table_role_counts_its_tuples_updates_and_waiting_changes(tmp_path):
+    publisher = FakePublisher()
+    service = build_table(role_config(tmp_path, retry_seconds="3600"), publisher=publisher,
+                          owner_wait=0)
+    try:
+        for key, x, y in (("t1", 10, 3), ("t2", 20, 4), ("t1", 10, 5)):  # the third: a new y
+            assert send(service, put(key, x, y)).status == 202
+        found = scrape(service)
+        assert found["edn_table_tuples"] == 2 and found["types"]["edn_table_tuples"] == "gauge"
+        assert found["edn_table_updates_total"] == 3
+        assert found["types"]["edn_table_updates"] == "counter"
+        assert found["edn_table_feed_pending"] == 0  # every change reached the feed
+        publisher.fail = True
+        assert send(service, put("t3", 30, 1)).status == 202
+        assert scrape(service)["edn_table_feed_pending"] > 0  # kept for the next flush
+    finally:
+        service.close()

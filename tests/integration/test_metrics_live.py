@@ -130,3 +130,11 @@ def test_a_two_worker_source_adds_up_and_survives_a_killed_worker(tmp_path, sink
                            20, what="a new worker counting what the sink received")
         assert after[("edn_events_published_total", ())] == 30  # counted events stay
         assert after[("edn_notifications_delivered_total", ())] >= 30
+
+
+def test_a_bad_access_mode_stops_edn_serve_before_any_worker(tmp_path):
+    process = ServerProcess("source", data_dir=tmp_path / "source",
+                            env={"EDN_METRICS_ACCESS": "everyone"})
+    with pytest.raises(RuntimeError, match="EDN_METRICS_ACCESS must be one of"):
+        process.start(timeout=30)
+    assert process.proc.returncode == 1

@@ -138,3 +138,14 @@ def test_a_bad_access_mode_stops_edn_serve_before_any_worker(tmp_path):
     with pytest.raises(RuntimeError, match="EDN_METRICS_ACCESS must be one of"):
         process.start(timeout=30)
     assert process.proc.returncode == 1
+
+
+def test_a_two_worker_dispatcher_sums_its_workers(tmp_path):
+    # two workers only without the durable log (one process holds it)
+    with ServerProcess("dispatcher", data_dir=tmp_path / "dispatcher", workers=2,
+                       extra_args=["--set", "durable_log=false"]) as dispatcher:
+        found = wait_until(lambda: (lambda f: f[("edn_workers", ())] == 2 and f)(
+            scrape(dispatcher)), 20, what="both dispatcher workers in the sums")
+        assert found[("edn_dispatcher_events_routed_total", ())] == 0
+        assert 0 < found[("edn_dispatcher_precision", ())] <= 1  # the largest, not a sum
+        assert found[("edn_dispatcher_servers", ())] == 0

@@ -243,9 +243,20 @@ def configure(network: LocalNetwork, **settings) -> dict[str, str]:
     return {f.Name: f.Value for f in response.Setting or []}
 
 
-def measure(network: LocalNetwork, seconds: float) -> tuple[Measurement, dict]:
+def measure(network: LocalNetwork, seconds: float, *,
+            flow_timeout: float = 30.0) -> tuple[Measurement, dict]:
+    """One measurement window of ``seconds``, started once events are flowing again (after
+    a precision change on a busy machine the publisher may still be held back by the
+    backlog of the previous level; a window opened then would measure nothing)."""
     meter = CpuMeter(network)
     a, _ = dispatcher_counters(network)
+    deadline = time.monotonic() + flow_timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        b, _ = dispatcher_counters(network)
+        if b.events > a.events:
+            a = b
+            break
     cpu_a = meter.read()
     time.sleep(seconds)
     b, figures = dispatcher_counters(network)

@@ -115,7 +115,7 @@ def cmd_serve(args) -> int:
     if getattr(args, "precision_profile", None):
         settings["initial_precision"] = _initial_precision(args)
     _check_settings(args.role, settings)
-    _check_workers(args.role, args.workers)
+    _check_workers(args.role, args.workers, settings)
     data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     token = resolve_admin_token(args.admin_token, data_dir)
@@ -129,7 +129,8 @@ def cmd_serve(args) -> int:
                    workers=args.workers, threads=args.threads, log_level=args.log_level,
                    worker_class_name=args.worker_class or default_worker_class(args.role),
                    max_connections=args.max_connections or DEFAULT_MAX_CONNECTIONS,
-                   timeout=args.timeout, keepalive=args.keepalive).run()
+                   timeout=args.timeout, keepalive=args.keepalive,
+                   metrics_dir=data_dir / "prometheus").run()  # workers' Prometheus files
     return 0
 
 
@@ -155,11 +156,14 @@ def _check_settings(role: str, settings: dict) -> None:
         raise SystemExit(f"edn serve {role}: {exc}") from None
 
 
-def _check_workers(role: str, workers: int) -> None:
+def _check_workers(role: str, workers: int, settings: dict | None = None) -> None:
     """A role whose factory declares ``single_worker`` (why, as text: its state lives in one
-    process's memory) refuses more than one worker before any process starts."""
+    process's memory; or a function of the settings answering that text or None) refuses
+    more than one worker before any process starts."""
     from edn.roles import factory
     reason = getattr(factory(role), "single_worker", None)
+    if callable(reason):
+        reason = reason(settings or {})
     if reason and workers != 1:
         raise SystemExit(f"edn serve {role}: this role runs in one worker ({reason}); "
                          f"use --workers 1")

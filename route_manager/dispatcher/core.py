@@ -312,3 +312,14 @@ def build_dispatcher(config, *, transport=None, **kwargs):
 
 
 build_dispatcher.settings = (DispatcherSettings, SelfTuningSettings)  # edn serve checks --set
+
+
+def _single_worker(settings) -> str | None:
+    """Why this dispatcher must run in one worker, or None: its durable log is held by one
+    process (a second worker would fail after the server had started answering)."""
+    durable = read_settings(settings, DispatcherSettings, SelfTuningSettings,
+                            allow_unknown=True)[0].durable_log
+    return "its durable log is held by one process; --set durable_log=false" if durable else None
+
+
+build_dispatcher.single_worker = _single_worker  # edn serve refuses --workers > 1 when set

@@ -130,7 +130,9 @@ def cmd_serve(args) -> int:
                    worker_class_name=args.worker_class or default_worker_class(args.role),
                    max_connections=args.max_connections or DEFAULT_MAX_CONNECTIONS,
                    timeout=args.timeout, keepalive=args.keepalive,
-                   metrics_dir=data_dir / "prometheus").run()  # workers' Prometheus files
+                   # the workers' Prometheus files: the operator's directory, else DATA's
+                   metrics_dir=(None if os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                                else data_dir / "prometheus")).run()
     return 0
 
 

@@ -39,7 +39,8 @@ def stop_on_signals(enabled: bool = True):
             signal.signal(signum, handler)
 
 
-def keep_running(dispatcher, token: str, servers: dict, *, sink=None, others: dict | None = None) -> None:
+def keep_running(dispatcher, token: str, servers: dict, *, sink=None,
+                 others: dict | None = None) -> None:
     """Print the console address of ``dispatcher`` (a :class:`ServerProcess`), the token and
     every process started, then wait for SIGINT or SIGTERM. Returns normally then, with both
     signals ignored, so that the caller's ``with`` blocks stop everything undisturbed."""

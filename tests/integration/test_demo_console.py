@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.support.terminal import run_on_terminal
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,9 +116,12 @@ def test_demo_console_keeps_the_network_up_and_stops_everything(stop_with, topol
         if console.status_code == 404 and not _console_in_package():
             assert requests.get(f"{address}/health", timeout=10).status_code == 200
         else:  # the page, or the login page it sends a browser to
-            assert console.status_code == 200, (console.status_code, "the package has wsframework.console but the dispatcher does not serve it")
+            assert console.status_code == 200, (
+                console.status_code, "wsframework.console exists; the dispatcher must serve it")
             assert "<html" in console.text.lower()
         assert demo.poll() is None  # still running after the request: it waits for a signal
+        if topology == "flat":
+            _partition_shows_a_spinner_on_a_terminal_only(address, token)
 
         demo.send_signal(stop_with)
         assert demo.wait(90) == 0, out.rest()
@@ -131,6 +136,20 @@ def test_demo_console_keeps_the_network_up_and_stops_everything(stop_with, topol
         if demo.poll() is None:
             demo.kill()
             demo.wait(10)
+
+
+def _partition_shows_a_spinner_on_a_terminal_only(address: str, token: str) -> None:
+    """``edn partition`` against the running demo: on a terminal a spinner names the wait at
+    the dispatcher; piped, only the result."""
+    command = [sys.executable, "-m", "edn.cli", "partition", "--at", address, "grid",
+               f"--admin-token={token}"]
+    on_terminal = run_on_terminal(command, cwd=ROOT)
+    assert "re-partitioning grid at the dispatcher" in on_terminal
+    assert "subscriptions moved" in on_terminal
+    piped = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert "subscriptions moved" in piped.stdout
+    assert "re-partitioning" not in piped.stdout + piped.stderr
 
 
 def test_demo_console_refuses_the_standalone_source():

@@ -1,17 +1,14 @@
 """wsframework.progress: a bar on a terminal (a pseudo-terminal here), nothing in piped or
 captured output, nothing under --json (quiet) or after silence()."""
-import fcntl
 import os
-import pty
-import struct
 import subprocess
 import sys
-import termios
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.support.terminal import run_on_terminal
 from wsframework import progress as progress_module
 from wsframework.progress import progress, shown, waiting
 
@@ -37,26 +34,7 @@ WORK = textwrap.dedent("""
 
 def _run_on_pty(*args: str, command=None) -> str:
     """The output of WORK (or ``command``) with stdout and stderr on one pseudo-terminal."""
-    leader, follower = pty.openpty()
-    # a new pseudo-terminal is 0 columns wide, where tqdm draws an empty line
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
-    try:
-        proc = subprocess.Popen(command or [sys.executable, "-c", WORK, *args], cwd=ROOT,
-                                stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
-        os.close(follower)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # EIO: the child closed its end
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        assert proc.wait(120) == 0, b"".join(chunks).decode(errors="replace")
-    finally:
-        os.close(leader)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    return run_on_terminal(command or [sys.executable, "-c", WORK, *args], cwd=ROOT)
 
 
 def test_a_terminal_shows_the_bar_the_step_and_the_spinner():

@@ -14,14 +14,13 @@ quote events, show the notifications, check them against the filters evaluated l
 ground truth), and stop everything (the source ends its subscriptions with
 SubscriptionEnd/SourceShuttingDown, which the sink receives too).
 
-``--console`` (the network demos): after the measurements the network keeps running and the
-web console's address and admin token are printed; Ctrl-C stops it (:mod:`edn.demo_console`).
+``--console``: after the measurements the network (or the source) keeps running and the web
+console's address and admin token are printed; Ctrl-C stops it (:mod:`edn.demo_console`).
 """
 from __future__ import annotations
 
 import random
 import secrets
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -57,15 +56,10 @@ def _say(text: str) -> None:
 
 
 def run_demo(args) -> int:
-    console = getattr(args, "console", False)
-    if getattr(args, "standalone", False):
-        if console:  # the console is served by dispatchers and servers, not by a source
-            print("edn demo: --console needs the event distribution network (not --standalone)",
-                  file=sys.stderr)
-            return 2
-        return run_standalone(args)
     from edn.demo_console import stop_on_signals
-    with stop_on_signals(console):
+    with stop_on_signals(getattr(args, "console", False)):
+        if getattr(args, "standalone", False):
+            return run_standalone(args)
         if getattr(args, "topology", "flat") == "tree":
             from edn.tree_demo import run_tree_demo
             return run_tree_demo(args)
@@ -120,6 +114,9 @@ def run_standalone(args) -> int:
                     _say(f"      e.g. {symbol} at {price}")
             _say(f"all notifications delivered in {elapsed:.2f}s; exact match with local "
                  f"evaluation: {'yes' if exact else 'NO'}")
+            if getattr(args, "console", False):
+                from edn.demo_console import keep_running
+                keep_running(source, token, {}, role="source")
             _say("stopping the source (graceful: subscriptions end with SourceShuttingDown) ...")
         ends = [m for m in sink.messages if m.path.endswith("/end")]
         _say(f"SubscriptionEnd messages received: {len(ends)} of {len(paths)}")

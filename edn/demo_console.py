@@ -1,5 +1,5 @@
-"""``edn demo --console``: after its measurements the demo keeps its network running, prints
-where the web console is and the admin token to log in with, and waits; Ctrl-C (SIGINT) or
+"""``edn demo --console``: after its measurements the demo keeps its network (or, with
+``--standalone``, its event source) running, prints where the web console is and the admin token to log in with, and waits; Ctrl-C (SIGINT) or
 SIGTERM stops everything it started.
 
 The demo's processes (gunicorn arbiters in sessions of their own, so a terminal's Ctrl-C does
@@ -39,25 +39,27 @@ def stop_on_signals(enabled: bool = True):
             signal.signal(signum, handler)
 
 
-def keep_running(dispatcher, token: str, servers: dict, *, sink=None,
-                 others: dict | None = None) -> None:
-    """Print the console address of ``dispatcher`` (a :class:`ServerProcess`), the token and
-    every process started, then wait for SIGINT or SIGTERM. Returns normally then, with both
-    signals ignored, so that the caller's ``with`` blocks stop everything undisturbed."""
-    _say(f"\nweb console: {dispatcher.base_url}/console")
+def keep_running(entry, token: str, servers: dict, *, sink=None, others: dict | None = None,
+                 role: str = "dispatcher") -> None:
+    """Print the console address of ``entry`` (a :class:`ServerProcess`: the dispatcher, or
+    the standalone demo's source), the token and every process started, then wait for SIGINT
+    or SIGTERM. Returns normally then, with both signals ignored, so that the caller's
+    ``with`` blocks stop everything undisturbed."""
+    _say(f"\nweb console: {entry.base_url}/console")
     _say(f"admin token (log in with it): {token}")
     for name, process in servers.items():
         _say(f"  server {name}: {process.base_url}/console")
-    processes = {"dispatcher": dispatcher, **(others or {}), **servers}
+    processes = {role: entry, **(others or {}), **servers}
     pids = [f"{name} {process.proc.pid}" for name, process in processes.items()]
     if sink is not None and getattr(sink, "proc", None) is not None:
         pids.append(f"sink {sink.proc.pid}")
     _say(f"processes: {', '.join(pids)}")
-    _say("the network keeps running; press Ctrl-C to stop everything the demo started")
+    running = "the network keeps" if servers else f"the {role} keeps"
+    _say(f"{running} running; press Ctrl-C to stop everything the demo started")
     try:
         while True:
             signal.pause()
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _say("stopping the network ...")
+        _say("stopping everything the demo started ...")

@@ -3,6 +3,7 @@ network stays up after the measurements, the printed console address answers, an
 SIGTERM stops every process the demo started (gunicorn arbiters, their workers, the sink)
 with exit code 0."""
 import importlib.util
+import os
 import queue
 import re
 import signal
@@ -136,9 +137,29 @@ def test_demo_console_keeps_the_network_up_and_stops_everything(stop_with, topol
         with pytest.raises(requests.ConnectionError):
             requests.get(f"{address}/health", timeout=5)
     finally:
-        if demo.poll() is None:
-            demo.kill()
-            demo.wait(10)
+        _stop_after_a_failure(demo)
+
+
+def _stop_after_a_failure(demo: subprocess.Popen) -> None:
+    """When an assertion failed with the demo still running: SIGTERM unwinds it (stopping its
+    network); a demo that does not end is killed with every process group under it, which a
+    kill of the demo alone would leave running (its servers run in sessions of their own)."""
+    if demo.poll() is not None:
+        return
+    below = _descendants(demo.pid)
+    demo.terminate()
+    try:
+        demo.wait(60)
+        return
+    except subprocess.TimeoutExpired:
+        demo.kill()
+        demo.wait(10)
+    for pid in below:
+        for kill in (os.killpg, os.kill):  # an arbiter leads its workers' group; the sink not
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:  # gone already, or no group of that id
+                pass
 
 
 def _partition_shows_a_spinner_on_a_terminal_only(address: str, token: str) -> None:

@@ -272,7 +272,10 @@ class FastSink:
     def start(self) -> "FastSink":
         self.proc = subprocess.Popen([sys.executable, "-m", "edn.sink", "--fast", "--host",
                                       self.host] + (["--record"] if self.record else []),
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, text=True,
+                                     # its own session: a terminal's Ctrl-C goes to the demo,
+                                     # which stops the sink itself (no second traceback)
+                                     start_new_session=True)
         line = self.proc.stdout.readline()  # blocks until the server listens
         if not line.startswith("PORT "):
             self.stop()

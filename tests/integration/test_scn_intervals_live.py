@@ -27,6 +27,7 @@ from subscription_manager.richer.interval_publisher import (IntervalPublisher, M
                                                             subscription_filter, topic_schema)
 from subscription_manager.richer.interval_store import IntervalStore
 from tests.support.processes import ADMIN_TOKEN
+from tests.unit.subscription_manager.test_scn_intervals import strict  # the 5.2 oracle
 from wsframework import ns
 from wsframework.admin import AdminClient
 from wsframework.publisher import Publisher
@@ -34,15 +35,6 @@ from wsframework.publisher import Publisher
 TOPIC = "quotes"
 LIMIT = 4.0
 BOUNDS = [0.25, 0.5, 0.75, 1.0, 1.25, 2.0, 2.5, 3.0, 3.75, 4.0]  # quarters: differences exact
-
-
-def strict(values, bound):
-    last, out = values[0], [values[0]]
-    for v in values[1:]:
-        if abs(v - last) >= bound:
-            out.append(v)
-            last = v
-    return out
 
 
 def price_walk(n: int, seed: int) -> list[float]:

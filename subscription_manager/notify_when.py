@@ -45,7 +45,7 @@ from lxml import etree
 
 from wsframework import ns
 from wsframework.exceptions import MUST_UNDERSTAND, SoapFault
-from wsframework.matching.base import FilterSpec
+from wsframework.matching.base import FilterSpec, used_namespaces
 from wsframework.matching.errors import InvalidFilter
 from wsframework.matching.limits import FilterLimits, check_filter_limits
 
@@ -236,7 +236,7 @@ def _condition(element: etree._Element, version: EventingVersion) -> NotifyWhen:
         tolerance, tolerance_relative = _amount(parts[_TOLERANCE], invalid, allow_zero=True)
     if tolerance_relative != relative:
         raise invalid("edn:Tolerance must be written as ChangedBy is (both N% or both absolute)")
-    namespaces = tuple(sorted((p, u) for p, u in value_element.nsmap.items() if p is not None))
+    namespaces = used_namespaces(expression, value_element.nsmap)
     try:
         return NotifyWhen(expression, namespaces, changed_by, relative, tolerance)
     except ValueError as exc:

@@ -35,16 +35,25 @@ class FilterSpec:
     def from_element(cls, element: Any, default_dialect: str) -> "FilterSpec":
         """Build a spec from a ``wse:Filter`` element.
 
-        Prefixes come from every namespace in scope at the element (lxml's ``nsmap``
-        already includes inherited ones).  The default namespace is dropped: XPath 1.0
-        has no default namespace, so an unprefixed name never means it.
+        Prefixes come from the namespaces in scope at the element (lxml's ``nsmap``
+        already includes inherited ones) that the expression names (:func:`used_namespaces`).
+        The default namespace is dropped: XPath 1.0 has no default namespace, so an
+        unprefixed name never means it.
         """
         dialect = element.get("Dialect") or default_dialect
         expression = (element.text or "").strip()
-        namespaces = tuple(
-            sorted((prefix, uri) for prefix, uri in element.nsmap.items() if prefix is not None)
-        )
-        return cls(dialect, expression, namespaces, content=element)
+        return cls(dialect, expression, used_namespaces(expression, element.nsmap),
+                   content=element)
+
+
+def used_namespaces(expression: str, nsmap) -> tuple[tuple[str, str], ...]:
+    """The ``(prefix, uri)`` pairs of ``nsmap`` whose ``prefix:`` occurs in ``expression``,
+    sorted. A subscriber controls how many namespaces are in scope at its Subscribe (the
+    envelope's own, and any number it declares); keeping only those the expression can use
+    bounds what is stored with a subscription by the expression's length, and lets equal
+    expressions compare equal whatever the envelope declared."""
+    return tuple(sorted((prefix, uri) for prefix, uri in nsmap.items()
+                        if prefix is not None and f"{prefix}:" in expression))
 
 
 class Pacer:

@@ -62,20 +62,29 @@ def test_filter_from_element_uses_its_in_scope_namespaces(matcher):
     assert matcher.match(quote(12)) == []
 
 
-def test_from_element_reads_dialect_expression_and_inherited_prefixes():
+def test_from_element_reads_dialect_expression_and_inherited_prefixes_it_uses():
     outer = etree.fromstring(
-        f'<s:Body xmlns:s="urn:soap" xmlns="urn:default"><wse:Filter xmlns:wse="{WSE_2004}" '
-        f'xmlns:q="urn:quotes">  q:price  </wse:Filter></s:Body>'
+        f'<s:Body xmlns:s="urn:soap" xmlns="urn:default" xmlns:r="urn:r"><wse:Filter '
+        f'xmlns:wse="{WSE_2004}" xmlns:q="urn:quotes">  q:price and r:x  </wse:Filter></s:Body>'
     )
     element = outer[0]
     spec = FilterSpec.from_element(element, default_dialect=XPATH_2004)
     assert spec.dialect == XPATH_2004
-    assert spec.expression == "q:price"
-    assert spec.namespaces == (("q", "urn:quotes"), ("s", "urn:soap"), ("wse", WSE_2004))
+    assert spec.expression == "q:price and r:x"
+    # inherited prefixes are read; the envelope's own, unused, are not kept
+    assert spec.namespaces == (("q", "urn:quotes"), ("r", "urn:r"))
     assert spec.namespace_map["q"] == "urn:quotes"
     assert spec.content is element
-    assert hash(spec) == hash(FilterSpec(XPATH_2004, "q:price", spec.namespaces))
-    assert spec == FilterSpec(XPATH_2004, "q:price", spec.namespaces)
+    assert hash(spec) == hash(FilterSpec(XPATH_2004, "q:price and r:x", spec.namespaces))
+    assert spec == FilterSpec(XPATH_2004, "q:price and r:x", spec.namespaces)
+
+
+def test_a_thousand_declared_namespaces_are_not_stored_with_the_filter():
+    declarations = " ".join(f'xmlns:n{i}="urn:n{i}"' for i in range(1000))
+    element = etree.fromstring(f'<wse:Filter xmlns:wse="{WSE_2004}" xmlns:q="urn:quotes" '
+                               f'{declarations}>q:price &gt; n7:x</wse:Filter>')
+    spec = FilterSpec.from_element(element, default_dialect=XPATH_2004)
+    assert spec.namespaces == (("n7", "urn:n7"), ("q", "urn:quotes"))
 
 
 def test_from_element_empty_text_is_empty_expression():

@@ -245,25 +245,37 @@ def configure(network: LocalNetwork, **settings) -> dict[str, str]:
 
 def measure(network: LocalNetwork, seconds: float, *,
             flow_timeout: float = 30.0) -> tuple[Measurement, dict]:
-    """One measurement window of ``seconds``, started once events are flowing again (after
-    a precision change on a busy machine the publisher may still be held back by the
-    backlog of the previous level; a window opened then would measure nothing)."""
+    """One measurement window of at least ``seconds``, from one admitted batch of events to
+    a later one. Events enter in batches, and on a capped link at low precision a batch can
+    take longer than the window to be admitted (each event is copied to every server): a
+    window between two arbitrary instants would then count 0 or 1 batch, and the rate would
+    be noise. So the window opens when the events counter moves, and closes at the first
+    move after ``seconds`` (both bounded by ``flow_timeout``)."""
     meter = CpuMeter(network)
-    a, _ = dispatcher_counters(network)
-    deadline = time.monotonic() + flow_timeout
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        b, _ = dispatcher_counters(network)
-        if b.events > a.events:
-            a = b
-            break
+    a = _next_batch(network, dispatcher_counters(network)[0], flow_timeout)
     cpu_a = meter.read()
     time.sleep(seconds)
     b, figures = dispatcher_counters(network)
+    if b.events == a.events:
+        b = _next_batch(network, b, flow_timeout)
+        figures = dispatcher_counters(network)[1]
     cpu_b = meter.read()
     return between(a, b), {"cpu": CpuMeter.loads(cpu_a, cpu_b), "boxes": int(figures["route_boxes"]),
                            "strategy": figures.get("route_strategy", "?"),
                            "backpressure_timeouts": int(figures["backpressure_timeouts"])}
+
+
+def _next_batch(network: LocalNetwork, since: Counters, timeout: float) -> Counters:
+    """The first reading whose events counter moved past ``since`` (``since``'s successor
+    when none did within ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    reading = since
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        reading, _ = dispatcher_counters(network)
+        if reading.events > since.events:
+            return reading
+    return reading
 
 
 # -- the network -----------------------------------------------------------------------------

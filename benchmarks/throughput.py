@@ -105,6 +105,10 @@ def predict_rows(rows: list[dict], setup: Setup) -> dict:
                                     max(r["message_bytes"] for r in rows)]}
 
 
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b > 0 else None
+
+
 def summarize(rows: list[dict]) -> dict:
     best = max(rows, key=lambda r: r["tp_measured"])
     precise = next(r for r in rows if r["precision"] == 1.0)
@@ -113,12 +117,14 @@ def summarize(rows: list[dict]) -> dict:
     return {
         "optimal_precision": best["label"], "optimal_tp": best["tp_measured"],
         "precise_tp": precise["tp_measured"], "none_tp": none["tp_measured"],
-        "optimum_vs_precise": round(best["tp_measured"] / precise["tp_measured"], 3),
-        "optimum_vs_none": round(best["tp_measured"] / none["tp_measured"], 3),
+        # None when that level measured nothing (a stalled network says so in its own row)
+        "optimum_vs_precise": _ratio(best["tp_measured"], precise["tp_measured"]),
+        "optimum_vs_none": _ratio(best["tp_measured"], none["tp_measured"]),
         "interior_optimum": best["precision"] not in (0.0, 1.0),
         "predicted_optimal_precision": best_predicted["label"],
         "prediction_error_median": round(statistics.median(
-            abs(r["tp_predicted"] - r["tp_measured"]) / r["tp_measured"] for r in rows), 3),
+            abs(r["tp_predicted"] - r["tp_measured"]) / r["tp_measured"] for r in rows
+            if r["tp_measured"] > 0), 3),
     }
 
 

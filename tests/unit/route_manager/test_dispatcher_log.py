@@ -167,7 +167,9 @@ def test_a_new_dispatcher_on_the_same_store_resends_unacknowledged_copies_with_t
     crashed = Store(service.store.path)
     assert stored_copies(crashed) \
         == [("s1", 1), ("s1", 2), ("s1", 3)]
-    service.dispatcher.forwarder.remove("s1")  # the old process sends nothing more,
+    old_channel = service.dispatcher.forwarder.channels["s1"]
+    service.dispatcher.forwarder.remove("s1")  # the old process sends nothing more:
+    old_channel.close(timeout=5)  # (its sender may be mid-retry: dead processes do not retry)
     service.dispatcher.log.close()  # and its end releases the log
     servers.down.clear()
     restarted = start()

@@ -474,14 +474,8 @@ class NotifyState:
 
     @staticmethod
     def last_values(conn, ids) -> dict[str, float | None]:
-        ids = list(ids)
-        found: dict[str, float | None] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            found.update((r[0], r[1]) for r in conn.execute(
-                f"SELECT subscription_id, last_value FROM {_NOTIFY_STATE} "
-                f"WHERE subscription_id IN ({','.join('?' * len(chunk))})", chunk))
-        return found
+        """id -> L of ``ids`` that have a row (:meth:`states`, L only)."""
+        return {sid: state[0] for sid, state in NotifyState.states(conn, ids).items()}
 
     @staticmethod
     def record(conn, notified: dict[str, float], unnumbered: dict[str, int]) -> int:

@@ -136,7 +136,7 @@ class Console:
                               [("Retry-After", str(math.ceil(wait)))])
         token = _json_body(request).get("token")
         if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or not self._token \
-                or not _equal(token.encode("utf-8", "replace"), self._token):
+                or not hmac.compare_digest(token.encode("utf-8", "replace"), self._token):
             self.throttle.failed(address)
             log.warning("console login refused from %s", address)
             raise ConsoleError(401, "wrong admin token")
@@ -180,10 +180,6 @@ class Console:
         # the shell and its files change with the package: revalidate rather than go stale
         return HttpResponse(200, [("Content-Type", content_type), ("Cache-Control", "no-cache"),
                                   *SECURITY_HEADERS], body)
-
-
-def _equal(given: bytes, expected: bytes) -> bool:
-    return hmac.compare_digest(given, expected)
 
 
 def _cookie(request: HttpRequest, name: str) -> str | None:

@@ -135,7 +135,7 @@ class SubscriptionManager(SubscriptionOperations):
         # edn:NotifyWhen: L per subscription (durable) and the decision made in the outbox's
         # transaction (.notify_index)
         self.notify_state = NotifyState(service.store)
-        self.notify_gate = NotifyGate(self.notify_state)
+        self.notify_gate = NotifyGate()
         self.view = SubscriptionView(self.store, self.topics, matcher_for=self.matcher_for,
                                      on_added=self.on_subscription_added,
                                      on_removed=self._left_view,

@@ -155,8 +155,7 @@ class NotifyGate:
     #: the index reaches whose filter did not match); the answer is the same
     DIRECT_SHARE = 0.25
 
-    def __init__(self, state: NotifyState):
-        self.state = state
+    def __init__(self):
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, ValueKey], NotifyIndex] = {}
         self._where: dict[str, tuple[str, ValueKey]] = {}

@@ -17,7 +17,6 @@ from subscription_manager.edn.relay import MessageIdClient
 from subscription_manager.edn.wire import parse_import, subscriptions_element
 from subscription_manager.notify_index import NotifyGate
 from subscription_manager.notify_when import NotifyWhen, last_notified_of, notify_when_element
-from subscription_manager.store import NotifyState
 from tests.support.edn import EV, TOPIC, Network, server_url
 from tests.support.eventing import SINK, TOKEN
 from tests.unit.subscription_manager.test_edn_moves import move  # MoveSubscriptions
@@ -199,7 +198,7 @@ def test_another_process_index_catches_up_on_an_adopted_l(net):
     m0, m1 = net.manager(0), net.manager(1)
     element = m0.mover.export(TOPIC)
     assert m1.mover.import_(TOPIC, element) == 1
-    other = NotifyGate(NotifyState(m1.service.store))
+    other = NotifyGate()
     subscription = m1.store.get(handle.id)
     assert other.load(m1.service.store.connection(), [subscription]) == 1  # with L = 5
     element.find(f".//{EDN}NotifyWhen").set("lastNotified", "8.0")

@@ -103,7 +103,7 @@ class _Sub:
 
 def test_gate_records_l_in_the_callers_transaction(tmp_path):
     store, state = _store(tmp_path)
-    gate = NotifyGate(state)
+    gate = NotifyGate()
     cond = NotifyWhen("/q:p", NS, 5.0)
     subs = [_Sub("a", cond), _Sub("b", cond), _Sub("plain", None)]
     values = {cond.value_key: 100.0}
@@ -123,7 +123,7 @@ def test_gate_records_l_in_the_callers_transaction(tmp_path):
     except RuntimeError:
         gate.reset()
     assert state.last_value("a") == (106.0, 1)
-    other = NotifyGate(state)  # another process: catches up from the store
+    other = NotifyGate()  # another process: catches up from the store
     with store.transaction() as conn:
         assert other.decide(conn, subs, {cond.value_key: 95.0}) == {"plain", "a", "b"}
     with store.transaction() as conn:  # the first gate learns the new L from the store
@@ -134,7 +134,7 @@ def test_gate_records_l_in_the_callers_transaction(tmp_path):
 
 def test_gate_uses_the_direct_check_for_few_candidates_with_the_same_answer(tmp_path):
     store, state = _store(tmp_path)
-    gate = NotifyGate(state)
+    gate = NotifyGate()
     cond = NotifyWhen("/q:p", NS, 5.0)
     subs = [_Sub(f"s{i}", cond) for i in range(40)]
     with store.transaction() as conn:

@@ -68,11 +68,10 @@ import numpy as np
 
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
+from wsframework.exceptions import SoapFault
 from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
-
-from wsframework.exceptions import SoapFault
 
 from . import edn_wire, hit_ratio
 from .exceptions import InvalidRepartition, RepartitionFailed, UnknownAlgorithm
@@ -264,10 +263,10 @@ class Repartitioner:
                                         "--latency FILE); nothing moved")
             try:
                 matrix = load_latency(path)
-            except (OSError, LatencyFileError) as exc:
+            except LatencyFileError as exc:  # load_latency reports unreadable files so too
                 raise RepartitionFailed(f"the latency file cannot be used: {exc}; "
                                         "nothing moved") from exc
-        missing = [name for name in names if name not in matrix.names]
+        missing = [name for name in names if name not in matrix]
         if missing:
             shown = ", ".join(repr(name) for name in missing[:10])
             more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""

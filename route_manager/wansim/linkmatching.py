@@ -133,10 +133,11 @@ class LinkMatchingRouter(Router):
         decided = {}
         for publisher in self.trees:
             mask = positions.mask(publisher)
+            if "M" not in mask:     # a leaf of the publisher's tree: nothing to decide
+                decided.update(((publisher, event), ((), 0))
+                               for event in range(len(self._events[publisher])))
+                continue
             for event, values in enumerate(self._events[publisher]):
-                if "M" not in mask:     # a leaf of the publisher's tree: nothing to decide
-                    decided[(publisher, event)] = ((), 0)
-                    continue
                 sent, steps = matcher.link_match(values, mask)
                 physical = {positions.physical[link][publisher] for link in sent}
                 decided[(publisher, event)] = (tuple(sorted(physical)), steps)

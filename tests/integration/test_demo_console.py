@@ -2,7 +2,6 @@
 network stays up after the measurements, the printed console address answers, and SIGINT or
 SIGTERM stops every process the demo started (gunicorn arbiters, their workers, the sink)
 with exit code 0."""
-import importlib.util
 import os
 import queue
 import re
@@ -23,12 +22,6 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 SMALLEST = ["--subscriptions", "20", "--events", "10", "--servers", "1",
             "--partitioners", "random", "--no-repartition"]
-
-
-def _console_in_package() -> bool:
-    """Whether the web console's code exists yet (built in parallel, issue 18): until it does,
-    a 404 at /console is accepted and the dispatcher's /health checked instead."""
-    return importlib.util.find_spec("wsframework.console") is not None
 
 
 def _descendants(pid: int) -> set[int]:
@@ -116,13 +109,9 @@ def test_demo_console_keeps_the_network_up_and_stops_everything(stop_with, topol
         # each gunicorn arbiter has at least one worker below it
         assert len(started) > len(printed)
 
-        console = requests.get(f"{address}/console", timeout=10)
-        if console.status_code == 404 and not _console_in_package():
-            assert requests.get(f"{address}/health", timeout=10).status_code == 200
-        else:  # the page, or the login page it sends a browser to
-            assert console.status_code == 200, (
-                console.status_code, "wsframework.console exists; the dispatcher must serve it")
-            assert "<html" in console.text.lower()
+        console = requests.get(f"{address}/console", timeout=10)  # the page (login first)
+        assert console.status_code == 200, console.status_code
+        assert "<html" in console.text.lower()
         assert demo.poll() is None  # still running after the request: it waits for a signal
         if topology == "flat":
             _partition_shows_a_spinner_on_a_terminal_only(address, token)

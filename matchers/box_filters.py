@@ -24,9 +24,10 @@ __all__ = ["compile_filter", "box_dialects"]
 
 
 def box_dialects() -> frozenset[str]:
-    """The dialects :func:`compile_filter` understands: ranges, XPath 1.0 (both URIs) and
-    XPath 2.0."""
-    return frozenset({RANGES_DIALECT, RANGE_AGGREGATE_DIALECT}) | XPATH10_DIALECTS | XPATH20_DIALECTS
+    """The dialects :func:`compile_filter` understands: ranges, range-aggregate, XPath 1.0
+    (both URIs) and XPath 2.0."""
+    return (frozenset({RANGES_DIALECT, RANGE_AGGREGATE_DIALECT}) | XPATH10_DIALECTS
+            | XPATH20_DIALECTS)
 
 
 def compile_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:

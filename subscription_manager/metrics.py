@@ -90,11 +90,10 @@ def serve_table_metrics(service, table, *, access: str | None = None) -> RoleMet
 
 
 def table_readings(table) -> list[Reading]:
-    waiting = table.store.query("SELECT COUNT(*) AS n FROM ra_outbox")[0]["n"]
     return [
         Reading("edn_table_tuples", "shared", "Tuples in the range-aggregate table", len(table)),
         Reading("edn_table_updates_total", "shared_counter",
                 "Updates applied to the table (its sequence number)", table.seq),
         Reading("edn_table_feed_pending", "shared",
-                "Changes waiting to be published to the feed topic", waiting),
+                "Changes waiting to be published to the feed topic", table.pending_count()),
     ]

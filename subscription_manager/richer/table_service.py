@@ -269,6 +269,10 @@ class TableStore:
                  change_element(self.name, row["seq"], row["function"], row["new"], row["inner_l"],
                                 row["inner_r"], row["outer_l"], row["outer_r"])) for row in rows]
 
+    def pending_count(self) -> int:
+        """How many changes wait in the outbox (not yet acknowledged by the network)."""
+        return self.store.query("SELECT COUNT(*) AS n FROM ra_outbox")[0]["n"]
+
     def sent(self, keys) -> None:
         with self.store.transaction() as conn:
             conn.executemany("DELETE FROM ra_outbox WHERE seq = ? AND part = ?", keys)

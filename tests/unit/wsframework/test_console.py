@@ -154,6 +154,21 @@ def test_apis_need_a_session_and_are_not_cached(client):
     assert client.post("/console/api/things").status == 404  # a read is not an action
 
 
+def test_oversized_or_malformed_cookies_and_queries_are_bounded(client):
+    client.login()
+    (session_id,) = client.cookies.values()
+    assert client.get("/console/api/things").status == 200
+    # a cookie header past its bound is not parsed at all, even with the right session in it
+    padded = f"edn_console={session_id}; pad={'x' * 9000}"
+    assert client.get("/console/api/things", headers={"Cookie": padded}).status == 401
+    assert client.get("/console/api/things",
+                      headers={"Cookie": "edn_console=" + "a" * 5000}).status == 401
+    assert client.get("/console/api/things", headers={"Cookie": '"\\;=;'}).status == 401
+    many = "&".join(f"p{n}={n}" for n in range(100))
+    asked = client.get(f"/console/api/things?{many}").json()["asked"]
+    assert len(asked) == 20  # the first 20 parameters reach a handler, no more
+
+
 def test_an_action_needs_the_csrf_token_and_the_same_origin(client, service):
     client.login()
     assert client.post("/console/api/poke", {"n": 1}, csrf=False).status == 403

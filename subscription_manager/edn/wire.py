@@ -117,12 +117,19 @@ def subscriptions_element(topic: str, subscriptions: Sequence[Subscription],
 
 
 def _number(element, name: str, *, required: bool = True) -> float | None:
+    """A finite number attribute, written as ``repr`` writes floats: at most
+    ``MAX_NUMBER_TEXT`` characters, no ``_`` (``float`` would take "1_0")."""
     text = element.get(name)
     if text is None:
         if required:
             raise ValueError(f"missing {name}")
         return None
-    value = float(text)
+    if len(text) > MAX_NUMBER_TEXT or "_" in text:
+        raise ValueError(f"{name} is not a number of at most {MAX_NUMBER_TEXT} characters")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} is not a number: {text!r}") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite")
     return value
@@ -221,25 +228,6 @@ def _notify_when_element(condition: NotifyWhen, state: NotifyWhenState) -> etree
     return element
 
 
-def _finite(element, name: str, *, required: bool = True) -> float | None:
-    """A finite number attribute, written as ``repr`` writes floats: at most
-    ``MAX_NUMBER_TEXT`` characters, no ``_`` (``float`` would take "1_0")."""
-    text = element.get(name)
-    if text is None:
-        if required:
-            raise ValueError(f"missing {name}")
-        return None
-    if len(text) > MAX_NUMBER_TEXT or "_" in text:
-        raise ValueError(f"{name} is not a number of at most {MAX_NUMBER_TEXT} characters")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name} is not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite")
-    return value
-
-
 def _parse_notify_when(element) -> tuple[NotifyWhen, NotifyWhenState]:
     """The condition and its state from one carried ``edn:NotifyWhen``; ``ValueError``."""
     values = []
@@ -274,11 +262,11 @@ def _parse_notify_when(element) -> tuple[NotifyWhen, NotifyWhenState]:
     if not _COUNT.match(unnumbered):
         raise ValueError("unnumbered must be a count")
     try:  # the constructor validates as a Subscribe's condition is (bounds, XPath limits)
-        condition = NotifyWhen(expression, pairs, _finite(element, "changedBy"),
-                               relative == "true", _finite(element, "tolerance"))
+        condition = NotifyWhen(expression, pairs, _number(element, "changedBy"),
+                               relative == "true", _number(element, "tolerance"))
     except (ValueError, TypeError) as exc:
         raise ValueError(str(exc)) from None
-    return condition, (_finite(element, "lastNotified", required=False), int(unnumbered))
+    return condition, (_number(element, "lastNotified", required=False), int(unnumbered))
 
 
 def filter_boxes(schema, spec):

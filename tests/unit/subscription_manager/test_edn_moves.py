@@ -76,6 +76,17 @@ def test_parse_refuses_malformed_exports():
         parse_subscriptions(etree.Element("x"), topic="t", topic_uid="u")
 
 
+def test_parse_refuses_carried_numbers_unbounded_or_not_written_as_floats(net):
+    net.subscribe(0, [1, 1, 1], [2, 2, 2], 1)
+    exported = etree.tostring(net.manager(0).mover.export(TOPIC))
+    for attribute, text in (("expires", "1" * 65), ("created", "1_0"), ("created", "x"),
+                            ("expires", "inf")):
+        bad = etree.fromstring(exported)
+        bad.find("{urn:wsframework:edn}Subscription").set(attribute, text)
+        with pytest.raises(ValueError, match=attribute):
+            parse_subscriptions(bad, topic="t", topic_uid="u")
+
+
 # -- moves ----------------------------------------------------------------------------------
 
 def test_moved_subscriptions_keep_their_eprs_and_exact_delivery(net):

@@ -239,22 +239,21 @@ class PlacementRouter:
         if self.algorithm == "random":
             partitioner = RandomPartitioner(capacity=self.load_threshold,
                                             random_state=self._rng).fit(empty, empty, n)
-        elif self.algorithm == "distance":
-            partitioner = OnlineDistancePartitioner(
-                capacity=self.load_threshold, distance_floor=self.distance_floor).fit(
-                empty, empty, n)
+        elif self.algorithm in ("rtree", "distance"):  # both read the servers' rectangles
+            if self.algorithm == "rtree":
+                partitioner = OnlineRTreePartitioner(capacity=self.load_threshold)
+            else:
+                partitioner = OnlineDistancePartitioner(capacity=self.load_threshold,
+                                                        distance_floor=self.distance_floor)
+            partitioner.fit(empty, empty, n)
             for index, candidate in enumerate(candidates):
                 mins, maxs = self._boxes(candidate, space)
                 partitioner.update_server(index, mins, maxs, candidate.load)
-            unknown = float(self.latency.ms.max())
-            here = candidates[0].name
-            partitioner.set_distances([self.latency.distance(here, c.name, default=unknown)
-                                       for c in candidates])
-        elif self.algorithm == "rtree":
-            partitioner = OnlineRTreePartitioner(capacity=self.load_threshold).fit(empty, empty, n)
-            for index, candidate in enumerate(candidates):
-                mins, maxs = self._boxes(candidate, space)
-                partitioner.update_server(index, mins, maxs, candidate.load)
+            if self.algorithm == "distance":
+                unknown = float(self.latency.ms.max())
+                here = candidates[0].name
+                partitioner.set_distances([self.latency.distance(here, c.name, default=unknown)
+                                           for c in candidates])
         else:
             partitioner = _LiveKMeans(capacity=self.load_threshold).fit(empty, empty, n)
             for index, candidate in enumerate(candidates):

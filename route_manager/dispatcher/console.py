@@ -48,14 +48,20 @@ def live_figures(dispatcher) -> dict:
     }
 
 
+def _stored_summaries(dispatcher):
+    """(server, route, bytes, rectangles) of every stored summary (only its head is read)."""
+    for row in dispatcher.tables.store.query(
+            "SELECT server, route, length(summary) AS size, substr(summary, 1, 2048) AS head "
+            "FROM edn_summaries"):
+        yield row["server"], row["route"], row["size"], _rectangles(row["head"])
+
+
 def _summary_sizes(dispatcher) -> dict[str, tuple[int, int]]:
     """server -> (bytes, rectangles) of its stored summaries, over every route."""
     sizes: dict[str, tuple[int, int]] = {}
-    for row in dispatcher.tables.store.query(
-            "SELECT server, length(summary) AS size, substr(summary, 1, 2048) AS head "
-            "FROM edn_summaries"):
-        size, rectangles = sizes.get(row["server"], (0, 0))
-        sizes[row["server"]] = (size + row["size"], rectangles + _rectangles(row["head"]))
+    for server, _, size, rectangles in _stored_summaries(dispatcher):
+        total, covered = sizes.get(server, (0, 0))
+        sizes[server] = (total + size, covered + rectangles)
     return sizes
 
 
@@ -89,9 +95,8 @@ def topics(dispatcher) -> dict:
     (one per subscription of a range filter): the network's count, as the dispatcher knows
     it, a ``summary_interval`` behind the servers."""
     counts: dict[str, int] = {}
-    for row in dispatcher.tables.store.query(
-            "SELECT route, substr(summary, 1, 2048) AS head FROM edn_summaries"):
-        counts[row["route"]] = counts.get(row["route"], 0) + _rectangles(row["head"])
+    for _, route, _, rectangles in _stored_summaries(dispatcher):
+        counts[route] = counts.get(route, 0) + rectangles
     return {"topics": [{"name": row["name"], "subscriptions": counts.get(row["name"], 0)}
                        for row in dispatcher.tables.topics()]}
 

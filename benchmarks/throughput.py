@@ -114,6 +114,8 @@ def summarize(rows: list[dict]) -> dict:
     precise = next(r for r in rows if r["precision"] == 1.0)
     none = next(r for r in rows if r["precision"] == 0.0)
     best_predicted = max(rows, key=lambda r: r.get("tp_predicted", 0))
+    errors = [abs(r["tp_predicted"] - r["tp_measured"]) / r["tp_measured"] for r in rows
+              if r["tp_measured"] > 0]
     return {
         "optimal_precision": best["label"], "optimal_tp": best["tp_measured"],
         "precise_tp": precise["tp_measured"], "none_tp": none["tp_measured"],
@@ -122,9 +124,8 @@ def summarize(rows: list[dict]) -> dict:
         "optimum_vs_none": _ratio(best["tp_measured"], none["tp_measured"]),
         "interior_optimum": best["precision"] not in (0.0, 1.0),
         "predicted_optimal_precision": best_predicted["label"],
-        "prediction_error_median": round(statistics.median(
-            abs(r["tp_predicted"] - r["tp_measured"]) / r["tp_measured"] for r in rows
-            if r["tp_measured"] > 0), 3),
+        # over the levels that measured something; None when none did
+        "prediction_error_median": round(statistics.median(errors), 3) if errors else None,
     }
 
 

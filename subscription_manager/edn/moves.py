@@ -211,10 +211,11 @@ class Mover:
         for attempt in range(_MOVE_ROUNDS):
             if not pending:
                 break
-            # read before the export: an L row whose seq differs at the release changed
-            # after it (an equal seq means the export carried this very L)
-            exported_l = {sid: row[2] for sid, row in self._notify_rows(pending).items()}
-            self._import_at(target, topic, pending)
+            # the L rows exported: one whose seq differs at the release changed after the
+            # export (an equal seq means the export carried this very L)
+            rows = self._notify_rows(pending)
+            exported_l = {sid: row[2] for sid, row in rows.items()}
+            self._import_at(target, topic, pending, {sid: row[:2] for sid, row in rows.items()})
             expected = {s.id: s.seq for s in pending}
             with self.manager.service.store.transaction() as conn:
                 releasable = expected
@@ -243,12 +244,15 @@ class Mover:
                       "(the target may hold copies)", [s.id for s in pending], target)
         return moved
 
-    def _import_at(self, target: str, topic: str, subscriptions: list[Subscription]) -> None:
+    def _import_at(self, target: str, topic: str, subscriptions: list[Subscription],
+                   notified: dict) -> None:
+        """Import ``subscriptions`` with their edn:NotifyWhen state ``notified`` (id -> (L,
+        unnumbered)) at ``target``."""
         manager = self.manager
         # no rectangles: the importer compiles the filters itself (parse_subscriptions)
         request = edn_wire.ImportSubscriptions(
             Topic=topic, Subscriptions=subscriptions_element(
-                topic, subscriptions, notified=self._notified(subscriptions)))
+                topic, subscriptions, notified=notified))
         client = manager.admin_client(target)
         for attempt in range(_IMPORT_ATTEMPTS):
             try:

@@ -184,8 +184,8 @@ def test_changes_during_a_move_are_reconciled(net, monkeypatch):
     original = m0.mover._import_at
     calls = []
 
-    def import_then_interfere(target, topic, subscriptions):
-        original(target, topic, subscriptions)
+    def import_then_interfere(target, topic, subscriptions, notified):
+        original(target, topic, subscriptions, notified)
         calls.append([s.id for s in subscriptions])
         if len(calls) == 1:
             client.renew(handles[0], "PT5H")

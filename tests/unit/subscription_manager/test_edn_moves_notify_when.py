@@ -242,8 +242,8 @@ def test_l_changed_during_a_move_goes_again(net, monkeypatch):
     original = m0.mover._import_at
     sent = []
 
-    def import_then_notify(target, topic, subscriptions):
-        original(target, topic, subscriptions)
+    def import_then_notify(target, topic, subscriptions, notified):
+        original(target, topic, subscriptions, notified)
         sent.append(m1.notify_state.last_value(handle.id)[0])
         if len(sent) == 1:  # an event that reaches s0 before it lets go
             subscription = m0.store.get(handle.id)

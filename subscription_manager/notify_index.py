@@ -105,9 +105,7 @@ class NotifyIndex:
     def set_last(self, subscription_id: str, last: float) -> None:
         """L of one subscription is now ``last``: move its keys (only if they change)."""
         condition, old, lo, hi = self._entries[subscription_id]
-        if old is None:
-            self._unset.discard(subscription_id)
-            del self._entries[subscription_id]
+        if old is None:  # first L: add() takes it out of the unset ones
             self.add(subscription_id, condition, last)
             return
         new_lo, new_hi = condition.thresholds(last)

@@ -28,6 +28,7 @@ from wsframework.service import Service, ServiceConfig
 from .console import install_console
 from .deadletters import OPERATIONS as DEAD_LETTER_OPERATIONS
 from .manager import SubscriptionManager
+from .metrics import serve_source_metrics
 from .settings import EventingSettings
 
 __all__ = ["build_source"]
@@ -53,7 +54,6 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
         raise
     service.subscription_manager = manager
     install_console(service)  # the web console's panels ({base}/console)
-    from .metrics import serve_source_metrics
     serve_source_metrics(service, manager)  # Prometheus: {base}/metrics (the server's too)
     return service
 

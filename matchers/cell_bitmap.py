@@ -38,7 +38,7 @@ its bits in place (the words grow by doubling) and removing one clears its colum
 are re-cut from all rows when the rows outnumber twice those they were cut for (the engine
 repacks, amortized as for the R-tree's pages).
 
-Measured on HEM's workload at 1M subscriptions (``benchmarks/hem.py``, this 2-core
+Measured on HEM's workload at 1M subscriptions (``benchmarks/performance/hem.py``, this 2-core
 machine): 0.17 ms per event (``match_box``), 0.16 ms in batches of 64 (``match_points``),
 4.2 s to bulk-load (1.0 s of it choosing the index), ~95x a numpy scan.  The time is the
 ``d`` ANDs over ``n / 64`` words (memory bound), whatever the number of cells; cells only trade memory (``d x cells`` bits

@@ -154,7 +154,7 @@ def union_predicates(reports: Iterable[tuple[str, Mapping[str, Tests] | None]]
 
 
 #: a rebuild's cost per predicate, in scans of one predicate row for one event (measured by
-#: benchmarks.linkroutes, build_cost_in_row_scans: 300 to 650 over three runs on a shared
+#: benchmarks.reproductions.linkroutes, build_cost_in_row_scans: 300 to 650 over three runs on a shared
 #: machine, Gryphon's workload at 1k and 10k predicates over 4 and 64 links)
 BUILD_COST_IN_ROW_SCANS = 400
 #: the fixed cost of one scan call (numpy's overhead, about 3.5 us against 25 ns a row scan),

@@ -143,7 +143,7 @@ def notify_figures(quick: bool = False) -> dict:
     }
 
 
-if __name__ == "__main__":  # python -m benchmarks.richer_notify [--quick]
+if __name__ == "__main__":  # python -m benchmarks.reproductions.richer_subscriptions.notify [--quick]
     import json
     import sys
     print(json.dumps(notify_figures(quick="--quick" in sys.argv), indent=1))

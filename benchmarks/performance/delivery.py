@@ -40,9 +40,11 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
-from benchmarks.eventing import _TOKEN, _Source
 from edn.sink import FastSink
+
+from .eventing import ADMIN_TOKEN, SourceProcess
 
 _PAYLOAD = (b'<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Header/>'
             b'<s:Body><q:quote xmlns:q="urn:quotes"><q:price>1</q:price></q:quote></s:Body>'
@@ -121,9 +123,9 @@ def _blast(client: str, url: str, n: int, concurrency: int, processes: int = 1) 
     """``processes`` blasters at once, ``n`` POSTs each; per_s is all their POSTs over the
     span from the first one's start to the last one's end."""
     prelude = "" if client == "aiohttp" else "from gevent import monkey; monkey.patch_all(); "
-    code = (f"{prelude}import sys; from benchmarks.delivery import _blast_main; "
+    code = (f"{prelude}import sys; from benchmarks.performance.delivery import _blast_main; "
             f"_blast_main(sys.argv[1:])")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(Path(__file__).resolve().parents[2])  # the checkout, so -c finds the package
     running = [subprocess.Popen([sys.executable, "-c", code, client, url, str(n),
                                  str(concurrency)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=root)
@@ -166,10 +168,10 @@ def _delivery_run(sink: FastSink, client: str, subscriptions: int, events: int,
                 "max_subscriptions_per_host": str(subscriptions + 10),
                 "max_subscriptions_per_topic": str(subscriptions + 10),
                 "max_subscriptions": str(subscriptions + 10), **(extra or {})}
-    source = _Source(data_dir, settings)
+    source = SourceProcess(data_dir, settings)
     try:
         source.wait_healthy()
-        AdminClient(source.base_url, _TOKEN).create_topic("rate")
+        AdminClient(source.base_url, ADMIN_TOKEN).create_topic("rate")
         topic = source.base_url + "/topics/rate"
         errors: list[BaseException] = []
 

@@ -1,12 +1,12 @@
 """``edn bench richer``: the figures of issue 17 (Chandramouli et al., richer subscriptions),
 each part from its own module:
 
-* ``notify`` (:mod:`benchmarks.richer_notify`): NotifyWhen on a price trace, events delivered
+* ``notify`` (:mod:`benchmarks.reproductions.richer_subscriptions.notify`): NotifyWhen on a price trace, events delivered
   with and without the condition (messages saved), the 5.3.1 index's cost per update beside a
   scan for 10k to 1M subscriptions, re-indexings with and without tolerance;
-* ``intervals`` (:mod:`benchmarks.richer_intervals`): the stateless-network form (5.3.3),
+* ``intervals`` (:mod:`benchmarks.reproductions.richer_subscriptions.intervals`): the stateless-network form (5.3.3),
   messages per update and intervals held, beside unicast, with and without tolerance;
-* ``aggregate`` (:mod:`benchmarks.richer_aggregate`): the seed's Tables 2 and 3, outgoing
+* ``aggregate`` (:mod:`benchmarks.reproductions.richer_subscriptions.aggregate`): the seed's Tables 2 and 3, outgoing
   server messages per update, S-CN against unicast.
 
 The full run takes about five minutes on two shared cores; ``--quick`` a few seconds.
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 
-from benchmarks.richer_aggregate import aggregate_figures
-from benchmarks.richer_intervals import interval_figures
-from benchmarks.richer_notify import notify_figures
+from .aggregate import aggregate_figures
+from .intervals import interval_figures
+from .notify import notify_figures
 from wsframework.progress import progress
 
 __all__ = ["run"]

@@ -205,7 +205,7 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
     return figures
 
 
-if __name__ == "__main__":  # python -m benchmarks.hem [--quick]
+if __name__ == "__main__":  # python -m benchmarks.performance.hem [--quick]
     import json
     import sys
 

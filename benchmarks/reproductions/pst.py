@@ -2,7 +2,7 @@
 steps per event, link matching summed over the brokers on the path against centralized
 matching::
 
-    from benchmarks.pst import chart3_figures
+    from benchmarks.reproductions.pst import chart3_figures
     chart3_figures(quick=True)   # {"subscriptions": [...], "centralized_steps": [...], ...}
 
 **Workload** (:func:`route_manager.wansim.make_workload`, the simulator's): 10 attributes x 3
@@ -97,7 +97,7 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
     """Chart 3's figures by name (see the module docstring); ``quick``: two small sizes and
     90 events, a second or so. ``client_links=False``: the other reading (see the module
     docstring). ``d``: the degradation factor D (the matching share falls as it grows)."""
-    from benchmarks.brokers import PUBLISHERS     # not at import: brokers imports this module
+    from benchmarks.reproductions.brokers import PUBLISHERS     # not at import: brokers imports this module
     from route_manager.wansim import gryphon_topology, make_workload
 
     sizes = tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))

@@ -35,7 +35,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "placement": ("benchmarks.robustness.placement:run", "50 concurrent Subscribes across 3 EDN servers (real processes): failures, p99 latency, one subscription per MessageID"),
     "kill": ("benchmarks.robustness.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
     "eventpath": ("benchmarks.performance.eventpath:run",
-                  "issue 14's figures: dispatcher CPU per event, server CPU per copy, T_c at "
+                  "the event path's figures: dispatcher CPU per event, server CPU per copy, T_c at "
                   "precise, live events/s (real processes, link uncapped), notifications/s, "
                   "the HEM workload at 1M subscriptions"),
     "topology": ("benchmarks.reproductions.topology:run",
@@ -58,9 +58,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                  "distance-aware placement (EDN III-D): mean entry-to-holder distance, "
                  "cross-region share and hit ratio, online and offline, on a 2-region matrix"),
     "richer": ("benchmarks.reproductions.richer_subscriptions:run",
-               "richer subscriptions (issue 17): NotifyWhen messages saved and its index "
-               "beside a scan, S-CN interval sets, range-aggregate S-CN vs unicast (seed "
-               "Tables 2 and 3)"),
+               "richer subscriptions (Chandramouli et al.): NotifyWhen messages saved and its "
+               "index beside a scan, S-CN interval sets, range-aggregate S-CN vs unicast "
+               "(the paper's Tables 2 and 3)"),
     "fuzz": ("benchmarks.robustness.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)

@@ -25,7 +25,7 @@ Every other module sees :class:`BoxIndex`, whose contract is small and fixed:
   :class:`SpatialIndexError`, a :class:`~wsframework.matching.errors.MatcherError`.
 * **Thread safety.**  libspatialindex is not thread-safe, not even for concurrent reads, so
   every call into one index holds that index's lock.  Uncontended, the lock costs ~50 ns.
-  Indexes are never pickled: rebuild them from the arrays (see NOTES).
+  Indexes are never pickled: rebuild them from the arrays (on Spark executors too).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Notification delivery at its limit: notifications/s of one real source process to a sink
-that can take them, beside the sink's own ceiling and the old client's figure.
+that can take them, beside the sink's own ceiling and the requests client's figure.
 
 Call :func:`run` (``edn bench eventpath`` does). Figures:
 
@@ -8,8 +8,8 @@ Call :func:`run` (``edn bench eventpath`` does). Figures:
   :class:`~wsframework.transport.LeanHttpTransport` from ``blast_concurrency`` greenlets,
   doing nothing else: the most a delivering process with this client can get through to
   it; measured before each delivery round (the median of three, all in
-  ``sink_ceiling_per_s_rounds``), so both share the machine's state. The blaster, not the sink, is the limit there: ``sink_cpu_us_per_post`` is the sink's
-  own CPU per POST meanwhile and ``sink_cpu_bound_per_s`` what a whole core of it would take
+  ``sink_ceiling_per_s_rounds``), so both share the machine's state. The blaster, not the
+  sink, is the limit there: ``sink_cpu_us_per_post`` is the sink's own CPU per POST meanwhile and ``sink_cpu_bound_per_s`` what a whole core of it would take
   (1e6 / that). Two blaster processes on this 2-core machine got less, not more (three
   busy processes on two cores);
 * ``notifications_per_s`` -- ``edn serve source`` (gunicorn, one gevent worker: one server
@@ -22,9 +22,9 @@ Call :func:`run` (``edn bench eventpath`` does). Figures:
 * ``source_cpu_us_per_notification`` -- the source process's CPU (user + system) over that
   time, per notification;
 * ``notifications_per_s_requests`` / ``source_cpu_us_per_notification_requests`` -- the same
-  run with ``delivery_client=requests`` and 8 delivery workers (the old path: requests/urllib3
-  through the service's HttpTransport, the old default of 8 threads), side by side in this
-  run, with fewer events (``events_requests``); ``speedup`` is the ratio;
+  run with ``delivery_client=requests`` and 8 delivery workers (requests/urllib3 through the
+  service's HttpTransport on 8 threads, the alternative the lean client is measured against),
+  side by side in this run, with fewer events (``events_requests``); ``speedup`` is the ratio;
 * ``client_cpu_us_per_post`` -- CPU per POST of the candidate clients blasting the sink with
   the same concurrency, each in its own process: ``lean`` (gevent greenlets, as in the
   source), ``requests`` (gevent greenlets), ``aiohttp`` (asyncio, when installed): why the
@@ -227,7 +227,7 @@ def _delivery_run(sink: FastSink, client: str, subscriptions: int, events: int,
 def run(quick: bool = False) -> dict:
     subscriptions = 500 if quick else 1_000
     events = 10 if quick else 40
-    old_events = 4 if quick else 10  # the old path is ~10x slower: fewer events, same shape
+    old_events = 4 if quick else 10  # the requests path is ~10x slower: fewer events, same shape
     blast_posts = 10_000 if quick else 40_000
     concurrency = 16
     figures: dict = {}
@@ -261,7 +261,7 @@ def run(quick: bool = False) -> dict:
                                         concurrency)["cpu_us_per_post"]
         figures["client_cpu_us_per_post"] = {k: round(v, 1) for k, v in clients.items()}
 
-        # the old path: requests, and the old default of 8 delivery threads
+        # the requests path on 8 delivery threads
         [old] = _delivery_run(sink, "requests", subscriptions, old_events,
                               {"delivery_workers": "8", "delivery_per_host": "8"})
         figures["source_cpu_us_per_notification"] = round(new["cpu_us"], 1)

@@ -1,4 +1,4 @@
-"""The event path at its limit (issue 14): every figure the issue names, in one run.
+"""The event path at its limit: the dispatcher's, the servers' and the sink's figures, in one run.
 
 Live part (real processes: a dispatcher and ``servers`` subscription servers under gunicorn
 on loopback, set up as the throughput benchmark's: 10 servers x 10,000 subscriptions in
@@ -20,8 +20,8 @@ then, by the modules that measure them on their own:
 * ``notifications_per_s``, ``sink_ceiling_per_s`` -- :mod:`benchmarks.performance.delivery`;
 * ``hem_1m_ms_per_event``, ``hem_1m_matches_per_event`` -- :mod:`benchmarks.performance.hem`.
 
-Every process shares this 2-core machine (publishers and sink included), as in the issue's
-measurements. ``--quick`` shrinks every part (smoke test; its figures mean little).
+Every process shares this machine (publishers and sink included), as the recorded figures
+did (2 cores). ``--quick`` shrinks every part (smoke test; its figures mean little).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Server matching at scale on HEM's workload: the cell-bitmap engine against a numpy scan.
 
-Workload (Shi, Qian et al., DASFAA 2022, "HEM"; issue 14): ``n`` subscriptions (1,000,000;
+Workload (Shi, Qian et al., DASFAA 2022, "HEM"): ``n`` subscriptions (1,000,000;
 100,000 with ``quick``) over d = 20 integer attributes with domain [0, 1,000,000), each with
 10 predicates on distinct attributes chosen uniformly, each a closed range of width
 w x domain (w = 0.3: ``low = floor(U * domain * (1 - w))``, ``high = low + floor(w *

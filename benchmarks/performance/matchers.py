@@ -1,7 +1,7 @@
 """Matching engines side by side: R-tree engine, brute force, per-filter XPath; the route set;
 summary cuts; the eCube study.
 
-Workload (DESIGN "Numbers that matter"): subscriptions are uniform boxes in [0, 10]^4 whose
+Workload: subscriptions are uniform boxes in [0, 10]^4 whose
 side (10 x 0.01^(1/4) = 3.16) makes ~1% of them match a uniform event; events are XML
 documents read through an event schema, so every events/s figure includes reading the event.
 

@@ -13,7 +13,7 @@ Figures by name:
   Kyra (:mod:`route_manager.wansim.kyra_mode`) is an overlay evaluated event by event: its
   physical hops, the proxy-to-broker hops apart, the servers that matched.
 * ``chart2``: the highest publish rate per publisher the network carries without a queue
-  reaching 80 (the seed's overload criterion), by bisection, flooding against link matching
+  reaching 80 (the paper's overload criterion), by bisection, flooding against link matching
   and summaries at precision 1, as D (hence the share of matching subscriptions) varies; 15
   attributes x 3 values, 1 factoring attribute.  Beside each simulated rate, the
   ``bottleneck``: the broker with the most CPU per round of events (one from each publisher)
@@ -23,7 +23,7 @@ Figures by name:
   against link matching summed along paths of 1 to 6 hops), quick when quick.
 
 The CPU model: ``PER_MESSAGE_S`` per message (the communication stack) plus ``STEP_S`` per
-matching step (the seed's estimate for a time-efficient implementation: ten microseconds) plus
+matching step (the paper's estimate for a time-efficient implementation: ten microseconds) plus
 the time the route sets took, measured (routing to links, and local delivery to clients). These
 are the model's parameters, not measurements of a broker; the rates of chart 2 scale with them.
 """

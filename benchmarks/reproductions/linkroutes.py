@@ -14,7 +14,7 @@ Events are XML elements read through the topic schema, as a dispatcher's batches
 sides answer the same batches and their answers are checked equal.
 
 The baseline is the same route set with ``build_cost = math.inf`` (no tree is ever built:
-every link is the old per-link matrix scan). Times are wall-clock, best of ``repeats``, on
+every link is the per-link matrix scan). Times are wall-clock, best of ``repeats``, on
 a shared machine: read the ratio, measured side by side in one run.
 """
 from __future__ import annotations

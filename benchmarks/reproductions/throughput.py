@@ -1,10 +1,10 @@
 """Throughput vs summary precision on real processes (paper V-B, Fig. 12).
 
 A dispatcher and ``servers`` subscription servers run as ``edn serve`` processes (gunicorn,
-one worker each) on loopback, through :class:`~edn.localnet.network.LocalNetwork` (set up by :mod:`benchmarks.livenet`).
-Each server holds ``per_server`` range subscriptions in d = 8 (DESIGN: d = 8 for
-throughput), imported in bulk (``ImportSubscriptions``, so setting up costs seconds, not
-hours of WS-Eventing round trips); they are placed at random (the paper's Fig. 7 setting:
+one worker each) on loopback, through :class:`~edn.localnet.network.LocalNetwork` (set up by
+:mod:`benchmarks.livenet`). Each server holds ``per_server`` range subscriptions in d = 8,
+imported in bulk (``ImportSubscriptions``, so setting up costs seconds, not hours of
+WS-Eventing round trips); they are placed at random (the paper's Fig. 7 setting:
 random rectangles randomly partitioned) and are narrow (centre uniform in [0, 10]^8, half
 widths uniform in [0, ``half_width``]) so that few events match a subscription exactly: the
 servers then spend little CPU on notifications (each goes to a NotificationSink), which keeps
@@ -15,8 +15,8 @@ dropping events.
 
 For each precision (none, 10% .. 100%) publisher threads in this process saturate the
 dispatcher with pre-built ``edn:EventBatch`` messages (``batch`` events each, one
-keep-alive connection per thread: batching avoids the ~4,400 requests/s HTTP ceiling of
-NOTES.md), and after a warm-up the dispatcher's own counters give, over ``seconds``:
+keep-alive connection per thread: batching avoids the ~4,400 requests/s HTTP ceiling
+measured on this machine), and after a warm-up the dispatcher's own counters give, over ``seconds``:
 events/s (routed = sent: backpressure), and the model's T_f, T_d, T_c, R, S_m
 (:mod:`route_manager.measurement`). The predicted throughput is the model's
 min(TP_D, TP_OL) with the median measured T_f, T_c, S_m of all points, each point's own T_d

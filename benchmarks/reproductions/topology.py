@@ -1,4 +1,4 @@
-"""One dispatcher against a dispatch tree, side by side (issue 15; docs/tree-throughput.md).
+"""One dispatcher against a dispatch tree, side by side (docs/tree-throughput.md).
 
 Two networks of real processes on loopback hold the same subscriptions on the same servers:
 

@@ -1,13 +1,13 @@
-"""``edn bench richer``: the figures of issue 17 (Chandramouli et al., richer subscriptions),
-each part from its own module:
+"""``edn bench richer``: the figures of Chandramouli et al.'s richer subscriptions, each
+part from its own module:
 
-* ``notify`` (:mod:`benchmarks.reproductions.richer_subscriptions.notify`): NotifyWhen on a price trace, events delivered
-  with and without the condition (messages saved), the 5.3.1 index's cost per update beside a
-  scan for 10k to 1M subscriptions, re-indexings with and without tolerance;
-* ``intervals`` (:mod:`benchmarks.reproductions.richer_subscriptions.intervals`): the stateless-network form (5.3.3),
-  messages per update and intervals held, beside unicast, with and without tolerance;
-* ``aggregate`` (:mod:`benchmarks.reproductions.richer_subscriptions.aggregate`): the seed's Tables 2 and 3, outgoing
-  server messages per update, S-CN against unicast.
+* ``notify`` (:mod:`.notify`): NotifyWhen on a price trace, events delivered with and without
+  the condition (messages saved), the 5.3.1 index's cost per update beside a scan for 10k to
+  1M subscriptions, re-indexings with and without tolerance;
+* ``intervals`` (:mod:`.intervals`): the stateless-network form (5.3.3), messages per update
+  and intervals held, beside unicast, with and without tolerance;
+* ``aggregate`` (:mod:`.aggregate`): the paper's Tables 2 and 3, outgoing server messages per
+  update, S-CN against unicast.
 
 The full run takes about five minutes on two shared cores; ``--quick`` a few seconds.
 """

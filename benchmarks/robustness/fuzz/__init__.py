@@ -4,7 +4,7 @@ A source, a dispatcher and subscription servers (``edn serve``, gunicorn) are st
 loopback with the product's launcher (:mod:`edn.localnet`), plus a notification sink. A valid
 session is then recorded against them (Subscribe in every filter dialect and both WS-Eventing
 versions, Renew, GetStatus, Unsubscribe, Publish, event batches, admin and EDN-wire messages);
-those messages are the seeds. Then ``messages`` fuzzed messages are sent, spread over the
+those recorded messages seed the fuzz. Then ``messages`` fuzzed messages are sent, spread over the
 roles, until they are all sent or ``deadline_s`` has passed:
 
 * XML-aware mutations of a seed (hostile text or attributes in a random element, elements
@@ -28,7 +28,7 @@ the fuzz created. The first few requests of every bad outcome are kept (``exampl
 reproducers.
 
 Message ``i`` is drawn from ``random.Random(seed * 1_000_003 + i)``: with the same seeds, a
-run is repeatable message by message (the seeds' message IDs differ between runs).
+run is repeatable message by message (the recorded message IDs differ between runs).
 """
 from __future__ import annotations
 

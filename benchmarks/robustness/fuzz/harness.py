@@ -1,4 +1,4 @@
-"""The fuzz run: start the processes, record the seeds, send ``messages`` fuzzed messages
+"""The fuzz run: start the processes, record a valid session, send ``messages`` fuzzed messages
 from ``threads`` threads until the deadline, then read every process's liveness, RSS and
 subscriptions (:func:`measure`; :func:`run` is ``edn bench fuzz``)."""
 from __future__ import annotations

@@ -3,6 +3,17 @@
 Each benchmark is a function ``run(quick: bool) -> dict`` of named figures, registered in
 BENCHMARKS with a one-line description. Speeds are compared as ratios measured side by side
 in one run: these machines are shared and noisy.
+
+The benchmarks live by what they show, and the three subpackages never import one another
+(an import-linter contract):
+
+* :mod:`benchmarks.performance` -- how fast the product's own paths run;
+* :mod:`benchmarks.robustness` -- whether every role keeps serving right under hostile input,
+  slow clients, kills and concurrency;
+* :mod:`benchmarks.reproductions` -- the papers' figures and studies of their designs.
+
+What they share: :mod:`benchmarks.livenet` (a populated network of real processes under
+publisher load, and its precision sweep) and :mod:`benchmarks.command` (``edn bench``).
 """
 from __future__ import annotations
 

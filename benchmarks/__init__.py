@@ -3,65 +3,76 @@
 Each benchmark is a function ``run(quick: bool) -> dict`` of named figures, registered in
 BENCHMARKS with a one-line description. Speeds are compared as ratios measured side by side
 in one run: these machines are shared and noisy.
+
+The benchmarks live by what they show, and the three subpackages never import one another
+(an import-linter contract):
+
+* :mod:`benchmarks.performance` -- how fast the product's own paths run;
+* :mod:`benchmarks.robustness` -- whether every role keeps serving right under hostile input,
+  slow clients, kills and concurrency;
+* :mod:`benchmarks.reproductions` -- the papers' figures and studies of their designs.
+
+What they share: :mod:`benchmarks.livenet` (a populated network of real processes under
+publisher load, and its precision sweep) and :mod:`benchmarks.command` (``edn bench``).
 """
 from __future__ import annotations
 
 import importlib
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
-    "messaging": ("benchmarks.messaging:run", "parse + dispatch + reply of SOAP messages in process"),
-    "partitioning": ("benchmarks.partitioning:run",
+    "messaging": ("benchmarks.performance.messaging:run", "parse + dispatch + reply of SOAP messages in process"),
+    "partitioning": ("benchmarks.reproductions.partitioning:run",
                      "subscription partitioning hit ratios, paper section III-C (Figs. 3-6)"),
-    "matchers": ("benchmarks.matchers:run",
+    "matchers": ("benchmarks.performance.matchers:run",
                  "R-tree engine vs brute force vs per-filter XPath, route set, summaries, eCube"),
-    "eventing": ("benchmarks.eventing:run",
+    "eventing": ("benchmarks.performance.eventing:run",
                  "event source over HTTP: durable Subscribe/s and notifications/s to a local sink"),
-    "throughput": ("benchmarks.throughput:run",
+    "throughput": ("benchmarks.reproductions.throughput:run",
                    "measured vs predicted throughput vs summary precision on real processes "
                    "(paper Fig. 12)"),
-    "slowclients": ("benchmarks.slowclients:run",
+    "slowclients": ("benchmarks.robustness.slowclients:run",
                     "every role (source, server, dispatcher) under 2,000 idle, 200 slowloris "
                     "and 50 slow-body connections: p95/p99 latency and failures of each role's "
                     "normal requests (loopback)"),
-    "worstfilters": ("benchmarks.worstfilters:run",
+    "worstfilters": ("benchmarks.robustness.worstfilters:run",
                      "publish and /health latency on a source with the worst accepted filters "
                      "subscribed beside normal ones, side by side with normal ones alone"),
-    "durability": ("benchmarks.durability:run",
+    "durability": ("benchmarks.performance.durability:run",
                    "events/s of the throughput network with the dispatcher's durable log on and "
                    "off, alternating in one run"),
-    "selftuning": ("benchmarks.selftuning:run",
+    "selftuning": ("benchmarks.reproductions.selftuning:run",
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),
-    "placement": ("benchmarks.placement:run", "50 concurrent Subscribes across 3 EDN servers (real processes): failures, p99 latency, one subscription per MessageID"),
-    "kill": ("benchmarks.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
-    "eventpath": ("benchmarks.eventpath:run",
-                  "issue 14's figures: dispatcher CPU per event, server CPU per copy, T_c at "
+    "placement": ("benchmarks.robustness.placement:run", "50 concurrent Subscribes across 3 EDN servers (real processes): failures, p99 latency, one subscription per MessageID"),
+    "kill": ("benchmarks.robustness.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
+    "eventpath": ("benchmarks.performance.eventpath:run",
+                  "the event path's figures: dispatcher CPU per event, server CPU per copy, T_c at "
                   "precise, live events/s (real processes, link uncapped), notifications/s, "
                   "the HEM workload at 1M subscriptions"),
-    "topology": ("benchmarks.topology:run",
+    "topology": ("benchmarks.reproductions.topology:run",
                  "one dispatcher vs a 2-level dispatch tree over the same 20 servers (real "
                  "processes, side by side): root CPU per event, hit ratio per level, events/s, "
                  "each beside the tree throughput model; Bloom summary figures"),
-    "hem": ("benchmarks.hem:run", "the cell-bitmap engine on HEM's workload (1M subscriptions, "
+    "hem": ("benchmarks.performance.hem:run", "the cell-bitmap engine on HEM's workload (1M subscriptions, "
                                   "d = 20, 10 ranges of width 0.3): ms per event, checked"),
-    "serverpath": ("benchmarks.serverpath:run", "a server's CPU per forwarded copy in process "
+    "serverpath": ("benchmarks.performance.serverpath:run", "a server's CPU per forwarded copy in process "
                                                 "(batch path beside the event-by-event one)"),
-    "delivery": ("benchmarks.delivery:run", "notifications/s from a source to a fast sink, and "
+    "delivery": ("benchmarks.performance.delivery:run", "notifications/s from a source to a fast sink, and "
                                             "the sink's own ceiling"),
-    "brokers": ("benchmarks.brokers:run", "Gryphon's 39-broker wide-area simulation: flooding, "
+    "brokers": ("benchmarks.reproductions.brokers:run", "Gryphon's 39-broker wide-area simulation: flooding, "
                                           "link matching, summaries, Kyra (overload rate, "
                                           "steps, hops, bytes, exactness)"),
-    "linkroutes": ("benchmarks.linkroutes:run",
+    "linkroutes": ("benchmarks.reproductions.linkroutes:run",
                    "the linkmatching dispatcher's route set: PST link matcher vs the scan it "
                    "replaced, us per event, steps, rebuild cost (Gryphon Chart 3 workload)"),
-    "distance": ("benchmarks.distance_placement:run",
+    "distance": ("benchmarks.reproductions.distance_placement:run",
                  "distance-aware placement (EDN III-D): mean entry-to-holder distance, "
                  "cross-region share and hit ratio, online and offline, on a 2-region matrix"),
-    "richer": ("benchmarks.richer:run",
-               "richer subscriptions (issue 17): NotifyWhen messages saved and its index "
-               "beside a scan, S-CN interval sets, range-aggregate S-CN vs unicast (seed "
-               "Tables 2 and 3)"),
-    "fuzz": ("benchmarks.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
+    "richer": ("benchmarks.reproductions.richer_subscriptions:run",
+               "richer subscriptions (Chandramouli et al.): NotifyWhen messages saved and its "
+               "index beside a scan, S-CN interval sets, range-aggregate S-CN vs unicast "
+               "(the paper's Tables 2 and 3)"),
+    "fuzz": ("benchmarks.robustness.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)
 WRITES_FILES = {"throughput", "selftuning", "brokers"}

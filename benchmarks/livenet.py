@@ -1,6 +1,6 @@
 """A populated event distribution network under publisher load, and its readings.
 
-What the throughput and self-tuning benchmarks share: a dispatcher and servers on loopback
+What the throughput, durability, self-tuning, event-path and topology benchmarks share: a dispatcher and servers on loopback
 (:class:`~edn.localnet.network.LocalNetwork`) holding narrow random range subscriptions
 imported in bulk, publisher threads that saturate the dispatcher with pre-built
 ``edn:EventBatch`` messages, and the dispatcher's counters and every process's CPU over a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import os
 import secrets
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,9 +24,10 @@ from lxml import etree
 from edn.localnet.network import LocalNetwork, wait_until
 from route_manager.grid import event_element, range_filter
 from route_manager.measurement import Counters, Measurement, between
+from route_manager.precision import format_precision, parse_precision
 from route_manager import edn_wire
 from route_manager.edn_wire import EVENT_BATCH
-from wsframework import ns
+from wsframework import ns, progress
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
@@ -378,3 +380,73 @@ def warm_cuts(network: LocalNetwork, levels) -> float:
 
 
 # -- the experiment ----------------------------------------------------------------------------
+
+def sweep(network: LocalNetwork, setup: Setup, publisher: Publisher, log=print,
+          bar=None) -> list[dict]:
+    """One measured point per precision level; ``bar`` (a progress bar) advances per level."""
+    rows = []
+    for level in setup.levels:
+        if bar is not None:
+            bar.describe(f"precision {level}")
+        precision = parse_precision(level)
+        configure(network, precision=precision)
+        time.sleep(setup.warmup)
+        m, extra = measure(network, setup.seconds)
+        row = {"precision": precision, "label": format_precision(precision),
+               "tp_measured": round(m.events_per_s, 1), "t_f_us": round(m.t_f * 1e6, 1),
+               "t_d_us": round(m.t_d * 1e6, 2), "t_c_us": round(m.t_c * 1e6, 2),
+               "hit_ratio": round(m.hit_ratio, 4), "message_bytes": round(m.message_size, 1),
+               "bytes_out_per_s": round(m.bytes_out_per_s), "boxes": extra["boxes"],
+               "route_strategy": extra["strategy"],
+               "cpu_dispatcher_self": round(m.cpu, 3),
+               **{f"cpu_{k}": v for k, v in extra["cpu"].items()},
+               "backpressure_timeouts": extra["backpressure_timeouts"]}
+        rows.append(row)
+        log(f"  {row['label']:>8}: {row['tp_measured']:7.1f} events/s  R {row['hit_ratio']:.3f}  "
+            f"T_d {row['t_d_us']:6.1f} us  T_f {row['t_f_us']:5.0f} us  T_c {row['t_c_us']:5.1f} us  "
+            f"out {row['bytes_out_per_s'] / 1e6:5.2f} MB/s  CPU dispatcher "
+            f"{row['cpu_dispatcher']:.2f} servers {row['cpu_servers']:.2f} bench "
+            f"{row['cpu_bench']:.2f} machine {row['cpu_machine']:.2f}")
+        if bar is not None:
+            bar.advance()
+    return rows
+
+
+@dataclass
+class SweepRun:
+    """What one :func:`precision_sweep` measured: a row per precision level (see :func:`sweep`)."""
+
+    rows: list[dict]
+    info: dict                  # start_network's: setup_s and the subscriptions' boxes
+    matches_per_event: float    # exact matches per event of the published workload
+    notifications: int
+    publisher_errors: int
+
+
+def precision_sweep(setup: Setup, log=print) -> SweepRun:
+    """Start the network of ``setup`` in a throw-away directory, saturate it with batches of
+    uniform events and measure one row per precision level (the throughput benchmark's run,
+    also used to compare dispatcher settings on the same network)."""
+    with tempfile.TemporaryDirectory(prefix="edn-bench-tp-") as tmp:
+        network, info = start_network(setup, Path(tmp), log=log)
+        try:
+            points, event_symbols = event_workload(setup, 64 * 200, setup.seed + 1)
+            matches = exact_matches_per_event(info["lo"], info["hi"], points[:2000],
+                                              info["symbols"], event_symbols)
+            warm_s = warm_cuts(network, setup.levels)
+            log(f"  cut every summary at every precision once: {warm_s:.1f} s; "
+                f"{matches:.2f} exact matches per event")
+            publisher = Publisher(network.dispatcher.base_url,
+                                  batch_payloads(network, points, setup.batch,
+                                                 symbols=event_symbols), setup.batch,
+                                  setup.publishers).start()
+            try:
+                with progress.progress("throughput sweep", total=len(setup.levels),
+                                       unit="level") as bar:
+                    rows = sweep(network, setup, publisher, log, bar)
+            finally:
+                publisher.stop()
+            notifications = network.sink.count
+        finally:
+            network.close()
+    return SweepRun(rows, info, matches, notifications, publisher.errors)

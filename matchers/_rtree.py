@@ -25,7 +25,7 @@ Every other module sees :class:`BoxIndex`, whose contract is small and fixed:
   :class:`SpatialIndexError`, a :class:`~wsframework.matching.errors.MatcherError`.
 * **Thread safety.**  libspatialindex is not thread-safe, not even for concurrent reads, so
   every call into one index holds that index's lock.  Uncontended, the lock costs ~50 ns.
-  Indexes are never pickled: rebuild them from the arrays (see NOTES).
+  Indexes are never pickled: rebuild them from the arrays (on Spark executors too).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from rtree.exceptions import RTreeError
 
 from wsframework.matching.errors import MatcherError
 
-__all__ = ["BoxIndex", "PagedBoxIndex", "SpatialIndexError", "str_labels"]
+__all__ = ["BoxIndex", "SpatialIndexError", "str_labels"]
 
 _VOID_PP = ctypes.POINTER(ctypes.c_void_p)
 _MIN_DIMENSION = 2  # libspatialindex refuses fewer
@@ -276,128 +276,3 @@ def str_labels(centres: np.ndarray, groups: int) -> np.ndarray:
             if len(part):
                 stack.append((part, shares[i], dim + 1))
     return labels
-
-
-class PagedBoxIndex:
-    """An R-tree whose bulk-loaded leaves are numpy pages: rows in, rows out.
-
-    Bulk loading packs the boxes into pages of about ``page_size`` neighbours (STR order) and
-    indexes only the page bounding boxes; a query asks the R-tree for the pages it meets and
-    tests their boxes with numpy, a dimension at a time over contiguous ``(pages, slots)``
-    arrays.  libspatialindex spends ~0.25 us on every entry it reports, and an event that
-    matches 1% of a million wide boxes makes it report ~10,000; reporting ~600 pages and
-    testing their ~20,000 boxes in numpy is ~3x faster (measured, d = 4), and the tree is
-    32x smaller.  Boxes inserted afterwards are single entries of the same R-tree; removing
-    a paged box blanks its slot (the page's bounding box stays, a harmless over-estimate).
-    The owner repacks (:meth:`needs_repack`) when single entries outnumber paged ones, so
-    the cost of repacking is amortized over the insertions that caused it.
-    """
-
-    _PAGE_BASE = 1 << 60  # ids at or above this are pages; rows stay below
-
-    def __init__(self, dims: int, *, page_size: int = 32) -> None:
-        self.dims = dims
-        self.page_size = page_size
-        self._tree = BoxIndex(dims)
-        self._rows = np.zeros((0, page_size), dtype=np.int64)
-        # (pages, 2d, slots): lo of dimension j at 2j, hi at 2j + 1, so that one gather
-        # fetches everything a query tests, page by page contiguously
-        self._boxes = np.zeros((0, 2 * dims, page_size))
-        self._where = np.zeros(0, dtype=np.int64)  # row -> page * width + slot, or -1
-        self._paged = 0
-        self._singles = 0
-        self._dead = 0
-
-    @classmethod
-    def bulk(cls, rows: np.ndarray, mins: np.ndarray, maxs: np.ndarray, *, dims: int,
-             page_size: int = 32) -> "PagedBoxIndex":
-        index = cls(dims, page_size=page_size)
-        rows = np.asarray(rows, dtype=np.int64)
-        n = len(rows)
-        if n == 0:
-            return index
-        if n and not np.all(mins <= maxs):
-            raise SpatialIndexError("a box has a minimum above its maximum (or a NaN)")
-        pages = -(-n // page_size)
-        labels = str_labels((mins + maxs) / 2.0, pages)
-        order = np.argsort(labels, kind="stable")
-        labels = labels[order]
-        starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
-        pages = len(starts)
-        width = int(np.diff(np.r_[starts, n]).max())
-        slots = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-        page_of = np.repeat(np.arange(pages), np.diff(np.r_[starts, n]))
-        index.page_size = width
-        index._rows = np.full((pages, width), -1, dtype=np.int64)
-        index._rows[page_of, slots] = rows[order]
-        boxes = np.empty((pages, 2 * dims, width))
-        boxes[:, 0::2, :] = np.inf  # empty slots meet nothing
-        boxes[:, 1::2, :] = -np.inf
-        for j in range(dims):
-            boxes[page_of, 2 * j, slots] = mins[order, j]
-            boxes[page_of, 2 * j + 1, slots] = maxs[order, j]
-        index._boxes = boxes
-        index._where = np.full(int(rows.max()) + 1, -1, dtype=np.int64)
-        index._where[rows[order]] = page_of * width + slots
-        index._paged = n
-        page_lo = np.minimum.reduceat(mins[order], starts, axis=0)
-        page_hi = np.maximum.reduceat(maxs[order], starts, axis=0)
-        index._tree = BoxIndex.bulk(np.arange(pages, dtype=np.int64) + cls._PAGE_BASE,
-                                    page_lo, page_hi, dims=dims)
-        return index
-
-    def insert(self, row: int, lo: np.ndarray, hi: np.ndarray) -> None:
-        self._tree.insert(row, lo, hi)
-        self._singles += 1
-
-    def delete(self, row: int, lo: np.ndarray, hi: np.ndarray) -> None:
-        row = int(row)
-        where = int(self._where[row]) if row < len(self._where) else -1
-        if where < 0:
-            self._tree.delete(row, lo, hi)
-            self._singles -= 1
-            return
-        self._where[row] = -1
-        self._paged -= 1
-        page, slot = divmod(where, self.page_size)
-        self._rows[page, slot] = -1
-        self._boxes[page, 0::2, slot] = np.inf
-        self._boxes[page, 1::2, slot] = -np.inf
-        self._dead += 1
-
-    def intersecting(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Rows whose boxes meet [lo, hi] (unordered)."""
-        ids = self._tree.intersecting(lo, hi)
-        if not len(self._rows):
-            return ids
-        paged = ids >= self._PAGE_BASE
-        if not paged.any():
-            return ids
-        pages = ids[paged] - self._PAGE_BASE
-        if self.dims:
-            low, high = lo.tolist(), hi.tolist()  # Python floats: cheaper scalar compares
-            block = self._boxes[pages]
-            inside = block[:, 0] <= high[0]
-            inside &= block[:, 1] >= low[0]
-            for j in range(1, self.dims):
-                inside &= block[:, 2 * j] <= high[j]
-                inside &= block[:, 2 * j + 1] >= low[j]
-            found = self._rows[pages][inside]
-        else:
-            found = self._rows[pages].ravel()
-            found = found[found >= 0]
-        singles = ids[~paged]
-        return np.concatenate([singles, found]) if len(singles) else found
-
-    def needs_repack(self) -> bool:
-        return self._singles > max(4096, self._paged) or self._dead > max(4096, self._paged)
-
-    def __len__(self) -> int:
-        return self._paged + self._singles
-
-    def __repr__(self) -> str:
-        return (f"<PagedBoxIndex d={self.dims} paged={self._paged} "
-                f"single={self._singles} pages={len(self._rows)}>")
-
-    def __reduce__(self):
-        raise TypeError("an index cannot be pickled; rebuild it from its arrays")

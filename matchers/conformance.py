@@ -1,4 +1,4 @@
-"""The matcher contract as checks a plugin author runs on an engine (STYLE item 9).
+"""The matcher contract as checks a plugin author runs on an engine.
 
 Each check takes a :class:`~wsframework.matching.base.Matcher` subclass (called with an
 optional config, as :func:`~wsframework.matching.registry.create_matcher` does) and raises

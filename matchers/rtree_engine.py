@@ -25,7 +25,7 @@ Two R-trees, as in the paper:
   XPath, or a value clamped into the domain) gets its exact check: the range predicates,
   or the XPath evaluated by lxml/elementpath.  Nothing is ever missed: the boxes cover
   their filters.  Bulk-loaded rectangles sit in numpy pages under the R-tree
-  (:class:`~matchers._rtree.PagedBoxIndex`, ~3x faster at a million wide rectangles);
+  (:class:`~matchers.paged_index.PagedBoxIndex`, ~3x faster at a million wide rectangles);
   rectangles added one by one are plain R-tree entries until the next repack.
 * the **summary manager** (:class:`~matchers.summary.MaximalRectangles`) keeps the maximal
   rectangles in a second R-tree; :meth:`RTreeMatchingEngine.summary` cuts a summary at any
@@ -39,9 +39,10 @@ single entries outnumber paged ones (or pass a 1/16 of them), an amortized cost.
 A batch (:meth:`~wsframework.matching.base.Matcher.match_many`) is read at once
 (:meth:`~matchers.schema.Schema.extract_many`: simple schema paths in place, no copy) and
 meets the index once: every event box against every page's bounding box and then the boxes
-of the pages it meets, in numpy (:class:`_PagedBatch`); exact checks run only on the
-candidates that need one, each such event copied into a document of its own once.  :meth:`match_box` answers boxes
-given as coordinates (the eCube study, partitioning jobs).
+of the pages it meets, in numpy (:meth:`~matchers.paged_index.PagedBoxIndex.intersecting_batch`);
+exact checks run only on the candidates that need one, each such event copied into a
+document of its own once.  :meth:`match_box` answers boxes given as coordinates (the eCube
+study, partitioning jobs).
 
 Thread safety follows the :class:`~wsframework.matching.base.Matcher` contract: callers serialize
 mutations; concurrent ``match`` calls only read (each index holds its own lock around
@@ -61,9 +62,10 @@ from wsframework import ns
 from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
-from ._rtree import PagedBoxIndex
 from .box_filters import box_dialects, compile_filter
 from .compiled_filter import CompiledFilter
+from .filter_table import ALWAYS, BOX, IF_UNCLEAN, FilterTable
+from .paged_index import PagedBoxIndex
 from .schema import Schema
 from .schema.extraction import standalone
 from .summary import MaximalRectangles, Summary, summary_target
@@ -73,206 +75,6 @@ from .xpath import XPATH10_DIALECTS
 __all__ = ["RTreeMatchingEngine"]
 
 log = logging.getLogger(__name__)
-
-# How a filter's candidates are confirmed (per filter, vectorised over candidates):
-_BOX = 0        # bulk-loaded box: the box is the filter
-_IF_UNCLEAN = 1  # exact rectangles: check only events with clamped values
-_ALWAYS = 2      # strings, open bounds, XPath: always check
-
-
-class _FilterTable:
-    """Filters in insertion order (ids <-> sequence numbers) and their rectangles (rows).
-
-    Sequence numbers only grow, so sorting candidate sequence numbers restores insertion
-    order; a replaced filter keeps its number.  Rows of removed rectangles are reused.
-    """
-
-    def __init__(self, d: int) -> None:
-        self.d = d
-        self.seq_of: dict[str, int] = {}
-        self.ids = np.empty(16, dtype=object)
-        self.kind = np.zeros(16, dtype=np.int8)
-        self.compiled: dict[int, CompiledFilter] = {}
-        self.row_of = np.full(16, -1, dtype=np.int64)  # seq -> its row, for one-rectangle filters
-        self.rows_multi: dict[int, np.ndarray] = {}     # seq -> rows, for the others
-        self.next_seq = 0
-        self.mins = np.zeros((16, d))
-        self.maxs = np.zeros((16, d))
-        self.owner = np.full(16, -1, dtype=np.int64)
-        self.free: list[int] = []
-        self.used_rows = 0  # rows ever handed out (high-water mark)
-        self.boxes = 0
-        self.multi = 0  # filters with other than one rectangle (need de-duplication)
-
-    def new_seqs(self, ids: list[str]) -> np.ndarray:
-        """Sequence numbers for new filter ids (registered in ``seq_of``)."""
-        first = self.next_seq
-        self.next_seq += len(ids)
-        if self.next_seq > len(self.ids):
-            grow = max(self.next_seq, 2 * len(self.ids)) - len(self.ids)
-            self.ids = np.concatenate([self.ids, np.empty(grow, dtype=object)])
-            self.kind = np.concatenate([self.kind, np.zeros(grow, dtype=np.int8)])
-            self.row_of = np.concatenate([self.row_of, np.full(grow, -1, dtype=np.int64)])
-        self.ids[first:self.next_seq] = ids
-        self.seq_of.update(zip(ids, range(first, self.next_seq)))
-        return np.arange(first, self.next_seq, dtype=np.int64)
-
-    def rows(self, seq: int) -> np.ndarray:
-        row = int(self.row_of[seq])
-        return np.array([row], dtype=np.int64) if row >= 0 else self.rows_multi[seq]
-
-    def take_rows(self, count: int) -> np.ndarray:
-        reused = [self.free.pop() for _ in range(min(count, len(self.free)))]
-        fresh = count - len(reused)
-        rows = np.array(reused + list(range(self.used_rows, self.used_rows + fresh)), dtype=np.int64)
-        self.used_rows += fresh
-        if self.used_rows > len(self.owner):
-            capacity = max(self.used_rows, 2 * len(self.owner))
-            grow = capacity - len(self.owner)
-            self.mins = np.vstack([self.mins, np.zeros((grow, self.d))])
-            self.maxs = np.vstack([self.maxs, np.zeros((grow, self.d))])
-            self.owner = np.concatenate([self.owner, np.full(grow, -1, dtype=np.int64)])
-        return rows
-
-    def set_rows(self, seq: int, rows: np.ndarray, mins: np.ndarray, maxs: np.ndarray) -> None:
-        self.mins[rows] = mins
-        self.maxs[rows] = maxs
-        self.owner[rows] = seq
-        if len(rows) == 1:
-            self.row_of[seq] = rows[0]
-        else:
-            self.rows_multi[seq] = rows
-            self.multi += 1
-        self.boxes += len(rows)
-
-    def drop_rows(self, seq: int) -> np.ndarray:
-        rows = self.rows(seq)
-        if self.row_of[seq] >= 0:
-            self.row_of[seq] = -1
-        else:
-            del self.rows_multi[seq]
-        self.owner[rows] = -1
-        self.free.extend(rows.tolist())
-        self.boxes -= len(rows)
-        if len(rows) != 1:
-            self.multi -= 1
-        return rows
-
-    def live_rows(self) -> np.ndarray:
-        return np.flatnonzero(self.owner[:self.used_rows] >= 0)
-
-
-class _PagedBatch:
-    """Batch queries of a :class:`~matchers._rtree.PagedBoxIndex` (its own API answers one
-    box at a time): every query box against every page's bounding box, then against the
-    boxes of the pages it meets, one dimension at a time over all (query, box) pairs still
-    in play, in numpy. An index holding single (unpaged) entries, or more pages than a scan
-    should visit, is asked through its R-tree's batch query for pages and singles instead.
-
-    Reads the index's arrays (``_rows``, ``_boxes``, ``_tree``, ``_singles``): it belongs
-    with :class:`~matchers._rtree.PagedBoxIndex` (a move for that module's owner). Page
-    bounding boxes are computed from the page arrays once per index object: a removal only
-    blanks a slot, so they stay covers until the next repack builds a new index.
-    """
-
-    # pages scanned per query box beyond which the R-tree finds the pages instead
-    # (measured: a numpy pass over 313 page boxes for 64 events costs ~1.5 us per event,
-    # libspatialindex's batch query ~9 us per event in d = 8)
-    SCAN_PAGES = 4096
-    # single entries scanned in numpy (the R-tree's batch query beyond: ~9 us per event)
-    SCAN_SINGLES = 2048
-
-    def __init__(self) -> None:
-        self._cached: tuple[Any, np.ndarray, np.ndarray] | None = None
-
-    def _page_boxes(self, index: PagedBoxIndex) -> tuple[np.ndarray, np.ndarray]:
-        cached = self._cached
-        if cached is None or cached[0] is not index:
-            boxes = index._boxes
-            lows = np.ascontiguousarray(boxes[:, 0::2, :].min(axis=2).T)   # (d, pages)
-            highs = np.ascontiguousarray(boxes[:, 1::2, :].max(axis=2).T)
-            cached = self._cached = (index, lows, highs)
-        return cached[1], cached[2]
-
-    def query(self, index: PagedBoxIndex, mins: np.ndarray, maxs: np.ndarray,
-              singles: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-              ) -> tuple[np.ndarray, np.ndarray]:
-        """``singles``: the index's single entries as (rows, lows (d, s), highs (d, s)), or
-        None when there are too many to scan (the R-tree answers then)."""
-        mins = np.ascontiguousarray(mins, dtype=np.float64)
-        maxs = np.ascontiguousarray(maxs, dtype=np.float64)
-        m, d = mins.shape
-        pages = len(index._rows)
-        found = np.empty(0, dtype=np.int64)
-        found_queries = found
-        if (index._singles and singles is None) or pages > self.SCAN_PAGES:
-            ids, counts = index._tree.intersecting_batch(mins, maxs)
-            queries = np.repeat(np.arange(m, dtype=np.int64), counts)
-            paged = ids >= index._PAGE_BASE
-            found, found_queries = ids[~paged], queries[~paged]
-            page, query = ids[paged] - index._PAGE_BASE, queries[paged]
-        else:
-            if pages:
-                lows, highs = self._page_boxes(index)
-                query, page = _meeting(lows, highs, mins, maxs)
-            else:
-                page = query = np.empty(0, dtype=np.int64)
-            if index._singles and len(singles[0]):
-                rows, lows, highs = singles
-                found_queries, position = _meeting(lows, highs, mins, maxs)
-                found = rows[position]
-        rows, row_queries = self._slots(index, page, query, mins, maxs)
-        if len(found):
-            rows = np.concatenate([found, rows])
-            row_queries = np.concatenate([found_queries, row_queries])
-        order = np.argsort(row_queries, kind="stable")
-        return rows[order], np.bincount(row_queries, minlength=m).astype(np.int64)
-
-    @staticmethod
-    def _slots(index: PagedBoxIndex, page: np.ndarray, query: np.ndarray, mins: np.ndarray,
-               maxs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if not len(page):
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        boxes = index._boxes
-        _, twice_d, width = boxes.shape
-        # the first dimensions of each page met, as one contiguous block per page (a slice
-        # per page copies faster than an element-wise gather: ~0.7x, measured)
-        dense = min(3, twice_d // 2)
-        block = boxes[page, :2 * dense, :]
-        meets = block[:, 0] <= maxs[query, 0][:, None]
-        meets &= block[:, 1] >= mins[query, 0][:, None]
-        for j in range(1, dense):
-            meets &= block[:, 2 * j] <= maxs[query, j][:, None]
-            meets &= block[:, 2 * j + 1] >= mins[query, j][:, None]
-        pair, slot = np.nonzero(meets)
-        flat = boxes.reshape(-1)
-        at = page[pair] * (twice_d * width) + slot
-        query = query[pair]
-        where = page[pair] * width + slot
-        for j in range(dense, twice_d // 2):
-            inside = flat[at + 2 * j * width] <= maxs[query, j]
-            inside &= flat[at + (2 * j + 1) * width] >= mins[query, j]
-            at, query, where = at[inside], query[inside], where[inside]
-        return index._rows.reshape(-1)[where], query
-
-
-def _meeting(lows: np.ndarray, highs: np.ndarray, mins: np.ndarray, maxs: np.ndarray,
-             dense: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """(query, box) pairs of ``m`` query boxes ``mins``/``maxs`` (m, d) meeting boxes given
-    as ``lows``/``highs`` (d, n), closed: the first ``dense`` dimensions as (m, n) masks,
-    the others over the pairs still in play (fewer numpy calls and gathers than pairs
-    compacted from the first dimension on, measured)."""
-    d = mins.shape[1]
-    meets = (lows[0][None, :] <= maxs[:, 0, None]) & (highs[0][None, :] >= mins[:, 0, None])
-    for j in range(1, min(dense, d)):
-        meets &= lows[j][None, :] <= maxs[:, j, None]
-        meets &= highs[j][None, :] >= mins[:, j, None]
-    query, box = np.nonzero(meets)
-    for j in range(min(dense, d), d):
-        inside = (lows[j][box] <= maxs[query, j]) & (highs[j][box] >= mins[query, j])
-        query, box = query[inside], box[inside]
-    return query, box
-
 
 class RTreeMatchingEngine(ReportingMatcher):
     """R-tree filtering engine plus summary manager for range and XPath 1.0 filters.
@@ -290,12 +92,11 @@ class RTreeMatchingEngine(ReportingMatcher):
         super().__init__(config)
         self.schema = Schema.from_config(config)
         d = self.schema.d
-        self._table = _FilterTable(d)
+        self._table = FilterTable(d)
         self._index = PagedBoxIndex(d)
         self._maximal = MaximalRectangles(d)
         self._summaries: dict[tuple[int, int], Summary] = {}
         self._bloom_parts: tuple[int, Any] = (-1, None)  # (generation, bloom_parts(...))
-        self._pages = _PagedBatch()
         self._index_changes = 0  # bumped by every insertion into / removal from the index
         self._singles_cache: tuple | None = None
 
@@ -338,7 +139,7 @@ class RTreeMatchingEngine(ReportingMatcher):
             return []
         seqs = table.owner[rows]
         seqs = np.unique(seqs) if table.multi else np.sort(seqs)
-        need = table.kind[seqs] >= (_IF_UNCLEAN if not box.clean else _ALWAYS)
+        need = table.kind[seqs] >= (IF_UNCLEAN if not box.clean else ALWAYS)
         if not need.any():
             return table.ids[seqs].tolist()
         passed = []
@@ -375,7 +176,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         keys = owner * np.int64(max(table.next_seq, 1)) + table.owner[rows]
         keys = np.unique(keys) if table.multi else np.sort(keys)
         owner, seqs = np.divmod(keys, np.int64(max(table.next_seq, 1)))
-        threshold = np.where(boxes.clean[owner], _ALWAYS, _IF_UNCLEAN)
+        threshold = np.where(boxes.clean[owner], ALWAYS, IF_UNCLEAN)
         keep = table.kind[seqs] < threshold
         need = np.flatnonzero(~keep)
         if len(need):
@@ -403,18 +204,13 @@ class RTreeMatchingEngine(ReportingMatcher):
     def _single_rows(self, index: PagedBoxIndex) -> tuple | None:
         """The paged index's single (unpaged) entries: (rows, lows (d, s), highs (d, s)),
         kept until the index changes; None when there are more than a scan should test."""
-        if not index._singles or index._singles > _PagedBatch.SCAN_SINGLES:
+        if not index.single_count or index.single_count > index.SCAN_SINGLES:
             return None
         cached = self._singles_cache
         if cached is not None and cached[0] is index and cached[1] == self._index_changes:
             return cached[2]
-        live = self._table.live_rows()
-        where = index._where
-        known = live < len(where)
-        single = live[~known]
-        if known.any():
-            single = np.concatenate([live[known][where[live[known]] < 0], single])
         table = self._table
+        single = index.unpaged(table.live_rows())
         found = (single, np.ascontiguousarray(table.mins[single].T),
                  np.ascontiguousarray(table.maxs[single].T))
         self._singles_cache = (index, self._index_changes, found)
@@ -423,13 +219,13 @@ class RTreeMatchingEngine(ReportingMatcher):
     def _intersecting_batch(self, mins: np.ndarray, maxs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For ``m`` query boxes: their hit rows concatenated query by query and the hits
         of each (``(rows, counts)``). An index with its own batch query answers; the paged
-        R-tree is queried here (:func:`_paged_batch`)."""
+        R-tree gets its single entries from here (:meth:`_single_rows`)."""
         index = self._index
+        if isinstance(index, PagedBoxIndex):
+            return index.intersecting_batch(mins, maxs, self._single_rows(index))
         batch = getattr(index, "intersecting_batch", None)
         if batch is not None:
             return batch(mins, maxs)
-        if isinstance(index, PagedBoxIndex):
-            return self._pages.query(index, mins, maxs, self._single_rows(index))
         found = [index.intersecting(lo, hi) for lo, hi in zip(mins, maxs)]
         counts = np.array([len(f) for f in found], dtype=np.int64)
         return (np.concatenate(found) if found else np.empty(0, dtype=np.int64)), counts
@@ -465,7 +261,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         entries. A mutation: callers serialize it as they do add/remove."""
         index = self._index
         if isinstance(index, PagedBoxIndex):
-            if index._singles or index._dead:
+            if index.single_count or index.blanked_count:
                 self._repack()
         elif index.needs_repack():
             self._repack()
@@ -488,7 +284,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         table = self._table
         rows = table.take_rows(n)
         seqs = table.new_seqs(ids)
-        table.kind[seqs] = _BOX
+        table.kind[seqs] = BOX
         table.row_of[seqs] = rows
         table.mins[rows] = mins
         table.maxs[rows] = maxs
@@ -551,7 +347,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         outnumber the packed ones, or single entries pass a 1/16 of them: amortized over
         the changes that caused it."""
         index = self._index
-        if index.needs_repack() or (isinstance(index, PagedBoxIndex) and index._singles > max(
+        if index.needs_repack() or (isinstance(index, PagedBoxIndex) and index.single_count > max(
                 self.REPACK_SINGLES, len(index) // 16)):
             self._repack()
 
@@ -567,7 +363,7 @@ class RTreeMatchingEngine(ReportingMatcher):
     def _store(self, seq: int, compiled: CompiledFilter) -> None:
         table = self._table
         table.compiled[seq] = compiled
-        table.kind[seq] = _IF_UNCLEAN if compiled.box_exact else _ALWAYS
+        table.kind[seq] = IF_UNCLEAN if compiled.box_exact else ALWAYS
         rows = table.take_rows(len(compiled.mins))
         table.set_rows(seq, rows, compiled.mins, compiled.maxs)
 
@@ -607,7 +403,18 @@ class RTreeMatchingEngine(ReportingMatcher):
         table = self._table
         return table.ids[np.unique(table.owner[rows])].tolist()
 
+    @property
+    def filtering_index(self) -> Any:
+        """The index the rectangles are matched in now (a :class:`PagedBoxIndex`, or the
+        index a subclass chose); replaced by every repack, so read it, do not keep it."""
+        return self._index
+
     # -- summaries ---------------------------------------------------------------------------
+    def forget_summaries(self) -> None:
+        """Drop the cached summaries: the next :meth:`summary` at each precision cuts anew
+        (to time a cut)."""
+        self._summaries.clear()
+
     @property
     def summary_generation(self) -> int:
         """Changes whenever the maximal rectangles (and so every summary) change."""

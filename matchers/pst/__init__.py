@@ -1,4 +1,5 @@
-"""Gryphon's parallel search tree (gryphon-link-matching.txt sections 2 and 3).
+"""Gryphon's parallel search tree (sections 2 and 3 of Gryphon's link-matching paper: Banavar
+et al., ICDCS 1999).
 
 =====================  ======================================================================
 module                 what lives there

@@ -154,8 +154,8 @@ def union_predicates(reports: Iterable[tuple[str, Mapping[str, Tests] | None]]
 
 
 #: a rebuild's cost per predicate, in scans of one predicate row for one event (measured by
-#: benchmarks.linkroutes, build_cost_in_row_scans: 300 to 650 over three runs on a shared
-#: machine, Gryphon's workload at 1k and 10k predicates over 4 and 64 links)
+#: benchmarks.reproductions.linkroutes, build_cost_in_row_scans: 300 to 650 over three runs
+#: on a shared machine, Gryphon's workload at 1k and 10k predicates over 4 and 64 links)
 BUILD_COST_IN_ROW_SCANS = 400
 #: the fixed cost of one scan call (numpy's overhead, about 3.5 us against 25 ns a row scan),
 #: in row scans
@@ -308,7 +308,7 @@ class LinkRouteSet(Matcher):
         self._routes = _Routes({}, None)
         self._debt = 0           # row scans spent for lack of a rebuild since the last one
         #: a rebuild's cost per predicate in row scans (math.inf: never rebuild by itself,
-        #: every link scanned as before the tree: the benchmarks' baseline)
+        #: every link scanned without a tree: the benchmarks' baseline)
         self.build_cost: float = BUILD_COST_IN_ROW_SCANS
         self.builds = 0          # trees built (figures and tests)
         self.search_steps = 0    # tree nodes visited by searches (approximate under threads)

@@ -1,5 +1,6 @@
 """Gryphon's parallel search tree (Aguilera et al., "Matching events in a content-based
-subscription system", summarised in gryphon-link-matching.txt section 2).
+subscription system", PODC 1999, as summarised in section 2 of Gryphon's link-matching
+paper, Banavar et al., ICDCS 1999).
 
 Subscriptions are conjunctions of equality tests ``{attribute: value}``; an attribute a
 subscription does not test is a don't-care (``*``). The tree has one level per attribute; a
@@ -11,10 +12,10 @@ at each node, the branch of the event's value *and* the ``*`` branch, in paralle
     tree.match({"a1": 1, "a2": 2, "a3": 3})            # -> ["s1"]
     tree.match_counting({"a1": 1, "a2": 2, "a3": 3})   # -> (["s1"], steps)
 
-Attributes are ordered from the root by fewest don't-cares (the seed: "performance seems to be
+Attributes are ordered from the root by fewest don't-cares (the paper: "performance seems to be
 better if the attributes near the root are chosen to have the fewest number of subscriptions
 labeled with a *"), computed when the tree is prepared: changes are batched and the structure
-is rebuilt on the next match (the seed's "tree preparation time").
+is rebuilt on the next match (the paper's "tree preparation time").
 
 The section 2.1 optimisations:
 
@@ -25,13 +26,13 @@ The section 2.1 optimisations:
   of their values, each entry holding a sub-search-tree over the other attributes. A
   subscription with ``*`` on a factoring attribute is *copied* into the entry of every value
   of that attribute, plus the entry of :data:`OTHER` (standing for every value no
-  subscription tests there). That is the seed's "at the cost of increased space", and why
+  subscription tests there). That is the paper's "at the cost of increased space", and why
   it prefers attributes that subscriptions "rarely" leave ``*``: the copies are the
   don't-cares. A search then does one lookup of the event's combination and searches one
   sub-tree; the forks the top levels would have made between value and ``*`` branches are
   gone.
 * **Delayed branching** (``delayed_branching=k``, ``True`` for :data:`DEFAULT_DELAY`): the
-  seed says "traversing *-branches may be delayed until after a set of predicate tests have
+  paper says "traversing *-branches may be delayed until after a set of predicate tests have
   been applied", which "prunes paths from those *-branches which are inconsistent with the
   tests". Here a :class:`Delayed` node stands for a *set* of tree nodes that a plain search
   would visit in parallel; it applies one attribute test for all of them at once and leads
@@ -41,10 +42,10 @@ The section 2.1 optimisations:
   window of ``k`` tests, and a member with neither the event's value nor a ``*`` branch
   (an inconsistent path) is dropped without ever being visited. At the end of the window the
   surviving nodes are searched in parallel, each starting a window of its own. Equal sets
-  share one node, so the structure is a DAG, as the seed warns ("no longer a tree but
+  share one node, so the structure is a DAG, as the paper warns ("no longer a tree but
   instead a directed acyclic graph").
 
-A **step** is the visit of one node of the matching structure (Chart 3 of the seed counts
+A **step** is the visit of one node of the matching structure (Chart 3 of the paper counts
 these: "the visitation of a single node in the matching tree"): a tree node (one attribute
 test, or a leaf), a :class:`Delayed` node (one attribute test for a set of nodes), or an
 :class:`Index` (one lookup of the factoring attributes' values). Each does one dictionary

@@ -1,7 +1,8 @@
-"""Link matching (gryphon-link-matching.txt section 3): a broker's parallel search tree
-annotated with one trit vector per node, one trit per link (Y: a search reaching the node is
-guaranteed to match a subscriber behind that link; N: no subsearch leads to one; M: maybe),
-and the search that refines an initialization mask into the links an event must go out on::
+"""Link matching (section 3 of Gryphon's link-matching paper, Banavar et al., ICDCS 1999): a
+broker's parallel search tree annotated with one trit vector per node, one trit per link
+(Y: a search reaching the node is guaranteed to match a subscriber behind that link; N: no
+subsearch leads to one; M: maybe), and the search that refines an initialization mask into
+the links an event must go out on::
 
     links = LinkMatcher(["a1", "a2"], links=["l0", "l1", "l2"])
     links.add("s1", {"a1": 1}, "l1")

@@ -88,6 +88,13 @@ class RTreeRouteSet(Matcher):
         self._tables[self._precision] = table
         self._routes = table
 
+    @property
+    def routing_table(self) -> RoutingTable:
+        """The table events are routed by now (its boxes, owners and the strategies chosen
+        for it). Every change swaps in another table and never alters this one, so a
+        table read here stays consistent."""
+        return self._routes
+
     # -- precision ---------------------------------------------------------------------------
     @property
     def precision(self) -> float:

@@ -2,7 +2,7 @@
 there and sane (real processes: a source under gunicorn, the fast sink, blasters)."""
 from __future__ import annotations
 
-from benchmarks.delivery import run
+from benchmarks.performance.delivery import run
 
 
 def test_quick_delivery_benchmark_reports_its_figures():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.kill import measure
+from benchmarks.robustness.kill import measure
 
 TARGETS = ("server", "dispatcher", "source")
 

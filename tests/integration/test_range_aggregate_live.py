@@ -22,7 +22,7 @@ import random
 import requests
 from lxml import etree
 
-from benchmarks import slowclients
+from benchmarks.robustness import slowclients
 from edn.localnet.network import LocalNetwork, wait_until
 from edn.localnet.processes import ServerProcess, free_port
 from matchers.range_aggregate import RANGE_AGGREGATE_DIALECT, feed_schema, read_change

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import slowclients
+from benchmarks.robustness import slowclients
 
 
 @pytest.fixture(scope="module")

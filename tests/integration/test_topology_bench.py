@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.topology import Setup, compare
+from benchmarks.reproductions.topology import Setup, compare
 
 
 def test_flat_against_tree_side_by_side():

@@ -1,6 +1,6 @@
 """The Bloom-summary comparison runs in its quick form and its figures hang together."""
 
-from benchmarks.bloom import PRECISIONS, bloom_comparison
+from benchmarks.reproductions.bloom import PRECISIONS, bloom_comparison
 
 
 def test_quick_bloom_comparison():

@@ -1,16 +1,17 @@
 """edn bench brokers at a tiny size: every mode exact, link matching sending what precise
 summaries send, bisection bounded by the overload and near the bottleneck estimate, chart 3
-wired to benchmarks.pst when it is there, the PNGs."""
+wired to benchmarks.reproductions.pst when it is there, the PNGs."""
 
 import pytest
 
-from benchmarks import BENCHMARKS, WRITES_FILES, brokers
+from benchmarks import BENCHMARKS, WRITES_FILES
+from benchmarks.reproductions import brokers
 from route_manager.wansim import gryphon_topology, make_workload
 from route_manager.wansim.routing import FloodingRouter, make_router
 
 
 def test_registered_and_writes_files():
-    assert BENCHMARKS["brokers"][0] == "benchmarks.brokers:run" and "brokers" in WRITES_FILES
+    assert BENCHMARKS["brokers"][0] == "benchmarks.reproductions.brokers:run" and "brokers" in WRITES_FILES
 
 
 @pytest.fixture(scope="module")
@@ -71,15 +72,15 @@ def test_bottleneck_rate_is_what_the_simulation_finds_give_or_take_queueing():
 
 
 def test_chart3_calls_the_pst_figures_when_they_exist(monkeypatch):
-    import benchmarks.pst
+    import benchmarks.reproductions.pst
 
     calls = []
     figures = {"subscriptions": [1000, 2000], "centralized_steps": [50.0, 90.0],
                "link_steps_by_hops": {"1": [20.0, 30.0], "2": [35.0, 55.0]}}
-    monkeypatch.setattr(benchmarks.pst, "chart3_figures",
+    monkeypatch.setattr(benchmarks.reproductions.pst, "chart3_figures",
                         lambda quick=False: calls.append(quick) or figures, raising=False)
     assert brokers.chart3(quick=True) is figures and calls == [True]
-    monkeypatch.delattr(benchmarks.pst, "chart3_figures")
+    monkeypatch.delattr(benchmarks.reproductions.pst, "chart3_figures")
     assert "missing" in brokers.chart3(quick=False)
 
 

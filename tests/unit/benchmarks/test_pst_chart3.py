@@ -3,8 +3,8 @@
 decision equals the oracle's), and steps grow less than linearly."""
 import pytest
 
-from benchmarks.brokers import PUBLISHERS
-from benchmarks.pst import chart3_figures, chart3_steps, chart3_workload
+from benchmarks.reproductions.brokers import PUBLISHERS
+from benchmarks.reproductions.pst import chart3_figures, chart3_steps, chart3_workload
 from route_manager.wansim import gryphon_topology, make_workload
 
 

@@ -1,10 +1,10 @@
-"""benchmarks.serverpath in miniature: the figures are there, and every server measured
+"""benchmarks.performance.serverpath in miniature: the figures are there, and every server measured
 queued exactly the notifications brute force finds."""
 from __future__ import annotations
 
 import pytest
 
-from benchmarks import serverpath
+from benchmarks.performance import serverpath
 
 
 @pytest.mark.parametrize("symbols", [False, True])

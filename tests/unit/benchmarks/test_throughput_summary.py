@@ -1,6 +1,6 @@
-"""The throughput benchmark's summary (benchmarks.throughput.summarize) over sweeps where a
+"""The throughput benchmark's summary (benchmarks.reproductions.throughput.summarize) over sweeps where a
 level measured nothing: the figures over it are None, not a division by zero."""
-from benchmarks.throughput import summarize
+from benchmarks.reproductions.throughput import summarize
 
 
 def row(precision: float, measured: float, predicted: float) -> dict:

@@ -2,11 +2,11 @@
 R-tree engine), a dispatcher and two subscription servers, each reached through its own WSGI
 application (:class:`wsframework.wsgi.WsgiApplication`) called with a fake environ: what
 gunicorn would call, without a socket. The seeds are a valid session recorded against them
-(:func:`benchmarks.fuzz.record_seeds`); the fuzz mutates those.
+(:func:`benchmarks.robustness.fuzz.record_seeds`); the fuzz mutates those.
 
 Every answer is checked by :func:`check_answer`: a SOAP envelope (or an empty 2xx), never
 HTML, and no HTTP 500 to a malformed message unless the SOAP bindings prescribe it
-(:func:`benchmarks.fuzz.spec_500`)."""
+(:func:`benchmarks.robustness.fuzz.spec_500`)."""
 from __future__ import annotations
 
 import io
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from hypothesis import HealthCheck, settings
 
-from benchmarks.fuzz import Message, record_seeds, spec_500
+from benchmarks.robustness.fuzz import Message, record_seeds, spec_500
 from tests.support.edn import DISPATCHER, Network, server_url
 from tests.support.eventing import BASE, SINK, TOKEN, Harness
 from route_manager.dispatcher import build_dispatcher

@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from benchmarks.fuzz import hostile_values
+from benchmarks.robustness.fuzz import hostile_values
 from matchers.schema.codecs import parse_datetime as parse_schema_datetime
 from subscription_manager.client import subscribe_body
 from subscription_manager.expiry import (Duration, ExpiryPolicy, ExpiryRequest, InvalidExpiry,

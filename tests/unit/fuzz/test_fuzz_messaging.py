@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 from lxml import etree
 
-from benchmarks.fuzz import hostile_values, mutate
+from benchmarks.robustness.fuzz import hostile_values, mutate
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer, send
 from wsframework import ns
 from wsframework.soap import parse_envelope

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 from lxml import etree
 
-from benchmarks.fuzz import hostile_values
+from benchmarks.robustness.fuzz import hostile_values
 from route_manager import edn_wire
 from route_manager.grid import event_element
 from tests.support.eventing import TOKEN

@@ -20,6 +20,7 @@ from matchers import (
     RTreeMatchingEngine,
     Schema,
     cell_bitmap,
+    cell_bitmap_index,
     create_matcher,
 )
 from matchers.cell_bitmap import CELL_BITMAP_URI, CellBitmapEngine, CellBitmapIndex
@@ -51,7 +52,7 @@ ENGINES = st.sampled_from([CellBitmapEngine, FewCells, RTreeChoice])
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch):
     """Re-cuts and measured index choices happen at test sizes."""
-    monkeypatch.setattr(cell_bitmap, "_MIN_RECUT", 4)
+    monkeypatch.setattr(cell_bitmap_index, "_MIN_RECUT", 4)
     monkeypatch.setattr(cell_bitmap, "_CALIBRATION_MIN_ROWS", 2)
     monkeypatch.setattr(cell_bitmap, "_CALIBRATION_QUERIES", 3)
 
@@ -87,7 +88,7 @@ OPERATIONS = st.lists(st.one_of(st.tuples(st.just("insert"), box()),
 def test_index_answers_exactly_the_boxes_meeting_the_query(initial, operations, queries, cells,
                                                            batch_check, monkeypatch):
     # batch queries check many candidates query by query, few all at once: both ways
-    monkeypatch.setattr(cell_bitmap, "_BATCH_CHECK", batch_check)
+    monkeypatch.setattr(cell_bitmap_index, "_BATCH_CHECK", batch_check)
     held: dict[int, tuple[list, list]] = dict(enumerate(initial))
     index = CellBitmapIndex.bulk(np.arange(len(initial)), np.array([b[0] for b in initial]),
                                  np.array([b[1] for b in initial]), dims=D, cells=cells)

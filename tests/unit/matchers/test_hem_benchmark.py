@@ -1,9 +1,9 @@
-"""benchmarks.hem at a tiny size: every path of the cell-bitmap engine answers as the numpy
+"""benchmarks.performance.hem at a tiny size: every path of the cell-bitmap engine answers as the numpy
 scan does (wide predicates, so that events do match)."""
 
 import numpy as np
 
-from benchmarks import hem
+from benchmarks.performance import hem
 
 
 def test_hem_benchmark_is_exact_at_a_tiny_size():

@@ -259,10 +259,10 @@ def test_batch_index_pass_equals_one_query_per_event(seed, bulk, singles, remove
 def test_the_r_tree_batch_query_and_the_numpy_scan_agree(monkeypatch, scan, seed):
     """Beyond its scan limits the engine asks the R-tree's batch query for pages and single
     entries: both ways give what one query per event gives."""
-    from matchers.rtree_engine import _PagedBatch
+    from matchers.paged_index import PagedBoxIndex
     if not scan:
-        monkeypatch.setattr(_PagedBatch, "SCAN_PAGES", 0)
-        monkeypatch.setattr(_PagedBatch, "SCAN_SINGLES", 0)
+        monkeypatch.setattr(PagedBoxIndex, "SCAN_PAGES", 0)
+        monkeypatch.setattr(PagedBoxIndex, "SCAN_SINGLES", 0)
     rng = np.random.default_rng(seed)
     engine = RTreeMatchingEngine(BOX_SCHEMA)
     lo = np.round(rng.uniform(0, 8, (500, 3)), 1)

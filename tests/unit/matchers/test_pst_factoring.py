@@ -4,7 +4,7 @@ oracle with them on, they save steps, and what they would blow up is refused."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from benchmarks.pst import ATTRIBUTES as CHART3_ATTRIBUTES, chart3_workload
+from benchmarks.reproductions.pst import ATTRIBUTES as CHART3_ATTRIBUTES, chart3_workload
 from matchers.pst.search_tree import OTHER, Delayed, Index, ParallelSearchTree, leaves_below
 from matchers.pst.trits import M, LinkMatcher
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from matchers import MatcherError
-from matchers._rtree import BoxIndex, PagedBoxIndex, SpatialIndexError, str_labels
+from matchers._rtree import BoxIndex, SpatialIndexError, str_labels
+from matchers.paged_index import PagedBoxIndex
 
 
 def random_boxes(rng, n, d, spread=10.0, side=3.0):

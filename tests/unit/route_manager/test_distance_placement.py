@@ -318,7 +318,7 @@ def test_dispatcher_settings_read_and_check_the_latency_file(tmp_path):
 
 
 def test_the_study_compares_like_with_like():
-    from benchmarks.distance_placement import study, two_region_latency
+    from benchmarks.reproductions.distance_placement import study, two_region_latency
     latency = two_region_latency(6, 2.0, 70.0, seed=0)
     assert np.allclose(latency, latency.T) and np.all(np.diag(latency) == 0)
     assert latency[0, 1] < 3.0 < 66.0 < latency[0, 5]

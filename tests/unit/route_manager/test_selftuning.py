@@ -247,7 +247,7 @@ def test_ticker_calls_until_stopped():
 
 
 def test_bench_helpers_find_the_near_optimal_band_and_time_spent_in_it():
-    from benchmarks.selftuning import in_band, near_optimal, steps_to_reach
+    from benchmarks.reproductions.selftuning import in_band, near_optimal, steps_to_reach
 
     sweep = [{"precision": p, "events_per_s": tp}
              for p, tp in [(0.0, 300), (0.3, 950), (0.4, 1000), (0.5, 910), (1.0, 600)]]

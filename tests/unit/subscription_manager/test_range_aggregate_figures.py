@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from benchmarks.richer_aggregate import affected_subscriptions, aggregate_figures, subscriptions
+from benchmarks.reproductions.richer_subscriptions.aggregate import affected_subscriptions, aggregate_figures, subscriptions
 from subscription_manager.richer.aggregate import RangeMinTable, recompute
 
 

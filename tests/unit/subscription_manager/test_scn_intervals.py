@@ -428,7 +428,7 @@ def test_the_publisher_sends_in_order_and_keeps_what_the_network_did_not_take(tm
 # -- the figures' own checks (benchmarks.richer_intervals at a small size) -------------------
 
 def test_the_interval_figures_check_themselves_against_direct_simulation():
-    from benchmarks.richer_intervals import _figures
+    from benchmarks.reproductions.richer_subscriptions.intervals import _figures
     figures = _figures(300, (2.0,), (None, 0.25), (1000, 5000))
     assert figures["checked_against_direct"] and figures["tolerance_semantics_hold"]
     strict_set, relaxed = figures["interval_sets"]

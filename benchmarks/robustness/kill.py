@@ -1,4 +1,4 @@
-"""The kill matrix (issue 13): ``kill -9`` of a subscription server, the dispatcher or a
+"""The kill matrix: ``kill -9`` of a subscription server, the dispatcher or a
 standalone source at random moments during bursts of publications, each restarted on the
 same data directory and port; then what every subscription received is compared with what
 its filter selects of the events the publisher got a success answer for.

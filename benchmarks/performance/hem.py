@@ -1,6 +1,6 @@
 """Server matching at scale on HEM's workload: the cell-bitmap engine against a numpy scan.
 
-Workload (Shi, Qian et al., DASFAA 2022, "HEM"; issue 14): ``n`` subscriptions (1,000,000;
+Workload (Shi, Qian et al., DASFAA 2022, "HEM"): ``n`` subscriptions (1,000,000;
 100,000 with ``quick``) over d = 20 integer attributes with domain [0, 1,000,000), each with
 10 predicates on distinct attributes chosen uniformly, each a closed range of width
 w x domain (w = 0.3: ``low = floor(U * domain * (1 - w))``, ``high = low + floor(w *
@@ -195,7 +195,7 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
         "hem_1m_first_add_filter_ms": round(first_add_ms, 1),
         "hem_1m_remove_filter_us": round(remove_us, 1),
         "hem_exact_sample": sample,
-        "hem_index_mb": round(getattr(engine._index, "nbytes", 0) / 1e6, 1),
+        "hem_index_mb": round(getattr(engine.filtering_index, "nbytes", 0) / 1e6, 1),
         "hem_cells": engine.cells,
         "hem_index": engine.choice_,
         "hem_published_ms_per_event": PUBLISHED_MS,
@@ -205,7 +205,7 @@ def run(quick: bool = False, *, n: int | None = None, events: int | None = None,
     return figures
 
 
-if __name__ == "__main__":  # python -m benchmarks.hem [--quick]
+if __name__ == "__main__":  # python -m benchmarks.performance.hem [--quick]
     import json
     import sys
 

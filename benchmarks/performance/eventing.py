@@ -5,7 +5,7 @@ A real ``edn serve source`` process (gunicorn, one worker) is started on a free 
 port with a throw-away data directory, and a :class:`~edn.sink.FastSink` (a counting sink in
 its own process, tens of thousands of POSTs/s; the thread-per-connection
 :class:`~edn.sink.NotificationSink` took a few thousand and capped the figure) listens on
-another port. ``benchmarks/delivery.py`` measures delivery alone, with the sink's ceiling.
+another port. ``benchmarks/performance/delivery.py`` measures delivery alone, with the sink's ceiling.
 Figures:
 
 * ``subscribe_per_s`` -- Subscribe request/replies per second from ``clients`` threads, each
@@ -39,7 +39,7 @@ from wsframework.publisher import PUBLISH_ACTION
 from edn.sink import FastSink
 from wsframework.transport import HttpTransport
 
-_TOKEN = "bench-token"
+ADMIN_TOKEN = "bench-token"
 
 
 def _free_port() -> int:
@@ -48,7 +48,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class _Source:
+class SourceProcess:
     """``edn serve source`` in a subprocess; waits for /health instead of sleeping."""
 
     def __init__(self, data_dir: str, settings: dict[str, str]):
@@ -56,7 +56,7 @@ class _Source:
         self.base_url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "edn.cli", "serve", "source", "--host",
                    "127.0.0.1", "--port", str(self.port), "--data", data_dir,
-                   f"--admin-token={_TOKEN}", "--workers", "1", "--threads", "8", "--log-level", "warning"]
+                   f"--admin-token={ADMIN_TOKEN}", "--workers", "1", "--threads", "8", "--log-level", "warning"]
         for key, value in settings.items():
             command += ["--set", f"{key}={value}"]
         self.log = tempfile.TemporaryFile()
@@ -126,12 +126,12 @@ def run(quick: bool = False) -> dict:
     data_dir = tempfile.mkdtemp(prefix="edn-bench-eventing-")
     settings = {"delivery_queue_size": "100000",
                 "delivery_retries": "1", "delivery_backoff": "0.05"}
-    source = _Source(data_dir, settings)
+    source = SourceProcess(data_dir, settings)
     sink = FastSink().start()
     figures: dict = {}
     try:
         source.wait_healthy()
-        admin = AdminClient(source.base_url, _TOKEN)
+        admin = AdminClient(source.base_url, ADMIN_TOKEN)
         admin.create_topic("bench")
         admin.create_topic("rate")
 

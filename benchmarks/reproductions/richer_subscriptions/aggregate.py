@@ -4,11 +4,11 @@
 
 Workload (section 4.4.3, Table 1): range attribute x and aggregate attribute y both in
 [0, 10,000]; the initial table holds ``n`` tuples with x and y uniform (x continuous, so no
-two tuples share an x and, as in the seed's runs, no update is ignorable); subscriptions have
-midpoints from N(5000, 1500) and lengths |N(1000, 1000)| (the seed does not say what it did
+two tuples share an x and, as in the paper's runs, no update is ignorable); subscriptions have
+midpoints from N(5000, 1500) and lengths |N(1000, 1000)| (the paper does not say what it did
 with negative draws: we take the absolute value), clipped to the domain.
 
-Update model (the seed's step rule is not given; ours): each event picks a tuple uniformly
+Update model (the paper does not give its step rule; ours): each event picks a tuple uniformly
 and moves its y by a random walk whose step depends on the current value,
 ``y' = reflect(y + N(0, 0.05 y + 10))`` into [0, 10,000] (a reflected walk on a finite domain:
 an irreducible, aperiodic chain, so the statistics are stationary). A *spike* (0.5% of the
@@ -26,7 +26,7 @@ a vectorised test of x2 on it (no query is recomputed).
 
 Full size: Table 2 (500,000 subscriptions; 20k..100k tuples) and Table 3 (10,000 tuples;
 200k..1M subscriptions), ``events`` = 100,000 measured updates each after 10,000 unmeasured
-(the seed ran 200,000 events). Unicast's average is dominated by the spikes (about 500 of
+(the paper ran 200,000 events). Unicast's average is dominated by the spikes (about 500 of
 them per run), hence its noise from one table size to the next.
 ``quick``: 2,000 and 4,000 tuples with 20,000 subscriptions, and 20k/40k subscriptions with
 2,000 tuples, 1,500 events.

@@ -1,4 +1,4 @@
-"""The event path at its limit (issue 14): every figure the issue names, in one run.
+"""The event path at its limit: the dispatcher's, the servers' and the sink's figures, in one run.
 
 Live part (real processes: a dispatcher and ``servers`` subscription servers under gunicorn
 on loopback, set up as the throughput benchmark's: 10 servers x 10,000 subscriptions in
@@ -14,14 +14,14 @@ warm-up, over ``seconds``, reading the dispatcher's counters and every process's
 
 then, by the modules that measure them on their own:
 
-* ``server_cpu_us_per_copy_inprocess`` -- :mod:`benchmarks.serverpath` (one server's WSGI
+* ``server_cpu_us_per_copy_inprocess`` -- :mod:`benchmarks.performance.serverpath` (one server's WSGI
   application in process, no HTTP: the matching path alone) beside the event-by-event
   reference path;
-* ``notifications_per_s``, ``sink_ceiling_per_s`` -- :mod:`benchmarks.delivery`;
-* ``hem_1m_ms_per_event``, ``hem_1m_matches_per_event`` -- :mod:`benchmarks.hem`.
+* ``notifications_per_s``, ``sink_ceiling_per_s`` -- :mod:`benchmarks.performance.delivery`;
+* ``hem_1m_ms_per_event``, ``hem_1m_matches_per_event`` -- :mod:`benchmarks.performance.hem`.
 
-Every process shares this 2-core machine (publishers and sink included), as in the issue's
-measurements. ``--quick`` shrinks every part (smoke test; its figures mean little).
+Every process shares this machine (publishers and sink included), as the recorded figures
+did (2 cores). ``--quick`` shrinks every part (smoke test; its figures mean little).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from route_manager.precision import format_precision, parse_precision
 from wsframework import progress
 
-from .livenet import (Publisher, Setup, batch_payloads, configure, event_workload, measure,
+from ..livenet import (Publisher, Setup, batch_payloads, configure, event_workload, measure,
                       start_network, warm_cuts)
 
 LEVELS = ("none", 0.5, "precise")

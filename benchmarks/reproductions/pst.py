@@ -1,15 +1,15 @@
-"""Gryphon's Chart 3 (gryphon-link-matching.txt 4.1) on the parallel search tree: matching
-steps per event, link matching summed over the brokers on the path against centralized
-matching::
+"""Chart 3 of Gryphon's link-matching paper (Banavar et al., ICDCS 1999, section 4.1) on the
+parallel search tree: matching steps per event, link matching summed over the brokers on the
+path against centralized matching::
 
-    from benchmarks.pst import chart3_figures
+    from benchmarks.reproductions.pst import chart3_figures
     chart3_figures(quick=True)   # {"subscriptions": [...], "centralized_steps": [...], ...}
 
 **Workload** (:func:`route_manager.wansim.make_workload`, the simulator's): 10 attributes x 3
 values, attribute i tested with probability P x D^i (P = 0.98, D = 0.82), Zipf values favoured
 by region, subscribers spread over the 39 brokers' clients; events published by the three
 publishers of ``edn bench brokers`` (P1, P2, P3: a grandchild in each region), 1,000 in all.
-Both algorithms use the same tree options: 3 factoring attributes (the seed's), delayed
+Both algorithms use the same tree options: 3 factoring attributes (the paper's), delayed
 branching off unless asked.
 
 **Centralized**: one :class:`~matchers.pst.ParallelSearchTree` over every subscription; the
@@ -28,13 +28,13 @@ broker holding a subscription the event matches) at that distance: the paths eve
 take. Every broker's decision is checked against the oracle (a link is Y iff a matching
 subscription is behind it): ``exact``.
 
-The seed leaves open whether clients are links of Chart 3's brokers (its section 3 says a
+The paper leaves open whether clients are links of Chart 3's brokers (its section 3 says a
 broker's links go to "brokers or clients"). ``client_links=False`` is the other reading: a
 broker's links are its tree neighbours only, local delivery is decided apart (as in
 :mod:`route_manager.wansim`, the same in every mode) and not counted, and a path of h hops is
 h broker links, summed over the h brokers that forward the event (the subscriber's broker
 does no link matching for it). On the Gryphon topology with P1..P3 this gives paths of 1 to
-6 hops, the seed's six lines; with client links paths run from 1 to 7 hops (the lateral links
+6 hops, the paper's six lines; with client links paths run from 1 to 7 hops (the lateral links
 make a few spanning-tree paths 6 broker links long).
 
 :func:`chart3_steps` (centralized only, on the region-free workload of
@@ -97,7 +97,7 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
     """Chart 3's figures by name (see the module docstring); ``quick``: two small sizes and
     90 events, a second or so. ``client_links=False``: the other reading (see the module
     docstring). ``d``: the degradation factor D (the matching share falls as it grows)."""
-    from benchmarks.brokers import PUBLISHERS     # not at import: brokers imports this module
+    from benchmarks.reproductions.brokers import PUBLISHERS     # not at import: brokers imports this module
     from route_manager.wansim import gryphon_topology, make_workload
 
     sizes = tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))
@@ -133,7 +133,7 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
                                 for h in hops}
     figures["largest_subscriptions"] = sizes[-1]
     # at the largest size, the most hops h for which link matching over 1..h hops takes no
-    # more steps than centralized matching (the seed: 4 at 10,000 subscriptions)
+    # more steps than centralized matching (the paper: 4 at 10,000 subscriptions)
     within = 0
     for h, column in figures["link_steps_by_hops"].items():
         if column[-1] is None or column[-1] > figures["centralized_steps"][-1]:

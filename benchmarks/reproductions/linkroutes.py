@@ -2,10 +2,10 @@
 CPU per event with the PST's link matcher beside the vectorized scan of every link's
 predicates it replaced, and what a replaced report costs::
 
-    from benchmarks.linkroutes import link_routes
+    from benchmarks.reproductions.linkroutes import link_routes
     link_routes(sizes=(1000, 10000))   # {"1000x4": {...named figures...}, ...}
 
-Workload: Gryphon's Chart 3 subscriptions and events (:func:`benchmarks.pst.chart3_workload`:
+Workload: Gryphon's Chart 3 subscriptions and events (:func:`benchmarks.reproductions.pst.chart3_workload`:
 10 attributes x 3 values, P = 0.98, D = 0.82, Zipf values) spread round robin over 4 links (a
 dispatcher's children) and over 64 (about 1.3% of subscriptions match an event, so with 4
 links nearly every link is Y at the root; 64 makes the search go deeper), each link
@@ -14,7 +14,7 @@ Events are XML elements read through the topic schema, as a dispatcher's batches
 sides answer the same batches and their answers are checked equal.
 
 The baseline is the same route set with ``build_cost = math.inf`` (no tree is ever built:
-every link is the old per-link matrix scan). Times are wall-clock, best of ``repeats``, on
+every link is the per-link matrix scan). Times are wall-clock, best of ``repeats``, on
 a shared machine: read the ratio, measured side by side in one run.
 """
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Throughput vs summary precision on real processes (paper V-B, Fig. 12).
 
 A dispatcher and ``servers`` subscription servers run as ``edn serve`` processes (gunicorn,
-one worker each) on loopback, through :class:`~edn.localnet.network.LocalNetwork` (set up by :mod:`benchmarks.livenet`).
-Each server holds ``per_server`` range subscriptions in d = 8 (DESIGN: d = 8 for
-throughput), imported in bulk (``ImportSubscriptions``, so setting up costs seconds, not
-hours of WS-Eventing round trips); they are placed at random (the paper's Fig. 7 setting:
+one worker each) on loopback, through :class:`~edn.localnet.network.LocalNetwork` (set up by
+:mod:`benchmarks.livenet`). Each server holds ``per_server`` range subscriptions in d = 8,
+imported in bulk (``ImportSubscriptions``, so setting up costs seconds, not hours of
+WS-Eventing round trips); they are placed at random (the paper's Fig. 7 setting:
 random rectangles randomly partitioned) and are narrow (centre uniform in [0, 10]^8, half
 widths uniform in [0, ``half_width``]) so that few events match a subscription exactly: the
 servers then spend little CPU on notifications (each goes to a NotificationSink), which keeps
@@ -15,8 +15,8 @@ dropping events.
 
 For each precision (none, 10% .. 100%) publisher threads in this process saturate the
 dispatcher with pre-built ``edn:EventBatch`` messages (``batch`` events each, one
-keep-alive connection per thread: batching avoids the ~4,400 requests/s HTTP ceiling of
-NOTES.md), and after a warm-up the dispatcher's own counters give, over ``seconds``:
+keep-alive connection per thread: batching avoids the ~4,400 requests/s HTTP ceiling
+measured on this machine), and after a warm-up the dispatcher's own counters give, over ``seconds``:
 events/s (routed = sent: backpressure), and the model's T_f, T_d, T_c, R, S_m
 (:mod:`route_manager.measurement`). The predicted throughput is the model's
 min(TP_D, TP_OL) with the median measured T_f, T_c, S_m of all points, each point's own T_d
@@ -34,48 +34,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import tempfile
-import time
 from pathlib import Path
 
-from edn.localnet.network import LocalNetwork
-from route_manager.precision import format_precision, parse_precision
 from route_manager.throughput import OperatingPoint, SystemParameters, predict
 from wsframework import progress
 
-from .livenet import (D, Publisher, Setup, batch_payloads, configure, event_workload,
-                      exact_matches_per_event, measure, start_network, warm_cuts)
-
-
-def sweep(network: LocalNetwork, setup: Setup, publisher: Publisher, log=print,
-          bar=None) -> list[dict]:
-    """One measured point per precision level; ``bar`` (a progress bar) advances per level."""
-    rows = []
-    for level in setup.levels:
-        if bar is not None:
-            bar.describe(f"precision {level}")
-        precision = parse_precision(level)
-        configure(network, precision=precision)
-        time.sleep(setup.warmup)
-        m, extra = measure(network, setup.seconds)
-        row = {"precision": precision, "label": format_precision(precision),
-               "tp_measured": round(m.events_per_s, 1), "t_f_us": round(m.t_f * 1e6, 1),
-               "t_d_us": round(m.t_d * 1e6, 2), "t_c_us": round(m.t_c * 1e6, 2),
-               "hit_ratio": round(m.hit_ratio, 4), "message_bytes": round(m.message_size, 1),
-               "bytes_out_per_s": round(m.bytes_out_per_s), "boxes": extra["boxes"],
-               "route_strategy": extra["strategy"],
-               "cpu_dispatcher_self": round(m.cpu, 3),
-               **{f"cpu_{k}": v for k, v in extra["cpu"].items()},
-               "backpressure_timeouts": extra["backpressure_timeouts"]}
-        rows.append(row)
-        log(f"  {row['label']:>8}: {row['tp_measured']:7.1f} events/s  R {row['hit_ratio']:.3f}  "
-            f"T_d {row['t_d_us']:6.1f} us  T_f {row['t_f_us']:5.0f} us  T_c {row['t_c_us']:5.1f} us  "
-            f"out {row['bytes_out_per_s'] / 1e6:5.2f} MB/s  CPU dispatcher "
-            f"{row['cpu_dispatcher']:.2f} servers {row['cpu_servers']:.2f} bench "
-            f"{row['cpu_bench']:.2f} machine {row['cpu_machine']:.2f}")
-        if bar is not None:
-            bar.advance()
-    return rows
+from ..livenet import D, Setup, precision_sweep
 
 
 def predict_rows(rows: list[dict], setup: Setup) -> dict:
@@ -162,28 +126,8 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
     out_dir.mkdir(parents=True, exist_ok=True)
     log(f"throughput vs precision: {setup.servers} servers, {setup.per_server} subscriptions "
         f"each, d = {D}, link cap {setup.link_mbps} Mbps")
-    with tempfile.TemporaryDirectory(prefix="edn-bench-tp-") as tmp:
-        network, info = start_network(setup, Path(tmp), log=log)
-        try:
-            points, event_symbols = event_workload(setup, 64 * 200, setup.seed + 1)
-            matches = exact_matches_per_event(info["lo"], info["hi"], points[:2000],
-                                              info["symbols"], event_symbols)
-            warm_s = warm_cuts(network, setup.levels)
-            log(f"  cut every summary at every precision once: {warm_s:.1f} s; "
-                f"{matches:.2f} exact matches per event")
-            publisher = Publisher(network.dispatcher.base_url,
-                                  batch_payloads(network, points, setup.batch,
-                                                 symbols=event_symbols), setup.batch,
-                                  setup.publishers).start()
-            try:
-                with progress.progress("throughput sweep", total=len(setup.levels),
-                                       unit="level") as bar:
-                    rows = sweep(network, setup, publisher, log, bar)
-            finally:
-                publisher.stop()
-            notifications = network.sink.count
-        finally:
-            network.close()
+    swept = precision_sweep(setup, log=log)
+    rows, info, matches = swept.rows, swept.info, swept.matches_per_event
     model = predict_rows(rows, setup)
     result = {
         "benchmark": "throughput", "servers": setup.servers, "subscriptions_per_server":
@@ -191,7 +135,7 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
         "link_mbps": setup.link_mbps,
         "batch": setup.batch, "publishers": setup.publishers, "seconds_per_point": setup.seconds,
         "setup_s": info["setup_s"], "exact_matches_per_event": round(matches, 3),
-        "notifications": notifications, "publisher_errors": publisher.errors,
+        "notifications": swept.notifications, "publisher_errors": swept.publisher_errors,
         "model": model, **summarize(rows), "points": rows,
         "cores": os.cpu_count(),
     }

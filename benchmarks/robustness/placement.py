@@ -1,4 +1,4 @@
-"""Placement under concurrent Subscribes (issue 13): ``clients`` threads subscribe
+"""Placement under concurrent Subscribes: ``clients`` threads subscribe
 ``subscribes`` range filters at once, spread over three EDN servers (real ``edn serve``
 processes; each places the subscription on the best server and may forward it there).
 

@@ -8,7 +8,7 @@
   and the share of messages saved; counted with the source's own rule
   (:meth:`NotifyWhen.fires`).
 * ``index``: N subscriptions (10k, 100k, 1M; 10k and 50k quick) on one Value, deltas drawn
-  from 1,000 levels, all with L = the first price (the seed's v0), in two regimes:
+  from 1,000 levels, all with L = the first price (the paper's v0), in two regimes:
   ``narrow`` deltas in [0.5, 5] (a sizeable share of them reached per update of this walk)
   and ``wide`` deltas in [5, 50] (few reached: the regime the index is for); per update of
   the walk, the mean cost of :meth:`NotifyIndex.notify` (look up, re-key the M reached),
@@ -143,7 +143,7 @@ def notify_figures(quick: bool = False) -> dict:
     }
 
 
-if __name__ == "__main__":  # python -m benchmarks.richer_notify [--quick]
+if __name__ == "__main__":  # python -m benchmarks.reproductions.richer_subscriptions.notify [--quick]
     import json
     import sys
     print(json.dumps(notify_figures(quick="--quick" in sys.argv), indent=1))

@@ -1,6 +1,6 @@
 """Self-tuning summary precision on real processes (paper V-C, Figs. 16 and 17).
 
-The network of ``edn bench throughput`` (:mod:`benchmarks.throughput`: a dispatcher and
+The network of ``edn bench throughput`` (:mod:`benchmarks.reproductions.throughput`: a dispatcher and
 subscription servers as gunicorn processes, d = 8, a capped outgoing link, saturating
 batch publishers) runs with the dispatcher's self-tuning on. Steps:
 
@@ -31,7 +31,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.livenet import (Publisher, Setup, batch_payloads, configure, event_workload,
+from ..livenet import (Publisher, Setup, batch_payloads, configure, event_workload,
                                 measure, start_network)
 from route_manager.precision import format_precision, parse_precision
 from wsframework import progress

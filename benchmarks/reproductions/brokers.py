@@ -13,17 +13,17 @@ Figures by name:
   Kyra (:mod:`route_manager.wansim.kyra_mode`) is an overlay evaluated event by event: its
   physical hops, the proxy-to-broker hops apart, the servers that matched.
 * ``chart2``: the highest publish rate per publisher the network carries without a queue
-  reaching 80 (the seed's overload criterion), by bisection, flooding against link matching
+  reaching 80 (the paper's overload criterion), by bisection, flooding against link matching
   and summaries at precision 1, as D (hence the share of matching subscriptions) varies; 15
   attributes x 3 values, 1 factoring attribute.  Beside each simulated rate, the
   ``bottleneck``: the broker with the most CPU per round of events (one from each publisher)
   and the rate that CPU allows, from the routing decisions alone, at ``STEP_S`` and at
   ``STEP_S / 10`` (how the answer moves with the cost of a matching step).
-* ``chart3``: :func:`benchmarks.pst.chart3_figures` (matching steps per event, centralized
+* ``chart3``: :func:`benchmarks.reproductions.pst.chart3_figures` (matching steps per event, centralized
   against link matching summed along paths of 1 to 6 hops), quick when quick.
 
 The CPU model: ``PER_MESSAGE_S`` per message (the communication stack) plus ``STEP_S`` per
-matching step (the seed's estimate for a time-efficient implementation: ten microseconds) plus
+matching step (the paper's estimate for a time-efficient implementation: ten microseconds) plus
 the time the route sets took, measured (routing to links, and local delivery to clients). These
 are the model's parameters, not measurements of a broker; the rates of chart 2 scale with them.
 """
@@ -190,11 +190,11 @@ def chart2(subscriptions: int, events: int, ds: tuple, duration_s: float,
 
 
 def chart3(quick: bool) -> dict:
-    """Another engineer's :func:`benchmarks.pst.chart3_figures`, called when it exists."""
+    """Another engineer's :func:`benchmarks.reproductions.pst.chart3_figures`, called when it exists."""
     try:
-        from benchmarks.pst import chart3_figures
+        from benchmarks.reproductions.pst import chart3_figures
     except ImportError:
-        return {"missing": "benchmarks.pst.chart3_figures has not landed"}
+        return {"missing": "benchmarks.reproductions.pst.chart3_figures has not landed"}
     return chart3_figures(quick=quick)
 
 
@@ -234,7 +234,7 @@ def _draw_chart2(ax, points: list) -> bool:
 
 def _draw_chart3(ax, figures: dict) -> bool:
     """Steps per event against subscriptions: centralized, and link matching summed over
-    paths of each length (the figures :func:`benchmarks.pst.chart3_figures` names)."""
+    paths of each length (the figures :func:`benchmarks.reproductions.pst.chart3_figures` names)."""
     sizes = figures.get("subscriptions")
     if not sizes or "centralized_steps" not in figures:
         return False

@@ -27,7 +27,7 @@ Algorithms, all on the same subscriptions, entries and events:
   with the entry-location order (:mod:`route_manager.partitioning.distance`), and with the
   floor set (``offline_distance_floor_F``).
 
-Run: ``python -m benchmarks.distance_placement [--subscriptions N] [--servers K] ...``
+Run: ``python -m benchmarks.reproductions.distance_placement [--subscriptions N] [--servers K] ...``
 (prints JSON: ``<algorithm>.mean_distance_ms``, ``.hit_ratio``, ``.cross_region``, and
 ``.seconds``).
 """

@@ -1,4 +1,4 @@
-"""Box summaries against Bloom-filter summaries on a symbol-heavy workload (issue 15).
+"""Box summaries against Bloom-filter summaries on a symbol-heavy workload.
 
 Workload: ``symbols`` ticker symbols (distinct 4-letter strings) with Zipf popularity
 (alpha = 1, ranks shuffled over the alphabet so that popular symbols are not neighbours);

@@ -88,7 +88,7 @@ def _run(trace: np.ndarray, limit: float, tolerance: float | None):
 
 
 def _reached(messages, sorted_bounds: np.ndarray) -> np.ndarray:
-    """Per message after the first value's (everyone starts at v0, as the seed assumes), how
+    """Per message after the first value's (everyone starts at v0, as the paper assumes), how
     many bounds lie in (low, high]."""
     at, lows, highs = messages
     later = at > 0

@@ -1,4 +1,4 @@
-"""One dispatcher against a dispatch tree, side by side (issue 15; docs/tree-throughput.md).
+"""One dispatcher against a dispatch tree, side by side (docs/tree-throughput.md).
 
 Two networks of real processes on loopback hold the same subscriptions on the same servers:
 
@@ -29,7 +29,7 @@ CPU per event from eq. (3), the dedicated-CPU throughput (every node on its own 
 paper's setting), the shared-machine bound, and the hit ratio precise summaries would give
 (an exact oracle over a sample of the events).
 
-Then the Bloom-summary figures of :func:`benchmarks.bloom.bloom_comparison`, when that module
+Then the Bloom-summary figures of :func:`benchmarks.reproductions.bloom.bloom_comparison`, when that module
 exists. ``--quick``: 8 servers x 1,000 subscriptions, 2 children, one short window each.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ from route_manager.partitioning import tgs
 from route_manager.throughput import TreeNode, tree_level_hit_ratios, tree_throughput
 from wsframework.admin import AdminClient, contracts
 
-from .livenet import Publisher, batch_payloads, group_cpu_seconds, import_partitions
+from ..livenet import Publisher, batch_payloads, group_cpu_seconds, import_partitions
 
 TOPIC = "grid"
 MACHINE_CORES = os.cpu_count() or 1  # every process of both networks shares them
@@ -414,7 +414,7 @@ def bloom_figures(quick: bool) -> dict:
     try:  # written alongside this benchmark; absent in older trees
         from .bloom import bloom_comparison
     except ImportError as exc:
-        return {"note": f"benchmarks.bloom not available ({exc}); no Bloom figures"}
+        return {"note": f"benchmarks.reproductions.bloom not available ({exc}); no Bloom figures"}
     return bloom_comparison(quick)
 
 

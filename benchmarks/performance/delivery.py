@@ -1,5 +1,5 @@
 """Notification delivery at its limit: notifications/s of one real source process to a sink
-that can take them, beside the sink's own ceiling and the old client's figure.
+that can take them, beside the sink's own ceiling and the requests client's figure.
 
 Call :func:`run` (``edn bench eventpath`` does). Figures:
 
@@ -8,8 +8,8 @@ Call :func:`run` (``edn bench eventpath`` does). Figures:
   :class:`~wsframework.transport.LeanHttpTransport` from ``blast_concurrency`` greenlets,
   doing nothing else: the most a delivering process with this client can get through to
   it; measured before each delivery round (the median of three, all in
-  ``sink_ceiling_per_s_rounds``), so both share the machine's state. The blaster, not the sink, is the limit there: ``sink_cpu_us_per_post`` is the sink's
-  own CPU per POST meanwhile and ``sink_cpu_bound_per_s`` what a whole core of it would take
+  ``sink_ceiling_per_s_rounds``), so both share the machine's state. The blaster, not the
+  sink, is the limit there: ``sink_cpu_us_per_post`` is the sink's own CPU per POST meanwhile and ``sink_cpu_bound_per_s`` what a whole core of it would take
   (1e6 / that). Two blaster processes on this 2-core machine got less, not more (three
   busy processes on two cores);
 * ``notifications_per_s`` -- ``edn serve source`` (gunicorn, one gevent worker: one server
@@ -22,9 +22,9 @@ Call :func:`run` (``edn bench eventpath`` does). Figures:
 * ``source_cpu_us_per_notification`` -- the source process's CPU (user + system) over that
   time, per notification;
 * ``notifications_per_s_requests`` / ``source_cpu_us_per_notification_requests`` -- the same
-  run with ``delivery_client=requests`` and 8 delivery workers (the old path: requests/urllib3
-  through the service's HttpTransport, the old default of 8 threads), side by side in this
-  run, with fewer events (``events_requests``); ``speedup`` is the ratio;
+  run with ``delivery_client=requests`` and 8 delivery workers (requests/urllib3 through the
+  service's HttpTransport on 8 threads, the alternative the lean client is measured against),
+  side by side in this run, with fewer events (``events_requests``); ``speedup`` is the ratio;
 * ``client_cpu_us_per_post`` -- CPU per POST of the candidate clients blasting the sink with
   the same concurrency, each in its own process: ``lean`` (gevent greenlets, as in the
   source), ``requests`` (gevent greenlets), ``aiohttp`` (asyncio, when installed): why the
@@ -40,9 +40,11 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
-from benchmarks.eventing import _TOKEN, _Source
 from edn.sink import FastSink
+
+from .eventing import ADMIN_TOKEN, SourceProcess
 
 _PAYLOAD = (b'<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Header/>'
             b'<s:Body><q:quote xmlns:q="urn:quotes"><q:price>1</q:price></q:quote></s:Body>'
@@ -121,9 +123,9 @@ def _blast(client: str, url: str, n: int, concurrency: int, processes: int = 1) 
     """``processes`` blasters at once, ``n`` POSTs each; per_s is all their POSTs over the
     span from the first one's start to the last one's end."""
     prelude = "" if client == "aiohttp" else "from gevent import monkey; monkey.patch_all(); "
-    code = (f"{prelude}import sys; from benchmarks.delivery import _blast_main; "
+    code = (f"{prelude}import sys; from benchmarks.performance.delivery import _blast_main; "
             f"_blast_main(sys.argv[1:])")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(Path(__file__).resolve().parents[2])  # the checkout, so -c finds the package
     running = [subprocess.Popen([sys.executable, "-c", code, client, url, str(n),
                                  str(concurrency)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=root)
@@ -166,10 +168,10 @@ def _delivery_run(sink: FastSink, client: str, subscriptions: int, events: int,
                 "max_subscriptions_per_host": str(subscriptions + 10),
                 "max_subscriptions_per_topic": str(subscriptions + 10),
                 "max_subscriptions": str(subscriptions + 10), **(extra or {})}
-    source = _Source(data_dir, settings)
+    source = SourceProcess(data_dir, settings)
     try:
         source.wait_healthy()
-        AdminClient(source.base_url, _TOKEN).create_topic("rate")
+        AdminClient(source.base_url, ADMIN_TOKEN).create_topic("rate")
         topic = source.base_url + "/topics/rate"
         errors: list[BaseException] = []
 
@@ -225,7 +227,7 @@ def _delivery_run(sink: FastSink, client: str, subscriptions: int, events: int,
 def run(quick: bool = False) -> dict:
     subscriptions = 500 if quick else 1_000
     events = 10 if quick else 40
-    old_events = 4 if quick else 10  # the old path is ~10x slower: fewer events, same shape
+    old_events = 4 if quick else 10  # the requests path is ~10x slower: fewer events, same shape
     blast_posts = 10_000 if quick else 40_000
     concurrency = 16
     figures: dict = {}
@@ -259,7 +261,7 @@ def run(quick: bool = False) -> dict:
                                         concurrency)["cpu_us_per_post"]
         figures["client_cpu_us_per_post"] = {k: round(v, 1) for k, v in clients.items()}
 
-        # the old path: requests, and the old default of 8 delivery threads
+        # the requests path on 8 delivery threads
         [old] = _delivery_run(sink, "requests", subscriptions, old_events,
                               {"delivery_workers": "8", "delivery_per_host": "8"})
         figures["source_cpu_us_per_notification"] = round(new["cpu_us"], 1)

@@ -1,7 +1,7 @@
 """Matching engines side by side: R-tree engine, brute force, per-filter XPath; the route set;
 summary cuts; the eCube study.
 
-Workload (DESIGN "Numbers that matter"): subscriptions are uniform boxes in [0, 10]^4 whose
+Workload: subscriptions are uniform boxes in [0, 10]^4 whose
 side (10 x 0.01^(1/4) = 3.16) makes ~1% of them match a uniform event; events are XML
 documents read through an event schema, so every events/s figure includes reading the event.
 
@@ -126,7 +126,7 @@ def _engines_small(figures: dict, n: int, n_events: int, rng) -> None:
 
     start = time.perf_counter()
     for precision in (1.0, 0.5, 0.1, 0.01):
-        engine._summaries.clear()
+        engine.forget_summaries()
         start = time.perf_counter()
         cut = engine.summary(precision)
         figures[f"summary_ms_{label}_p{precision}"] = round((time.perf_counter() - start) * 1e3, 2)
@@ -190,10 +190,10 @@ def _route_set(figures: dict, servers: int, boxes: int, n_events: int, rng) -> N
             routes.set_summary(f"server-{s}", summary)
             build += time.perf_counter() - start
         tag = f"{servers}x{boxes}_{kind}"
-        figures[f"route_summary_boxes_{tag}"] = int(len(routes._routes.owner))
+        figures[f"route_summary_boxes_{tag}"] = int(len(routes.routing_table.owner))
         figures[f"route_replace_summary_ms_{tag}"] = round(build / servers * 1e3, 2)
         batch = routes.route_batch(points)  # first batch: calibration
-        figures[f"route_batch_strategy_{tag}"] = routes._routes.choice["batch"]
+        figures[f"route_batch_strategy_{tag}"] = routes.routing_table.choice["batch"]
         figures[f"route_hit_ratio_{tag}"] = round(float(np.mean([len(b) for b in batch])) / servers, 3)
         best = math.inf
         for _ in range(3):
@@ -201,7 +201,7 @@ def _route_set(figures: dict, servers: int, boxes: int, n_events: int, rng) -> N
             routes.route_batch(points)
             best = min(best, time.perf_counter() - start)
         figures[f"route_us_per_event_batch_{tag}"] = round(best / len(points) * 1e6, 2)
-        table = routes._routes
+        table = routes.routing_table
         for name, method in (("scan", routing.by_scan), ("rtree", routing.by_rtree),
                              ("bitmap", routing.by_bitmaps)):
             start = time.perf_counter()
@@ -210,7 +210,7 @@ def _route_set(figures: dict, servers: int, boxes: int, n_events: int, rng) -> N
                 (time.perf_counter() - start) / len(points) * 1e6, 2)
         single = points[:2000]
         figures[f"route_us_per_event_single_{tag}"] = round(1e6 / _rate(routes.route, single), 2)
-        figures[f"route_single_strategy_{tag}"] = routes._routes.choice["single"]
+        figures[f"route_single_strategy_{tag}"] = routes.routing_table.choice["single"]
         events = _events(points[:1000])
         figures[f"route_match_xml_us_per_event_{tag}"] = round(1e6 / _rate(routes.match, events), 2)
 

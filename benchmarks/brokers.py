@@ -33,9 +33,9 @@ import json
 import time
 from pathlib import Path
 
-from route_manager.wansim import BrokerNetwork, gryphon_topology, make_workload
-from route_manager.wansim.kyra_mode import kyra_row
-from route_manager.wansim.routing import ROUTERS, make_router
+from simulation import BrokerNetwork, gryphon_topology, make_workload
+from simulation.kyra_mode import kyra_row
+from simulation.routing import ROUTERS, make_router
 from wsframework.progress import Progress, progress
 
 PUBLISHERS = ("0.4", "1.7", "2.10")    # P1, P2, P3: a grandchild in each region

@@ -42,7 +42,7 @@ from lxml import etree
 from edn.localnet.network import LocalNetwork, wait_until
 from edn.localnet.processes import ServerProcess
 from edn.sink import NotificationSink
-from route_manager.grid import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from wsframework import ns
 from wsframework.admin import AdminClient

@@ -98,7 +98,7 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
     90 events, a second or so. ``client_links=False``: the other reading (see the module
     docstring). ``d``: the degradation factor D (the matching share falls as it grows)."""
     from benchmarks.brokers import PUBLISHERS     # not at import: brokers imports this module
-    from route_manager.wansim import gryphon_topology, make_workload
+    from simulation import gryphon_topology, make_workload
 
     sizes = tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))
     events = events or (90 if quick else 1000)

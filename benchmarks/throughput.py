@@ -40,7 +40,7 @@ from pathlib import Path
 
 from edn.localnet.network import LocalNetwork
 from route_manager.precision import format_precision, parse_precision
-from route_manager.throughput import OperatingPoint, SystemParameters, predict
+from route_manager.models.throughput import OperatingPoint, SystemParameters, predict
 from wsframework import progress
 
 from .livenet import (D, Publisher, Setup, batch_payloads, configure, event_workload,

@@ -46,9 +46,9 @@ from pathlib import Path
 import numpy as np
 
 from edn.localnet.network import LocalNetwork, wait_until
-from route_manager.measurement import Counters, Measurement, between
+from route_manager.models.measurement import Counters, Measurement, between
 from route_manager.partitioning import tgs
-from route_manager.throughput import TreeNode, tree_level_hit_ratios, tree_throughput
+from route_manager.models.throughput import TreeNode, tree_level_hit_ratios, tree_throughput
 from wsframework.admin import AdminClient, contracts
 
 from .livenet import Publisher, batch_payloads, group_cpu_seconds, import_partitions

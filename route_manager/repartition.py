@@ -27,7 +27,7 @@ requests for it, see :mod:`subscription_manager.edn.moves`).
   ``maxNumServers``), each server of a clique gets a non-overlapping median zone of the
   content space over its clique's subscriptions, and each subscription goes to the server of
   its own clique (the clique of the server holding it) whose zone it overlaps, one server per
-  subscription (:class:`route_manager.kyra.KyraPlacement`: the zone holding most of its
+  subscription (:class:`route_manager.partitioning.kyra.KyraPlacement`: the zone holding most of its
   volume, the holder's own on a tie). ``multi_zone`` counts the subscriptions that overlap
   more than one zone of their clique (Kyra would give them one proxy per zone).
 
@@ -38,8 +38,8 @@ straight from the dispatcher to every server whose summary holds its point. Ther
 the in-clique owner of the event's zone and no per-zone routing tree between servers: Kyra's
 two-step routing (publisher -> the owner of the event's zone in its clique -> that zone's MST,
 filtering on the tree), with its several proxies per subscription, runs only in the
-wide-area simulator (:class:`route_manager.kyra.KyraNetwork`,
-:mod:`route_manager.wansim.kyra_mode`). With one proxy per subscription, summary routing stays
+wide-area simulator (:class:`route_manager.partitioning.kyra.KyraNetwork`,
+:mod:`simulation.kyra_mode`). With one proxy per subscription, summary routing stays
 exact (each subscription is held, and delivered, once). Compared with Kyra's rule "an event
 goes to the owner of its zone in each clique": in a clique, the subscriptions matching an
 event sit mostly at that owner, but a matching subscription placed in a neighbouring zone
@@ -73,9 +73,10 @@ from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
-from . import edn_wire, hit_ratio
+from . import edn_wire
+from .models import hit_ratio
 from .exceptions import InvalidRepartition, RepartitionFailed, UnknownAlgorithm
-from .kyra import KyraPlacement
+from .partitioning.kyra import KyraPlacement
 from .latency_matrix import MAX_MS, MAX_SERVERS, LatencyFileError, LatencyMatrix, load_latency
 from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
 

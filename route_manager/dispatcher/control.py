@@ -1,6 +1,6 @@
 """The dispatcher's summary precision and what moves it: operators (``Configure``) and the
 self-tuner (:mod:`route_manager.selftuning`), fed every ``monitor_interval`` by the monitor
-thread with a reading of the cumulative counters (:mod:`route_manager.measurement`).
+thread with a reading of the cumulative counters (:mod:`route_manager.models.measurement`).
 
 A precision change builds the new routing tables and swaps one reference per route (cuts and
 tables are cached per precision), so every event is routed by exactly one table.
@@ -15,7 +15,7 @@ from typing import Iterable
 from wsframework.settings import read_settings
 
 from ..exceptions import InvalidConfiguration
-from ..measurement import Counters, SlidingWindow
+from ..models.measurement import Counters, SlidingWindow
 from ..precision import format_precision, parse_precision
 from ..selftuning import SelfTuner, SelfTuningSettings, Ticker
 from .settings import DispatcherSettings
@@ -97,7 +97,7 @@ class PrecisionControl:
 
     # -- readings and the monitor thread -------------------------------------------------------
     def counters_now(self) -> Counters:
-        """One reading of the cumulative counters (:mod:`route_manager.measurement`)."""
+        """One reading of the cumulative counters (:mod:`route_manager.models.measurement`)."""
         d = self.dispatcher
         with d.counters_lock:
             events, copies, route = (d.counters.events_in, d.counters.copies_out,

@@ -106,7 +106,7 @@ def dispatcher_readings(d) -> list[Reading]:
         out.append(Reading("edn_dispatcher_selftuning_steps_total", "counter",
                            "Self-tuning steps taken", control.tuner.p))
     m = control.window.measurement()
-    if m is not None:  # the monitor's sliding window (route_manager.measurement)
+    if m is not None:  # the monitor's sliding window (route_manager.models.measurement)
         out += [
             Reading("edn_dispatcher_hit_ratio", "max",
                     "Copies per event per server over the measurement window", m.hit_ratio),

@@ -14,7 +14,7 @@ from typing import Iterable
 from wsframework import ns
 from wsframework.soap import SoapVersion
 
-from ..measurement import thread_cpu_seconds
+from ..models.measurement import thread_cpu_seconds
 from .batch import BatchTemplate
 from .link import TokenBucket
 from .log import LogCopy, copy_of

@@ -21,7 +21,7 @@ import pytest
 
 from edn.localnet.network import LocalNetwork
 from route_manager import edn_wire
-from route_manager.kyra import KyraPlacement
+from route_manager.partitioning.kyra import KyraPlacement
 from subscription_manager.client import EventingClient
 from tests.support.edn import random_boxes, random_points
 from tests.support.processes import ADMIN_TOKEN

@@ -8,7 +8,7 @@ The tree factors on the workload's first ``factoring`` attributes (the seed's se
 For an event of publisher ``p`` the initialization mask has M on the links leading to the
 broker's children in ``p``'s spanning tree, N elsewhere; the event goes out on the Y links of
 the refined mask.  Local delivery is the same in every mode
-(:class:`~route_manager.wansim.routing.Router`), so the broker's own subscribers sit under a
+(:class:`~simulation.routing.Router`), so the broker's own subscribers sit under a
 ``clients`` position that is always N: link matching decides broker links only.
 
 Virtual links (the seed's footnote 2).  With lateral links the publishers' shortest-path trees

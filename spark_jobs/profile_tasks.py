@@ -1,5 +1,5 @@
 """The per-task kernels of the profile job, shared by the Spark job and its single-process
-twin (:func:`route_manager.spark.profile.profile_local`): both run exactly these functions on
+twin (:func:`spark_jobs.profile.profile_local`): both run exactly these functions on
 the same inputs, so their hit ratios are equal to the last event.
 
 Nothing here imports Spark.  Inputs are numpy arrays and the topic schema as XML bytes (an

@@ -7,7 +7,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .cliques import check_latency, cliques as cluster_cliques
-from .placement import clique_zones
+from .subscription_placement import clique_zones
 from .zones import median_zones, overlaps, zone_of
 
 __all__ = ["KyraNetwork", "Route", "minimum_spanning_tree", "proxy_assignment"]

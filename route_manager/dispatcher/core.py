@@ -73,7 +73,7 @@ class Dispatcher(BaseRouteManager):
         self.tables = DispatcherTables(service.store)
         self.link_mbps = self.settings.link_mbps or None
         s = self.settings
-        self.log = (EventLog(service.store, max_events=s.log_max_events, max_bytes=s.log_max_bytes,
+        self.event_log = (EventLog(service.store, max_events=s.log_max_events, max_bytes=s.log_max_bytes,
                              max_age=s.log_max_age, policy=s.log_full,
                              group_commit=s.log_group_commit)
                     if s.durable_log else None)
@@ -81,7 +81,7 @@ class Dispatcher(BaseRouteManager):
         # POST (wsframework.transport.lean), as much as routing the batch's events.
         self.forwarder = Forwarder(
             transport or LeanHttpTransport(timeout=(2.0, self.settings.forward_timeout)),
-            log=self.log,
+            event_log=self.event_log,
             capacity=self.settings.queue_capacity, batch_max=self.settings.batch_max,
             batch_max_bytes=self.settings.batch_max_bytes, linger=self.settings.batch_linger,
             policy=self.settings.overflow_policy,
@@ -222,7 +222,7 @@ class Dispatcher(BaseRouteManager):
         ``upstream``: (parent dispatcher id, last seq) of a parent's batch, recorded with the
         copies (:mod:`.tree`)."""
         if not events:
-            if upstream is not None and self.log is not None:
+            if upstream is not None and self.event_log is not None:
                 self.forwarder.forward_logged([], upstream=upstream)
             return 0
         matcher = entry.matcher
@@ -245,13 +245,13 @@ class Dispatcher(BaseRouteManager):
             if not targets:
                 continue
             data = etree.tostring(event)
-            if self.log is not None:
+            if self.event_log is not None:
                 logged.append((entry.name, data, targets))
             else:
                 copies += self.forwarder.forward(entry.name, data, targets)
             for server in targets:
                 hits[server] = hits.get(server, 0) + 1
-        if logged or (upstream is not None and self.log is not None):
+        if logged or (upstream is not None and self.event_log is not None):
             # durable before the reply; LogFull refuses the whole message
             copies += self.forwarder.forward_logged(logged, upstream=upstream)
         with self.counters_lock:
@@ -290,8 +290,8 @@ class Dispatcher(BaseRouteManager):
             self.tree.stop()
         self.control.stop()
         self.forwarder.close()
-        if self.log is not None:
-            self.log.close()
+        if self.event_log is not None:
+            self.event_log.close()
 
 
 def build_dispatcher(config, *, transport=None, **kwargs):

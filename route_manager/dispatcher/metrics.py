@@ -136,8 +136,8 @@ def dispatcher_readings(d) -> list[Reading]:
             Reading("edn_dispatcher_server_up", "max",
                     "1 while the server answers", int(bool(channel.get("up", True))), label),
         ]
-    if d.log is not None:  # the durable log lives in the store every worker shares
-        figures = d.log.figures()
+    if d.event_log is not None:  # the durable log lives in the store every worker shares
+        figures = d.event_log.figures()
         out += [
             Reading("edn_dispatcher_log_events", "shared",
                     "Events in the durable log with undelivered copies",

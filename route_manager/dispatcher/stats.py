@@ -83,9 +83,9 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
             "measure.tp_d": m.tp_d if m.events else 0.0,
         })
     figures.update(tuning_figures(control, with_trace))
-    figures["log.on"] = int(d.log is not None)
-    if d.log is not None:  # size, oldest undelivered age, server.NAME.lag (seqs not acked)
-        figures.update(d.log.figures())
+    figures["log.on"] = int(d.event_log is not None)
+    if d.event_log is not None:  # size, oldest undelivered age, server.NAME.lag (seqs not acked)
+        figures.update(d.event_log.figures())
     for server, channel in d.forwarder.stats().items():
         for key, value in channel.items():
             figures[f"server.{server}.{key}"] = value

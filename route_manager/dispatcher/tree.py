@@ -203,15 +203,15 @@ class TreeLink:
             fresh = events[max(0, done - first_seq + 1):]
             self.replayed_skipped += len(events) - len(fresh)
             d.route_events(entry, fresh, upstream=(parent, last_seq))
-            if d.log is None:
+            if d.event_log is None:
                 self._positions[parent] = max(last_seq, self._positions.get(parent, 0))
         return None
 
     def position(self, parent: str) -> int:
         """The last seq of ``parent``'s batches routed here (0: none)."""
         d = self.dispatcher
-        if d.log is not None:
-            return d.log.upstream.get(parent, 0)
+        if d.event_log is not None:
+            return d.event_log.upstream.get(parent, 0)
         return self._positions.get(parent, 0)
 
     def _lock_for(self, parent: str) -> threading.Lock:

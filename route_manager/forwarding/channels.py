@@ -17,7 +17,7 @@ from wsframework.soap import SoapVersion
 from ..models.measurement import thread_cpu_seconds
 from .batch import BatchTemplate
 from .link import TokenBucket
-from .log import LogCopy, copy_of
+from .log_rows import LogCopy, copy_of
 
 log = logging.getLogger(__name__)
 

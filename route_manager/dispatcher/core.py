@@ -31,7 +31,7 @@ from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .console import install_console
-from .control import PrecisionControl
+from .control import CounterReader, PrecisionControl
 from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
 from .stats import dispatcher_figures
@@ -104,7 +104,12 @@ class Dispatcher(BaseRouteManager):
         self.backpressure = self.settings.backpressure
         self.backpressure_timeout = self.settings.backpressure_timeout
         self.backpressure_timeouts = 0
-        self.control = PrecisionControl(self, self.settings, tuning)
+        self.readings = CounterReader(traffic=self._traffic,
+                                      channels=lambda: list(self.forwarder.channels.values()),
+                                      servers=lambda: len(self.servers),
+                                      busy_seconds=lambda: self.busy.seconds())
+        self.control = PrecisionControl(self.settings, tuning, routes=self.routes,
+                                        read_counters=self.readings.read)
         self.admin = DispatcherAdmin(self, service.admin)
         from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
         self.repartitioner = Repartitioner(self, transport=transport)
@@ -122,6 +127,12 @@ class Dispatcher(BaseRouteManager):
     def precision(self) -> float:
         """The summary precision every route is routed with now (0.0 none .. 1.0 precise)."""
         return self.control.precision
+
+    def _traffic(self) -> tuple[int, int, float]:
+        """(events in, copies out, routing CPU seconds) so far, read together."""
+        with self.counters_lock:
+            c = self.counters
+            return c.events_in, c.copies_out, c.route_seconds
 
     # -- durable state -------------------------------------------------------------------------
     def _load(self) -> None:

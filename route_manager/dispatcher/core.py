@@ -15,6 +15,7 @@ from matchers import FilterSpec, MatcherError
 from matchers.route_set.routing import calibration_cpu
 from matchers.schema.extraction import standalone
 from wsframework import ns
+from wsframework.admin import AdminClient
 from wsframework.busy import BusyMeter
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
@@ -110,18 +111,37 @@ class Dispatcher(BaseRouteManager):
                                       busy_seconds=lambda: self.busy.seconds())
         self.control = PrecisionControl(self.settings, tuning, routes=self.routes,
                                         read_counters=self.readings.read)
-        self.admin = DispatcherAdmin(self, service.admin)
+        self.admin = DispatcherAdmin(
+            service.admin, tables=self.tables, routes=self.routes, route_admin=self.route_admin,
+            create_route=self.create_route, default_server_matcher=self.default_server_matcher,
+            servers=self.servers, loads=self.loads, register_server=self.register_server,
+            subscription_servers=self.subscription_servers, update_summary=self.update_summary,
+            client_for=self.admin_client, routing=self.settings.routing,
+            precision=lambda: self.precision, figures=self.stats,
+            configure=self.control.configure)
         from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
         self.repartitioner = Repartitioner(self, transport=transport)
         self.routes.on_change(self._on_route_change)
         self._load()
         # a child in a dispatch tree (--parent): reports its sub-tree summaries upwards and
         # takes its parents' event batches (.tree)
-        self.tree = TreeLink(self) if self.settings.parent else None
+        self.tree = TreeLink(
+            self.settings, base_url=service.base_url, store=service.store,
+            messaging=service.messaging, credential=service.config.admin_token,
+            client_for=self.admin_client, routes=self.routes,
+            host_topic=self.admin.create_topic, loads=self.loads,
+            summary_version=self.summary_version, entry_for=self.entry_for,
+            route_events=self.route_events, event_log=self.event_log,
+        ) if self.settings.parent else None
         service.add_component(self)
         self.control.start()
         if self.tree is not None:
             self.tree.start()
+
+    def admin_client(self, address: str) -> AdminClient:
+        """An admin client to the node at ``address``, with the network's credential, over
+        the pooled admin transport."""
+        return AdminClient(address, self.service.config.admin_token, transport=self.admin_transport)
 
     @property
     def precision(self) -> float:

@@ -63,6 +63,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -152,16 +153,24 @@ def parse_algorithm(text: str | None) -> tuple[str, KyraParameters | None]:
 
 
 class Repartitioner:
-    """The ``Repartition`` admin operation of a dispatcher (``transport``: the client
-    transport to the servers; default HTTP with a read timeout of ``timeout`` seconds, as an
-    export of tens of thousands of subscriptions takes a while). ``latency``: Kyra's server
-    latencies; default: read from the dispatcher's ``latency_file`` setting at each request
-    (so an edited file is taken without a restart)."""
+    """The ``Repartition`` admin operation of a dispatcher, registered with its admin
+    ``endpoint``. ``routes``: the dispatcher's route namespace (the topics it knows);
+    ``subscription_servers()``: name -> address of the servers that hold subscriptions now;
+    ``credential``: the network's, for the servers' admin operations. ``transport``: the
+    client transport to the servers; default HTTP with a read timeout of ``timeout`` seconds,
+    as an export of tens of thousands of subscriptions takes a while. ``latency``: Kyra's
+    server latencies; default: read at each request from the file ``latency_file()`` names
+    (the dispatcher's setting, asked each time), so an edited file is taken without a restart."""
 
-    def __init__(self, dispatcher, *, transport=None, chunk: int = 500, samples: int = 2000,
-                 load_factor: float = 2.0, seed: int = 0, timeout: float = 300.0,
-                 latency: LatencyMatrix | None = None):
-        self.dispatcher = dispatcher
+    def __init__(self, endpoint, *, routes, subscription_servers: Callable[[], Mapping[str, str]],
+                 credential: str | None,
+                 latency_file: Callable[[], str | None] = lambda: None, transport=None,
+                 chunk: int = 500, samples: int = 2000, load_factor: float = 2.0, seed: int = 0,
+                 timeout: float = 300.0, latency: LatencyMatrix | None = None):
+        self.routes = routes
+        self.subscription_servers = subscription_servers
+        self.credential = credential
+        self.latency_file = latency_file
         self._own_transport = transport is None
         self.transport = transport or HttpTransport(timeout=(3.0, timeout))
         self.chunk = chunk
@@ -172,12 +181,10 @@ class Repartitioner:
         # An export holds ~8 elements per subscription: far above the default element cap.
         self._soap = SoapClient(self.transport, limits=ParserLimits(
             max_bytes=512 * 1024 * 1024, max_depth=100, max_elements=50_000_000))
-        dispatcher.service.admin.register(edn_wire.Repartition, self._repartition)
-        dispatcher.service.add_component(self)
+        endpoint.register(edn_wire.Repartition, self._repartition)
 
     def _client(self, address: str) -> AdminClient:
-        return AdminClient(address, self.dispatcher.service.config.admin_token,
-                           soap_client=self._soap)
+        return AdminClient(address, self.credential, soap_client=self._soap)
 
     def close(self) -> None:
         if self._own_transport:
@@ -193,9 +200,9 @@ class Repartitioner:
         started = time.perf_counter()
         topic = validate_name(topic)
         algorithm, kyra = parse_algorithm(algorithm)
-        if topic not in self.dispatcher.routes:
+        if topic not in self.routes:
             raise UnknownEntry(topic, "topic")
-        servers = sorted(self.dispatcher.subscription_servers().items())
+        servers = sorted(self.subscription_servers().items())
         if not servers:
             return 0, {"subscriptions": 0, "servers": 0}
         latency = self._latency([name for name, _ in servers]) if kyra else None
@@ -257,7 +264,7 @@ class Repartitioner:
         saying what is missing (asked before any export: nothing has moved)."""
         matrix = self.latency
         if matrix is None:
-            path = self.dispatcher.settings.latency_file
+            path = self.latency_file()
             if not path:
                 raise RepartitionFailed("kyra needs the servers' latencies: the dispatcher has "
                                         "no latency_file setting (edn serve dispatcher "

@@ -120,7 +120,11 @@ class Dispatcher(BaseRouteManager):
             precision=lambda: self.precision, figures=self.stats,
             configure=self.control.configure)
         from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
-        self.repartitioner = Repartitioner(self, transport=transport)
+        self.repartitioner = Repartitioner(
+            service.admin, routes=self.routes, subscription_servers=self.subscription_servers,
+            credential=service.config.admin_token, latency_file=lambda: self.settings.latency_file,
+            transport=transport)
+        service.add_component(self.repartitioner)
         self.routes.on_change(self._on_route_change)
         self._load()
         # a child in a dispatch tree (--parent): reports its sub-tree summaries upwards and

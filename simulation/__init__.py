@@ -1,4 +1,6 @@
-"""A discrete-event simulator of a wide-area broker network (issue 16; Gryphon's section 4.1).
+"""A discrete-event simulator of a wide-area broker network (the Gryphon link-matching paper's
+section 4.1), outside the product: the benchmarks and the tests run it, and no product package
+imports it (import-linter holds that).
 
 Virtual time, one heapq of events (:mod:`.broker_network`); brokers with an incoming queue and a CPU
 that spends a per-message cost plus a cost per matching step; links with one-way delays;

@@ -1,7 +1,7 @@
 """The profile job on Spark: the tasks of :mod:`.profile` run on executors.
 
 Split and data flow (nothing but numpy arrays and bytes crosses a process boundary; every
-R-tree is built in the process that queries it, STYLE 10):
+R-tree is built from the arrays in the process that queries it, never pickled):
 
 1. **servers** -- one task per server.  Broadcast: all rectangles (one ``(n, d)`` pair of
    arrays plus offsets per server) and the match sample of events.  Each task builds its

@@ -24,10 +24,9 @@ from .stats import log_measurement
 log = logging.getLogger(__name__)
 
 # The names Configure takes: precision (the precision now) and the --set names of the
-# settings that may change at run time (self_tuning, selftuning_<field>). Older spellings stay
-# accepted as aliases, as Configure took them before: the dotted selftuning.<field> (which
-# tests/integration/test_precision_live.py sends; the figures of GetStats and of the Configure
-# answer keep their dotted names on the wire) and "selftuning" for self_tuning.
+# settings that may change at run time (self_tuning, selftuning_<field>). Two aliases are
+# accepted too: the dotted selftuning.<field> (the names the figures of GetStats and of the
+# Configure answer carry on the wire) and "selftuning" for self_tuning.
 _DOTTED = "selftuning."
 _ALIASES = {"selftuning": "self_tuning"}
 

@@ -307,9 +307,9 @@ class EventLog:
 
         The delete and the position are written with the next append's transaction, or by
         this call once :data:`ACK_DELAY` has passed since the first unwritten one: one
-        transaction per server batch cost more than routing the events. Deferring is
+        transaction per server batch would cost more than routing the events. Deferring is
         safe: a copy whose acknowledgement a crash loses is sent again, and the server skips
-        seqs at or below the position it stored with the batch (at least once, as before).
+        seqs at or below the position it stored with the batch (delivery stays at least once).
         Under the log's lock, as appends: the process's writers queue on a Python lock
         instead of meeting in SQLite, whose busy handler sleeps (milliseconds) between tries."""
         with self._lock:

@@ -2,7 +2,7 @@
 traffic weighted by network distance.
 
 Which distance. The paper weights a server by "the network distance" of "the paths from the
-dispatcher to different servers". Here (issue 16) the distance is the one a placement
+dispatcher to different servers". Here the distance is the one a placement
 decision can see and a subscriber feels: from the subscription's *entry server* (where it
 arrived; the subscriber is near it) to the server that would hold it. With one dispatcher
 equally far from every server the paper's weights are all equal and nothing changes; the

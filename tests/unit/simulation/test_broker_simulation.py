@@ -1,7 +1,7 @@
 """The wide-area simulator: Gryphon's topology, spanning trees, the kernel's ordering, the
 exactness of each routing mode on a small network, the overload detector; link matching with
 the real LinkMatcher per broker, virtual links where the publishers' trees disagree with a
-broker's own paths (the seed's footnote 2), each decision equal to the oracle, steps charged
+broker's own paths (the Gryphon paper's footnote 2), each decision equal to the oracle, steps charged
 to the broker's CPU."""
 
 import pytest

@@ -1,6 +1,10 @@
 """The dispatcher itself: its route table and servers, and the hot path (publish -> route ->
 forward, with backpressure). Administration (:mod:`.admin`), precision and self-tuning
-(:mod:`.control`), statistics (:mod:`.stats`) and the tables (:mod:`.tables`) are its parts."""
+(:mod:`.control`), statistics (:mod:`.stats`), the tables (:mod:`.tables`), the child side of
+a dispatch tree (:mod:`.tree`) and the Repartition operation (:mod:`route_manager.repartition`)
+are its parts; each receives in its constructor what it uses (the store or tables, the route
+namespace, settings, an admin-client factory, live mappings and callbacks), not the
+dispatcher."""
 from __future__ import annotations
 
 import logging
@@ -74,10 +78,10 @@ class Dispatcher(BaseRouteManager):
         self.tables = DispatcherTables(service.store)
         self.link_mbps = self.settings.link_mbps or None
         s = self.settings
-        self.event_log = (EventLog(service.store, max_events=s.log_max_events, max_bytes=s.log_max_bytes,
-                             max_age=s.log_max_age, policy=s.log_full,
-                             group_commit=s.log_group_commit)
-                    if s.durable_log else None)
+        self.event_log = (EventLog(service.store, max_events=s.log_max_events,
+                                   max_bytes=s.log_max_bytes, max_age=s.log_max_age,
+                                   policy=s.log_full, group_commit=s.log_group_commit)
+                          if s.durable_log else None)
         # Batches go through the lean keep-alive client: requests cost ~300 us of CPU per
         # POST (wsframework.transport.lean), as much as routing the batch's events.
         self.forwarder = Forwarder(

@@ -22,8 +22,8 @@ import numpy as np
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
-from route_manager.grid import event_element, range_filter
-from route_manager.measurement import Counters, Measurement, between
+from route_manager.workloads.grid_xml import event_element, range_filter
+from route_manager.models.measurement import Counters, Measurement, between
 from route_manager.precision import format_precision, parse_precision
 from route_manager import edn_wire
 from route_manager.edn_wire import EVENT_BATCH

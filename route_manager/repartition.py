@@ -27,7 +27,7 @@ requests for it, see :mod:`subscription_manager.edn.moves`).
   ``maxNumServers``), each server of a clique gets a non-overlapping median zone of the
   content space over its clique's subscriptions, and each subscription goes to the server of
   its own clique (the clique of the server holding it) whose zone it overlaps, one server per
-  subscription (:class:`route_manager.kyra.KyraPlacement`: the zone holding most of its
+  subscription (:class:`route_manager.partitioning.kyra.KyraPlacement`: the zone holding most of its
   volume, the holder's own on a tie). ``multi_zone`` counts the subscriptions that overlap
   more than one zone of their clique (Kyra would give them one proxy per zone).
 
@@ -38,8 +38,8 @@ straight from the dispatcher to every server whose summary holds its point. Ther
 the in-clique owner of the event's zone and no per-zone routing tree between servers: Kyra's
 two-step routing (publisher -> the owner of the event's zone in its clique -> that zone's MST,
 filtering on the tree), with its several proxies per subscription, runs only in the
-wide-area simulator (:class:`route_manager.kyra.KyraNetwork`,
-:mod:`route_manager.wansim.kyra_mode`). With one proxy per subscription, summary routing stays
+wide-area simulator (:class:`route_manager.partitioning.kyra.KyraNetwork`,
+:mod:`simulation.kyra_mode`). With one proxy per subscription, summary routing stays
 exact (each subscription is held, and delivered, once). Compared with Kyra's rule "an event
 goes to the owner of its zone in each clique": in a clique, the subscriptions matching an
 event sit mostly at that owner, but a matching subscription placed in a neighbouring zone
@@ -63,6 +63,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -73,9 +74,10 @@ from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
-from . import edn_wire, hit_ratio
+from . import edn_wire
+from .models import hit_ratio
 from .exceptions import InvalidRepartition, RepartitionFailed, UnknownAlgorithm
-from .kyra import KyraPlacement
+from .partitioning.kyra import KyraPlacement
 from .latency_matrix import MAX_MS, MAX_SERVERS, LatencyFileError, LatencyMatrix, load_latency
 from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
 
@@ -151,16 +153,24 @@ def parse_algorithm(text: str | None) -> tuple[str, KyraParameters | None]:
 
 
 class Repartitioner:
-    """The ``Repartition`` admin operation of a dispatcher (``transport``: the client
-    transport to the servers; default HTTP with a read timeout of ``timeout`` seconds, as an
-    export of tens of thousands of subscriptions takes a while). ``latency``: Kyra's server
-    latencies; default: read from the dispatcher's ``latency_file`` setting at each request
-    (so an edited file is taken without a restart)."""
+    """The ``Repartition`` admin operation of a dispatcher, registered with its admin
+    ``endpoint``. ``routes``: the dispatcher's route namespace (the topics it knows);
+    ``subscription_servers()``: name -> address of the servers that hold subscriptions now;
+    ``credential``: the network's, for the servers' admin operations. ``transport``: the
+    client transport to the servers; default HTTP with a read timeout of ``timeout`` seconds,
+    as an export of tens of thousands of subscriptions takes a while. ``latency``: Kyra's
+    server latencies; default: read at each request from the file ``latency_file()`` names
+    (the dispatcher's setting, asked each time), so an edited file is taken without a restart."""
 
-    def __init__(self, dispatcher, *, transport=None, chunk: int = 500, samples: int = 2000,
-                 load_factor: float = 2.0, seed: int = 0, timeout: float = 300.0,
-                 latency: LatencyMatrix | None = None):
-        self.dispatcher = dispatcher
+    def __init__(self, endpoint, *, routes, subscription_servers: Callable[[], Mapping[str, str]],
+                 credential: str | None,
+                 latency_file: Callable[[], str | None] = lambda: None, transport=None,
+                 chunk: int = 500, samples: int = 2000, load_factor: float = 2.0, seed: int = 0,
+                 timeout: float = 300.0, latency: LatencyMatrix | None = None):
+        self.routes = routes
+        self.subscription_servers = subscription_servers
+        self.credential = credential
+        self.latency_file = latency_file
         self._own_transport = transport is None
         self.transport = transport or HttpTransport(timeout=(3.0, timeout))
         self.chunk = chunk
@@ -171,12 +181,10 @@ class Repartitioner:
         # An export holds ~8 elements per subscription: far above the default element cap.
         self._soap = SoapClient(self.transport, limits=ParserLimits(
             max_bytes=512 * 1024 * 1024, max_depth=100, max_elements=50_000_000))
-        dispatcher.service.admin.register(edn_wire.Repartition, self._repartition)
-        dispatcher.service.add_component(self)
+        endpoint.register(edn_wire.Repartition, self._repartition)
 
     def _client(self, address: str) -> AdminClient:
-        return AdminClient(address, self.dispatcher.service.config.admin_token,
-                           soap_client=self._soap)
+        return AdminClient(address, self.credential, soap_client=self._soap)
 
     def close(self) -> None:
         if self._own_transport:
@@ -192,9 +200,9 @@ class Repartitioner:
         started = time.perf_counter()
         topic = validate_name(topic)
         algorithm, kyra = parse_algorithm(algorithm)
-        if topic not in self.dispatcher.routes:
+        if topic not in self.routes:
             raise UnknownEntry(topic, "topic")
-        servers = sorted(self.dispatcher.subscription_servers().items())
+        servers = sorted(self.subscription_servers().items())
         if not servers:
             return 0, {"subscriptions": 0, "servers": 0}
         latency = self._latency([name for name, _ in servers]) if kyra else None
@@ -256,7 +264,7 @@ class Repartitioner:
         saying what is missing (asked before any export: nothing has moved)."""
         matrix = self.latency
         if matrix is None:
-            path = self.dispatcher.settings.latency_file
+            path = self.latency_file()
             if not path:
                 raise RepartitionFailed("kyra needs the servers' latencies: the dispatcher has "
                                         "no latency_file setting (edn serve dispatcher "

@@ -73,7 +73,7 @@ from typing import Callable, NamedTuple
 
 from wsframework.settings import Settings, setting
 
-from .measurement import Counters
+from .models.measurement import Counters
 from .precision import Ladder, format_precision
 
 __all__ = ["Averages", "SelfTuningSettings", "SelfTuner", "Step", "Ticker"]

@@ -34,7 +34,7 @@ from lxml import etree
 from benchmarks.livenet import D, TOPIC, Setup, event_workload, narrow_rectangles, xpath_filter
 from route_manager.edn_wire import EVENT_BATCH
 from route_manager.forwarding.batch import batch_envelope
-from route_manager.grid import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from wsframework import ns
 from wsframework.transport.base import TransportResponse
 from wsframework.wsgi import WsgiApplication

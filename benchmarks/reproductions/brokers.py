@@ -1,5 +1,5 @@
 """``edn bench brokers``: Gryphon's wide-area experiments (section 4.1) on the simulator of
-:mod:`route_manager.wansim`, with the EDN's summaries beside flooding and link matching.
+:mod:`simulation`, with the EDN's summaries beside flooding and link matching.
 
 Figures by name:
 
@@ -10,7 +10,7 @@ Figures by name:
   event (link matching's steps, the measured CPU of the route sets, and the modelled CPU of
   every broker together), median latency, and the exactness check (every matching
   subscriber got it; for exact modes, no link carried it needlessly).
-  Kyra (:mod:`route_manager.wansim.kyra_mode`) is an overlay evaluated event by event: its
+  Kyra (:mod:`simulation.kyra_mode`) is an overlay evaluated event by event: its
   physical hops, the proxy-to-broker hops apart, the servers that matched.
 * ``chart2``: the highest publish rate per publisher the network carries without a queue
   reaching 80 (the paper's overload criterion), by bisection, flooding against link matching
@@ -33,9 +33,9 @@ import json
 import time
 from pathlib import Path
 
-from route_manager.wansim import BrokerNetwork, gryphon_topology, make_workload
-from route_manager.wansim.kyra_mode import kyra_row
-from route_manager.wansim.routing import ROUTERS, make_router
+from simulation import BrokerNetwork, gryphon_topology, make_workload
+from simulation.kyra_mode import kyra_row
+from simulation.routing import ROUTERS, make_router
 from wsframework.progress import Progress, progress
 
 PUBLISHERS = ("0.4", "1.7", "2.10")    # P1, P2, P3: a grandchild in each region

@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from route_manager import hit_ratio as hr
+from route_manager.models import hit_ratio as hr
 from route_manager import workloads
 from route_manager.partitioning import (OfflineDistanceRTreePartitioner,
                                         OfflineRTreePartitioner, OnlineDistancePartitioner,

@@ -21,7 +21,7 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from route_manager import hit_ratio as hr
+from route_manager.models import hit_ratio as hr
 from route_manager import workloads
 from route_manager.partitioning import (
     KMeansPartitioner,

@@ -5,7 +5,7 @@ path against centralized matching::
     from benchmarks.reproductions.pst import chart3_figures
     chart3_figures(quick=True)   # {"subscriptions": [...], "centralized_steps": [...], ...}
 
-**Workload** (:func:`route_manager.wansim.make_workload`, the simulator's): 10 attributes x 3
+**Workload** (:func:`simulation.make_workload`, the simulator's): 10 attributes x 3
 values, attribute i tested with probability P x D^i (P = 0.98, D = 0.82), Zipf values favoured
 by region, subscribers spread over the 39 brokers' clients; events published by the three
 publishers of ``edn bench brokers`` (P1, P2, P3: a grandchild in each region), 1,000 in all.
@@ -31,7 +31,7 @@ subscription is behind it): ``exact``.
 The paper leaves open whether clients are links of Chart 3's brokers (its section 3 says a
 broker's links go to "brokers or clients"). ``client_links=False`` is the other reading: a
 broker's links are its tree neighbours only, local delivery is decided apart (as in
-:mod:`route_manager.wansim`, the same in every mode) and not counted, and a path of h hops is
+:mod:`simulation`, the same in every mode) and not counted, and a path of h hops is
 h broker links, summed over the h brokers that forward the event (the subscriber's broker
 does no link matching for it). On the Gryphon topology with P1..P3 this gives paths of 1 to
 6 hops, the paper's six lines; with client links paths run from 1 to 7 hops (the lateral links
@@ -98,7 +98,7 @@ def chart3_figures(quick: bool = False, *, sizes=None, events: int | None = None
     90 events, a second or so. ``client_links=False``: the other reading (see the module
     docstring). ``d``: the degradation factor D (the matching share falls as it grows)."""
     from benchmarks.reproductions.brokers import PUBLISHERS     # not at import: brokers imports this module
-    from route_manager.wansim import gryphon_topology, make_workload
+    from simulation import gryphon_topology, make_workload
 
     sizes = tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))
     events = events or (90 if quick else 1000)

@@ -18,9 +18,9 @@ dispatcher with pre-built ``edn:EventBatch`` messages (``batch`` events each, on
 keep-alive connection per thread: batching avoids the ~4,400 requests/s HTTP ceiling
 measured on this machine), and after a warm-up the dispatcher's own counters give, over ``seconds``:
 events/s (routed = sent: backpressure), and the model's T_f, T_d, T_c, R, S_m
-(:mod:`route_manager.measurement`). The predicted throughput is the model's
+(:mod:`route_manager.models.measurement`). The predicted throughput is the model's
 min(TP_D, TP_OL) with the median measured T_f, T_c, S_m of all points, each point's own T_d
-and R, and B = the link cap (:mod:`route_manager.throughput`). Process CPU is read from
+and R, and B = the link cap (:mod:`route_manager.models.throughput`). Process CPU is read from
 /proc for every process kind (dispatcher, servers, this process: publishers and sink) to
 show where the bottleneck is.
 
@@ -36,7 +36,7 @@ import os
 import statistics
 from pathlib import Path
 
-from route_manager.throughput import OperatingPoint, SystemParameters, predict
+from route_manager.models.throughput import OperatingPoint, SystemParameters, predict
 from wsframework import progress
 
 from ..livenet import D, Setup, precision_sweep

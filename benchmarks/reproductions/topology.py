@@ -21,10 +21,10 @@ still cuts its report to ``tree_report_max_bytes``), the link is uncapped: what 
 topology alone.
 
 Per window: events/s at the root (with backpressure, the rate they leave at), every
-dispatcher's measured T_f, T_d, T_c and R (its counters, :mod:`route_manager.measurement`),
+dispatcher's measured T_f, T_d, T_c and R (its counters, :mod:`route_manager.models.measurement`),
 each process's CPU from /proc (as livenet), the hit ratio per level (copies forwarded at a
 level / (events x nodes one level down)); and beside them the model
-(:func:`route_manager.throughput.tree_throughput`) fed with those parameters: each node's
+(:func:`route_manager.models.throughput.tree_throughput`) fed with those parameters: each node's
 CPU per event from eq. (3), the dedicated-CPU throughput (every node on its own core, the
 paper's setting), the shared-machine bound, and the hit ratio precise summaries would give
 (an exact oracle over a sample of the events).
@@ -46,9 +46,9 @@ from pathlib import Path
 import numpy as np
 
 from edn.localnet.network import LocalNetwork, wait_until
-from route_manager.measurement import Counters, Measurement, between
+from route_manager.models.measurement import Counters, Measurement, between
 from route_manager.partitioning import tgs
-from route_manager.throughput import TreeNode, tree_level_hit_ratios, tree_throughput
+from route_manager.models.throughput import TreeNode, tree_level_hit_ratios, tree_throughput
 from wsframework.admin import AdminClient, contracts
 
 from ..livenet import Publisher, batch_payloads, group_cpu_seconds, import_partitions

@@ -8,7 +8,7 @@ two servers) and, for the source column, a standalone ``edn serve source``
 (:class:`~edn.localnet.processes.ServerProcess`), each started in its own process group so
 SIGKILL reaches the gunicorn master and its workers at once. One notification sink records
 every notification's path and wsa:MessageID. Range filters on the grid
-(:mod:`route_manager.grid`) make the expected notifications computable.
+(:mod:`route_manager.workloads.grid_xml`) make the expected notifications computable.
 
 A publisher thread per target sends bursts (``burst`` events from 8 concurrent
 connections) alternating with 0.5 s of steady flow (one event every 20 ms); an event counts only when its publication was
@@ -42,7 +42,7 @@ from lxml import etree
 from edn.localnet.network import LocalNetwork, wait_until
 from edn.localnet.processes import ServerProcess
 from edn.sink import NotificationSink
-from route_manager.grid import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from wsframework import ns
 from wsframework.admin import AdminClient

@@ -24,7 +24,7 @@ from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
 from edn.sink import NotificationSink
-from route_manager.grid import range_filter
+from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import subscribe_body
 from subscription_manager.edn.relay import MessageIdClient
 from subscription_manager.versions import VERSIONS

@@ -44,7 +44,7 @@ from edn.localnet.network import LocalNetwork, wait_until
 from edn.localnet.processes import ServerProcess
 from edn.sink import NotificationSink
 from matchers.ranges import RANGES_DIALECT
-from route_manager.grid import event_element, range_filter
+from route_manager.workloads.grid_xml import event_element, range_filter
 from subscription_manager.client import EventingClient
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient

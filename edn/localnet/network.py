@@ -22,7 +22,7 @@ from wsframework.admin import AdminClient, contracts
 from edn.localnet.processes import ServerProcess
 from wsframework.publisher import Publisher
 from edn.sink import NotificationSink
-from route_manager.grid import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 
 TOPIC = "grid"
 

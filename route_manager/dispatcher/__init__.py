@@ -38,7 +38,7 @@ Precision and self-tuning (paper IV, V; :mod:`route_manager.precision`, :mod:`ro
     :mod:`wsframework.busy`) every interval and moves precision down when the dispatcher is
     the bottleneck, up otherwise.
 
-Measurement (:mod:`route_manager.measurement`)
+Measurement (:mod:`route_manager.models.measurement`)
     A monitor thread reads the counters every ``monitor_interval`` seconds into a sliding
     window: T_f, T_d, T_c, R, S_m, events/s, CPU and bytes out, exposed as ``measure.*``
     figures and logged at INFO every ``stats_log_interval`` seconds while events flow.

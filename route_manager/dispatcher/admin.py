@@ -17,6 +17,7 @@ manager's (:mod:`route_manager.base`).
 from __future__ import annotations
 
 import logging
+from typing import Callable, Mapping
 
 from lxml import etree
 
@@ -32,10 +33,39 @@ log = logging.getLogger(__name__)
 
 
 class DispatcherAdmin:
-    """Registers the dispatcher's admin operations with the service's admin endpoint."""
+    """Registers the dispatcher's admin operations with the service's admin ``endpoint``.
 
-    def __init__(self, dispatcher, endpoint):
-        self.dispatcher = dispatcher
+    It receives what the operations use: the dispatcher's ``tables`` (stored topics), its
+    route namespace ``routes`` and the base route manager's ``route_admin`` and
+    ``create_route``; ``default_server_matcher`` (a topic created without one); the live
+    mappings ``servers`` (node -> address) and ``loads`` (node -> load);
+    ``register_server(name, address, kind)``, ``subscription_servers()`` and
+    ``update_summary(server, request)``, the dispatcher's membership; ``client_for(address)``,
+    an admin client to a node; ``routing`` (the routing mode a registering node is told);
+    ``precision()``, ``figures(with_trace)`` and ``configure(settings)``."""
+
+    def __init__(self, endpoint, *, tables, routes, route_admin, create_route: Callable,
+                 default_server_matcher: str, servers: Mapping[str, str],
+                 loads: Mapping[str, int], register_server: Callable,
+                 subscription_servers: Callable[[], Mapping[str, str]],
+                 update_summary: Callable, client_for: Callable[[str], AdminClient],
+                 routing: str, precision: Callable[[], float],
+                 figures: Callable[[bool], Mapping], configure: Callable):
+        self.tables = tables
+        self.routes = routes
+        self.route_admin = route_admin
+        self.create_route = create_route
+        self.default_server_matcher = default_server_matcher
+        self.servers = servers
+        self.loads = loads
+        self.register_server = register_server
+        self.subscription_servers = subscription_servers
+        self.update_summary = update_summary
+        self.client_for = client_for
+        self.routing = routing
+        self.precision = precision
+        self.figures = figures
+        self.configure = configure
         endpoint.register(contracts.CreateTopic, self._create_topic)
         endpoint.register(contracts.DeleteTopic, self._delete_topic)
         endpoint.register(contracts.ListTopics, self._list_topics)
@@ -48,8 +78,8 @@ class DispatcherAdmin:
     # -- topics across the network -------------------------------------------------------------
     def topic_specs(self) -> list[edn_wire.TopicSpec]:
         specs = []
-        for row in self.dispatcher.tables.topics():
-            if row["name"] in self.dispatcher.routes:
+        for row in self.tables.topics():
+            if row["name"] in self.routes:
                 options = etree.fromstring(row["options"]) if row["options"] else None
                 specs.append(edn_wire.TopicSpec(Name=row["name"], Matcher=row["server_matcher"],
                                                 Options=options))
@@ -58,22 +88,21 @@ class DispatcherAdmin:
     def _create_topic(self, request, message):
         entry, server_matcher = self.create_topic(request.Name, request.Matcher, request.Options)
         return contracts.CreateTopicResponse(Name=entry.name, Matcher=server_matcher,
-                                             Address=self.dispatcher.routes.address_of(entry.name))
+                                             Address=self.routes.address_of(entry.name))
 
     def create_topic(self, name: str, matcher: str | None, options):
         """The route here, the topic stored, and the topic on every node below (a child
         dispatcher passes it on to its own); (entry, server matcher)."""
-        d = self.dispatcher
-        server_matcher = matcher or d.default_server_matcher
-        entry = d.create_route(name, None, options)
+        server_matcher = matcher or self.default_server_matcher
+        entry = self.create_route(name, None, options)
         stored = etree.tostring(options) if options is not None else None
-        d.tables.save_topic(entry.name, server_matcher, stored)
-        for server, address in sorted(d.servers.items()):
+        self.tables.save_topic(entry.name, server_matcher, stored)
+        for server, address in sorted(self.servers.items()):
             self._propagate_topic(server, address, entry.name, server_matcher, options)
         return entry, server_matcher
 
     def _propagate_topic(self, server, address, name, matcher, options) -> None:
-        client = self._admin_client(address)
+        client = self.client_for(address)
         try:
             client.create_topic(name, matcher, options)
         except SoapFault as fault:
@@ -82,16 +111,11 @@ class DispatcherAdmin:
         except Exception as exc:  # a server that is down gets the topic when it registers
             log.warning("server %s unreachable for topic %s: %s", server, name, exc)
 
-    def _admin_client(self, address: str) -> AdminClient:
-        d = self.dispatcher
-        return AdminClient(address, d.service.config.admin_token, transport=d.admin_transport)
-
     def _delete_topic(self, request, message):
-        d = self.dispatcher
-        name = d.route_admin.delete(request.Name)
-        d.tables.delete_topic(name)
-        for server, address in sorted(d.servers.items()):
-            client = self._admin_client(address)
+        name = self.route_admin.delete(request.Name)
+        self.tables.delete_topic(name)
+        for server, address in sorted(self.servers.items()):
+            client = self.client_for(address)
             try:
                 client.delete_topic(name)
             except Exception as exc:
@@ -99,11 +123,10 @@ class DispatcherAdmin:
         return contracts.DeleteTopicResponse(Name=name)
 
     def _list_topics(self, request, message):
-        d = self.dispatcher
         return contracts.ListTopicsResponse(Topic=[
             contracts.TopicInfo(Name=e.name, Matcher=e.matcher_uri,
-                                Address=d.routes.address_of(e.name), FilterCount=len(e.matcher))
-            for e in d.route_admin.entries(request.Prefix)])
+                                Address=self.routes.address_of(e.name), FilterCount=len(e.matcher))
+            for e in self.route_admin.entries(request.Prefix)])
 
     # -- membership and route updates ----------------------------------------------------------
     def _register_server(self, request, message):
@@ -111,28 +134,27 @@ class DispatcherAdmin:
         kind = (request.Kind or edn_wire.KIND_SERVER).strip()
         if kind not in edn_wire.KINDS:
             raise sender_fault(f"RegisterServer/Kind must be one of {', '.join(edn_wire.KINDS)}")
-        self.dispatcher.register_server(name, server_address(name, request.Address), kind)
+        self.register_server(name, server_address(name, request.Address), kind)
         return edn_wire.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
                                                Peer=self._server_infos(exclude=name),
                                                Precision=self._precision(),
-                                               Routing=self.dispatcher.settings.routing)
+                                               Routing=self.routing)
 
     def _precision(self) -> str:
         """What a node below is routed with now (a child dispatcher cuts its reports to it)."""
-        return format_precision(self.dispatcher.precision)
+        return format_precision(self.precision())
 
     def _server_infos(self, exclude: str | None = None, prefix: str | None = None):
         """The subscription servers (a server's peers); child dispatchers are no peers."""
-        d = self.dispatcher
-        return [edn_wire.ServerInfo(Name=n, Address=a, Load=d.loads.get(n, 0))
-                for n, a in sorted(d.subscription_servers().items())
+        return [edn_wire.ServerInfo(Name=n, Address=a, Load=self.loads.get(n, 0))
+                for n, a in sorted(self.subscription_servers().items())
                 if n != exclude and (not prefix or n.startswith(prefix))]
 
     def _list_servers(self, request, message):
         return edn_wire.ListServersResponse(Server=self._server_infos(prefix=request.Prefix))
 
     def _update_summary(self, request, message):
-        route, accepted = self.dispatcher.update_summary(server_name(request.Server), request)
+        route, accepted = self.update_summary(server_name(request.Server), request)
         return edn_wire.UpdateSummaryResponse(Route=route, Accepted=int(accepted),
                                               Precision=self._precision())
 
@@ -142,10 +164,10 @@ class DispatcherAdmin:
         with_trace = "selftuning.trace".startswith(prefix) or prefix.startswith("selftuning.trace")
         return contracts.GetStatsResponse(Figure=[
             contracts.Figure(Name=k, Value=repr(v) if isinstance(v, float) else str(v))
-            for k, v in self.dispatcher.stats(with_trace).items() if k.startswith(prefix)])
+            for k, v in self.figures(with_trace).items() if k.startswith(prefix)])
 
     def _configure(self, request, message):
-        in_force = self.dispatcher.control.configure(
+        in_force = self.configure(
             (setting.Name, setting.Value) for setting in request.Setting or [])
         return contracts.ConfigureResponse(Setting=[
             contracts.Figure(Name=k, Value=v) for k, v in in_force.items()])

@@ -1,6 +1,6 @@
 """The dispatcher's summary precision and what moves it: operators (``Configure``) and the
 self-tuner (:mod:`route_manager.selftuning`), fed every ``monitor_interval`` by the monitor
-thread with a reading of the cumulative counters (:mod:`route_manager.measurement`).
+thread with a reading of the cumulative counters (:mod:`route_manager.models.measurement`).
 
 A precision change builds the new routing tables and swaps one reference per route (cuts and
 tables are cached per precision), so every event is routed by exactly one table.
@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from wsframework.settings import read_settings
 
 from ..exceptions import InvalidConfiguration
-from ..measurement import Counters, SlidingWindow
+from ..models.measurement import Counters, SlidingWindow
 from ..precision import format_precision, parse_precision
 from ..selftuning import SelfTuner, SelfTuningSettings, Ticker
 from .settings import DispatcherSettings
@@ -24,10 +24,9 @@ from .stats import log_measurement
 log = logging.getLogger(__name__)
 
 # The names Configure takes: precision (the precision now) and the --set names of the
-# settings that may change at run time (self_tuning, selftuning_<field>). Older spellings stay
-# accepted as aliases, as Configure took them before: the dotted selftuning.<field> (which
-# tests/integration/test_precision_live.py sends; the figures of GetStats and of the Configure
-# answer keep their dotted names on the wire) and "selftuning" for self_tuning.
+# settings that may change at run time (self_tuning, selftuning_<field>). Two aliases are
+# accepted too: the dotted selftuning.<field> (the names the figures of GetStats and of the
+# Configure answer carry on the wire) and "selftuning" for self_tuning.
 _DOTTED = "selftuning."
 _ALIASES = {"selftuning": "self_tuning"}
 
@@ -40,11 +39,58 @@ def configure_key(name: str | None) -> str:
     return _ALIASES.get(key, key)
 
 
-class PrecisionControl:
-    """Precision, measurement and self-tuning of one dispatcher."""
+class CounterReader:
+    """Readings of one dispatcher's cumulative counters (:class:`Counters`): its traffic
+    (``traffic()``: events in, copies out, routing CPU seconds), its forwarding channels
+    (``channels()``: their sent copies and bytes, queue depths and sender threads' CPU), how
+    many nodes it routes to (``servers()``) and the seconds it was busy (``busy_seconds()``).
+    The sender threads' CPU is summed here: a channel that goes keeps what it used."""
 
-    def __init__(self, dispatcher, settings: DispatcherSettings, tuning: SelfTuningSettings):
-        self.dispatcher = dispatcher
+    def __init__(self, *, traffic: Callable[[], tuple[int, int, float]],
+                 channels: Callable[[], Iterable], servers: Callable[[], int],
+                 busy_seconds: Callable[[], float]):
+        self.traffic = traffic
+        self.channels = channels
+        self.servers = servers
+        self.busy_seconds = busy_seconds
+        self._forward_cpu = 0.0
+        self._forward_seen: dict[int, float] = {}
+        self._lock = threading.Lock()  # the monitor thread and GetStats both read
+
+    def read(self) -> Counters:
+        """One reading of the cumulative counters (:mod:`route_manager.models.measurement`)."""
+        events, copies, route = self.traffic()
+        sent = bytes_out = backlog = 0
+        with self._lock:
+            forward = self._forward_cpu
+            for channel in self.channels():
+                sent += channel.stats.sent
+                bytes_out += channel.stats.bytes_out
+                if channel.stats.up:  # a dead server's queue says nothing of the link
+                    backlog += channel.stats.depth
+                key = id(channel.sender_thread)
+                now = channel.sender_cpu_seconds()
+                seen = self._forward_seen.get(key, 0.0)
+                if now > seen:
+                    forward += now - seen
+                    self._forward_seen[key] = now
+            self._forward_cpu = forward
+        return Counters(time=time.monotonic(), cpu=time.process_time(), route_cpu=route,
+                        forward_cpu=forward, events=events, copies=copies, sent=sent,
+                        bytes_out=bytes_out, servers=self.servers(),
+                        busy=self.busy_seconds(), backlog=backlog)
+
+
+class PrecisionControl:
+    """Precision, measurement and self-tuning of one dispatcher: it sets the precision of
+    every route in ``routes`` (the dispatcher's route namespace) and is fed by
+    ``read_counters`` (a :meth:`CounterReader.read`)."""
+
+    def __init__(self, settings: DispatcherSettings, tuning: SelfTuningSettings, *, routes,
+                 read_counters: Callable[[], Counters]):
+        self.routes = routes
+        self.read_counters = read_counters
+        self.settings = settings
         self.precision = settings.initial_precision
         self.lock = threading.Lock()  # precision, tuner and tuning_config change together
         self.changes = 0
@@ -52,9 +98,6 @@ class PrecisionControl:
         self.window = SlidingWindow(settings.measure_window)
         self.stats_log_interval = settings.stats_log_interval
         self._last_log = time.monotonic()
-        self._forward_cpu = 0.0
-        self._forward_seen: dict[int, float] = {}
-        self._reading_lock = threading.Lock()
         self.tuning_config = tuning
         self.tuner: SelfTuner | None = None
         self._monitor: Ticker | None = None
@@ -79,7 +122,7 @@ class PrecisionControl:
         with self.lock:
             changed = precision != self.precision
             self.precision = precision
-            for entry in list(self.dispatcher.routes.entries()):
+            for entry in list(self.routes.entries()):
                 if hasattr(entry.matcher, "set_precision"):
                     entry.matcher.set_precision(precision)
             if changed:
@@ -97,30 +140,8 @@ class PrecisionControl:
 
     # -- readings and the monitor thread -------------------------------------------------------
     def counters_now(self) -> Counters:
-        """One reading of the cumulative counters (:mod:`route_manager.measurement`)."""
-        d = self.dispatcher
-        with d.counters_lock:
-            events, copies, route = (d.counters.events_in, d.counters.copies_out,
-                                     d.counters.route_seconds)
-        sent = bytes_out = backlog = 0
-        with self._reading_lock:  # the monitor thread and GetStats both read
-            forward = self._forward_cpu
-            for channel in list(d.forwarder.channels.values()):
-                sent += channel.stats.sent
-                bytes_out += channel.stats.bytes_out
-                if channel.stats.up:  # a dead server's queue says nothing of the link
-                    backlog += channel.stats.depth
-                key = id(channel.sender_thread)
-                now = channel.sender_cpu_seconds()
-                seen = self._forward_seen.get(key, 0.0)
-                if now > seen:
-                    forward += now - seen
-                    self._forward_seen[key] = now
-            self._forward_cpu = forward
-        return Counters(time=time.monotonic(), cpu=time.process_time(), route_cpu=route,
-                        forward_cpu=forward, events=events, copies=copies, sent=sent,
-                        bytes_out=bytes_out, servers=len(d.servers),
-                        busy=d.busy.seconds(), backlog=backlog)
+        """One reading of the dispatcher's cumulative counters."""
+        return self.read_counters()
 
     def _tick(self, now: float) -> None:
         reading = self.counters_now()
@@ -141,11 +162,11 @@ class PrecisionControl:
     # -- run-time settings (Configure) ---------------------------------------------------------
     def settings_in_force(self) -> dict[str, str]:
         c = self.tuning_config
-        d = self.dispatcher
+        s = self.settings
         return {"precision": format_precision(self.precision),
                 "self_tuning": "on" if self.tuner is not None else "off",
-                "link_mbps": repr(d.link_mbps) if d.link_mbps else "none",
-                "backpressure": str(d.backpressure),
+                "link_mbps": repr(s.link_mbps) if s.link_mbps else "none",
+                "backpressure": str(s.backpressure),
                 # the self-tuner's settings under their --set names (selftuning_<field>)
                 **{key: repr(value) for key, value in c.as_mapping().items()}}
 

@@ -1,6 +1,10 @@
 """The dispatcher itself: its route table and servers, and the hot path (publish -> route ->
 forward, with backpressure). Administration (:mod:`.admin`), precision and self-tuning
-(:mod:`.control`), statistics (:mod:`.stats`) and the tables (:mod:`.tables`) are its parts."""
+(:mod:`.control`), statistics (:mod:`.stats`), the tables (:mod:`.tables`), the child side of
+a dispatch tree (:mod:`.tree`) and the Repartition operation (:mod:`route_manager.repartition`)
+are its parts; each receives in its constructor what it uses (the store or tables, the route
+namespace, settings, an admin-client factory, live mappings and callbacks), not the
+dispatcher."""
 from __future__ import annotations
 
 import logging
@@ -15,6 +19,7 @@ from matchers import FilterSpec, MatcherError
 from matchers.route_set.routing import calibration_cpu
 from matchers.schema.extraction import standalone
 from wsframework import ns
+from wsframework.admin import AdminClient
 from wsframework.busy import BusyMeter
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
@@ -31,7 +36,7 @@ from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .console import install_console
-from .control import PrecisionControl
+from .control import CounterReader, PrecisionControl
 from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
 from .stats import dispatcher_figures
@@ -73,15 +78,15 @@ class Dispatcher(BaseRouteManager):
         self.tables = DispatcherTables(service.store)
         self.link_mbps = self.settings.link_mbps or None
         s = self.settings
-        self.log = (EventLog(service.store, max_events=s.log_max_events, max_bytes=s.log_max_bytes,
-                             max_age=s.log_max_age, policy=s.log_full,
-                             group_commit=s.log_group_commit)
-                    if s.durable_log else None)
+        self.event_log = (EventLog(service.store, max_events=s.log_max_events,
+                                   max_bytes=s.log_max_bytes, max_age=s.log_max_age,
+                                   policy=s.log_full, group_commit=s.log_group_commit)
+                          if s.durable_log else None)
         # Batches go through the lean keep-alive client: requests cost ~300 us of CPU per
         # POST (wsframework.transport.lean), as much as routing the batch's events.
         self.forwarder = Forwarder(
             transport or LeanHttpTransport(timeout=(2.0, self.settings.forward_timeout)),
-            log=self.log,
+            event_log=self.event_log,
             capacity=self.settings.queue_capacity, batch_max=self.settings.batch_max,
             batch_max_bytes=self.settings.batch_max_bytes, linger=self.settings.batch_linger,
             policy=self.settings.overflow_policy,
@@ -104,24 +109,58 @@ class Dispatcher(BaseRouteManager):
         self.backpressure = self.settings.backpressure
         self.backpressure_timeout = self.settings.backpressure_timeout
         self.backpressure_timeouts = 0
-        self.control = PrecisionControl(self, self.settings, tuning)
-        self.admin = DispatcherAdmin(self, service.admin)
+        self.readings = CounterReader(traffic=self._traffic,
+                                      channels=lambda: list(self.forwarder.channels.values()),
+                                      servers=lambda: len(self.servers),
+                                      busy_seconds=lambda: self.busy.seconds())
+        self.control = PrecisionControl(self.settings, tuning, routes=self.routes,
+                                        read_counters=self.readings.read)
+        self.admin = DispatcherAdmin(
+            service.admin, tables=self.tables, routes=self.routes, route_admin=self.route_admin,
+            create_route=self.create_route, default_server_matcher=self.default_server_matcher,
+            servers=self.servers, loads=self.loads, register_server=self.register_server,
+            subscription_servers=self.subscription_servers, update_summary=self.update_summary,
+            client_for=self.admin_client, routing=self.settings.routing,
+            precision=lambda: self.precision, figures=self.stats,
+            configure=self.control.configure)
         from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
-        self.repartitioner = Repartitioner(self, transport=transport)
+        self.repartitioner = Repartitioner(
+            service.admin, routes=self.routes, subscription_servers=self.subscription_servers,
+            credential=service.config.admin_token, latency_file=lambda: self.settings.latency_file,
+            transport=transport)
+        service.add_component(self.repartitioner)
         self.routes.on_change(self._on_route_change)
         self._load()
         # a child in a dispatch tree (--parent): reports its sub-tree summaries upwards and
         # takes its parents' event batches (.tree)
-        self.tree = TreeLink(self) if self.settings.parent else None
+        self.tree = TreeLink(
+            self.settings, base_url=service.base_url, store=service.store,
+            messaging=service.messaging, credential=service.config.admin_token,
+            client_for=self.admin_client, routes=self.routes,
+            host_topic=self.admin.create_topic, loads=self.loads,
+            summary_version=self.summary_version, entry_for=self.entry_for,
+            route_events=self.route_events, event_log=self.event_log,
+        ) if self.settings.parent else None
         service.add_component(self)
         self.control.start()
         if self.tree is not None:
             self.tree.start()
 
+    def admin_client(self, address: str) -> AdminClient:
+        """An admin client to the node at ``address``, with the network's credential, over
+        the pooled admin transport."""
+        return AdminClient(address, self.service.config.admin_token, transport=self.admin_transport)
+
     @property
     def precision(self) -> float:
         """The summary precision every route is routed with now (0.0 none .. 1.0 precise)."""
         return self.control.precision
+
+    def _traffic(self) -> tuple[int, int, float]:
+        """(events in, copies out, routing CPU seconds) so far, read together."""
+        with self.counters_lock:
+            c = self.counters
+            return c.events_in, c.copies_out, c.route_seconds
 
     # -- durable state -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -222,7 +261,7 @@ class Dispatcher(BaseRouteManager):
         ``upstream``: (parent dispatcher id, last seq) of a parent's batch, recorded with the
         copies (:mod:`.tree`)."""
         if not events:
-            if upstream is not None and self.log is not None:
+            if upstream is not None and self.event_log is not None:
                 self.forwarder.forward_logged([], upstream=upstream)
             return 0
         matcher = entry.matcher
@@ -245,13 +284,13 @@ class Dispatcher(BaseRouteManager):
             if not targets:
                 continue
             data = etree.tostring(event)
-            if self.log is not None:
+            if self.event_log is not None:
                 logged.append((entry.name, data, targets))
             else:
                 copies += self.forwarder.forward(entry.name, data, targets)
             for server in targets:
                 hits[server] = hits.get(server, 0) + 1
-        if logged or (upstream is not None and self.log is not None):
+        if logged or (upstream is not None and self.event_log is not None):
             # durable before the reply; LogFull refuses the whole message
             copies += self.forwarder.forward_logged(logged, upstream=upstream)
         with self.counters_lock:
@@ -290,8 +329,8 @@ class Dispatcher(BaseRouteManager):
             self.tree.stop()
         self.control.stop()
         self.forwarder.close()
-        if self.log is not None:
-            self.log.close()
+        if self.event_log is not None:
+            self.event_log.close()
 
 
 def build_dispatcher(config, *, transport=None, **kwargs):

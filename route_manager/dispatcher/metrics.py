@@ -106,7 +106,7 @@ def dispatcher_readings(d) -> list[Reading]:
         out.append(Reading("edn_dispatcher_selftuning_steps_total", "counter",
                            "Self-tuning steps taken", control.tuner.p))
     m = control.window.measurement()
-    if m is not None:  # the monitor's sliding window (route_manager.measurement)
+    if m is not None:  # the monitor's sliding window (route_manager.models.measurement)
         out += [
             Reading("edn_dispatcher_hit_ratio", "max",
                     "Copies per event per server over the measurement window", m.hit_ratio),
@@ -136,8 +136,8 @@ def dispatcher_readings(d) -> list[Reading]:
             Reading("edn_dispatcher_server_up", "max",
                     "1 while the server answers", int(bool(channel.get("up", True))), label),
         ]
-    if d.log is not None:  # the durable log lives in the store every worker shares
-        figures = d.log.figures()
+    if d.event_log is not None:  # the durable log lives in the store every worker shares
+        figures = d.event_log.figures()
         out += [
             Reading("edn_dispatcher_log_events", "shared",
                     "Events in the durable log with undelivered copies",

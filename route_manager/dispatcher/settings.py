@@ -86,7 +86,7 @@ class DispatcherSettings(Settings):
                                          "bytes of boxes (a larger union is cut to fit, still "
                                          "covering it; keep it under the parents' --max-body)")
 
-    # Distance-aware placement (issue 16): the server-to-server latencies (--latency FILE;
+    # Distance-aware placement: the server-to-server latencies (--latency FILE;
     # Kyra's cliques at Repartition). Parsed at start so a bad file stops the dispatcher.
     latency_file: str | None = setting(None, "server latency matrix file, ms (--latency; "
                                        "route_manager.latency_matrix)")

@@ -9,7 +9,7 @@ precision, precision_*      the precision in force and how often it changed
 bloom.*                     Bloom summaries: the attributes filtered, how many servers'
                             summaries have filters, the largest estimated false-positive
                             rate (on those attributes, what precision means)
-measure.*                   the sliding window (:mod:`route_manager.measurement`): T_f, T_d,
+measure.*                   the sliding window (:mod:`route_manager.models.measurement`): T_f, T_d,
                             T_c, R, S_m, events/s, CPU, utilization, bytes out
 selftuning.*                the self-tuner's parameters, state and trace (one JSON per step)
 server.NAME.*               each server's channel, hits and load; ``lag``: logged copies
@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 
-from ..measurement import Measurement
+from ..models.measurement import Measurement
 from ..precision import format_precision
 
 log = logging.getLogger(__name__)
@@ -83,9 +83,9 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
             "measure.tp_d": m.tp_d if m.events else 0.0,
         })
     figures.update(tuning_figures(control, with_trace))
-    figures["log.on"] = int(d.log is not None)
-    if d.log is not None:  # size, oldest undelivered age, server.NAME.lag (seqs not acked)
-        figures.update(d.log.figures())
+    figures["log.on"] = int(d.event_log is not None)
+    if d.event_log is not None:  # size, oldest undelivered age, server.NAME.lag (seqs not acked)
+        figures.update(d.event_log.figures())
     for server, channel in d.forwarder.stats().items():
         for key, value in channel.items():
             figures[f"server.{server}.{key}"] = value

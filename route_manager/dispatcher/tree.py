@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 from matchers.pst.links_route_set import predicates_element, union_predicates
@@ -48,18 +49,36 @@ __all__ = ["TreeLink"]
 
 
 class TreeLink:
-    """The child side of a dispatcher with parents (``settings.parent``)."""
+    """The child side of a dispatcher with parents (``settings.parent``).
 
-    def __init__(self, dispatcher):
-        self.dispatcher = d = dispatcher
-        service = d.service
-        settings = d.settings
-        self.name = settings.name or urlsplit(service.base_url).netloc
-        self.uplink = Uplink(name=self.name, address=service.base_url, kind=KIND_DISPATCHER,
-                             upstreams=settings.parent, client_for=self._client,
+    It receives what it uses: the dispatcher's ``settings``, its service's ``base_url``,
+    ``store`` (the report generations), ``messaging`` (where the parents' batches arrive) and
+    ``credential`` (the network's, which a parent's batch carries); ``client_for(address)``,
+    an admin client to a parent; the route namespace ``routes``; ``host_topic(name, matcher,
+    options)``, which creates a parent's topic here and below; ``loads`` (node -> its load,
+    the dispatcher's live mapping) and ``summary_version(route)``; ``entry_for(message)`` and
+    ``route_events(entry, events, upstream=...)``, the dispatcher's routing; and its durable
+    ``event_log`` (None without one), which keeps the parents' positions."""
+
+    def __init__(self, settings, *, base_url: str, store, messaging, credential: str | None,
+                 client_for: Callable[[str], AdminClient], routes,
+                 host_topic: Callable, loads: Mapping[str, int],
+                 summary_version: Callable[[str], int], entry_for: Callable,
+                 route_events: Callable, event_log=None):
+        self.routes = routes
+        self.credential = credential
+        self.host_topic = host_topic
+        self.loads = loads
+        self.summary_version = summary_version
+        self.entry_for = entry_for
+        self.route_events = route_events
+        self.event_log = event_log
+        self.name = settings.name or urlsplit(base_url).netloc
+        self.uplink = Uplink(name=self.name, address=base_url, kind=KIND_DISPATCHER,
+                             upstreams=settings.parent, client_for=client_for,
                              on_registered=self._host_topics, cuts=True)
         self.modes = ModeCheck(settings.routing)  # a parent routing otherwise is refused
-        self.generations = Generations(service.store)
+        self.generations = Generations(store)
         self.interval = settings.tree_interval
         self.precision_poll = settings.precision_poll
         self.max_report_bytes = settings.tree_report_max_bytes
@@ -71,27 +90,22 @@ class TreeLink:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        service.messaging.route("edn.parent-batch",
-                                MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
-                                              path_prefix=f"/{d.routes.kind}/"),
-                                self._on_parent_batch, priority=20)
-        d.routes.on_change(lambda event, entry: self._wake.set())
-
-    def _client(self, address: str) -> AdminClient:
-        d = self.dispatcher
-        return AdminClient(address, d.service.config.admin_token, transport=d.admin_transport)
+        messaging.route("edn.parent-batch",
+                        MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
+                                      path_prefix=f"/{routes.kind}/"),
+                        self._on_parent_batch, priority=20)
+        routes.on_change(lambda event, entry: self._wake.set())
 
     # -- upwards: registration and sub-tree summaries ------------------------------------------
     def _host_topics(self, parent: str, response) -> None:
         """A parent's topics become routes here, passed on to the nodes below."""
-        d = self.dispatcher
         if not self.modes.check(parent, response):
             return
         for spec in response.Topic or []:
-            if spec.Name in d.routes:
+            if spec.Name in self.routes:
                 continue
             try:
-                d.admin.create_topic(spec.Name, spec.Matcher, spec.Options)
+                self.host_topic(spec.Name, spec.Matcher, spec.Options)
                 log.info("hosting topic %s of %s", spec.Name, parent)
             except EntryExists:
                 pass
@@ -101,16 +115,15 @@ class TreeLink:
     def reports(self) -> list[RouteReport]:
         """One report per route whose children sent summaries (in ``linkmatching``: the
         union of their predicate reports)."""
-        d = self.dispatcher
         out = []
         if not self.modes.agrees():
             return out  # a parent routes by another mode: nothing it could use correctly
-        for entry in list(d.routes.entries()):
+        for entry in list(self.routes.entries()):
             matcher = entry.matcher
             if hasattr(matcher, "predicates_of") and len(matcher):  # --routing linkmatching
                 children = tuple(matcher.filter_ids())
-                load = sum(d.loads.get(child, 0) for child in children)
-                key = (entry.uid, d.summary_version(entry.name), children, load)
+                load = sum(self.loads.get(child, 0) for child in children)
+                key = (entry.uid, self.summary_version(entry.name), children, load)
                 out.append(RouteReport(entry.name, key,
                                        lambda _precision, m=matcher, c=children, n=load: (
                                            predicates_element(union_predicates(
@@ -121,8 +134,8 @@ class TreeLink:
             if not hasattr(matcher, "summary_of") or not len(matcher):
                 continue
             children = tuple(matcher.filter_ids())
-            load = sum(d.loads.get(child, 0) for child in children)
-            key = (entry.uid, d.summary_version(entry.name), children, load)
+            load = sum(self.loads.get(child, 0) for child in children)
+            key = (entry.uid, self.summary_version(entry.name), children, load)
             out.append(RouteReport(entry.name, key,
                                    lambda precision, m=matcher, c=children, n=load:
                                    self._subtree(m, c, n, precision)))
@@ -183,35 +196,33 @@ class TreeLink:
 
     # -- downwards: the parents' event batches -------------------------------------------------
     def _on_parent_batch(self, message: IncomingMessage) -> None:
-        d = self.dispatcher
         # Only a parent sends batches (with the network's credential); a publisher publishes
         # with the publish action, which the dispatcher routes and accounts for.
-        if not carries_credential(message, d.service.config.admin_token):
+        if not carries_credential(message, self.credential):
             raise AccessDenied("an EventBatch needs the network's admin credential")
-        entry = d.entry_for(message)
+        entry = self.entry_for(message)
         body = message.body
         if body is None or body.tag != EVENT_BATCH:
             raise sender_fault("an EventBatch message needs an edn:EventBatch body")
         parent, first_seq = batch_position(body)
         events = [e for e in body if isinstance(e.tag, str)]
         if parent is None:
-            d.route_events(entry, events)
+            self.route_events(entry, events)
             return None
         last_seq = first_seq + len(events) - 1
         with self._lock_for(parent):  # one batch of a parent at a time: positions in order
             done = self.position(parent)
             fresh = events[max(0, done - first_seq + 1):]
             self.replayed_skipped += len(events) - len(fresh)
-            d.route_events(entry, fresh, upstream=(parent, last_seq))
-            if d.log is None:
+            self.route_events(entry, fresh, upstream=(parent, last_seq))
+            if self.event_log is None:
                 self._positions[parent] = max(last_seq, self._positions.get(parent, 0))
         return None
 
     def position(self, parent: str) -> int:
         """The last seq of ``parent``'s batches routed here (0: none)."""
-        d = self.dispatcher
-        if d.log is not None:
-            return d.log.upstream.get(parent, 0)
+        if self.event_log is not None:
+            return self.event_log.upstream.get(parent, 0)
         return self._positions.get(parent, 0)
 
     def _lock_for(self, parent: str) -> threading.Lock:

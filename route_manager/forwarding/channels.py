@@ -14,10 +14,10 @@ from typing import Iterable
 from wsframework import ns
 from wsframework.soap import SoapVersion
 
-from ..measurement import thread_cpu_seconds
+from ..models.measurement import thread_cpu_seconds
 from .batch import BatchTemplate
 from .link import TokenBucket
-from .log import LogCopy, copy_of
+from .log_rows import LogCopy, copy_of
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,8 @@ class ServerChannel:
                  policy: str = "drop-newest",
                  backoff: tuple[float, float] = (0.05, 2.0), link: TokenBucket | None = None,
                  soap_version: SoapVersion = SoapVersion.SOAP12, credential: str | None = None,
-                 log=None):
-        """With ``log`` (an :class:`~.log.EventLog`) the channel is a window of at most
+                 event_log=None):
+        """With ``event_log`` (an :class:`~.log.EventLog`) the channel is a window of at most
         ``capacity`` copies over the durable log: it starts with the server's unacknowledged
         copies (same seqs), never drops a copy (the log's bounds apply), reads copies that did
         not fit back from the log as the window empties, acknowledges each batch answered 2xx
@@ -134,19 +134,19 @@ class ServerChannel:
         self._inflight = False  # a batch is being sent (drain waits for it too)
         self._clock = _GreenletClock.installed() if _threads_are_greenlets() else None
         self._greenlet = None  # the sender's greenlet, under gevent
-        self.log = log
-        self._spilled = log is not None  # copies are in the log that the window lacks
+        self.event_log = event_log
+        self._spilled = event_log is not None  # copies are in the log that the window lacks
         self._last_seq = 0  # the highest seq the window has held
         self._replaying = True
-        if log is not None:
+        if event_log is not None:
             self._refill()
         self._thread = threading.Thread(target=self._run, name=f"forward-{server_id}", daemon=True)
         self._thread.start()
 
     def _refill(self) -> None:
         """Read the copies after the window's last one from the log (under its lock)."""
-        self.log.read_after(self.server_id, self._last_seq,
-                            max(1, self.capacity - len(self._queue)), self._refilled)
+        self.event_log.read_after(self.server_id, self._last_seq,
+                                  max(1, self.capacity - len(self._queue)), self._refilled)
 
     def _refilled(self, copies, limit: int) -> None:
         with self._cond:
@@ -281,8 +281,8 @@ class ServerChannel:
         while True:
             if self._spilled and len(self._queue) < self.batch_max and not self._closing:
                 self._refill()
-            if self.log is not None and not self._queue:
-                self.log.flush_acks()  # idle: write the acknowledgements still pending
+            if self.event_log is not None and not self._queue:
+                self.event_log.flush_acks()  # idle: write the acknowledgements still pending
             with self._cond:
                 self._cond.wait_for(lambda: self._queue or self._spilled or self._closing)
                 if not self._queue:
@@ -295,9 +295,9 @@ class ServerChannel:
                 self.stats.depth = len(self._queue)
                 self._cond.notify_all()  # offer() may be waiting for room, tests for in-flight
             ok = self._send(batch)
-            if ok and self.log is not None and batch[0].seq is not None:
+            if ok and self.event_log is not None and batch[0].seq is not None:
                 try:
-                    self.log.acknowledge(self.server_id, batch[-1].seq, len(batch),
+                    self.event_log.acknowledge(self.server_id, batch[-1].seq, len(batch),
                                          event_ids=[item.event_id for item in batch])
                 except Exception:  # the copies stay logged: resent after a restart
                     log.exception("server %s: acknowledging seq %d in the log failed",
@@ -312,7 +312,7 @@ class ServerChannel:
                 else:
                     # Put the batch back in front, in order, and wait before retrying.
                     self._queue.extendleft(reversed(batch))
-                    overflow = len(self._queue) - self.capacity if self.log is None else 0
+                    overflow = len(self._queue) - self.capacity if self.event_log is None else 0
                     for _ in range(max(0, overflow)):
                         self._queue.pop()
                         self.stats.dropped += 1
@@ -347,7 +347,7 @@ class ServerChannel:
 
     def envelope(self, topic: str, events: Iterable[bytes], first_seq: int | None = None) -> bytes:
         """The batch's envelope, spliced from this channel's template for ``topic``."""
-        logged = self.log is not None and first_seq is not None
+        logged = self.event_log is not None and first_seq is not None
         key = (topic, logged)
         template = self._templates.get(key)
         if template is None:
@@ -355,7 +355,7 @@ class ServerChannel:
                 self._templates.clear()
             template = self._templates[key] = BatchTemplate(
                 self.soap_version, self.address, topic, self.credential,
-                dispatcher=self.log.dispatcher_id if logged else None)
+                dispatcher=self.event_log.dispatcher_id if logged else None)
         return template.render(events, first_seq if logged else None)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -368,12 +368,12 @@ class ServerChannel:
 class Forwarder:
     """The channels of every server, keyed by server id."""
 
-    def __init__(self, transport, *, log=None, **channel_options):
+    def __init__(self, transport, *, event_log=None, **channel_options):
         self.transport = transport
-        self.log = log
-        if log is not None:
-            log.on_drop = self._dropped_from_log
-        self.channel_options = dict(channel_options, log=log)
+        self.event_log = event_log
+        if event_log is not None:
+            event_log.on_drop = self._dropped_from_log
+        self.channel_options = dict(channel_options, event_log=event_log)
         self.channels: dict[str, ServerChannel] = {}
         self._lock = threading.Lock()
 
@@ -417,11 +417,11 @@ class Forwarder:
                 channel = channels.get(server)
                 if channel is not None:  # removed meanwhile: the copies stay logged
                     channel.offer_logged(logged)
-        return len(self.log.append(rows, offer, upstream=upstream))
+        return len(self.event_log.append(rows, offer, upstream=upstream))
 
     def forward(self, topic: str, event: bytes, server_ids: Iterable[str]) -> int:
         """Queue the event for each server; returns how many copies were queued."""
-        if self.log is not None:
+        if self.event_log is not None:
             return self.forward_logged([(topic, event, server_ids)])
         copies = 0
         for server_id in server_ids:

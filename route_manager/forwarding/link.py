@@ -10,11 +10,10 @@ class TokenBucket:
     """Bytes-per-second limiter shared by all senders (thread-safe).
 
     ``sleep`` defaults to whatever ``time.sleep`` is when the bucket is *built*, not when
-    this module was imported: ``edn serve`` imports the roles in gunicorn's arbiter, and the
-    gevent worker monkey-patches ``time`` only after the fork. A default bound at import
-    time kept the blocking sleep, so every wait for the link stopped the whole gevent worker
-    (every request, every other server's sender) instead of one greenlet: at "no summary"
-    that cost ~25% of the link-bound throughput."""
+    this module is imported: ``edn serve`` imports the roles in gunicorn's arbiter, and the
+    gevent worker monkey-patches ``time`` only after the fork. Built in the worker, the
+    bucket's waits for the link yield to the other greenlets (requests, the other servers'
+    senders) instead of blocking the whole worker."""
 
     def __init__(self, bytes_per_second: float, burst_bytes: float | None = None,
                  clock: Callable[[], float] = time.monotonic,

@@ -3,22 +3,7 @@
 is answered; an event's row is deleted once every server it went to has acknowledged (2xx)
 the batch that carried its copy.
 
-Tables, in the dispatcher's store (``{data}/...``, the same WAL file as its routes)::
-
-    edn_log_event(id INTEGER PRIMARY KEY, topic, event BLOB, created REAL, copies TEXT)
-        -- one row per event with an undelivered copy; copies: " s1:17 s3:9 " (server:seq)
-    edn_log_position(server PRIMARY KEY, acked)  -- the last seq each server acknowledged
-    edn_log_meta(key PRIMARY KEY, value)         -- 'dispatcher': this dispatcher's stable id
-    edn_log_upstream(dispatcher PRIMARY KEY, seq) -- a child dispatcher of a dispatch tree: the
-        last seq of each parent's batches it logged, in the same transaction as their copies
-        (a batch its parent resends after a crash is skipped up to there: nothing twice)
-
-One row per event, whatever its copies: with no summary every event has a copy per server,
-and a row per copy (as the log first had) was most of the dispatcher's CPU. A server's
-copies are the rows naming it, in id order (its seqs grow with the ids); which are still
-undelivered follows from its position. What each event still waits for is counted in
-memory (rebuilt from the rows at start), so an acknowledgement writes only positions and
-the rows of events no server waits for any more.
+The tables and the row format: :mod:`.log_rows`.
 
 Sequence numbers start at 1 per server and never repeat for one dispatcher id: the next one
 is one past the larger of the highest logged and the highest acknowledged. A dispatcher
@@ -44,55 +29,26 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
 
 from ..edn_wire import FAULT_LOG_FULL
 from ..exceptions import RouteManagerError
+from .log_rows import SCHEMA, LogCopy, copies_named, migrate, seq_named
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EventLog", "LogFull", "LogCopy", "LOG_FULL_POLICIES"]
+__all__ = ["EventLog", "LogFull", "LOG_FULL_POLICIES"]
 
 LOG_FULL_POLICIES = ("refuse", "drop-oldest")
+_tuple_new = tuple.__new__  # LogCopy rows built by a C call (see log_rows.copy_of)
 ACK_DELAY = 0.05  # seconds an acknowledgement may wait for an append's transaction
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS edn_log_event (
-    id INTEGER PRIMARY KEY, topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL,
-    copies TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS edn_log_position (server TEXT PRIMARY KEY, acked INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS edn_log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS edn_log_upstream (dispatcher TEXT PRIMARY KEY, seq INTEGER NOT NULL);
-"""
 
 
 class LogFull(RouteManagerError):
     """The durable log is at one of its bounds and its policy is to refuse new events."""
-
-
-class LogCopy(NamedTuple):
-    """One copy of an event for one server (a tuple: tens of thousands are made per second
-    on the hot path, with :func:`copy_of`). ``seq`` and ``event_id`` are None for a copy
-    that is not logged (``durable_log=false``)."""
-    server: str
-    seq: int | None
-    topic: str
-    event: bytes
-    created: float
-    event_id: int | None = None
-
-
-_tuple_new = tuple.__new__
-
-
-def copy_of(server: str, seq: int | None, topic: str, event: bytes, created: float,
-            event_id: int | None) -> LogCopy:
-    """A :class:`LogCopy` built by ``tuple.__new__``: a C call instead of the Python
-    ``__new__`` a NamedTuple has (measured: 7% of the dispatcher's CPU without summaries)."""
-    return _tuple_new(LogCopy, (server, seq, topic, event, created, event_id))
 
 
 @dataclass
@@ -142,8 +98,8 @@ class EventLog:
         self._left: dict[int, int] = {}
         self._cursor: dict[str, tuple[int, int]] = {}  # server -> (seq, event id) last read
         self.commits = 0
-        _migrate(store)
-        store.executescript(_SCHEMA)
+        migrate(store)
+        store.executescript(SCHEMA)
         with store.transaction() as conn:
             row = conn.execute("SELECT value FROM edn_log_meta WHERE key='dispatcher'").fetchone()
             if row is None:
@@ -165,7 +121,7 @@ class EventLog:
                 "SELECT id, copies, length(event) FROM edn_log_event ORDER BY id"):
             top = event_id
             left = 0
-            for server, seq in _copies(copies):
+            for server, seq in copies_named(copies):
                 if seq >= self._next.get(server, 1):
                     self._next[server] = seq + 1
                 if seq > self.acked.get(server, 0):
@@ -329,7 +285,7 @@ class EventLog:
             for event_id, copies, size in sorted(tuple(row) for row in gone):
                 self.events -= self._left.pop(event_id, 0)
                 self.bytes -= size
-                for server, seq in _copies(copies):
+                for server, seq in copies_named(copies):
                     if seq > self.acked.get(server, 0):
                         rows.append((event_id, server, seq, event_id))
                         self.acked[server] = max(self.acked.get(server, 0), seq)
@@ -351,9 +307,9 @@ class EventLog:
 
         The delete and the position are written with the next append's transaction, or by
         this call once :data:`ACK_DELAY` has passed since the first unwritten one: one
-        transaction per server batch cost more than routing the events. Deferring is
+        transaction per server batch would cost more than routing the events. Deferring is
         safe: a copy whose acknowledgement a crash loses is sent again, and the server skips
-        seqs at or below the position it stored with the batch (at least once, as before).
+        seqs at or below the position it stored with the batch (delivery stays at least once).
         Under the log's lock, as appends: the process's writers queue on a Python lock
         instead of meeting in SQLite, whose busy handler sleeps (milliseconds) between tries."""
         with self._lock:
@@ -434,7 +390,7 @@ class EventLog:
                 break
             for event_id, topic, event, created, copies in rows:
                 start = event_id
-                mine = _seq_of(copies, needle)
+                mine = seq_named(copies, needle)
                 if mine is not None and mine > after:
                     found.append(_tuple_new(LogCopy, (server, mine, topic, event, created,
                                                       event_id)))
@@ -449,7 +405,7 @@ class EventLog:
         with self._lock:
             out = []
             for (copies,) in self.store.query("SELECT copies FROM edn_log_event ORDER BY id"):
-                out.extend((server, seq) for server, seq in _copies(copies)
+                out.extend((server, seq) for server, seq in copies_named(copies)
                            if seq > self.acked.get(server, 0))
             return out
 
@@ -478,47 +434,6 @@ class EventLog:
             for server, nxt in self._next.items():
                 figures[f"server.{server}.lag"] = max(0, nxt - 1 - self.acked.get(server, 0))
         return figures
-
-
-def _copies(text: str):
-    """(server, seq) of each copy an event row names (" s1:17 s3:9 ")."""
-    for part in text.split():
-        server, _, seq = part.rpartition(":")
-        yield server, int(seq)
-
-
-def _seq_of(text: str, needle: str) -> int | None:
-    """The seq of the copy ``needle`` (" server:") names in an event row's copies."""
-    at = text.find(needle)
-    if at < 0:
-        return None
-    start = at + len(needle)
-    return int(text[start:text.index(" ", start)])
-
-
-def _migrate(store) -> None:
-    """Logs written before events and their copies shared one row: one ``edn_log`` row per
-    copy, with the event's bytes (the first log) or an event id (for a day); moved to
-    ``edn_log_event`` in one transaction."""
-    columns = [row[1] for row in store.query("PRAGMA table_info(edn_log)")]
-    if not columns:
-        return
-    with store.transaction() as conn:
-        if "event" in columns:  # one row per copy, with the bytes: each becomes an event
-            conn.execute("CREATE TABLE IF NOT EXISTS edn_log_event (id INTEGER PRIMARY KEY, "
-                         "topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL, "
-                         "copies TEXT NOT NULL)")
-            conn.execute("INSERT INTO edn_log_event(id, topic, event, created, copies) SELECT "
-                         "id, topic, event, created, ' ' || server || ':' || seq || ' ' "
-                         "FROM edn_log")
-        else:  # copy rows naming event rows
-            conn.execute("ALTER TABLE edn_log_event ADD COLUMN copies TEXT NOT NULL DEFAULT ''")
-            conn.execute("UPDATE edn_log_event SET copies = ' ' || coalesce((SELECT "
-                         "group_concat(server || ':' || seq, ' ') FROM edn_log WHERE "
-                         "event_id = edn_log_event.id), '') || ' '")
-            conn.execute("DELETE FROM edn_log_event WHERE trim(copies) = ''")
-        conn.execute("DROP TABLE edn_log")
-    log.info("durable log: moved its copy rows into the event rows")
 
 
 @translate(LogFull)

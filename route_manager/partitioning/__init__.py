@@ -27,7 +27,8 @@ Algorithms: :class:`RandomPartitioner`, :class:`OnlineRTreePartitioner` (max-ove
 :class:`OnlineDistancePartitioner` (least added traffic times network distance) and
 :class:`OfflineDistanceRTreePartitioner` (TGS cuts weighted by distance; ``latency`` and each
 subscription's ``entry`` server as parameters). The TGS bulk loader itself is in :mod:`.tgs`
-(``partition``, ``rtree_summary``).
+(``partition``, ``rtree_summary``). Kyra's server cliques, content zones and routing
+trees (Cao & Singh) are in :mod:`.kyra`.
 """
 from .base import CapacityExceeded, Partitioner, check_rectangles, clone
 from .distance import OfflineDistanceRTreePartitioner, OnlineDistancePartitioner

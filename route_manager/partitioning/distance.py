@@ -2,7 +2,7 @@
 traffic weighted by network distance.
 
 Which distance. The paper weights a server by "the network distance" of "the paths from the
-dispatcher to different servers". Here (issue 16) the distance is the one a placement
+dispatcher to different servers". Here the distance is the one a placement
 decision can see and a subscriber feels: from the subscription's *entry server* (where it
 arrived; the subscriber is near it) to the server that would hold it. With one dispatcher
 equally far from every server the paper's weights are all equal and nothing changes; the
@@ -53,7 +53,7 @@ import numpy as np
 
 from . import tgs
 from .base import Partitioner, check_rectangles
-from .tgs import _Rects
+from .tgs import SortedRects
 
 __all__ = ["OnlineDistancePartitioner", "OfflineDistanceRTreePartitioner", "added_traffic",
            "distance_partition", "nearest_neighbour_chain"]
@@ -207,7 +207,7 @@ def distance_partition(mins, maxs, entry, latency, distance_floor: float | None 
     rank[chain] = np.arange(k)
     where_entered = rank[entry].astype(np.float64)
     positions = np.empty(n, dtype=np.int64)
-    rects = _Rects(mins, maxs)
+    rects = SortedRects(mins, maxs)
     bounds = np.rint(np.arange(1, k) * (n / k)).astype(np.int64)
     stack = [(np.arange(n), bounds, 0)]
     while stack:
@@ -223,7 +223,7 @@ def distance_partition(mins, maxs, entry, latency, distance_floor: float | None 
     return chain[positions]
 
 
-def _weighted_cut(rects: _Rects, where_entered, idx, cuts, distances, floor):
+def _weighted_cut(rects: SortedRects, where_entered, idx, cuts, distances, floor):
     """The cheapest cut of ``idx`` over the 3d geometric orders and the entry order, at the
     candidate positions ``cuts``; ``distances`` (n, groups) from each subscription's entry to
     each of this node's groups' servers."""

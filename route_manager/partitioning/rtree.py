@@ -197,7 +197,7 @@ class OnlineRTreePartitioner(Partitioner):
     # ---- live use ------------------------------------------------------------------------
     def update_server(self, server: int, mins, maxs, load: int):
         """Install the summary boxes and load a peer reported for ``server`` (a route update);
-        its summary is no longer rebuilt here."""
+        the reported boxes are installed as they are, not rebuilt here."""
         self._check_fitted()
         if getattr(self, "_index", None) is None:
             self._start_from_fit_data()

@@ -24,7 +24,7 @@ import numpy as np
 __all__ = ["partition", "rtree_levels", "rtree_summary", "tree_height", "bounding_boxes"]
 
 
-class _Rects:
+class SortedRects:
     """Rectangles stored dimension-major (``(d, n)``, contiguous) for fast gathers, with the
     3d sort keys and, lazily, their global orders (a subset's order is then a filter of the
     global order: O(n) instead of O(m log m) for the large nodes near the root)."""
@@ -47,7 +47,7 @@ class _Rects:
         return [g[mask[g]] for g in self._global]
 
 
-def _best_cut(rects: _Rects, idx: np.ndarray, cuts: np.ndarray):
+def _best_cut(rects: SortedRects, idx: np.ndarray, cuts: np.ndarray):
     """The cheapest binary cut of one node holding rectangles ``idx``.
 
     ``cuts`` are the candidate positions (the eventual child boundaries, ascending, inside
@@ -93,7 +93,7 @@ def _sides_cost(seg_lo: np.ndarray, seg_hi: np.ndarray, axis: int) -> np.ndarray
     return np.prod(pre, axis=0) + np.prod(suf, axis=0)
 
 
-def _split(rects: _Rects, members: np.ndarray, boundaries: np.ndarray,
+def _split(rects: SortedRects, members: np.ndarray, boundaries: np.ndarray,
            labels: np.ndarray, first_label: int) -> None:
     """Cut ``members`` into ``len(boundaries) + 1`` groups whose sizes are fixed by the
     ascending ``boundaries`` (group k spans positions boundaries[k-1]..boundaries[k]); group k
@@ -122,7 +122,7 @@ def partition(mins: np.ndarray, maxs: np.ndarray, n_parts: int) -> np.ndarray:
     if n_parts >= n:
         return np.arange(n, dtype=np.int64)
     bounds = np.rint(np.arange(1, n_parts) * (n / n_parts)).astype(np.int64)
-    _split(_Rects(mins, maxs), np.arange(n), bounds, labels, 0)
+    _split(SortedRects(mins, maxs), np.arange(n), bounds, labels, 0)
     return labels
 
 
@@ -146,7 +146,7 @@ def rtree_levels(mins: np.ndarray, maxs: np.ndarray, fanout: int, max_depth: int
     height = tree_height(m, fanout)
     labels = np.zeros(m, dtype=np.int64)
     levels = [labels]
-    rects = _Rects(mins, maxs)
+    rects = SortedRects(mins, maxs)
     for depth in range(2, min(max_depth, height) + 1):
         child_capacity = fanout ** (height - depth + 1)
         new = np.empty(m, dtype=np.int64)

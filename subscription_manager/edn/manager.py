@@ -34,7 +34,7 @@ from lxml import etree
 
 from route_manager.edn_wire import EVENT_BATCH, batch_position
 from route_manager.peers import PeerTable
-from route_manager.placement import PlacementRouter
+from route_manager.placement_router import PlacementRouter
 from wsframework import ns
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied

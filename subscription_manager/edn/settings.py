@@ -57,7 +57,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from route_manager.latency_matrix import LatencyMatrix, load_latency
-from route_manager.placement import ALGORITHMS
+from route_manager.placement_router import ALGORITHMS
 from wsframework.settings import Settings, parse_urls, read_settings, setting
 
 from ..settings import EventingSettings

@@ -18,7 +18,7 @@ import numpy as np
 from matchers.pst.links_route_set import MAX_PREDICATES
 from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.peers import PeerSummary
-from route_manager.placement import subscription_box
+from route_manager.placement_router import subscription_box
 from wsframework.matching.errors import MatcherError
 from wsframework.namespace import NamespaceEntry
 

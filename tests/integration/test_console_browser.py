@@ -24,7 +24,7 @@ import pytest
 
 from edn.localnet.network import stats, wait_until
 from edn.sink import NotificationSink
-from route_manager.grid import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from subscription_manager.deadletters import ListDeadLetters
 from tests.support import browser as browser_support

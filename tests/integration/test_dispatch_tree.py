@@ -84,7 +84,7 @@ def test_a_child_reports_at_the_precision_its_parent_routes_it_with(tree):
 def test_publishing_at_a_child_is_refused(tree):
     from wsframework.client import SoapClient
     from wsframework.publisher import PUBLISH_ACTION
-    from route_manager.grid import event_element
+    from route_manager.workloads.grid_xml import event_element
     with pytest.raises(SoapFault) as fault:
         SoapClient().send(f"{tree.children['c2'].base_url}/topics/grid", PUBLISH_ACTION,
                           event_element(points(1, 3)[0], 10**6))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from edn.localnet.network import TOPIC, LocalNetwork, wait_until
-from route_manager.grid import range_filter
+from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import EventingClient
 from tests.support.processes import ADMIN_TOKEN
 from wsframework import ns

@@ -3,7 +3,7 @@
 loopback, a latency file with two cliques (a1, a2 and b1, b2: 2-3 ms inside, 70-80 ms across),
 subscriptions entering round robin, then ``edn partition --algorithm kyra``.
 
-Checked: the subscriptions are where the plan (route_manager.kyra.KyraPlacement, computed
+Checked: the subscriptions are where the plan (route_manager.partitioning.kyra.KyraPlacement, computed
 here over the same boxes) says, none left its clique; the same events published before and
 after bring every subscriber exactly the same notifications; GetStatus and Renew through the
 EPRs handed out before the moves still work (the sources forward them). Every wait is on a
@@ -21,7 +21,7 @@ import pytest
 
 from edn.localnet.network import LocalNetwork
 from route_manager import edn_wire
-from route_manager.kyra import KyraPlacement
+from route_manager.partitioning.kyra import KyraPlacement
 from subscription_manager.client import EventingClient
 from tests.support.edn import random_boxes, random_points
 from tests.support.processes import ADMIN_TOKEN

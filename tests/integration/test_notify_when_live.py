@@ -18,7 +18,7 @@ from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
 from route_manager import edn_wire
-from route_manager.grid import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.notify_when import (last_notified_of, notify_when_element,
                                               parse_notify_when)

@@ -13,9 +13,9 @@ import json
 import pytest
 
 from route_manager.precision_profile import initial_precision_from
-from route_manager.spark import inputs, profile
-from route_manager.spark.job import run_profile
-from route_manager.spark.session import spark_session
+from spark_jobs import inputs, profile
+from spark_jobs.job import run_profile
+from spark_jobs.session import spark_session
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_distributed_profile_equals_single_process(spark):
 
 
 def test_edn_profile_command(spark, tmp_path, monkeypatch, capsys):
-    from route_manager.spark import session as session_module
+    from spark_jobs import session as session_module
     from edn import cli
 
     @contextlib.contextmanager

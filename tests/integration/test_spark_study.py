@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from route_manager.spark import inputs, study
-from route_manager.spark.session import spark_session
+from spark_jobs import inputs, study
+from spark_jobs.session import spark_session
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from lxml import etree
 
 from matchers.ranges import RANGES_DIALECT
 from route_manager.dispatcher import build_dispatcher
-from route_manager.grid import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from subscription_manager.edn import build_server
 from subscription_manager.source import build_source

@@ -87,7 +87,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
     ``stocks`` (XPath matcher) and ``boxes`` (R-tree engine); the servers' ``grid_topic`` must
     exist (created through the dispatcher)."""
     from route_manager import edn_wire
-    from route_manager.grid import event_element, range_filter, schema_element
+    from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
     from subscription_manager.client import EventingClient
     from wsframework import ns
     from wsframework.admin import AdminClient, contracts
@@ -195,7 +195,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
 
 def _batch(topic: str, points, ns) -> etree._Element:
     from route_manager.edn_wire import EVENT_BATCH
-    from route_manager.grid import event_element
+    from route_manager.workloads.grid_xml import event_element
     body = etree.Element(EVENT_BATCH, nsmap={"edn": ns.EDN})
     body.set("Topic", topic)
     for k, p in enumerate(points):

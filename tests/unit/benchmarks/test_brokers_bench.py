@@ -6,8 +6,8 @@ import pytest
 
 from benchmarks import BENCHMARKS, WRITES_FILES
 from benchmarks.reproductions import brokers
-from route_manager.wansim import gryphon_topology, make_workload
-from route_manager.wansim.routing import FloodingRouter, make_router
+from simulation import gryphon_topology, make_workload
+from simulation.routing import FloodingRouter, make_router
 
 
 def test_registered_and_writes_files():

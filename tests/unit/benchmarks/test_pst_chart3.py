@@ -5,7 +5,7 @@ import pytest
 
 from benchmarks.reproductions.brokers import PUBLISHERS
 from benchmarks.reproductions.pst import chart3_figures, chart3_steps, chart3_workload
-from route_manager.wansim import gryphon_topology, make_workload
+from simulation import gryphon_topology, make_workload
 
 
 def test_chart3_counts_match_brute_force_and_grow_sublinearly():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import event as note, given, settings, strategies as st
 
 from benchmarks.robustness.fuzz import hostile_values, quote_event
-from route_manager.grid import event_element
+from route_manager.workloads.grid_xml import event_element
 from subscription_manager.client import subscribe_body
 from tests.support.eventing import BASE, SINK
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer

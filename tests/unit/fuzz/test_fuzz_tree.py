@@ -9,7 +9,7 @@ from lxml import etree
 
 from benchmarks.robustness.fuzz import hostile_values
 from route_manager import edn_wire
-from route_manager.grid import event_element
+from route_manager.workloads.grid_xml import event_element
 from tests.support.eventing import TOKEN
 from tests.unit.fuzz.fuzzkit import CHILD, FUZZ, call, check_answer
 from wsframework import ns

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from route_manager.measurement import SlidingWindow
+from route_manager.models.measurement import SlidingWindow
 from route_manager.selftuning import Step
 from tests.support.console_client import ConsoleClient
 from tests.support.edn import TOPIC, Network, random_boxes, random_points, server_url

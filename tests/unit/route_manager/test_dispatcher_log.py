@@ -122,20 +122,20 @@ def logged(service):
 def test_copies_are_logged_before_the_reply_and_deleted_on_2xx(net, group):
     transport, servers, start = net
     service = start(log_group_commit=group)
-    assert service.dispatcher.log.group_commit == (group == "true")
+    assert service.dispatcher.event_log.group_commit == (group == "true")
     setup_routes(service, transport)
     servers.gate.clear()  # no server answers: whatever is durable was written before the reply
     publish(transport, [1, 4.5, 9])
     assert logged(service) == [("s1", 1), ("s1", 2), ("s2", 1), ("s2", 2)]
     servers.gate.set()
     assert service.dispatcher.forwarder.drain(5)
-    assert service.dispatcher.log.events == 0  # delivered; the rows go with the next write
-    service.dispatcher.log.flush_acks()
+    assert service.dispatcher.event_log.events == 0  # delivered; the rows go with the next write
+    service.dispatcher.event_log.flush_acks()
     assert logged(service) == []
     assert servers.received("s1") == [(1, 1.0), (2, 4.5)]
     assert servers.received("s2") == [(1, 4.5), (2, 9.0)]
     ids = {d for _, d, _, _ in servers.batches}
-    assert len(ids) == 1 and ids == {service.dispatcher.log.dispatcher_id}
+    assert len(ids) == 1 and ids == {service.dispatcher.event_log.dispatcher_id}
     stats = service.dispatcher.stats()
     assert stats["log.events"] == 0 and stats["server.s1.lag"] == 0 and stats["log.on"] == 1
 
@@ -151,7 +151,7 @@ def test_position_advances_only_on_2xx(net):
     assert service.dispatcher.stats()["server.s1.lag"] == 2
     servers.status["s1"] = 202
     assert service.dispatcher.forwarder.drain(5)
-    service.dispatcher.log.flush_acks()
+    service.dispatcher.event_log.flush_acks()
     assert logged(service) == [] and servers.received("s1") == [(1, 1.0), (2, 2.0)]
 
 
@@ -161,7 +161,7 @@ def test_a_new_dispatcher_on_the_same_store_resends_unacknowledged_copies_with_t
     setup_routes(service, transport)
     servers.down.add("s1")
     publish(transport, [1, 2, 3])
-    dispatcher_id = service.dispatcher.log.dispatcher_id
+    dispatcher_id = service.dispatcher.event_log.dispatcher_id
     assert service.dispatcher.forwarder.channels["s2"].drain(5)
     # The crash: the process ends without closing; its channels keep failing meanwhile.
     crashed = Store(service.store.path)
@@ -170,23 +170,23 @@ def test_a_new_dispatcher_on_the_same_store_resends_unacknowledged_copies_with_t
     old_channel = service.dispatcher.forwarder.channels["s1"]
     service.dispatcher.forwarder.remove("s1")  # the old process sends nothing more:
     old_channel.close(timeout=5)  # (its sender may be mid-retry: dead processes do not retry)
-    service.dispatcher.log.close()  # and its end releases the log
+    service.dispatcher.event_log.close()  # and its end releases the log
     servers.down.clear()
     restarted = start()
-    assert restarted.dispatcher.log.dispatcher_id == dispatcher_id
+    assert restarted.dispatcher.event_log.dispatcher_id == dispatcher_id
     assert restarted.dispatcher.forwarder.drain(5)
     assert servers.received("s1") == [(1, 1.0), (2, 2.0), (3, 3.0)]
     publish(transport, [4])
     assert restarted.dispatcher.forwarder.drain(5)
     assert servers.received("s1")[-1] == (4, 4.0)  # seqs continue after the replayed ones
-    restarted.dispatcher.log.flush_acks()
+    restarted.dispatcher.event_log.flush_acks()
     assert logged(restarted) == []
 
 
 def test_an_empty_data_dir_is_another_dispatcher(net):
     transport, servers, start = net
     first, second = start("a"), start("b")
-    assert first.dispatcher.log.dispatcher_id != second.dispatcher.log.dispatcher_id
+    assert first.dispatcher.event_log.dispatcher_id != second.dispatcher.event_log.dispatcher_id
 
 
 def test_a_full_log_refuses_with_log_full_and_logs_nothing(net):
@@ -236,7 +236,7 @@ def test_drop_oldest_makes_room_counted_and_leaves_the_channel(tmp_path):
         def post(self, *args):
             raise TransportError("down")
 
-    channel = ServerChannel("s1", "http://s1", Held(), log=log, backoff=(5, 5))
+    channel = ServerChannel("s1", "http://s1", Held(), event_log=log, backoff=(5, 5))
     log.on_drop = lambda rows: channel.discard_through(max(seq for _, _, seq, _ in rows))
     for n in range(4):
         log.append([("t", b"<e>%d</e>" % n, ["s1"])],
@@ -265,7 +265,7 @@ def test_without_the_log_batches_carry_no_seq_and_nothing_is_written(net):
         TransportResponse(202, None, b""))[1])
     publish(transport, [1])
     assert service.dispatcher.forwarder.drain(5)
-    assert seen == [None] and service.dispatcher.log is None
+    assert seen == [None] and service.dispatcher.event_log is None
     assert service.dispatcher.stats()["log.on"] == 0
 
 
@@ -326,7 +326,7 @@ def test_the_channel_holds_a_window_and_reads_the_rest_back_from_the_log(tmp_pat
             sent.extend((first + i, e.text) for i, e in enumerate(body))
             return TransportResponse(202, None, b"")
 
-    channel = ServerChannel("s1", "http://s1", Server(), log=log, capacity=3, batch_max=2)
+    channel = ServerChannel("s1", "http://s1", Server(), event_log=log, capacity=3, batch_max=2)
 
     def offer(per_server):
         for c in per_server["s1"]:

@@ -13,7 +13,7 @@ from route_manager.partitioning import (OfflineDistanceRTreePartitioner,
                                         partition)
 from route_manager.partitioning.distance import (added_traffic, distance_partition,
                                                  nearest_neighbour_chain)
-from route_manager.placement import Candidate, PlacementRouter, Space
+from route_manager.placement_router import Candidate, PlacementRouter, Space
 
 NEW_LO, NEW_HI = np.array([0.0, 0.0]), np.array([2.0, 2.0])  # volume 4
 

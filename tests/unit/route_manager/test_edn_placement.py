@@ -1,4 +1,4 @@
-"""Online subscription placement (route_manager.placement) and peer state
+"""Online subscription placement (route_manager.placement_router) and peer state
 (route_manager.peers), on constructed cases."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Schema
 from matchers.summary import Summary
 from route_manager.peers import PeerSummary, PeerTable
-from route_manager.placement import Candidate, PlacementRouter, Space, subscription_box
+from route_manager.placement_router import Candidate, PlacementRouter, Space, subscription_box
 from tests.support.edn import EV, schema_element
 from wsframework.store import Store
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from route_manager import hit_ratio as hr
+from route_manager.models import hit_ratio as hr
 from route_manager import workloads
 
 

@@ -1,4 +1,4 @@
-"""Kyra's cliques, zones, routing trees and event routes (route_manager.kyra), against worked
+"""Kyra's cliques, zones, routing trees and event routes (route_manager.partitioning.kyra), against worked
 examples and a brute-force oracle."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from route_manager.kyra import (KyraNetwork, cliques, median_zones, minimum_spanning_tree,
+from route_manager.partitioning.kyra import (KyraNetwork, cliques, median_zones, minimum_spanning_tree,
                                 proxy_assignment, zone_of)
 
 

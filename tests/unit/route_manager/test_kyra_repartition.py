@@ -1,4 +1,4 @@
-"""Kyra's placement of real subscriptions (route_manager.kyra.KyraPlacement) and the
+"""Kyra's placement of real subscriptions (route_manager.partitioning.kyra.KyraPlacement) and the
 dispatcher's ``Repartition {Algorithm: kyra ...}`` (route_manager.repartition), in process."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from route_manager import edn_wire
 from route_manager.exceptions import UnknownAlgorithm
-from route_manager.kyra import KyraNetwork, KyraPlacement, zone_shares
+from route_manager.partitioning.kyra import KyraNetwork, KyraPlacement, zone_shares
 from route_manager.latency_matrix import LatencyMatrix
 from route_manager.repartition import (InvalidRepartition, KyraParameters, algorithm_text,
                                        parse_algorithm)

@@ -5,8 +5,8 @@ import threading
 import pytest
 
 from edn.localnet.network import wait_until
-from route_manager.measurement import Counters, SlidingWindow, between, thread_cpu_seconds
-from route_manager.throughput import (OperatingPoint, SystemParameters, operating_points,
+from route_manager.models.measurement import Counters, SlidingWindow, between, thread_cpu_seconds
+from route_manager.models.throughput import (OperatingPoint, SystemParameters, operating_points,
                                       predict, tp_dispatcher)
 
 

@@ -5,7 +5,7 @@ import inspect
 import numpy as np
 import pytest
 
-from route_manager import hit_ratio as hr
+from route_manager.models import hit_ratio as hr
 from route_manager import workloads
 from route_manager.partitioning import (
     ALL_PARTITIONERS,
@@ -246,7 +246,7 @@ def test_spark_kmeans_with_no_more_subscriptions_than_servers_needs_no_spark_job
     # Falls back to the local fit, which reads the base class's parameters (delta): the
     # Spark subclass must set them too.
     pytest.importorskip("pyspark")
-    from route_manager.spark.study import SparkKMeansPartitioner
+    from spark_jobs.study import SparkKMeansPartitioner
 
     pts = np.array([[1.0, 1.0], [5.0, 5.0], [9.0, 9.0]])
     est = SparkKMeansPartitioner(session=object(), capacity=5).fit(pts, pts, 4)

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from route_manager.measurement import Counters
+from route_manager.models.measurement import Counters
 from route_manager.selftuning import SelfTuner, SelfTuningSettings, Ticker
 from wsframework.settings import SettingsError, UnknownSetting, read_settings
 

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from route_manager.throughput import (OperatingPoint, SystemParameters, optimal, predict,
+from route_manager.models.throughput import (OperatingPoint, SystemParameters, optimal, predict,
                                       relative_throughput, rtp_none_link, rtp_none_servers,
                                       rtp_precise_link, rtp_precise_servers, tp_dispatcher,
                                       tp_outgoing)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from route_manager.throughput import (OperatingPoint, SystemParameters, TreeNode, tp_dispatcher,
+from route_manager.models.throughput import (OperatingPoint, SystemParameters, TreeNode, tp_dispatcher,
                                       tp_outgoing, tree_level_hit_ratios, tree_throughput)
 
 US = 1e-6

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from route_manager import workloads
+from route_manager.workloads import synthetic as workloads
 
 
 def test_uniform_rectangles_deterministic_and_in_range():

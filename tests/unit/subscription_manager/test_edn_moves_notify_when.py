@@ -11,7 +11,7 @@ from lxml import etree
 
 from matchers.ranges import RANGES_DIALECT
 from route_manager import edn_wire
-from route_manager.grid import event_element, range_filter
+from route_manager.workloads.grid_xml import event_element, range_filter
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.edn.relay import MessageIdClient
 from subscription_manager.edn.wire import parse_import, subscriptions_element

@@ -20,7 +20,7 @@ from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.service import ServiceConfig
 from wsframework.transport import TransportError
-from route_manager.grid import event_element
+from route_manager.workloads.grid_xml import event_element
 
 ROOT2 = "http://root2.test"
 

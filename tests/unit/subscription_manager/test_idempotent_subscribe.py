@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from matchers.ranges import RANGES_DIALECT
-from route_manager.grid import range_filter
+from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import EventingClient, SubscriptionHandle
 from subscription_manager.edn.relay import MessageIdClient
 from subscription_manager.lifecycle import State

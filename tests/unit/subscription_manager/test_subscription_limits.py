@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from matchers.ranges import RANGES_DIALECT
-from route_manager.grid import range_filter
+from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.edn.settings import EdnSettings
 from subscription_manager.exceptions import TooManySubscriptions

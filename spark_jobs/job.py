@@ -1,7 +1,7 @@
 """The profile job on Spark: the tasks of :mod:`.profile` run on executors.
 
 Split and data flow (nothing but numpy arrays and bytes crosses a process boundary; every
-R-tree is built in the process that queries it, STYLE 10):
+R-tree is built from the arrays in the process that queries it, never pickled):
 
 1. **servers** -- one task per server.  Broadcast: all rectangles (one ``(n, d)`` pair of
    arrays plus offsets per server) and the match sample of events.  Each task builds its
@@ -10,7 +10,7 @@ R-tree is built in the process that queries it, STYLE 10):
    together (FIFO, so the cores stay busy) from driver threads, so that a progress line
    reports each precision as it completes.  Broadcast: the events and every server's
    maximal rectangles; each executor process cuts the summaries at a task's precision
-   (:func:`~.kernel.cut_summary`) and builds the route set once, keeping it for the next
+   (:func:`~.profile_tasks.cut_summary`) and builds the route set once, keeping it for the next
    chunk of the same precision (:class:`~.profile.RoutingContext`).
 
 Results are assembled on the driver by the same :func:`~.profile.assemble` as the
@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from .inputs import ProfileInputs
-from .kernel import server_kernel
+from .profile_tasks import server_kernel
 from .profile import (Profile, ProfileOptions, RoutingContext, assemble, precision_label,
                       server_parts_for_routing)
 

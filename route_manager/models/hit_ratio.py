@@ -5,7 +5,7 @@ that server's summary boxes contains it (``SearchAnyContaining``). With precise 
 boxes are the server's rectangles (or their maximal subset: the same region); with a
 depth-limited summary, the node boxes of an R-tree at that depth::
 
-    from route_manager import hit_ratio, workloads
+    from route_manager.models import hit_ratio, workloads
     from route_manager.partitioning import OfflineRTreePartitioner
 
     mins, maxs = workloads.uniform_rectangles(100_000, 4, seed=1)
@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .partitioning.tgs import rtree_summary
+from ..partitioning.tgs import rtree_summary
 
 __all__ = [
     "ContainmentIndex",

@@ -51,7 +51,7 @@ logger.blockmanager.name = org.apache.spark.storage.BlockManager
 logger.blockmanager.level = error
 """
 
-_PACKAGES = ("route_manager", "matchers", "wsframework", "subscription_manager", "wsdl")
+_PACKAGES = ("spark_jobs", "route_manager", "matchers", "wsframework", "subscription_manager", "wsdl")
 
 
 def progress(text: str, *, prefix: str = "edn") -> None:

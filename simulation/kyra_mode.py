@@ -1,4 +1,4 @@
-"""Kyra's routing (:mod:`route_manager.kyra`) on the Gryphon topology, for the comparison table.
+"""Kyra's routing (:mod:`route_manager.partitioning.kyra`) on the Gryphon topology, for the comparison table.
 Kyra is an overlay: its links join any two brokers (the latency between them is the shortest
 path's), and the event reaches a subscription's proxy, not the subscriber's own broker. So it
 is evaluated event by event, not in the timed simulation: per event, its overlay links, the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from route_manager.kyra import KyraNetwork
+from route_manager.partitioning.kyra import KyraNetwork
 
 from .topology import Topology
 from .workload import DONT_CARE, Workload

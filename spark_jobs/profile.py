@@ -3,13 +3,13 @@ from offline simulations"), and their single-process twin.
 
 A profile runs in two stages, each a list of independent tasks:
 
-1. **servers** -- one task per server (:func:`~.kernel.server_kernel`): its engine, its
+1. **servers** -- one task per server (:func:`~.profile_tasks.server_kernel`): its engine, its
    maximal rectangles, its matching time per sample event.
 2. **routing** -- one task per (precision, chunk of events) (:class:`RoutingContext`): the
    route set at that precision, cut from the maximal rectangles, routes the chunk.
 
 :func:`profile_local` runs both stages here, in order; the Spark job
-(:mod:`route_manager.spark.job`) runs the same tasks on executors.  :func:`assemble` turns
+(:mod:`spark_jobs.job`) runs the same tasks on executors.  :func:`assemble` turns
 the task results into a :class:`Profile` either way, so hit ratios of the two are equal.
 
 Per precision (and per server) a profile gives the number of summary boxes, the hit ratio
@@ -17,7 +17,7 @@ R (forwarded / (events x servers)), the routing time T_d per event per server (t
 set's time per event divided by N_s, as the paper defines it; ``strategy`` names the route
 set's measured routing method the timing ran with, as it calibrates itself per table) and
 the servers' matching time T_s per forwarded event; :meth:`Profile.operating_points` hands the curve to
-:mod:`route_manager.throughput`.
+:mod:`route_manager.models.throughput`.
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..throughput import OperatingPoint
+from route_manager.models.throughput import OperatingPoint
 from .inputs import ProfileInputs
-from .kernel import (CLOCKS, ROUTING_MODES, ChunkResult, ServerPart, build_route_set, chunk_bounds,
+from .profile_tasks import (CLOCKS, ROUTING_MODES, ChunkResult, ServerPart, build_route_set, chunk_bounds,
                      route_chunk, server_kernel)
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Choosing the summary precision from a profile: equations (3) and (4) of the paper through
-:mod:`route_manager.throughput`, and the files a profile run leaves behind.
+:mod:`route_manager.models.throughput`, and the files a profile run leaves behind.
 
 Parameters measured on the live dispatcher (T_f, T_c, B, S_m; N_s is the profile's server
 count) come from a JSON file, from presets, or from the command line
@@ -38,8 +38,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..throughput import (Prediction, SystemParameters, optimal, predict_curve,
-                          rtp_precise_link)
+from route_manager.models.throughput import (Prediction, SystemParameters, optimal, predict_curve,
+                                             rtp_precise_link)
 from .profile import Profile, precision_label
 
 __all__ = [

@@ -1,15 +1,15 @@
 """The wide-area simulator: Gryphon's topology, spanning trees, the kernel's ordering, the
 exactness of each routing mode on a small network, the overload detector; link matching with
 the real LinkMatcher per broker, virtual links where the publishers' trees disagree with a
-broker's own paths (the seed's footnote 2), each decision equal to the oracle, steps charged
+broker's own paths (the Gryphon paper's footnote 2), each decision equal to the oracle, steps charged
 to the broker's CPU."""
 
 import pytest
 
-from route_manager.wansim import BrokerNetwork, Kernel, gryphon_topology, make_workload
-from route_manager.wansim.linkmatching import CLIENTS_LINK, LinkMatchingRouter, virtual_links
-from route_manager.wansim.routing import ROUTERS, Router, make_router, register_router
-from route_manager.wansim.topology import LATERAL_LINKS, Topology
+from simulation import BrokerNetwork, Kernel, gryphon_topology, make_workload
+from simulation.linkmatching import CLIENTS_LINK, LinkMatchingRouter, virtual_links
+from simulation.routing import ROUTERS, Router, make_router, register_router
+from simulation.topology import LATERAL_LINKS, Topology
 
 PUBLISHERS = ["0.4", "1.7", "2.10"]
 
@@ -154,7 +154,7 @@ def test_router_registry_hook():
 
 
 def test_kyra_on_gryphon_is_exact_and_cheaper_than_flooding(gryphon):
-    from route_manager.wansim.kyra_mode import kyra_row
+    from simulation.kyra_mode import kyra_row
 
     topology, _, workload = gryphon
     row = kyra_row(topology, workload)

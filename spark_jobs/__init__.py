@@ -9,11 +9,11 @@
 
 From Python::
 
-    from route_manager.spark import inputs, profile
+    from spark_jobs import inputs, profile
     data = inputs.from_workload("uniform", 10_000, d=8, servers=10, events=2_000)
     local = profile.profile_local(data)                    # no Spark: the same kernels
-    from route_manager.spark.job import run_profile
-    from route_manager.spark.session import spark_session
+    from spark_jobs.job import run_profile
+    from spark_jobs.session import spark_session
     with spark_session("local[2]") as spark:
         result = run_profile(spark, data)                  # distributed
     assert result.hit_ratios() == local.hit_ratios()
@@ -23,11 +23,14 @@ Timing: T_d (and T_s) are measured per task with ``time.perf_counter`` by defaul
 cores).  Tasks run concurrently on the executors' cores; ``--master local[1]`` times each
 task alone.  Hit ratios and box counts are exact and do not depend on either.
 
-Modules: :mod:`.kernel` (the per-task kernels, no Spark), :mod:`.inputs` (workload specs,
+Modules: :mod:`.profile_tasks` (the per-task kernels, no Spark), :mod:`.inputs` (workload specs,
 server stores, event files), :mod:`.profile` (task plan, result, single-process twin),
 :mod:`.selection` (equations (3) and (4): the precision to run at; outputs and plot),
 :mod:`.session` (one quiet, loopback-only SparkSession per run), :mod:`.job` (the Spark
 profile job), :mod:`.study` (the partitioning study at scale, K-means on Spark ML),
 :mod:`.commands` (the ``edn profile`` / ``edn study`` commands).  Only :mod:`.session`,
-:mod:`.job`, :mod:`.study` and :mod:`.commands` import pyspark, and only when run.
+:mod:`.job`, :mod:`.study` and :mod:`.commands` import pyspark, and only when run: pyspark
+is the optional extra ``spark`` (``pip install .[spark]``).  This package stands above
+:mod:`route_manager` (its models, workloads and partitioners) and knows nothing of the
+subscription manager nor of the simulator (import-linter holds both).
 """

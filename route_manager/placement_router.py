@@ -1,4 +1,4 @@
-"""Online subscription placement on a subscription server (paper III-A, flow 3 of DESIGN.md).
+"""Online subscription placement on a subscription server (paper III-A).
 
 A Subscribe that arrives at a server is placed on the "best" server among those whose load is
 below the threshold, this server included; the rules are the partitioners' own online rules

@@ -17,7 +17,7 @@ subscription inside the domain overlaps at least one zone of its clique.
 
 :class:`KyraPlacement` follows the estimator conventions (:mod:`route_manager.partitioning`):
 parameters in ``__init__``, ``fit`` does the work and returns ``self``, learned state ends in
-``_``. :func:`clique_zones` is shared with :class:`~route_manager.kyra.KyraNetwork`.
+``_``. :func:`clique_zones` is shared with :class:`~route_manager.partitioning.kyra.KyraNetwork`.
 """
 from __future__ import annotations
 

@@ -38,8 +38,8 @@ from matchers import FilterSpec
 from matchers.box_filters import compile_filter
 from matchers.schema import Schema
 
-from .. import workloads
-from ..grid import schema_element
+from route_manager import workloads
+from route_manager.workloads.grid_xml import schema_element
 
 __all__ = [
     "PARTITIONERS",
@@ -97,7 +97,7 @@ def grid_schema_xml(d: int, low: float = workloads.LOW, high: float = workloads.
 
 def make_partitioner(name: str, *, load_factor: float = 2.0, seed: int = 7):
     """A fresh partitioner by name (see :data:`PARTITIONERS`)."""
-    from ..partitioning import (KMeansPartitioner, OfflineOnlineRTreePartitioner,
+    from route_manager.partitioning import (KMeansPartitioner, OfflineOnlineRTreePartitioner,
                                 OfflineRTreePartitioner, OnlineKMeansPartitioner,
                                 OnlineRTreePartitioner, RandomPartitioner)
 

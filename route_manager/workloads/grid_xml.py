@@ -1,4 +1,4 @@
-"""The synthetic grid workload (:mod:`route_manager.workloads`) as XML: a topic schema of
+"""The synthetic grid workload (:mod:`route_manager.workloads.synthetic`) as XML: a topic schema of
 ``d`` numeric attributes ``x0..x{d-1}``, events carrying one value per attribute, and range
 filters for rectangles. The demo, the benchmarks, the Spark inputs and the tests share them.
 """

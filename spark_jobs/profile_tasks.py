@@ -1,10 +1,11 @@
 """The per-task kernels of the profile job, shared by the Spark job and its single-process
-twin (:func:`route_manager.spark.profile.profile_local`): both run exactly these functions on
+twin (:func:`spark_jobs.profile.profile_local`): both run exactly these functions on
 the same inputs, so their hit ratios are equal to the last event.
 
 Nothing here imports Spark.  Inputs are numpy arrays and the topic schema as XML bytes (an
 :class:`~matchers.schema.Schema` holds compiled XPath objects and does not pickle); the
-R-trees are built here, in the process that uses them, never shipped (STYLE 10).
+R-trees are built here, in the process that uses them, never shipped
+(an index is rebuilt from the arrays where it is queried, not pickled).
 
 Two kernels:
 

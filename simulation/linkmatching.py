@@ -1,21 +1,22 @@
-"""Gryphon's link matching (gryphon-link-matching.txt section 3) as a simulator router, deciding
+"""Gryphon's link matching (Banavar et al., "An Efficient Multicast Protocol for Content-Based
+Publish-Subscribe Systems", ICDCS 1999, section 3) as a simulator router, deciding
 with the real :class:`matchers.pst.LinkMatcher`, never a copy of it.
 
 Each broker holds every subscription in one LinkMatcher whose trit positions are the broker's
 links; the matcher's steps (nodes visited) are charged at ``step_s`` each by the simulator.
-The tree factors on the workload's first ``factoring`` attributes (the seed's section 2.1:
-1 in Chart 2, 3 in Chart 3); delayed branching is off (the seed's runs do not say).
+The tree factors on the workload's first ``factoring`` attributes (the paper's section 2.1:
+1 in Chart 2, 3 in Chart 3); delayed branching is off (the paper's runs do not say).
 For an event of publisher ``p`` the initialization mask has M on the links leading to the
 broker's children in ``p``'s spanning tree, N elsewhere; the event goes out on the Y links of
 the refined mask.  Local delivery is the same in every mode
-(:class:`~route_manager.wansim.routing.Router`), so the broker's own subscribers sit under a
+(:class:`~simulation.routing.Router`), so the broker's own subscribers sit under a
 ``clients`` position that is always N: link matching decides broker links only.
 
-Virtual links (the seed's footnote 2).  With lateral links the publishers' shortest-path trees
+Virtual links (the paper's footnote 2).  With lateral links the publishers' shortest-path trees
 disagree with a broker's own shortest paths: broker 1.1 reaches 0.9 through 1.5 (the lateral
 1.5 - 0.2), a child of 1.1 on 1.7's tree, while 1.7's tree reaches 0.9 through 1.0 and 0.0.
 Filing 0.9's subscriptions under the physical link 1.5 would send 1.7's events down 1.5 for a
-subscriber that is not below it there: a useless link.  So, as the seed says, a physical link
+subscriber that is not below it there: a useless link.  So, as the paper says, a physical link
 is split: a broker groups the other brokers by the child that leads to them on each
 publisher's tree (or none, when they are not below it there); each group is one trit
 position, and a subscription is filed under its subscriber's broker's group.  The mask for

@@ -7,7 +7,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .cliques import check_latency, cliques as cluster_cliques
-from .placement import clique_zones
+from .subscription_placement import clique_zones
 from .zones import median_zones, overlaps, zone_of
 
 __all__ = ["KyraNetwork", "Route", "minimum_spanning_tree", "proxy_assignment"]
@@ -53,7 +53,7 @@ class KyraNetwork:
     Parameters: ``latency`` (n, n) milliseconds; subscriptions as boxes ``mins``/``maxs``
     (m, d) with ``entry`` (m,) the server each arrived at; the content ``domain`` ``(lo, hi)``;
     ``max_distance`` / ``max_servers`` of a clique (Fig. 5); ``n_trees`` (default: the largest
-    clique's size, the seed's T ~ max k_i).
+    clique's size, the paper's T ~ max k_i).
 
     Built state: ``cliques_`` (lists of servers), ``clique_of_`` (n,), per server its zone
     ``zone_mins_``/``zone_maxs_`` (the median-cut zones of its clique, over the centres of the

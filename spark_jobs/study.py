@@ -16,7 +16,7 @@ for the next task.  Two stages:
    does).
 2. **hit ratios** -- one task per (configuration, event set, chunk of events); the labels
    are broadcast, each executor builds the servers' precise summaries
-   (:class:`~route_manager.hit_ratio.ContainmentIndex`, as the single-process benchmark
+   (:class:`~route_manager.models.hit_ratio.ContainmentIndex`, as the single-process benchmark
    does) once per configuration and counts the events forwarded to each server
    (:func:`forwarded_counts`, also the kernel of :func:`study_local`).
 """
@@ -31,11 +31,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import hit_ratio as hr
-from ..partitioning import KMeansPartitioner
-from ..partitioning.kmeans import padded_centroids
+from route_manager.models import hit_ratio as hr
+from route_manager.partitioning import KMeansPartitioner
+from route_manager.partitioning.kmeans import padded_centroids
 from .inputs import PARTITIONERS, events_from_spec, make_partitioner, workload_rectangles
-from .kernel import chunk_bounds
+from .profile_tasks import chunk_bounds
 
 __all__ = ["StudyConfig", "StudyPlan", "SparkKMeansPartitioner", "forwarded_counts",
            "run_study", "study_local", "plan_study"]
@@ -145,7 +145,7 @@ def _server_indexes(key, mins, maxs, labels, servers: int) -> list[hr.Containmen
 
 def forwarded_counts(indexes: Sequence[hr.ContainmentIndex], points: np.ndarray) -> np.ndarray:
     """(servers,) how many of ``points`` each server's precise summary holds (the kernel of
-    :func:`route_manager.hit_ratio.forwarding_matrix`, summed)."""
+    :func:`route_manager.models.hit_ratio.forwarding_matrix`, summed)."""
     return np.array([int(index.any_contains(points).sum()) for index in indexes], dtype=np.int64)
 
 

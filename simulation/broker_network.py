@@ -8,7 +8,7 @@ costs ``per_message_s + steps * step_s`` (steps: the router's matching steps for
 that broker) plus the routing time a router measured instead of counting, then the event leaves
 on each chosen link after the link's one-way delay and reaches each matching local client 1 ms
 later. Publishers are Poisson processes at their brokers (1 ms from them). Overload is the
-seed's criterion: some broker's queue reaches ``overload_queue`` (80) messages; the run stops
+Gryphon paper's criterion: some broker's queue reaches ``overload_queue`` (80) messages; the run stops
 there.
 """
 

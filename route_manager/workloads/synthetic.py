@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .partitioning.base import as_generator
+from ..partitioning.base import as_generator
 
 __all__ = [
     "as_generator",

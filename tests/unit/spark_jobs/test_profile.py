@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager import hit_ratio as hr
+from route_manager.models import hit_ratio as hr
 from route_manager import workloads
 from route_manager.precision_profile import (InvalidPrecisionProfile, initial_precision_from,
                                              parse_initial_precision)
-from route_manager.spark import inputs, kernel, profile, selection
-from route_manager.throughput import SystemParameters
+from spark_jobs import inputs, profile, profile_tasks, selection
+from route_manager.models.throughput import SystemParameters
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +27,13 @@ def small_profile(small):
 
 
 def test_cut_summary_is_the_engines_own_summary(small):
-    schema = kernel.schema_from_xml(small.schema_xml)
+    schema = profile_tasks.schema_from_xml(small.schema_xml)
     mins, maxs = small.rectangles[0]
     engine = RTreeMatchingEngine(schema)
     engine.bulk_load([f"r{i}" for i in range(len(mins))], mins, maxs)
     precise = engine.summary(1.0)
     for precision in (0.05, 0.1, 0.37, 0.5, 0.99, 1.0):
-        cut = kernel.cut_summary(precise.mins, precise.maxs, len(mins), precision)
+        cut = profile_tasks.cut_summary(precise.mins, precise.maxs, len(mins), precision)
         expected = engine.summary(precision)
         assert np.array_equal(cut[0], expected.mins) and np.array_equal(cut[1], expected.maxs)
 
@@ -48,14 +48,14 @@ def test_precise_hit_ratio_is_exact(small, small_profile):
 
 def test_lower_precision_never_withholds_an_event(small):
     servers = small.servers
-    parts = [kernel.server_kernel(name, small.schema_xml, mins, maxs, small.events[:0])
+    parts = [profile_tasks.server_kernel(name, small.schema_xml, mins, maxs, small.events[:0])
              for name, (mins, maxs) in zip(servers, small.rectangles)]
     triples = profile.server_parts_for_routing(parts)
-    precise, _ = kernel.build_route_set(small.schema_xml, servers, triples, 1.0)
-    coarse, boxes = kernel.build_route_set(small.schema_xml, servers, triples, 0.2)
-    nothing, none_boxes = kernel.build_route_set(small.schema_xml, servers, triples, None)
+    precise, _ = profile_tasks.build_route_set(small.schema_xml, servers, triples, 1.0)
+    coarse, boxes = profile_tasks.build_route_set(small.schema_xml, servers, triples, 0.2)
+    nothing, none_boxes = profile_tasks.build_route_set(small.schema_xml, servers, triples, None)
     assert none_boxes == [0, 0, 0]
-    assert boxes == [kernel.summary_target(0.2, len(m)) for m, _ in small.rectangles]
+    assert boxes == [profile_tasks.summary_target(0.2, len(m)) for m, _ in small.rectangles]
     for point in small.events[:100]:
         assert precise.route(point) <= coarse.route(point) <= nothing.route(point)
         assert nothing.route(point) == frozenset(servers)
@@ -88,7 +88,7 @@ def test_hit_ratios_do_not_depend_on_chunking(small, small_profile):
 
 def test_assemble_refuses_missing_chunks(small):
     options = profile.ProfileOptions(precisions=(1.0,), chunk_size=100)
-    parts = [kernel.server_kernel(n, small.schema_xml, a, b, small.events[:10])
+    parts = [profile_tasks.server_kernel(n, small.schema_xml, a, b, small.events[:10])
              for n, (a, b) in zip(small.servers, small.rectangles)]
     context = profile.RoutingContext(small.schema_xml, small.servers,
                                      profile.server_parts_for_routing(parts), small.events, options)
@@ -232,7 +232,7 @@ def test_from_stores_reads_a_servers_sqlite_file(tmp_path):
 
     from matchers import FilterSpec
     from matchers.ranges import RANGES_DIALECT
-    from route_manager.grid import range_filter, schema_element
+    from route_manager.workloads.grid_xml import range_filter, schema_element
     from subscription_manager.store import Subscription, SubscriptionStore
     from subscription_manager.versions import VERSIONS
     from wsframework.addressing import EndpointReference
@@ -271,7 +271,7 @@ def test_from_stores_reads_a_servers_sqlite_file(tmp_path):
 # -- the partitioning study's kernel -----------------------------------------------------------------
 
 def test_study_local_equals_the_single_process_hit_ratio():
-    from route_manager.spark import study
+    from spark_jobs import study
 
     plan = study.plan_study(workload="zipf", servers=(3,), per_server=300, d=3,
                             partitioners=("random", "offline_rtree"), alphas=(1.0,), events=500,

@@ -20,11 +20,11 @@ trees, as pure algorithms over boxes, points and a latency matrix (no I/O).
 * :class:`KyraPlacement`: the same cliques and zones with **one** proxy per subscription, as
   real servers hold them (one durable copy, one delivery): what
   :mod:`route_manager.repartition` moves subscriptions by for ``Algorithm: kyra``
-  (:mod:`.placement` says how a subscription overlapping several zones is placed).
+  (:mod:`.subscription_placement` says how a subscription overlapping several zones is placed).
 """
 from .cliques import cliques
 from .network import KyraNetwork, Route, minimum_spanning_tree, proxy_assignment
-from .placement import KyraPlacement, clique_zones, zone_shares
+from .subscription_placement import KyraPlacement, clique_zones, zone_shares
 from .zones import median_zones, overlaps, zone_of
 
 __all__ = ["KyraNetwork", "KyraPlacement", "Route", "clique_zones", "cliques", "median_zones",

@@ -175,7 +175,7 @@ def relative_throughput(curve: Sequence[Prediction]) -> dict[str, float]:
 
 def operating_points(samples: Iterable[tuple[float | None, float, float]]) -> list[OperatingPoint]:
     """Operating points from measured ``(precision, T_d, R)`` samples (e.g. the live
-    dispatcher's :class:`~route_manager.measurement.Measurement` at each precision it ran
+    dispatcher's :class:`~route_manager.models.measurement.Measurement` at each precision it ran
     at): the mean T_d and R per precision, ordered none first, then by precision. A
     precision of 0 counts as "no summary" (None)."""
     groups: dict[float | None, list[tuple[float, float]]] = {}

@@ -212,7 +212,7 @@ def measure(*, normal_subscribers: int, copies: int, small: int, large: int,
         figures.update({
             "worst_filters_offered": copies * len(WORST),
             "worst_filters_accepted": accepted,
-            "issue12_reproducers_refused": f"{refused}/{len(REFUSED)}",
+            "refused_at_subscribe": f"{refused}/{len(REFUSED)}",
             "worst_subscriptions_ended": ended,
             "normal_notifications_expected": expected,
             "normal_notifications_received": normal_got,

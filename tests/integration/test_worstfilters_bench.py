@@ -13,7 +13,7 @@ def test_bench_worstfilters_quick():
                              "--json"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
-    assert figures["issue12_reproducers_refused"] == "4/4"
+    assert figures["refused_at_subscribe"] == "4/4"
     assert figures["worst_filters_accepted"] == figures["worst_filters_offered"]
     assert figures["normal_delivery_exact"] is True
     assert figures["normal_health_failed"] == figures["worst_health_failed"] == 0

@@ -45,6 +45,8 @@ from edn.sink import NotificationSink
 from route_manager.grid import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
+from route_manager.grid import GRID_EVENTS
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
@@ -53,7 +55,7 @@ from wsframework.transport import HttpTransport
 _TOKEN = "bench-token"
 _D = 2
 _TOPIC = "grid"
-_EVENT = f"{{{ns.GRID_EVENTS}}}event"
+_EVENT = f"{{{GRID_EVENTS}}}event"
 
 
 def _message_id(body: bytes) -> str | None:
@@ -115,7 +117,7 @@ def _subscribe(address: str, sink: NotificationSink, path: str, lo, hi) -> str:
     """Subscribe; the address of the subscription manager that holds it."""
     handle = EventingClient("2011").subscribe(address, f"{sink.url}{path}",
                                               filter=range_filter(lo, hi),
-                                              dialect=ns.RANGES_DIALECT, expires="PT2H")
+                                              dialect=RANGES_DIALECT, expires="PT2H")
     return handle.manager.address
 
 

@@ -321,7 +321,7 @@ def _add_publish(sub):
 
 
 def cmd_publish(args) -> int:
-    from wsframework.publisher import Publisher
+    from route_manager.publisher import Publisher
     from wsframework.soap import SoapVersion
     from wsframework.xmlparse import parse_xml
     data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
@@ -355,7 +355,7 @@ def _add_partition(sub):
 
 
 def cmd_partition(args) -> int:
-    from route_manager import edn_wire
+    from route_manager import protocol
     from wsframework.transport import HttpTransport
     from route_manager.repartition import algorithm_text
     algorithm = algorithm_text(args.algorithm, max_distance=args.max_distance,
@@ -363,7 +363,7 @@ def cmd_partition(args) -> int:
     from wsframework.progress import waiting
     client = _admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
     with waiting(f"re-partitioning {args.topic} at the dispatcher", quiet=args.json):
-        response = client.call(edn_wire.Repartition(Topic=args.topic, Algorithm=algorithm))
+        response = client.call(protocol.Repartition(Topic=args.topic, Algorithm=algorithm))
     figures = {f.Name: number(f.Value) for f in (response.Figure or [])}
     result = {"topic": args.topic, "algorithm": args.algorithm, **figures,
               "moved": response.Moved}
@@ -403,9 +403,10 @@ def _add_subscribe(sub):
 def cmd_subscribe(args) -> int:
     from subscription_manager.client import EventingClient
     from wsframework import ns
+    from matchers.vocabulary import RANGES_DIALECT, RANGE_AGGREGATE_DIALECT
     from wsframework.publisher import topic_address
-    dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": ns.RANGES_DIALECT,
-                "range-aggregate": ns.RANGE_AGGREGATE_DIALECT}
+    dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": RANGES_DIALECT,
+                "range-aggregate": RANGE_AGGREGATE_DIALECT}
     dialect = dialects.get(args.dialect, args.dialect)
     namespaces = dict(item.split("=", 1) for item in args.prefix)
     extensions = []

@@ -73,7 +73,7 @@ from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
-from . import edn_wire, hit_ratio
+from . import hit_ratio, protocol as edn_wire
 from .exceptions import InvalidRepartition, RepartitionFailed, UnknownAlgorithm
 from .kyra import KyraPlacement
 from .latency_matrix import MAX_MS, MAX_SERVERS, LatencyFileError, LatencyMatrix, load_latency

@@ -15,6 +15,7 @@ from matchers import FilterSpec, MatcherError
 from matchers.route_set.routing import calibration_cpu
 from matchers.schema.extraction import standalone
 from wsframework import ns
+from matchers.vocabulary import SUMMARY_DIALECT
 from wsframework.busy import BusyMeter
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
@@ -23,10 +24,10 @@ from wsframework.settings import read_settings
 from wsframework.transport import LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 
-from .. import edn_wire
+from .. import protocol as edn_wire
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
-from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
+from ..protocol import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
 from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
@@ -152,7 +153,7 @@ class Dispatcher(BaseRouteManager):
             # A server that does not say how many rectangles its summary covers: its load
             # (subscriptions on all its topics) is the best denominator for precision.
             summary.set("rectangles", str(load))
-        entry.matcher.add_filter(server, FilterSpec(ns.SUMMARY_DIALECT, "", (), summary))
+        entry.matcher.add_filter(server, FilterSpec(SUMMARY_DIALECT, "", (), summary))
 
     def add_server(self, name: str, address: str, kind: str = KIND_SERVER) -> None:
         self.servers[name] = address.rstrip("/")

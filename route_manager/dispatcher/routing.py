@@ -29,7 +29,7 @@ from matchers.pst.links_route_set import MATCHER_PST_LINKS, LinkRouteSet
 from wsframework import ns
 from wsframework.exceptions import SoapFault
 
-from ..edn_wire import ROUTING_FLOODING, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
+from ..protocol import ROUTING_FLOODING, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
 from ..precision import PRECISE
 
 log = logging.getLogger(__name__)

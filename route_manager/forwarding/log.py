@@ -49,7 +49,7 @@ from typing import NamedTuple, Sequence
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
 
-from ..edn_wire import FAULT_LOG_FULL
+from ..protocol import FAULT_LOG_FULL
 from ..exceptions import RouteManagerError
 
 log = logging.getLogger(__name__)

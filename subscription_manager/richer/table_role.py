@@ -37,7 +37,7 @@ from lxml import etree
 
 from matchers.range_aggregate import feed_schema
 from matchers.schema import InvalidSchema
-from wsframework.publisher import Publisher
+from route_manager.publisher import Publisher
 from wsframework.service import Service, ServiceConfig
 from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 

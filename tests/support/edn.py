@@ -21,6 +21,7 @@ from subscription_manager.edn import build_server
 from subscription_manager.source import build_source
 from tests.support.eventing import FAST, SINK, TOKEN, RecordingSink, fake_resolver
 from wsframework import ns
+from route_manager.grid import GRID_EVENTS
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
@@ -28,7 +29,7 @@ from wsframework.service import ServiceConfig
 from wsframework.transport import InProcessTransport
 
 DISPATCHER = "http://dispatcher.test"
-EV = ns.GRID_EVENTS
+EV = GRID_EVENTS
 TOPIC = "grid"
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from lxml import etree
 
 from benchmarks.fuzz import hostile_values
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from tests.support.eventing import TOKEN
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer
 from wsframework import ns

@@ -16,7 +16,8 @@ from matchers import (
 )
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
-from wsframework.ns import EDN, MATCHER_RTREE_ENGINE
+from wsframework.ns import MATCHER_RTREE_ENGINE
+from matchers.vocabulary import EDN
 
 OPTIONS = f"""<adm:Options xmlns:adm="urn:wsframework:admin">
 <edn:Schema xmlns:edn="{EDN}" xmlns:q="urn:quotes">

@@ -43,14 +43,15 @@ from __future__ import annotations
 
 from matchers.vocabulary import EDN
 from wsframework import ns
-from wsframework.exceptions import sender_fault
 from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Contract,
                                EntryName, Figure, Integer32, Unicode, optional,
                                register_operation, repeated, required)
+from wsframework.exceptions import sender_fault
+from wsframework.service import ServiceNames
 
 __all__ = [
-    "EVENT_BATCH", "EVENT_BATCH_ACTION", "PLACED", "SUBSCRIPTIONS", "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE",
-    "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
+    "SERVICE_NAMES", "EVENT_BATCH", "EVENT_BATCH_ACTION", "PLACED", "SUBSCRIPTIONS",
+    "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE", "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
     "BATCH_DISPATCHER", "BATCH_FIRST_SEQ", "batch_position", "KIND_SERVER", "KIND_DISPATCHER",
     "KINDS", "ROUTING_SUMMARIES", "ROUTING_LINKMATCHING", "ROUTING_FLOODING", "ROUTING_MODES",
     "routing_of", "FAULT_UNKNOWN_SERVER", "FAULT_LOG_FULL", "OPERATIONS", "ADMIN_OPERATIONS",
@@ -62,8 +63,14 @@ __all__ = [
     "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
 ]
 
-# Elements of the EDN's own XML (in its namespace, EDN), carried in SOAP bodies and inside the contracts'
-# AnyXml fields; each is built and read by one module, named beside it.
+# What operators and scrapers see of every EDN role (source, dispatcher, server, table): the
+# store's file in its data directory, its metrics' prefix, its console's cookie and the
+# environment variable that may hold the network's admin credential.
+SERVICE_NAMES = ServiceNames(store_file="edn.db", metric_prefix="edn_",
+                             console_cookie="edn_console", admin_token_env="EDN_ADMIN_TOKEN")
+
+# Elements of the EDN's own XML (in its namespace, EDN), carried in SOAP bodies and inside
+# the contracts' AnyXml fields; each is built and read by one module, named beside it.
 EVENT_BATCH = ns.qname(EDN, "EventBatch")      # events publisher -> dispatcher -> server
 EVENT_BATCH_ACTION = EDN + "/EventBatch"       # the action a dispatcher posts a batch with
 PLACED = ns.qname(EDN, "Placed")               # header of a placed Subscribe (edn.placement)

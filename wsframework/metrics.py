@@ -63,7 +63,8 @@ _GAUGE_MODES = {"gauge": "livesum", "max": "livemax"}
 
 @dataclass(frozen=True)
 class Reading:
-    """One sample: ``name`` by Prometheus conventions (``edn_`` prefix; a counter's ends in
+    """One sample: ``name`` by Prometheus conventions (the application's prefix,
+    :attr:`ServiceNames.metric_prefix <wsframework.service.ServiceNames>`; a counter's ends in
     ``_total``), ``labels`` only of bounded values (a server's name, never a subscription)."""
     name: str
     kind: str
@@ -123,11 +124,13 @@ def _is_loopback(address: str | None) -> bool:
 
 class RoleMetrics:
     """A role's metrics endpoint: register readers (:meth:`add_reader`) and histograms
-    (:meth:`histogram`); serves ``GET {base}/metrics``."""
+    (:meth:`histogram`); serves ``GET {base}/metrics``. Every role reports its process
+    readings, named with the service's metric prefix (``service.names.metric_prefix``)."""
 
     def __init__(self, service, *, access: str | None = None,
                  mirror_interval: float = MIRROR_INTERVAL):
         self.token = service.config.admin_token
+        self.prefix = service.names.metric_prefix
         self.access = access_mode(access)
         self.multiproc_dir = os.environ.get(MULTIPROC_ENV) or None
         if self.multiproc_dir:
@@ -138,7 +141,7 @@ class RoleMetrics:
         self._last: dict[tuple, float] = {}     # (name, labels) -> value already counted
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.add_reader(lambda: _process_readings(service))
+        self.add_reader(lambda: _process_readings(self.prefix, service.busy))
         service.http_routes.add(METRICS_PATH, self.handle, methods=("GET",))
         service.add_component(self)
         self._thread = None
@@ -236,7 +239,8 @@ class RoleMetrics:
         if not self.allowed(request):
             return text(401, "the metrics need the admin credential: "
                              "Authorization: Bearer TOKEN\n",
-                        headers=[("WWW-Authenticate", 'Bearer realm="edn metrics"'),
+                        headers=[("WWW-Authenticate",
+                                  f'Bearer realm="{self.prefix.rstrip("_")} metrics"'),
                                  ("Cache-Control", "no-store")])
         from prometheus_client import CONTENT_TYPE_LATEST
         return HttpResponse(200, [("Content-Type", CONTENT_TYPE_LATEST),
@@ -275,14 +279,14 @@ class _ReadingsCollector:
         return list(families.values())
 
 
-def _process_readings(service) -> list[Reading]:
+def _process_readings(prefix: str, busy) -> list[Reading]:
     """What every role reports: its CPU and the time it had a request in hand
-    (``rate(edn_busy_seconds_total[1m])`` is its utilization, :mod:`wsframework.busy`)."""
+    (``rate(PREFIXbusy_seconds_total[1m])`` is its utilization, :mod:`wsframework.busy`)."""
     return [
-        Reading("edn_process_cpu_seconds_total", "counter",
+        Reading(f"{prefix}process_cpu_seconds_total", "counter",
                 "CPU seconds of the role's worker processes", time.process_time()),
-        Reading("edn_busy_seconds_total", "counter",
+        Reading(f"{prefix}busy_seconds_total", "counter",
                 "Seconds with at least one request in hand, per worker (rate: utilization)",
-                service.busy.seconds()),
-        Reading("edn_workers", "gauge", "Worker processes serving the role", 1),
+                busy.seconds()),
+        Reading(f"{prefix}workers", "gauge", "Worker processes serving the role", 1),
     ]

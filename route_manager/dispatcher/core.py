@@ -299,7 +299,7 @@ def build_dispatcher(config, *, transport=None, **kwargs):
     """The ``dispatcher`` role: a service whose topics are routes to subscription servers."""
     from wsdl.admin import serve_admin_wsdl
     from wsframework.service import Service
-    service = Service(config, topic_admin=False, **kwargs)
+    service = Service(config, topic_admin=False, names=edn_wire.SERVICE_NAMES, **kwargs)
     serve_admin_wsdl(service, edn_wire.ADMIN_OPERATIONS)
     try:
         service.dispatcher = Dispatcher(service, transport=transport)

@@ -281,7 +281,7 @@ class _ReadingsCollector:
 
 def _process_readings(prefix: str, busy) -> list[Reading]:
     """What every role reports: its CPU and the time it had a request in hand
-    (``rate(PREFIXbusy_seconds_total[1m])`` is its utilization, :mod:`wsframework.busy`)."""
+    (``rate(PREFIXbusy_seconds_total[1m])`` is its utilization, :mod:`wsframework.utilization`)."""
     return [
         Reading(f"{prefix}process_cpu_seconds_total", "counter",
                 "CPU seconds of the role's worker processes", time.process_time()),

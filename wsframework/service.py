@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from .admin import AdminEndpoint, NamespaceAdmin
-from .busy import BusyMeter
+from .utilization import BusyMeter
 from .http_routes import Routes
 from .messaging import MessagingLayer, Outcome
 from .namespace import Namespace
@@ -97,7 +97,7 @@ class Service:
         if topic_admin:
             NamespaceAdmin(self.admin, self.topics)
         self.components: list[Component] = []
-        self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.busy)
+        self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.utilization)
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self.http_routes = Routes()  # plain HTTP pages beside SOAP (wsframework.http_routes)
         self._closed = threading.Event()

@@ -16,7 +16,7 @@ from matchers.route_set.routing import calibration_cpu
 from matchers.schema.extraction import standalone
 from wsframework import ns
 from matchers.vocabulary import SUMMARY_DIALECT
-from wsframework.busy import BusyMeter
+from wsframework.utilization import BusyMeter
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name

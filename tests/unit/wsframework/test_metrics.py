@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import values
 from prometheus_client.parser import text_string_to_metric_families
 
-from wsframework.busy import BusyMeter
+from wsframework.utilization import BusyMeter
 from wsframework.http_routes import HttpRequest, Routes
 from wsframework.service import ServiceNames
 from wsframework.metrics import (ACCESS_ENV, MULTIPROC_ENV, Reading, RoleMetrics, access_mode,

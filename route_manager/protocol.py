@@ -64,9 +64,10 @@ __all__ = [
 ]
 
 # What operators and scrapers see of every EDN role (source, dispatcher, server, table): the
-# store's file in its data directory, its metrics' prefix, its console's cookie and the
-# environment variable that may hold the network's admin credential.
+# store's file in its data directory, its metrics' prefix and who may read them, its
+# console's cookie and the environment variable that may hold the network's admin credential.
 SERVICE_NAMES = ServiceNames(store_file="edn.db", metric_prefix="edn_",
+                             metrics_access_env="EDN_METRICS_ACCESS",
                              console_cookie="edn_console", admin_token_env="EDN_ADMIN_TOKEN")
 
 # Elements of the EDN's own XML (in its namespace, EDN), carried in SOAP bodies and inside

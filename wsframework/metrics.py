@@ -1,7 +1,9 @@
 """Every role's Prometheus metrics at ``{base}/metrics`` (Prometheus text exposition format).
 
-Who may read it (``EDN_METRICS_ACCESS``, read when the role is built; ``edn serve`` refuses
-a bad value before any worker starts):
+Who may read it (an environment variable the application names,
+:attr:`ServiceNames.metrics_access_env <wsframework.service.ServiceNames>`, by default
+:data:`ACCESS_ENV`; read when the role is built, and a server may check it before any worker
+starts with :func:`access_mode`):
 
 ``token`` (the default)
     only a request with the admin credential, ``Authorization: Bearer TOKEN`` (a Prometheus
@@ -52,7 +54,7 @@ __all__ = ["Reading", "RoleMetrics", "METRICS_PATH", "ACCESS_ENV", "ACCESS_MODES
            "MULTIPROC_ENV", "access_mode", "prepare_multiproc_dir", "mark_worker_dead"]
 
 METRICS_PATH = "/metrics"
-ACCESS_ENV = "EDN_METRICS_ACCESS"
+ACCESS_ENV = "WSFRAMEWORK_METRICS_ACCESS"  # the default; an application names its own
 ACCESS_MODES = ("token", "loopback", "open")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MIRROR_INTERVAL = 1.0
@@ -76,12 +78,12 @@ class Reading:
 Reader = Callable[[], Iterable[Reading]]
 
 
-def access_mode(value: str | None = None) -> str:
-    """The access mode: ``value``, else ``$EDN_METRICS_ACCESS``, else ``token``; anything
-    but :data:`ACCESS_MODES` is a ValueError."""
-    mode = (value if value is not None else os.environ.get(ACCESS_ENV, "token")).strip().lower()
+def access_mode(value: str | None = None, env: str = ACCESS_ENV) -> str:
+    """The access mode: ``value``, else the environment variable ``env``, else ``token``;
+    anything but :data:`ACCESS_MODES` is a ValueError."""
+    mode = (value if value is not None else os.environ.get(env, "token")).strip().lower()
     if mode not in ACCESS_MODES:
-        raise ValueError(f"{ACCESS_ENV} must be one of {', '.join(ACCESS_MODES)}: {mode!r}")
+        raise ValueError(f"{env} must be one of {', '.join(ACCESS_MODES)}: {mode!r}")
     return mode
 
 
@@ -131,7 +133,7 @@ class RoleMetrics:
                  mirror_interval: float = MIRROR_INTERVAL):
         self.token = service.config.admin_token
         self.prefix = service.names.metric_prefix
-        self.access = access_mode(access)
+        self.access = access_mode(access, service.names.metrics_access_env)
         self.multiproc_dir = os.environ.get(MULTIPROC_ENV) or None
         if self.multiproc_dir:
             _multiprocess_values()

@@ -2,8 +2,7 @@
 
 Keeping them here (rather than scattered as string literals) is what stops the classic
 eventing bugs: mixing WS-Addressing versions, or a typo in a fault name that no test sees.
-An application keeps its own names beside its code (the EDN's: :mod:`matchers.vocabulary`,
-:mod:`route_manager.protocol`).
+An application keeps its own namespaces and dialect URIs beside its own code.
 """
 
 # SOAP envelopes

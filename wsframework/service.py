@@ -31,12 +31,14 @@ log = logging.getLogger(__name__)
 class ServiceNames:
     """The names an application gives its services where operators and other programs see
     them: the store's file in the data directory, the prefix of the metrics every role
-    reports (:mod:`wsframework.metrics`), the console's session cookie
-    (:mod:`wsframework.console`) and the environment variable that may hold the admin
-    credential (None: only an explicit one, else a generated one)."""
+    reports and the environment variable that says who may read them
+    (:mod:`wsframework.metrics`), the console's session cookie (:mod:`wsframework.console`)
+    and the environment variable that may hold the admin credential (None: only an explicit
+    one, else a generated one)."""
 
     store_file: str = "service.db"
     metric_prefix: str = "wsframework_"
+    metrics_access_env: str = "WSFRAMEWORK_METRICS_ACCESS"  # wsframework.metrics.ACCESS_ENV
     console_cookie: str = "wsframework_console"
     admin_token_env: str | None = None
 

@@ -136,7 +136,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
     from route_manager.grid import event_element, range_filter, schema_element
     from subscription_manager.client import EventingClient
     from wsframework import ns
-    from matchers.vocabulary import RANGES_DIALECT
+    from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT
     from route_manager.protocol import EVENT_BATCH_ACTION
     from wsframework.admin import AdminClient, contracts
     from wsframework.client import SoapClient
@@ -169,7 +169,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
     if source:
         admin = AdminClient(source, token, transport=rec)
         soft(admin.create_topic, "stocks")
-        soft(admin.create_topic, "boxes", ns.MATCHER_RTREE_ENGINE, schema_element(d))
+        soft(admin.create_topic, "boxes", MATCHER_RTREE_ENGINE, schema_element(d))
         soft(admin.list_topics)
         soft(admin.call, contracts.GetStats())
         stocks, boxes = f"{source}/topics/stocks", f"{source}/topics/boxes"

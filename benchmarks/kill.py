@@ -44,8 +44,7 @@ from edn.localnet.processes import ServerProcess
 from edn.sink import NotificationSink
 from route_manager.grid import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
-from wsframework import ns
-from matchers.vocabulary import RANGES_DIALECT
+from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT
 from route_manager.grid import GRID_EVENTS
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
@@ -270,7 +269,7 @@ def measure(*, server_kills: int = 20, dispatcher_kills: int = 20, source_kills:
             source = ServerProcess("source", data_dir=data_dir / "source", admin_token=_TOKEN)
             source.start()
             try:
-                AdminClient(source.base_url, _TOKEN).create_topic(_TOPIC, ns.MATCHER_RTREE_ENGINE,
+                AdminClient(source.base_url, _TOKEN).create_topic(_TOPIC, MATCHER_RTREE_ENGINE,
                                                                    schema_element(_D))
                 for i in range(subscriptions):
                     _subscribe(f"{source.base_url}/topics/{_TOPIC}", sink, f"/src/{i}/",

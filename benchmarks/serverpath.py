@@ -36,7 +36,7 @@ from route_manager.protocol import EVENT_BATCH
 from route_manager.forwarding.batch import batch_envelope
 from route_manager.grid import event_element, range_filter, schema_element
 from wsframework import ns
-from matchers.vocabulary import RANGES_DIALECT
+from matchers.vocabulary import MATCHER_CELL_BITMAP, MATCHER_RTREE_ENGINE, RANGES_DIALECT
 from route_manager.grid import GRID_EVENTS
 from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.transport.base import TransportResponse
@@ -59,7 +59,7 @@ def _public(host, port, family=0, type=0, proto=0, flags=0):
 
 
 def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | None,
-          name: str, engine: str = ns.MATCHER_RTREE_ENGINE):
+          name: str, engine: str = MATCHER_RTREE_ENGINE):
     """A server service on an in-process transport holding one subscription per row, its
     topic matched by ``engine``."""
     from matchers import FilterSpec
@@ -212,9 +212,9 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        for kind, engine in (("new", ns.MATCHER_RTREE_ENGINE),
-                             ("cell_bitmap", ns.MATCHER_CELL_BITMAP),
-                             ("reference", ns.MATCHER_RTREE_ENGINE)):
+        for kind, engine in (("new", MATCHER_RTREE_ENGINE),
+                             ("cell_bitmap", MATCHER_CELL_BITMAP),
+                             ("reference", MATCHER_RTREE_ENGINE)):
             services[kind] = build(scratch / kind, lo, hi, subscription_symbols,
                                    kind.replace("_", "-"), engine)
         _use_reference(services["reference"])

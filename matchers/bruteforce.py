@@ -20,7 +20,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from matchers.vocabulary import EXAMPLE_QUOTES
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_BRUTE_FORCE
 from wsframework.matching.base import FilterFailures, FilterSpec, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
@@ -33,7 +33,7 @@ __all__ = ["BRUTE_FORCE_MATCHER_URI", "BruteForceMatcher"]
 
 log = logging.getLogger(__name__)
 
-BRUTE_FORCE_MATCHER_URI = ns.MATCHER_BRUTE_FORCE
+BRUTE_FORCE_MATCHER_URI = MATCHER_BRUTE_FORCE
 
 
 class BruteForceMatcher(ReportingMatcher):

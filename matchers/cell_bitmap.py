@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from wsframework import ns
+from matchers.vocabulary import MATCHER_CELL_BITMAP
 from wsframework.matching.base import ReportingMatcher
 
 from ._rtree import PagedBoxIndex
@@ -68,7 +68,7 @@ from .summary import MaximalRectangles, str_groups
 
 __all__ = ["CELL_BITMAP_URI", "CellBitmapEngine", "CellBitmapIndex"]
 
-CELL_BITMAP_URI = ns.MATCHER_CELL_BITMAP
+CELL_BITMAP_URI = MATCHER_CELL_BITMAP
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _NO_ROWS.setflags(write=False)

@@ -57,8 +57,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from lxml import etree
 
-from wsframework import ns
-from matchers.vocabulary import EXAMPLE_QUOTES
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_RTREE_ENGINE
 from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
@@ -284,7 +283,7 @@ class RTreeMatchingEngine(ReportingMatcher):
     evaluated (correct, but no faster than the XPath matcher).
     """
 
-    uri = ns.MATCHER_RTREE_ENGINE
+    uri = MATCHER_RTREE_ENGINE
     dialects = box_dialects()
 
     def __init__(self, config: Any = None) -> None:

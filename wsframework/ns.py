@@ -42,12 +42,7 @@ ACTION_DIALECT_DPWS2006 = "http://schemas.xmlsoap.org/ws/2006/02/devprof/Action"
 ADMIN = "urn:wsframework:admin"
 FRAMEWORK = "urn:wsframework"
 EVENTING = "urn:wsframework:eventing"  # the 2011 subscription-id reference parameter
-MATCHER_XPATH = "urn:wsframework:matchers:xpath"
-MATCHER_RTREE_ENGINE = "urn:wsframework:matchers:rtree-matching-engine"
-MATCHER_RTREE_ROUTE_SET = "urn:wsframework:matchers:rtree-route-set"
-MATCHER_BRUTE_FORCE = "urn:wsframework:matchers:brute-force"
-MATCHER_CELL_BITMAP = "urn:wsframework:matchers:cell-bitmap"
-MATCHER_PST = "urn:wsframework:matchers:pst"  # Gryphon's parallel search tree (equalities)
+MATCHER_XPATH = "urn:wsframework:matchers:xpath"  # the matcher registry's default
 
 # WSDL 1.1 documents (wsdl/): the document, its SOAP 1.1 and 1.2 bindings, XML Schema, and
 # the WS-Addressing action attributes (metadata: WSAM above; the older WSDL binding: WSAW).

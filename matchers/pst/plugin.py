@@ -23,7 +23,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
-from matchers.vocabulary import EXAMPLE_QUOTES
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_PST
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 
@@ -49,7 +49,7 @@ def _check(compiled, event, box, variables) -> bool:
 
 
 class PSTMatcher(Matcher):
-    uri = ns.MATCHER_PST
+    uri = MATCHER_PST
     dialects = frozenset({RANGES_DIALECT}) | XPATH10_DIALECTS
 
     def __init__(self, config: Any = None, *, factoring: Sequence[str] | int = (),

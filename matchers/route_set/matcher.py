@@ -13,8 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from lxml import etree
 
-from wsframework import ns
-from matchers.vocabulary import EXAMPLE_QUOTES
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_RTREE_ROUTE_SET
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 
@@ -38,7 +37,7 @@ class RTreeRouteSet(Matcher):
     Summaries must all have the same dimensions (and schema, when both carry one).
     """
 
-    uri = ns.MATCHER_RTREE_ROUTE_SET
+    uri = MATCHER_RTREE_ROUTE_SET
     dialects = frozenset({SUMMARY_DIALECT})
 
     def __init__(self, config: Any = None) -> None:

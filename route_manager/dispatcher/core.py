@@ -14,8 +14,7 @@ from lxml import etree
 from matchers import FilterSpec, MatcherError
 from matchers.route_set.routing import calibration_cpu
 from matchers.schema.extraction import standalone
-from wsframework import ns
-from matchers.vocabulary import SUMMARY_DIALECT
+from matchers.vocabulary import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET, SUMMARY_DIALECT
 from wsframework.utilization import BusyMeter
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
@@ -55,8 +54,8 @@ class DispatcherCounters:
 
 
 class Dispatcher(BaseRouteManager):
-    default_route_matcher = ns.MATCHER_RTREE_ROUTE_SET
-    default_server_matcher = ns.MATCHER_RTREE_ENGINE
+    default_route_matcher = MATCHER_RTREE_ROUTE_SET
+    default_server_matcher = MATCHER_RTREE_ENGINE
 
     def __init__(self, service, *, settings: Mapping | None = None, transport=None):
         """``settings`` (text or typed values) add to the service's; both are read into

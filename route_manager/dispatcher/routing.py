@@ -26,7 +26,7 @@ import logging
 
 from matchers import known_matchers, register_matcher
 from matchers.pst.links_route_set import MATCHER_PST_LINKS, LinkRouteSet
-from wsframework import ns
+from matchers.vocabulary import MATCHER_RTREE_ROUTE_SET
 from wsframework.exceptions import SoapFault
 
 from ..protocol import ROUTING_FLOODING, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
@@ -41,7 +41,7 @@ def route_matcher_for(mode: str) -> str:
     matching's route set is registered then (no entry point of its own yet: it belongs to
     :mod:`matchers.pst`, whose package declares its plugins)."""
     if mode != ROUTING_LINKMATCHING:
-        return ns.MATCHER_RTREE_ROUTE_SET
+        return MATCHER_RTREE_ROUTE_SET
     if MATCHER_PST_LINKS not in known_matchers():
         register_matcher(LinkRouteSet)
     return MATCHER_PST_LINKS

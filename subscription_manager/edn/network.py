@@ -55,7 +55,7 @@ from route_manager.protocol import KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SU
 from route_manager.uplink import Generations, RouteReport, Uplink
 from wsframework.exceptions import SoapFault
 from wsframework.namespace import EntryExists
-from wsframework.ns import MATCHER_RTREE_ENGINE
+from matchers.vocabulary import MATCHER_RTREE_ENGINE
 from wsframework.transport import TransportError
 
 from .election import Election

@@ -12,8 +12,7 @@ from matchers.range_aggregate import (
 from matchers.schema import Attribute, Schema
 from subscription_manager.richer.aggregate import RangeMinTable, matches
 from tests.support.eventing import Harness
-from wsframework import ns
-from matchers.vocabulary import RANGES_DIALECT, RANGE_AGGREGATE
+from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT, RANGE_AGGREGATE
 from wsframework.exceptions import SENDER, SoapFault
 from wsframework.matching import InvalidFilter
 
@@ -144,7 +143,7 @@ REFUSED = {"2004": "InvalidMessage", "2011": "CannotProcessFilter"}
 @pytest.fixture
 def harness(tmp_path):
     h = Harness(tmp_path, topics=())
-    h.service.topics.create("stocks", ns.MATCHER_RTREE_ENGINE, SCHEMA.to_element())
+    h.service.topics.create("stocks", MATCHER_RTREE_ENGINE, SCHEMA.to_element())
     yield h
     h.close()
 

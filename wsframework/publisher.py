@@ -117,9 +117,9 @@ class NoRootAnswered(TransportError):
 
 class FailoverPublisher:
     """Publishes at the current one of ``addresses`` (the base URLs of services publishing
-    the same topics), failing over as the module docstring says; a fault whose subcode is in
-    ``failover_subcodes`` is one the next service may not give. Thread-safe: threads share
-    the current service, and the first to see it fail moves it."""
+    the same topics), failing over as the module docstring says: on a Receiver fault, and on
+    any fault whose subcode is in ``failover_subcodes``. Thread-safe: threads share the
+    current service, and the first to see it fail moves it."""
 
     def __init__(self, addresses: str | Sequence[str], *, transport=None,
                  soap_version: SoapVersion = SoapVersion.SOAP12,

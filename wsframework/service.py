@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from .admin import AdminEndpoint, NamespaceAdmin
-from .utilization import BusyMeter
 from .http_routes import Routes
 from .messaging import MessagingLayer, Outcome
+from .metrics import ACCESS_ENV
 from .namespace import Namespace
 from .store import Store
 from .transport import HttpTransport
+from .utilization import BusyMeter
 from .xmlparse import DEFAULT_LIMITS, ParserLimits
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ServiceNames:
 
     store_file: str = "service.db"
     metric_prefix: str = "wsframework_"
-    metrics_access_env: str = "WSFRAMEWORK_METRICS_ACCESS"  # wsframework.metrics.ACCESS_ENV
+    metrics_access_env: str = ACCESS_ENV
     console_cookie: str = "wsframework_console"
     admin_token_env: str | None = None
 

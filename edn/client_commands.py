@@ -65,9 +65,9 @@ def add_subscribe(sub):
 
 
 def cmd_subscribe(args) -> int:
+    from matchers.vocabulary import RANGE_AGGREGATE_DIALECT, RANGES_DIALECT
     from subscription_manager.client import EventingClient
     from wsframework import ns
-    from matchers.vocabulary import RANGES_DIALECT, RANGE_AGGREGATE_DIALECT
     from wsframework.publisher import topic_address
     dialects = {"xpath": None, "xpath2": ns.XPATH20_DIALECT_2011, "ranges": RANGES_DIALECT,
                 "range-aggregate": RANGE_AGGREGATE_DIALECT}

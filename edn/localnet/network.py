@@ -15,15 +15,14 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from subscription_manager.client import EventingClient
-from route_manager import protocol
-from matchers.vocabulary import RANGES_DIALECT
-from route_manager.grid import GRID_EVENTS
-from wsframework.admin import AdminClient, contracts
 from edn.localnet.processes import ServerProcess
-from route_manager.publisher import Publisher
 from edn.sink import NotificationSink
-from route_manager.grid import event_element, range_filter, schema_element
+from matchers.vocabulary import RANGES_DIALECT
+from route_manager import protocol
+from route_manager.grid import GRID_EVENTS, event_element, range_filter, schema_element
+from route_manager.publisher import Publisher
+from subscription_manager.client import EventingClient
+from wsframework.admin import AdminClient, contracts
 
 TOPIC = "grid"
 

@@ -22,11 +22,12 @@ import numpy as np
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
-from route_manager.workloads.grid_xml import event_element, range_filter
+from route_manager.workloads.grid_xml import GRID_EVENTS, event_element, range_filter
 from route_manager.models.measurement import Counters, Measurement, between
 from route_manager.precision import format_precision, parse_precision
-from route_manager import edn_wire
-from route_manager.edn_wire import EVENT_BATCH
+from route_manager import protocol as edn_wire
+from route_manager.protocol import EVENT_BATCH
+from matchers.vocabulary import EDN, RANGES_DIALECT
 from wsframework import ns, progress
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
@@ -108,9 +109,9 @@ def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi:
         subscriptions = [Subscription(
             id=f"b{first + i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
             soap_version=SoapVersion.SOAP12.value,
-            filter=(FilterSpec(ns.RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
+            filter=(FilterSpec(RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
                     else FilterSpec(XPATH10, xpath_filter(lo[i], hi[i], int(symbols[i])),
-                                    (("e", ns.GRID_EVENTS),))),
+                                    (("e", GRID_EVENTS),))),
             notify_to=EndpointReference(f"{network.sink.url}/n/{first + i}"), end_to=None,
             format=UNWRAP, expires=None, expires_kind="duration", created=now) for i in rows]
         admin.call(edn_wire.ImportSubscriptions(
@@ -124,7 +125,7 @@ def batch_payloads(network: LocalNetwork, points: np.ndarray, batch: int,
     url = f"{network.dispatcher.base_url}/topics/{TOPIC}"
     payloads = []
     for start in range(0, len(points) - batch + 1, batch):
-        body = etree.Element(EVENT_BATCH, nsmap={"edn": ns.EDN})
+        body = etree.Element(EVENT_BATCH, nsmap={"edn": EDN})
         body.set("Topic", TOPIC)
         for k in range(start, start + batch):
             event = event_element(points[k], first_id + k)

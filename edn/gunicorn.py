@@ -52,6 +52,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors
 from gunicorn.workers.gthread import TConn
 
+from route_manager.protocol import SERVICE_NAMES
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
 from wsframework.metrics import (MULTIPROC_ENV, access_mode, mark_worker_dead,
@@ -332,7 +333,8 @@ class GunicornServer(BaseApplication):
         else a temporary directory removed at exit."""
         self._factory = factory
         try:
-            access_mode()  # a bad EDN_METRICS_ACCESS stops the start, before any worker
+            # a bad EDN_METRICS_ACCESS stops the start, before any worker
+            access_mode(env=SERVICE_NAMES.metrics_access_env)
         except ValueError as exc:
             raise SystemExit(f"edn serve: {exc}") from None
         self._metrics_dir = metrics_dir

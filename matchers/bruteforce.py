@@ -20,6 +20,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_BRUTE_FORCE
 from wsframework.matching.base import FilterFailures, FilterSpec, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
@@ -32,7 +33,7 @@ __all__ = ["BRUTE_FORCE_MATCHER_URI", "BruteForceMatcher"]
 
 log = logging.getLogger(__name__)
 
-BRUTE_FORCE_MATCHER_URI = ns.MATCHER_BRUTE_FORCE
+BRUTE_FORCE_MATCHER_URI = MATCHER_BRUTE_FORCE
 
 
 class BruteForceMatcher(ReportingMatcher):
@@ -192,8 +193,8 @@ class BruteForceMatcher(ReportingMatcher):
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
         dialect = ns.XPATH10_DIALECT_2011  # the event is the context node
-        q = (("q", ns.EXAMPLE_QUOTES),)
-        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:price>42</q:price></q:quote>')
+        q = (("q", EXAMPLE_QUOTES),)
+        quote = etree.fromstring(f'<q:quote xmlns:q="{EXAMPLE_QUOTES}"><q:price>42</q:price></q:quote>')
         return [
             (FilterSpec(dialect, "/q:quote[q:price >= 42]", q), quote, True),
             (FilterSpec(dialect, "/q:quote[q:price > 42]", q), quote, False),

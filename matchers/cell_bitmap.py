@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from wsframework import ns
+from matchers.vocabulary import MATCHER_CELL_BITMAP
 from wsframework.matching.base import ReportingMatcher
 
 from .cell_bitmap_index import CellBitmapIndex
@@ -59,7 +59,7 @@ from .summary import MaximalRectangles, str_groups
 
 __all__ = ["CELL_BITMAP_URI", "CellBitmapEngine", "CellBitmapIndex"]
 
-CELL_BITMAP_URI = ns.MATCHER_CELL_BITMAP
+CELL_BITMAP_URI = MATCHER_CELL_BITMAP
 
 _LOG_LIMIT = 1024    # logged summary changes beyond which the next summary reloads
 _MAXIMAL_LIMIT = 20_000  # rectangles beyond which summaries are cut from all of them

@@ -44,7 +44,7 @@ from typing import Any
 
 from lxml import etree
 
-from wsframework import ns
+from matchers.vocabulary import RANGE_AGGREGATE, RANGE_AGGREGATE_DIALECT
 from wsframework.matching.base import FilterSpec
 from wsframework.matching.errors import InvalidFilter
 
@@ -57,8 +57,7 @@ __all__ = ["RANGE_AGGREGATE_DIALECT", "RangeAggregateQuery", "parse_range_aggreg
            "compile_range_aggregate", "feed_schema", "change_element", "read_change",
            "MAX_FILTER_CHARS", "MAX_NAME_CHARS"]
 
-RANGE_AGGREGATE_DIALECT = ns.RANGE_AGGREGATE_DIALECT
-RA = ns.RANGE_AGGREGATE
+RA = RANGE_AGGREGATE
 FUNCTIONS = ("MIN", "MAX")
 MAX_FILTER_CHARS = 512
 MAX_NAME_CHARS = 64

@@ -56,7 +56,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
-from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
 from wsframework.matching.errors import InvalidFilter
 
 from .compiled_filter import CompiledFilter, frozen_rows
@@ -75,7 +75,6 @@ __all__ = [
     "bind_range_filter",
 ]
 
-RANGES_DIALECT = ns.RANGES_DIALECT
 MAX_RECTANGLES = 64  # alternatives one filter may expand to
 
 _TOKEN = re.compile(r"""

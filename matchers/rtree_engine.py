@@ -58,7 +58,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from lxml import etree
 
-from wsframework import ns
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_RTREE_ENGINE
 from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
@@ -85,7 +85,7 @@ class RTreeMatchingEngine(ReportingMatcher):
     evaluated (correct, but no faster than the XPath matcher).
     """
 
-    uri = ns.MATCHER_RTREE_ENGINE
+    uri = MATCHER_RTREE_ENGINE
     dialects = box_dialects()
 
     def __init__(self, config: Any = None) -> None:
@@ -247,8 +247,8 @@ class RTreeMatchingEngine(ReportingMatcher):
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
         # No config in the conformance test, so no schema: XPath filters, evaluated exactly.
         dialect = sorted(XPATH10_DIALECTS)[0]
-        q = (("q", ns.EXAMPLE_QUOTES),)
-        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:symbol>GE</q:symbol>'
+        q = (("q", EXAMPLE_QUOTES),)
+        quote = etree.fromstring(f'<q:quote xmlns:q="{EXAMPLE_QUOTES}"><q:symbol>GE</q:symbol>'
                                  '<q:price>42</q:price></q:quote>')
         return [
             (FilterSpec(dialect, "/q:quote[q:price > 30 and q:symbol = 'GE']", q), quote, True),

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from lxml import etree
 
 from wsframework import ns
+from matchers.vocabulary import EXAMPLE_QUOTES
 from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 from .xpath2 import ACTION_DIALECTS, XPATH20_DIALECTS, compile_action, compile_xpath2
@@ -128,10 +129,10 @@ class XPathFilterMatcher(ReportingMatcher):
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
         dialect = ns.XPATH10_DIALECT_2011
         quote = etree.fromstring(
-            f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}" symbol="ACME"><q:price>42</q:price></q:quote>'
+            f'<q:quote xmlns:q="{EXAMPLE_QUOTES}" symbol="ACME"><q:price>42</q:price></q:quote>'
         )
-        spec = FilterSpec(dialect, "/q:quote[q:price > 30]", (("q", ns.EXAMPLE_QUOTES),))
-        cheap = FilterSpec(dialect, "q:price < 10", (("q", ns.EXAMPLE_QUOTES),))
+        spec = FilterSpec(dialect, "/q:quote[q:price > 30]", (("q", EXAMPLE_QUOTES),))
+        cheap = FilterSpec(dialect, "q:price < 10", (("q", EXAMPLE_QUOTES),))
         return [(spec, quote, True), (cheap, quote, False)]
 
 

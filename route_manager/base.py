@@ -23,7 +23,7 @@ from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 
-from . import edn_wire
+from . import protocol as edn_wire
 
 log = logging.getLogger(__name__)
 

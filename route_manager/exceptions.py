@@ -33,7 +33,7 @@ from wsframework.exceptions import SoapFault, WsFrameworkError, receiver_fault, 
 from wsframework.faults import translate
 from wsframework.urlpolicy import UrlRefused, parse_url
 
-from .edn_wire import FAULT_UNKNOWN_SERVER
+from .protocol import FAULT_UNKNOWN_SERVER
 
 __all__ = ["RouteManagerError", "UnknownServer", "UnusableSummary", "UnusableServerAddress",
            "InvalidConfiguration", "UnknownAlgorithm", "InvalidRepartition", "RepartitionFailed", "server_address"]

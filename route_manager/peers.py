@@ -35,9 +35,9 @@ from lxml import etree
 
 from wsframework.matching.errors import InvalidFilter
 from matchers.summary import Summary
-from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.store import Store
-from .edn_wire import CENTROID, PEER_SUMMARY, SUMMARY
+from .protocol import CENTROID, PEER_SUMMARY, SUMMARY
 
 __all__ = ["PeerSummary", "PeerState", "PeerTable"]
 
@@ -62,7 +62,7 @@ class PeerSummary:
     count: int = 0
 
     def to_element(self) -> etree._Element:
-        root = etree.Element(PEER_SUMMARY, nsmap={"edn": ns.EDN})
+        root = etree.Element(PEER_SUMMARY, nsmap={"edn": EDN})
         if self.summary is not None:
             root.append(self.summary.to_element(with_schema=False))
         if self.centroid is not None and self.count > 0:

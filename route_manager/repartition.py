@@ -74,7 +74,7 @@ from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
-from . import edn_wire
+from . import protocol as edn_wire
 from .models import hit_ratio
 from .exceptions import InvalidRepartition, RepartitionFailed, UnknownAlgorithm
 from .partitioning.kyra import KyraPlacement

@@ -32,7 +32,7 @@ threshold between those ranges (default 0.85; the paper's 96% assumes a dedicate
 single-processor dispatcher that reads ~100% when busy) is right on average and wrong in
 about one interval of three at full precision, where the readings straddle it.
 
-Hence a second reading, the dispatcher's *utilization* (:mod:`wsframework.busy`): the
+Hence a second reading, the dispatcher's *utilization* (:mod:`wsframework.utilization`): the
 fraction of the interval during which it had a request in hand, not counting publishers it
 was holding back because the outgoing queues were full. A dispatcher that is the bottleneck
 always has a publisher waiting on it, so this reads ~1.0 however little CPU the machine
@@ -139,7 +139,7 @@ class Step:
                           # "backlog" (the link or a server is) or "none"
     interval: float       # t chosen by update_t() for the next interval
     reason: str           # "timeout" | "throughput"
-    busy: float = 0.0     # utilization over that interval (wsframework.busy)
+    busy: float = 0.0     # utilization over that interval (wsframework.utilization)
     backlog: float = 0.0  # growth of the outgoing backlog over that interval (copies)
     copies: float = 0.0   # copies queued for servers over that interval
 

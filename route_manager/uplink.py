@@ -36,8 +36,8 @@ from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault
 from wsframework.transport import TransportError
 
-from . import edn_wire
-from .edn_wire import FAULT_UNKNOWN_SERVER
+from . import protocol as edn_wire
+from .protocol import FAULT_UNKNOWN_SERVER
 from .precision import PRECISE, parse_precision
 
 log = logging.getLogger(__name__)

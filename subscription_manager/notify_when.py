@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.exceptions import MUST_UNDERSTAND, SoapFault
 from wsframework.matching.base import FilterSpec, used_namespaces
 from wsframework.matching.errors import InvalidFilter
@@ -55,11 +56,11 @@ __all__ = ["NotifyWhen", "parse_notify_when", "notify_when_element", "status_ele
            "last_notified_of", "NOTIFY_WHEN", "MAX_VALUE_LENGTH", "MAX_NUMBER_TEXT",
            "MAX_MAGNITUDE", "MAX_PERCENT"]
 
-NOTIFY_WHEN = ns.qname(ns.EDN, "NotifyWhen")
+NOTIFY_WHEN = ns.qname(EDN, "NotifyWhen")
 #: the GetStatusResponse extension that shows L (absent LastNotified: nothing notified yet)
-STATUS = ns.qname(ns.EDN, "NotifyWhenStatus")
-LAST_NOTIFIED = ns.qname(ns.EDN, "LastNotified")
-_VALUE, _CHANGED_BY, _TOLERANCE = (ns.qname(ns.EDN, n) for n in ("Value", "ChangedBy", "Tolerance"))
+STATUS = ns.qname(EDN, "NotifyWhenStatus")
+LAST_NOTIFIED = ns.qname(EDN, "LastNotified")
+_VALUE, _CHANGED_BY, _TOLERANCE = (ns.qname(EDN, n) for n in ("Value", "ChangedBy", "Tolerance"))
 
 MAX_VALUE_LENGTH = 1024
 MAX_NUMBER_TEXT = 64
@@ -267,7 +268,7 @@ def _amount(element: etree._Element, invalid, *, allow_zero: bool = False) -> tu
 def notify_when_element(value: str, changed_by: str, tolerance: str | None = None, *,
                         namespaces: dict[str, str] | None = None) -> etree._Element:
     """An ``edn:NotifyWhen`` element to append to a Subscribe body."""
-    nsmap = {"edn": ns.EDN, **(namespaces or {})}
+    nsmap = {"edn": EDN, **(namespaces or {})}
     element = etree.Element(NOTIFY_WHEN, nsmap=nsmap)
     for tag, text in ((_VALUE, value), (_CHANGED_BY, changed_by), (_TOLERANCE, tolerance)):
         if text is not None:
@@ -277,7 +278,7 @@ def notify_when_element(value: str, changed_by: str, tolerance: str | None = Non
 
 def status_element(last: float | None) -> etree._Element:
     """``edn:NotifyWhenStatus{edn:LastNotified?}`` for a GetStatusResponse."""
-    element = etree.Element(STATUS, nsmap={"edn": ns.EDN})
+    element = etree.Element(STATUS, nsmap={"edn": EDN})
     if last is not None:
         etree.SubElement(element, LAST_NOTIFIED).text = repr(float(last))
     return element

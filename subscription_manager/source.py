@@ -20,6 +20,7 @@
 """
 from __future__ import annotations
 
+from route_manager.protocol import SERVICE_NAMES
 from wsdl.admin import serve_admin_wsdl
 from wsdl.eventing import serve_eventing_wsdl
 from wsframework.admin import OPERATIONS as BASE_ADMIN_OPERATIONS
@@ -39,7 +40,7 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
                  manager_class: type[SubscriptionManager] = SubscriptionManager,
                  start_sweeper: bool = True, clock=None, admin_operations: tuple | None = None,
                  **kwargs) -> Service:
-    service = Service(config, **kwargs)
+    service = Service(config, names=SERVICE_NAMES, **kwargs)
     # every event source also answers the dead-letter messages (registered by its manager)
     serve_admin_wsdl(service, tuple(admin_operations or BASE_ADMIN_OPERATIONS)
                      + DEAD_LETTER_OPERATIONS)

@@ -18,7 +18,7 @@ The messages are document/literal with the contract as the body element
 (``{urn:wsframework:admin}CreateTopic`` with ``Name``, ``Matcher``, ``Options``). The
 document describes the base contracts (``wsframework.admin.OPERATIONS``), not application
 extensions; a role that answers more operations passes them (the EDN roles pass
-``route_manager.edn_wire.ADMIN_OPERATIONS``).
+``route_manager.protocol.ADMIN_OPERATIONS``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Every role's Prometheus metrics at ``{base}/metrics`` (Prometheus text exposition format).
 
-Who may read it (``EDN_METRICS_ACCESS``, read when the role is built; ``edn serve`` refuses
-a bad value before any worker starts):
+Who may read it (an environment variable the application names,
+:attr:`ServiceNames.metrics_access_env <wsframework.service.ServiceNames>`, by default
+:data:`ACCESS_ENV`; read when the role is built, and a server may check it before any worker
+starts with :func:`access_mode`):
 
 ``token`` (the default)
     only a request with the admin credential, ``Authorization: Bearer TOKEN`` (a Prometheus
@@ -52,7 +54,7 @@ __all__ = ["Reading", "RoleMetrics", "METRICS_PATH", "ACCESS_ENV", "ACCESS_MODES
            "MULTIPROC_ENV", "access_mode", "prepare_multiproc_dir", "mark_worker_dead"]
 
 METRICS_PATH = "/metrics"
-ACCESS_ENV = "EDN_METRICS_ACCESS"
+ACCESS_ENV = "WSFRAMEWORK_METRICS_ACCESS"  # the default; an application names its own
 ACCESS_MODES = ("token", "loopback", "open")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MIRROR_INTERVAL = 1.0
@@ -63,7 +65,8 @@ _GAUGE_MODES = {"gauge": "livesum", "max": "livemax"}
 
 @dataclass(frozen=True)
 class Reading:
-    """One sample: ``name`` by Prometheus conventions (``edn_`` prefix; a counter's ends in
+    """One sample: ``name`` by Prometheus conventions (the application's prefix,
+    :attr:`ServiceNames.metric_prefix <wsframework.service.ServiceNames>`; a counter's ends in
     ``_total``), ``labels`` only of bounded values (a server's name, never a subscription)."""
     name: str
     kind: str
@@ -75,12 +78,12 @@ class Reading:
 Reader = Callable[[], Iterable[Reading]]
 
 
-def access_mode(value: str | None = None) -> str:
-    """The access mode: ``value``, else ``$EDN_METRICS_ACCESS``, else ``token``; anything
-    but :data:`ACCESS_MODES` is a ValueError."""
-    mode = (value if value is not None else os.environ.get(ACCESS_ENV, "token")).strip().lower()
+def access_mode(value: str | None = None, env: str = ACCESS_ENV) -> str:
+    """The access mode: ``value``, else the environment variable ``env``, else ``token``;
+    anything but :data:`ACCESS_MODES` is a ValueError."""
+    mode = (value if value is not None else os.environ.get(env, "token")).strip().lower()
     if mode not in ACCESS_MODES:
-        raise ValueError(f"{ACCESS_ENV} must be one of {', '.join(ACCESS_MODES)}: {mode!r}")
+        raise ValueError(f"{env} must be one of {', '.join(ACCESS_MODES)}: {mode!r}")
     return mode
 
 
@@ -123,12 +126,14 @@ def _is_loopback(address: str | None) -> bool:
 
 class RoleMetrics:
     """A role's metrics endpoint: register readers (:meth:`add_reader`) and histograms
-    (:meth:`histogram`); serves ``GET {base}/metrics``."""
+    (:meth:`histogram`); serves ``GET {base}/metrics``. Every role reports its process
+    readings, named with the service's metric prefix (``service.names.metric_prefix``)."""
 
     def __init__(self, service, *, access: str | None = None,
                  mirror_interval: float = MIRROR_INTERVAL):
         self.token = service.config.admin_token
-        self.access = access_mode(access)
+        self.prefix = service.names.metric_prefix
+        self.access = access_mode(access, service.names.metrics_access_env)
         self.multiproc_dir = os.environ.get(MULTIPROC_ENV) or None
         if self.multiproc_dir:
             _multiprocess_values()
@@ -138,7 +143,7 @@ class RoleMetrics:
         self._last: dict[tuple, float] = {}     # (name, labels) -> value already counted
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.add_reader(lambda: _process_readings(service))
+        self.add_reader(lambda: _process_readings(self.prefix, service.busy))
         service.http_routes.add(METRICS_PATH, self.handle, methods=("GET",))
         service.add_component(self)
         self._thread = None
@@ -236,7 +241,8 @@ class RoleMetrics:
         if not self.allowed(request):
             return text(401, "the metrics need the admin credential: "
                              "Authorization: Bearer TOKEN\n",
-                        headers=[("WWW-Authenticate", 'Bearer realm="edn metrics"'),
+                        headers=[("WWW-Authenticate",
+                                  f'Bearer realm="{self.prefix.rstrip("_")} metrics"'),
                                  ("Cache-Control", "no-store")])
         from prometheus_client import CONTENT_TYPE_LATEST
         return HttpResponse(200, [("Content-Type", CONTENT_TYPE_LATEST),
@@ -275,14 +281,14 @@ class _ReadingsCollector:
         return list(families.values())
 
 
-def _process_readings(service) -> list[Reading]:
+def _process_readings(prefix: str, busy) -> list[Reading]:
     """What every role reports: its CPU and the time it had a request in hand
-    (``rate(edn_busy_seconds_total[1m])`` is its utilization, :mod:`wsframework.busy`)."""
+    (``rate(PREFIXbusy_seconds_total[1m])`` is its utilization, :mod:`wsframework.utilization`)."""
     return [
-        Reading("edn_process_cpu_seconds_total", "counter",
+        Reading(f"{prefix}process_cpu_seconds_total", "counter",
                 "CPU seconds of the role's worker processes", time.process_time()),
-        Reading("edn_busy_seconds_total", "counter",
+        Reading(f"{prefix}busy_seconds_total", "counter",
                 "Seconds with at least one request in hand, per worker (rate: utilization)",
-                service.busy.seconds()),
-        Reading("edn_workers", "gauge", "Worker processes serving the role", 1),
+                busy.seconds()),
+        Reading(f"{prefix}workers", "gauge", "Worker processes serving the role", 1),
     ]

@@ -2,6 +2,7 @@
 
 Keeping them here (rather than scattered as string literals) is what stops the classic
 eventing bugs: mixing WS-Addressing versions, or a typo in a fault name that no test sees.
+An application keeps its own namespaces and dialect URIs beside its own code.
 """
 
 # SOAP envelopes
@@ -35,25 +36,13 @@ XPATH10_DIALECT_2004 = "http://www.w3.org/TR/1999/REC-xpath-19991116"
 XPATH10_DIALECT_2011 = WSE2011 + "/Dialects/XPath10"
 XPATH20_DIALECT_2011 = WSE2011 + "/Dialects/XPath20"
 ACTION_DIALECT_DPWS11 = "http://docs.oasis-open.org/ws-dd/ns/dpws/2009/01/Action"
+ACTION_DIALECT_DPWS2006 = "http://schemas.xmlsoap.org/ws/2006/02/devprof/Action"
 
 # This framework's own vocabulary.
 ADMIN = "urn:wsframework:admin"
 FRAMEWORK = "urn:wsframework"
 EVENTING = "urn:wsframework:eventing"  # the 2011 subscription-id reference parameter
-MATCHER_XPATH = "urn:wsframework:matchers:xpath"
-MATCHER_RTREE_ENGINE = "urn:wsframework:matchers:rtree-matching-engine"
-MATCHER_RTREE_ROUTE_SET = "urn:wsframework:matchers:rtree-route-set"
-MATCHER_BRUTE_FORCE = "urn:wsframework:matchers:brute-force"
-MATCHER_CELL_BITMAP = "urn:wsframework:matchers:cell-bitmap"
-MATCHER_PST = "urn:wsframework:matchers:pst"  # Gryphon's parallel search tree (equalities)
-
-# The event distribution network: schemas, summaries, event batches, placement headers.
-EDN = "urn:wsframework:edn"
-RANGES_DIALECT = "urn:wsframework:dialects:ranges"
-RANGE_AGGREGATE_DIALECT = "urn:wsframework:dialects:range-aggregate"  # MIN/MAX over a range (S-CN)
-RANGE_AGGREGATE = "urn:wsframework:range-aggregate"  # its table updates and reformulated changes
-SUMMARY_DIALECT = "urn:wsframework:dialects:summary"
-GRID_EVENTS = "urn:edn-demo:events"  # events of the synthetic grid workload (route_manager.grid)
+MATCHER_XPATH = "urn:wsframework:matchers:xpath"  # the matcher registry's default
 
 # WSDL 1.1 documents (wsdl/): the document, its SOAP 1.1 and 1.2 bindings, XML Schema, and
 # the WS-Addressing action attributes (metadata: WSAM above; the older WSDL binding: WSAW).
@@ -67,12 +56,3 @@ WSAW = "http://www.w3.org/2006/05/addressing/wsdl"
 def qname(namespace: str, local: str) -> str:
     """Clark notation, the form lxml uses for tags: ``{namespace}local``."""
     return "{%s}%s" % (namespace, local)
-
-
-# Matchers (matchers/): the DPWS 2006 action dialect (DPWS 1.1's is above) and the example
-# event vocabulary of the engines' ``example_filters()`` and docs.
-ACTION_DIALECT_DPWS2006 = "http://schemas.xmlsoap.org/ws/2006/02/devprof/Action"
-EXAMPLE_QUOTES = "urn:quotes"
-
-# The EDN's event batches (route_manager.forwarding): the action a dispatcher posts them with.
-EDN_EVENT_BATCH_ACTION = EDN + "/EventBatch"

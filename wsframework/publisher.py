@@ -1,41 +1,45 @@
 """Publishing event documents to a topic: at one service (:func:`publish`), or at one of
-several root dispatchers with failover (:class:`Publisher`).
+several services with failover (:class:`FailoverPublisher`).
 
 ::
 
-    with Publisher(["http://root-a:8080", "http://root-b:8080"]) as publisher:
-        ack = publisher.publish("stocks", event)             # one event
-        ack = publisher.send_batch("stocks", [e1, e2, e3])   # one edn:EventBatch message
-        ack.address                                          # the root that holds it
+    with FailoverPublisher(["http://root-a:8080", "http://root-b:8080"]) as publisher:
+        ack = publisher.publish("stocks", event)   # one event
+        ack.address                                # the service that holds it
 
-**Failover.** A publisher sends to its *current* root. When that root does not take the
-message, it sends the same message (same ``wsa:MessageID``, same body) to the next root, and
-so on once round the list; the root that acknowledges becomes the current one (publishing
+An application that publishes in messages of its own (several events in one body) or names
+faults of its own that mean "try another service" builds on :class:`FailoverPublisher`: it
+sends any body with :meth:`~FailoverPublisher.send` and passes its ``failover_subcodes``
+(the EDN's publisher: :mod:`route_manager.publisher`).
+
+**Failover.** A publisher sends to its *current* service. When that service does not take the
+message, it sends the same message (same ``wsa:MessageID``, same body) to the next one, and
+so on once round the list; the service that acknowledges becomes the current one (publishing
 stays there; it does not move back by itself). "Does not take" means:
 
 * no answer: the connection is refused or reset, the connect timeout (default 0.5 s: a dead
-  root costs at most that) or the read timeout passes (:class:`~.transport.TransportError`);
+  service costs at most that) or the read timeout passes (:class:`~.transport.TransportError`);
 * an HTTP 5xx answer that carries no SOAP fault (a proxy's or a crashed worker's page);
 * a **Receiver** fault (SOAP 1.1 ``Server``): by SOAP 1.2's definition the message could not
   be processed for reasons of the receiver, not of the message, and "could succeed if resent
-  at a later point in time". ``edn:LogFull`` (a root's durable log is full) is one: another
-  root has a log of its own. So is any fault whose subcode is in :data:`FAILOVER_SUBCODES`
-  (``edn:LogFull``, WS-Addressing's ``EndpointUnavailable``) whatever its code: SOAP 1.1
-  carries only the subcode, which a client reads as a Sender fault.
+  at a later point in time"; another service may take it now. So is any fault whose subcode
+  is in the publisher's ``failover_subcodes`` (by default :data:`FAILOVER_SUBCODES`,
+  WS-Addressing's ``EndpointUnavailable``) whatever its code: SOAP 1.1 carries only the
+  subcode, which a client reads as a Sender fault.
 
-Everything else is the caller's problem and is raised at once, without trying another root,
-because every root would answer the same: a **Sender** fault (an unknown topic, a malformed
-event, a missing credential, a child dispatcher refusing publications), ``MustUnderstand``,
-``VersionMismatch``, and an HTTP 3xx/4xx answer without a fault (:class:`PublishRefused`).
-When no root took the message, :class:`NoRootAnswered` names what each one said.
+Everything else is the caller's problem and is raised at once, without trying another
+service, because every one would answer the same: a **Sender** fault (an unknown topic, a
+malformed event, a missing credential), ``MustUnderstand``, ``VersionMismatch``, and an HTTP
+3xx/4xx answer without a fault (:class:`PublishRefused`). When no service took the message,
+:class:`NoRootAnswered` names what each one said.
 
 **What is guaranteed.** An event is acknowledged (:class:`Acknowledgement`) by exactly one
-root: the one that answered 2xx, and that root's guarantee holds from then on (it has
-committed the event to its durable log; README, Delivery guarantees). A root that refused
-or could not be reached holds nothing. A root whose answer was lost (a reset or a timeout
-after the request went out, or a 5xx without a fault) *may* have committed it too: the event
-is then published twice, once by each, at least once in all. Those roots are listed in
-:attr:`Acknowledgement.in_doubt`; a connection that was never made never puts a root in
+service: the one that answered 2xx, and that service's guarantee holds from then on (an EDN
+root has committed the event to its durable log). A service that refused or could not be
+reached holds nothing. A service whose answer was lost (a reset or a timeout after the
+request went out, or a 5xx without a fault) *may* have taken it too: the event is then
+published twice, once by each, at least once in all. Those services are listed in
+:attr:`Acknowledgement.in_doubt`; a connection that was never made never puts a service in
 doubt (:attr:`TransportError.unsent <wsframework.transport.TransportError>`).
 """
 from __future__ import annotations
@@ -56,13 +60,12 @@ from .transport import HttpTransport, TransportError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PUBLISH_ACTION", "FAILOVER_SUBCODES", "topic_address", "publish", "Publisher",
-           "Acknowledgement", "PublishRefused", "NoRootAnswered", "event_batch"]
+__all__ = ["PUBLISH_ACTION", "FAILOVER_SUBCODES", "topic_address", "publish",
+           "FailoverPublisher", "Acknowledgement", "PublishRefused", "NoRootAnswered"]
 
 PUBLISH_ACTION = ns.FRAMEWORK + ":eventing/Publish"
-EVENT_BATCH = f"{{{ns.EDN}}}EventBatch"  # (route_manager.edn_wire.EVENT_BATCH; layers look down)
+# Fault subcodes that mean "this service cannot take it now, another may", whatever the code.
 FAILOVER_SUBCODES = frozenset({
-    ns.qname(ns.EDN, "LogFull"),                       # the root's durable log is full
     ns.qname(ns.WSA10, "EndpointUnavailable"),         # WS-Addressing: try later
     ns.qname(ns.WSA2004, "EndpointUnavailable"),
 })
@@ -76,14 +79,6 @@ def publish(base_url: str, topic: str, event: etree._Element, *, soap11: bool = 
             client: SoapClient | None = None) -> int:
     client = client or SoapClient(soap_version=SoapVersion.SOAP11 if soap11 else SoapVersion.SOAP12)
     return client.send(topic_address(base_url, topic), PUBLISH_ACTION, event)
-
-
-def event_batch(topic: str, events: Iterable[etree._Element]) -> etree._Element:
-    """An ``edn:EventBatch`` of ``events`` (they move into it): one message, many events."""
-    body = etree.Element(EVENT_BATCH, nsmap={"edn": ns.EDN})
-    body.set("Topic", topic)
-    body.extend(events)
-    return body
 
 
 @dataclass(frozen=True)
@@ -120,14 +115,16 @@ class NoRootAnswered(TransportError):
         self.in_doubt = tuple(in_doubt)
 
 
-class Publisher:
-    """Publishes at the current one of ``addresses`` (root dispatchers' base URLs, or any
-    services publishing the same topics), failing over as the module docstring says.
-    Thread-safe: threads share the current root, and the first to see it fail moves it."""
+class FailoverPublisher:
+    """Publishes at the current one of ``addresses`` (the base URLs of services publishing
+    the same topics), failing over as the module docstring says: on a Receiver fault, and on
+    any fault whose subcode is in ``failover_subcodes``. Thread-safe: threads share the
+    current service, and the first to see it fail moves it."""
 
     def __init__(self, addresses: str | Sequence[str], *, transport=None,
                  soap_version: SoapVersion = SoapVersion.SOAP12,
-                 connect_timeout: float = 0.5, read_timeout: float = 10.0):
+                 connect_timeout: float = 0.5, read_timeout: float = 10.0,
+                 failover_subcodes: Iterable[str] = FAILOVER_SUBCODES):
         roots = (addresses,) if isinstance(addresses, str) else tuple(addresses)
         self.addresses = tuple(dict.fromkeys(root.rstrip("/") for root in roots))
         if not self.addresses:
@@ -136,6 +133,7 @@ class Publisher:
         self.client = SoapClient(transport or HttpTransport(timeout=(connect_timeout,
                                                                      read_timeout)),
                                  soap_version=soap_version)
+        self.failover_subcodes = frozenset(failover_subcodes)
         self._current = 0
         self._lock = threading.Lock()
         self.failovers = 0  # times the current root moved
@@ -146,14 +144,11 @@ class Publisher:
 
     def publish(self, topic: str, event: etree._Element) -> Acknowledgement:
         """Publish one event document."""
-        return self._send(topic, event)
+        return self.send(topic, event)
 
-    def send_batch(self, topic: str, events: Iterable[etree._Element]) -> Acknowledgement:
-        """Publish ``events`` in one ``edn:EventBatch`` message: one root takes them all, or
-        none does."""
-        return self._send(topic, event_batch(topic, events))
-
-    def _send(self, topic: str, body: etree._Element) -> Acknowledgement:
+    def send(self, topic: str, body: etree._Element) -> Acknowledgement:
+        """Post ``body`` to ``topic`` with the Publish action at the current service, failing
+        over to the others; one service takes it, or :class:`NoRootAnswered`."""
         message_id = new_message_id()  # the same at every root: the same message
         start = self._current
         failures: list[tuple[str, str]] = []
@@ -167,7 +162,7 @@ class Publisher:
             except TransportError as exc:
                 reason, doubt = str(exc), not exc.unsent
             except SoapFault as fault:
-                if fault.code != RECEIVER and fault.subcode not in FAILOVER_SUBCODES:
+                if fault.code != RECEIVER and fault.subcode not in self.failover_subcodes:
                     raise  # the message's problem: every root would say the same
                 reason, doubt = f"Receiver fault {fault.subcode or ''} {fault.reason}", False
             else:
@@ -199,7 +194,7 @@ class Publisher:
         if self._own_transport:
             self.client.transport.close()
 
-    def __enter__(self) -> "Publisher":
+    def __enter__(self) -> "FailoverPublisher":
         return self
 
     def __exit__(self, *exc) -> None:

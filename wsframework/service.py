@@ -15,17 +15,35 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from .admin import AdminEndpoint, NamespaceAdmin
-from .busy import BusyMeter
 from .http_routes import Routes
 from .messaging import MessagingLayer, Outcome
+from .metrics import ACCESS_ENV
 from .namespace import Namespace
 from .store import Store
 from .transport import HttpTransport
+from .utilization import BusyMeter
 from .xmlparse import DEFAULT_LIMITS, ParserLimits
 
 log = logging.getLogger(__name__)
 
-ADMIN_TOKEN_ENV = "EDN_ADMIN_TOKEN"
+
+@dataclass(frozen=True)
+class ServiceNames:
+    """The names an application gives its services where operators and other programs see
+    them: the store's file in the data directory, the prefix of the metrics every role
+    reports and the environment variable that says who may read them
+    (:mod:`wsframework.metrics`), the console's session cookie (:mod:`wsframework.console`)
+    and the environment variable that may hold the admin credential (None: only an explicit
+    one, else a generated one)."""
+
+    store_file: str = "service.db"
+    metric_prefix: str = "wsframework_"
+    metrics_access_env: str = ACCESS_ENV
+    console_cookie: str = "wsframework_console"
+    admin_token_env: str | None = None
+
+
+DEFAULT_NAMES = ServiceNames()
 
 
 @dataclass
@@ -39,10 +57,11 @@ class ServiceConfig:
     settings: dict = field(default_factory=dict)
 
 
-def resolve_admin_token(explicit: str | None, data_dir: Path) -> str:
-    """The admin credential: the explicit value, else $EDN_ADMIN_TOKEN, else a random token
-    kept in ``{data}/admin-token`` (mode 0600) so the service is never left open."""
-    token = explicit or os.environ.get(ADMIN_TOKEN_ENV)
+def resolve_admin_token(explicit: str | None, data_dir: Path, env: str | None = None) -> str:
+    """The admin credential: the explicit value, else the environment variable ``env`` (the
+    application's :attr:`ServiceNames.admin_token_env`), else a random token kept in
+    ``{data}/admin-token`` (mode 0600) so the service is never left open."""
+    token = explicit or (os.environ.get(env) if env else None)
     if token:
         return token
     path = Path(data_dir) / "admin-token"
@@ -66,12 +85,13 @@ WsdlProvider = Callable[[str, str], "bytes | None"]
 
 class Service:
     def __init__(self, config: ServiceConfig, *, transport=None, store: Store | None = None,
-                 topic_admin: bool = True):
+                 topic_admin: bool = True, names: ServiceNames = DEFAULT_NAMES):
         """``topic_admin=False`` leaves topic administration to the role (a dispatcher
-        creates topics network-wide)."""
+        creates topics network-wide); ``names``: the application's (:class:`ServiceNames`)."""
         self.config = config
+        self.names = names
         self.base_url = config.base_url.rstrip("/")
-        self.store = store or Store(Path(config.data_dir) / "edn.db")
+        self.store = store or Store(Path(config.data_dir) / names.store_file)
         self.transport = transport or HttpTransport()
         self.messaging = MessagingLayer(limits=config.limits, transport=self.transport)
         self.topics = Namespace("topics", self.store, self.base_url)
@@ -79,7 +99,7 @@ class Service:
         if topic_admin:
             NamespaceAdmin(self.admin, self.topics)
         self.components: list[Component] = []
-        self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.busy)
+        self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.utilization)
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self.http_routes = Routes()  # plain HTTP pages beside SOAP (wsframework.http_routes)
         self._closed = threading.Event()

@@ -32,10 +32,13 @@ import numpy as np
 from lxml import etree
 
 from benchmarks.livenet import D, TOPIC, Setup, event_workload, narrow_rectangles, xpath_filter
-from route_manager.edn_wire import EVENT_BATCH
+from route_manager.protocol import EVENT_BATCH
 from route_manager.forwarding.batch import batch_envelope
 from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from wsframework import ns
+from matchers.vocabulary import MATCHER_CELL_BITMAP, MATCHER_RTREE_ENGINE, RANGES_DIALECT
+from route_manager.workloads.grid_xml import GRID_EVENTS
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.transport.base import TransportResponse
 from wsframework.wsgi import WsgiApplication
 
@@ -56,7 +59,7 @@ def _public(host, port, family=0, type=0, proto=0, flags=0):
 
 
 def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | None,
-          name: str, engine: str = ns.MATCHER_RTREE_ENGINE):
+          name: str, engine: str = MATCHER_RTREE_ENGINE):
     """A server service on an in-process transport holding one subscription per row, its
     topic matched by ``engine``."""
     from matchers import FilterSpec
@@ -89,10 +92,10 @@ def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | 
         subscriptions = [Subscription(
             id=f"b{i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
             soap_version=SoapVersion.SOAP12.value,
-            filter=(FilterSpec(ns.RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
+            filter=(FilterSpec(RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
                     else FilterSpec(ns.XPATH10_DIALECT_2011,
                                     xpath_filter(lo[i], hi[i], int(symbols[i])),
-                                    (("e", ns.GRID_EVENTS),))),
+                                    (("e", GRID_EVENTS),))),
             notify_to=EndpointReference(f"{_SINK}/n/{i}"), end_to=None, format=UNWRAP,
             expires=None, expires_kind="duration", created=now) for i in rows]
         manager.mover.import_(TOPIC, subscriptions_element(TOPIC, subscriptions))
@@ -126,7 +129,7 @@ def batches(points: np.ndarray, symbols: np.ndarray | None, batch: int, address:
 def post(app: WsgiApplication, path: str, payload: bytes) -> str:
     environ = {"REQUEST_METHOD": "POST", "PATH_INFO": path, "QUERY_STRING": "",
                "CONTENT_TYPE": f'application/soap+xml; charset=utf-8; '
-                               f'action="{ns.EDN_EVENT_BATCH_ACTION}"',
+                               f'action="{EVENT_BATCH_ACTION}"',
                "CONTENT_LENGTH": str(len(payload)), "REMOTE_ADDR": "127.0.0.1",
                "wsgi.input": io.BytesIO(payload)}
     status = []
@@ -137,7 +140,7 @@ def post(app: WsgiApplication, path: str, payload: bytes) -> str:
 def reference_handler(manager):
     """The server's event path before batch matching: per event a deep copy (the event
     becomes the root of its own document), ``match_event`` and ``tostring``."""
-    from route_manager.edn_wire import batch_position as _batch_position
+    from route_manager.protocol import batch_position as _batch_position
     from wsframework.admin import carries_credential
     from wsframework.exceptions import AccessDenied, sender_fault
 
@@ -181,7 +184,7 @@ def _use_reference(service) -> None:
     from wsframework.messaging import MessageFilter
     messaging = service.messaging
     messaging.unroute("edn.event-batch")
-    messaging.route("edn.event-batch", MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
+    messaging.route("edn.event-batch", MessageFilter(action=EVENT_BATCH_ACTION,
                                                      path_prefix=TOPICS_PREFIX),
                     reference_handler(service.subscription_manager), priority=20)
 
@@ -209,9 +212,9 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        for kind, engine in (("new", ns.MATCHER_RTREE_ENGINE),
-                             ("cell_bitmap", ns.MATCHER_CELL_BITMAP),
-                             ("reference", ns.MATCHER_RTREE_ENGINE)):
+        for kind, engine in (("new", MATCHER_RTREE_ENGINE),
+                             ("cell_bitmap", MATCHER_CELL_BITMAP),
+                             ("reference", MATCHER_RTREE_ENGINE)):
             services[kind] = build(scratch / kind, lo, hi, subscription_symbols,
                                    kind.replace("_", "-"), engine)
         _use_reference(services["reference"])

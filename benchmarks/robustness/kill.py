@@ -44,7 +44,8 @@ from edn.localnet.processes import ServerProcess
 from edn.sink import NotificationSink
 from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
-from wsframework import ns
+from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT
+from route_manager.workloads.grid_xml import GRID_EVENTS
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
@@ -53,7 +54,7 @@ from wsframework.transport import HttpTransport
 _TOKEN = "bench-token"
 _D = 2
 _TOPIC = "grid"
-_EVENT = f"{{{ns.GRID_EVENTS}}}event"
+_EVENT = f"{{{GRID_EVENTS}}}event"
 
 
 def _message_id(body: bytes) -> str | None:
@@ -115,7 +116,7 @@ def _subscribe(address: str, sink: NotificationSink, path: str, lo, hi) -> str:
     """Subscribe; the address of the subscription manager that holds it."""
     handle = EventingClient("2011").subscribe(address, f"{sink.url}{path}",
                                               filter=range_filter(lo, hi),
-                                              dialect=ns.RANGES_DIALECT, expires="PT2H")
+                                              dialect=RANGES_DIALECT, expires="PT2H")
     return handle.manager.address
 
 
@@ -268,7 +269,7 @@ def measure(*, server_kills: int = 20, dispatcher_kills: int = 20, source_kills:
             source = ServerProcess("source", data_dir=data_dir / "source", admin_token=_TOKEN)
             source.start()
             try:
-                AdminClient(source.base_url, _TOKEN).create_topic(_TOPIC, ns.MATCHER_RTREE_ENGINE,
+                AdminClient(source.base_url, _TOKEN).create_topic(_TOPIC, MATCHER_RTREE_ENGINE,
                                                                    schema_element(_D))
                 for i in range(subscriptions):
                     _subscribe(f"{source.base_url}/topics/{_TOPIC}", sink, f"/src/{i}/",

@@ -28,7 +28,7 @@ from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import subscribe_body
 from subscription_manager.edn.relay import MessageIdClient
 from subscription_manager.versions import VERSIONS
-from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
 from wsframework.addressing import EndpointReference, new_message_id
 from wsframework.transport import HttpTransport
 
@@ -42,7 +42,7 @@ def subscribe_with_id(address: str, notify_to: str, filter_text: str, message_id
     v = VERSIONS["2011"]
     client = MessageIdClient(HttpTransport(timeout=(2.0, timeout)), message_id,
                              wsa_version=v.wsa)
-    body = subscribe_body(v, notify_to, filter=filter_text, dialect=ns.RANGES_DIALECT,
+    body = subscribe_body(v, notify_to, filter=filter_text, dialect=RANGES_DIALECT,
                           expires="PT1H")
     reply = client.call(address, v.action("Subscribe"), body)
     manager = EndpointReference.from_element(reply.body.find(v.q("SubscriptionManager")), v.wsa)

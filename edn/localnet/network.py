@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from subscription_manager.client import EventingClient
-from route_manager import edn_wire
-from wsframework import ns
-from wsframework.admin import AdminClient, contracts
 from edn.localnet.processes import ServerProcess
-from wsframework.publisher import Publisher
 from edn.sink import NotificationSink
-from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
+from matchers.vocabulary import RANGES_DIALECT
+from route_manager import protocol
+from route_manager.workloads.grid_xml import GRID_EVENTS, event_element, range_filter, schema_element
+from route_manager.publisher import Publisher
+from subscription_manager.client import EventingClient
+from wsframework.admin import AdminClient, contracts
 
 TOPIC = "grid"
 
@@ -180,7 +180,7 @@ class LocalNetwork:
         return any(t["name"] == topic for t in AdminClient(server.base_url, self.token).list_topics())
 
     def repartition(self, algorithm: str, topic: str = TOPIC):
-        return self.admin.call(edn_wire.Repartition(Topic=topic, Algorithm=algorithm))
+        return self.admin.call(protocol.Repartition(Topic=topic, Algorithm=algorithm))
 
     # -- subscriptions -------------------------------------------------------------------------
     def subscribe(self, lo: np.ndarray, hi: np.ndarray, *, threads: int = 4, topic: str = TOPIC,
@@ -195,7 +195,7 @@ class LocalNetwork:
             client = EventingClient(versions[i % len(versions)])
             return client.subscribe(f"{server.base_url}/topics/{topic}",
                                     f"{self.sink.url}/n/{start + i}",
-                                    filter=range_filter(lo[i], hi[i]), dialect=ns.RANGES_DIALECT,
+                                    filter=range_filter(lo[i], hi[i]), dialect=RANGES_DIALECT,
                                     expires="PT1H")
 
         with ThreadPoolExecutor(threads) as pool:
@@ -219,7 +219,7 @@ class LocalNetwork:
                 threads: int = 2, on_ack=None) -> tuple[int, int]:
         """Publish one event per row at the roots, ``batch`` events per message (an
         ``edn:EventBatch``; ``batch=1``: one event per message), from ``threads`` clients
-        sharing one failover publisher (:class:`wsframework.publisher.Publisher`: at the
+        sharing one failover publisher (:class:`route_manager.publisher.Publisher`: at the
         first root, at the next when one dies); returns the range of event ids used.
         ``on_ack(rows, acknowledgement)``: called as each message is acknowledged."""
         first = self.next_event
@@ -261,7 +261,7 @@ class LocalNetwork:
     def received(self, first: int = 0, last: int | None = None) -> list[tuple[str, str]]:
         out = []
         for message in list(self.sink.messages):
-            event = etree.fromstring(message.body).find(f".//{{{ns.GRID_EVENTS}}}event")
+            event = etree.fromstring(message.body).find(f".//{{{GRID_EVENTS}}}event")
             event_id = int(event.get("id"))
             if event_id >= first and (last is None or event_id < last):
                 out.append((message.path, str(event_id)))

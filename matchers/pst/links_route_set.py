@@ -53,6 +53,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
+from matchers.vocabulary import EDN, EXAMPLE_QUOTES
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 
@@ -65,9 +66,9 @@ __all__ = ["LinkRouteSet", "PREDICATES", "PREDICATE", "MATCHER_PST_LINKS", "MAX_
            "predicates_element", "read_predicates", "union_predicates"]
 
 MATCHER_PST_LINKS = "urn:wsframework:matchers:pst-links"
-PREDICATES = ns.qname(ns.EDN, "Predicates")
-PREDICATE = ns.qname(ns.EDN, "P")
-SCHEMA = ns.qname(ns.EDN, "Schema")
+PREDICATES = ns.qname(EDN, "Predicates")
+PREDICATE = ns.qname(EDN, "P")
+SCHEMA = ns.qname(EDN, "Schema")
 MAX_PREDICATES = 50_000  # predicates in one report (a larger set is reported as everything)
 MAX_ID = 256             # characters of a predicate's id
 EVERYTHING = None        # a report that matches every event
@@ -82,7 +83,7 @@ def predicates_element(predicates: Mapping[str, Tests] | None,
     """The report of ``predicates`` (id -> tests; None: everything). Identical conjunctions
     are sent once, renumbered; more than :data:`MAX_PREDICATES` distinct ones, or an
     attribute name that is no XML name, make it everything."""
-    element = etree.Element(PREDICATES, nsmap={"edn": ns.EDN})
+    element = etree.Element(PREDICATES, nsmap={"edn": EDN})
     if schema is not None:  # for a route set created without one (as summaries carry it)
         element.append(schema.to_element())
     if predicates is None:
@@ -420,8 +421,8 @@ class LinkRouteSet(Matcher):
         from ..schema import Attribute
 
         schema = Schema((Attribute("price", "number", "/q:quote/q:price",
-                                   (("q", ns.EXAMPLE_QUOTES),), 0, 100),))
-        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}">'
+                                   (("q", EXAMPLE_QUOTES),), 0, 100),))
+        quote = etree.fromstring(f'<q:quote xmlns:q="{EXAMPLE_QUOTES}">'
                                  f'<q:price>42</q:price></q:quote>')
 
         def report(price: float) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 from lxml import etree
 
 from wsframework import ns
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_PST
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 
@@ -48,7 +49,7 @@ def _check(compiled, event, box, variables) -> bool:
 
 
 class PSTMatcher(Matcher):
-    uri = ns.MATCHER_PST
+    uri = MATCHER_PST
     dialects = frozenset({RANGES_DIALECT}) | XPATH10_DIALECTS
 
     def __init__(self, config: Any = None, *, factoring: Sequence[str] | int = (),
@@ -130,8 +131,8 @@ class PSTMatcher(Matcher):
 
     @classmethod
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
-        q = (("q", ns.EXAMPLE_QUOTES),)
-        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:price>42</q:price>'
+        q = (("q", EXAMPLE_QUOTES),)
+        quote = etree.fromstring(f'<q:quote xmlns:q="{EXAMPLE_QUOTES}"><q:price>42</q:price>'
                                  f'</q:quote>')
         return [(FilterSpec(ns.XPATH10_DIALECT_2011, "/q:quote[q:price = 42]", q), quote, True),
                 (FilterSpec(ns.XPATH10_DIALECT_2011, "/q:quote[q:price = 41]", q), quote, False)]

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from lxml import etree
 
-from wsframework import ns
+from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_RTREE_ROUTE_SET
 from wsframework.matching.base import FilterSpec, Matcher
 from wsframework.matching.errors import InvalidFilter, UnknownFilter
 
@@ -37,7 +37,7 @@ class RTreeRouteSet(Matcher):
     Summaries must all have the same dimensions (and schema, when both carry one).
     """
 
-    uri = ns.MATCHER_RTREE_ROUTE_SET
+    uri = MATCHER_RTREE_ROUTE_SET
     dialects = frozenset({SUMMARY_DIALECT})
 
     def __init__(self, config: Any = None) -> None:
@@ -253,11 +253,11 @@ class RTreeRouteSet(Matcher):
     def example_filters(cls) -> list[tuple[FilterSpec, Any, bool]]:
         from ..schema import Attribute
 
-        schema = Schema((Attribute("price", "number", "/q:quote/q:price", (("q", ns.EXAMPLE_QUOTES),),
+        schema = Schema((Attribute("price", "number", "/q:quote/q:price", (("q", EXAMPLE_QUOTES),),
                                    0, 100),))
         around_40 = Summary(schema.dims, [[30.0]], [[50.0]], schema)
         below_10 = Summary(schema.dims, [[0.0]], [[10.0]], schema)
-        quote = etree.fromstring(f'<q:quote xmlns:q="{ns.EXAMPLE_QUOTES}"><q:price>42</q:price></q:quote>')
+        quote = etree.fromstring(f'<q:quote xmlns:q="{EXAMPLE_QUOTES}"><q:price>42</q:price></q:quote>')
         return [
             (FilterSpec(SUMMARY_DIALECT, around_40.to_text()), quote, True),
             (FilterSpec(SUMMARY_DIALECT, below_10.to_text()), quote, False),

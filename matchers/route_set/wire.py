@@ -5,7 +5,7 @@ it covers (its ``rectangles`` attribute, the denominator of precision).
 
 from __future__ import annotations
 
-from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.matching.base import FilterSpec
 from wsframework.matching.errors import InvalidFilter
 
@@ -18,9 +18,9 @@ def _summary_element(spec: FilterSpec):
     """The ``edn:Summary`` element in the filter's content (None: the text carries it)."""
     content = spec.content
     if content is not None and isinstance(getattr(content, "tag", None), str):
-        if content.tag == f"{{{ns.EDN}}}Summary":
+        if content.tag == f"{{{EDN}}}Summary":
             return content
-        return content.find(f"{{{ns.EDN}}}Summary")
+        return content.find(f"{{{EDN}}}Summary")
     return None
 
 

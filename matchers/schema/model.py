@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from lxml import etree
 
-from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.matching.errors import InvalidMatcherOptions
 
 from .codecs import (
@@ -268,14 +268,14 @@ class Schema:
     # -- XML ---------------------------------------------------------------------------------
     @classmethod
     def from_element(cls, element: Any) -> "Schema":
-        if not isinstance(getattr(element, "tag", None), str) or element.tag != f"{{{ns.EDN}}}Schema":
-            raise InvalidSchema(f"expected an {{{ns.EDN}}}Schema element, got "
+        if not isinstance(getattr(element, "tag", None), str) or element.tag != f"{{{EDN}}}Schema":
+            raise InvalidSchema(f"expected an {{{EDN}}}Schema element, got "
                                 f"{getattr(element, 'tag', type(element).__name__)!r}")
         attributes = []
         for child in element:
             if not isinstance(child.tag, str):
                 continue
-            if child.tag != f"{{{ns.EDN}}}Attribute":
+            if child.tag != f"{{{EDN}}}Attribute":
                 raise InvalidSchema(f"unexpected element {child.tag!r} in the schema")
             kind = child.get("type", NUMBER)
             name = child.get("name") or ""
@@ -294,10 +294,10 @@ class Schema:
         return cls(tuple(attributes))
 
     def to_element(self, tag: str | None = None) -> etree._Element:
-        root = etree.Element(tag or f"{{{ns.EDN}}}Schema", nsmap={"edn": ns.EDN})
+        root = etree.Element(tag or f"{{{EDN}}}Schema", nsmap={"edn": EDN})
         for attribute in self.attributes:
-            nsmap = {p: u for p, u in attribute.namespaces if p != "edn" or u == ns.EDN}
-            child = etree.SubElement(root, f"{{{ns.EDN}}}Attribute", nsmap=nsmap)
+            nsmap = {p: u for p, u in attribute.namespaces if p != "edn" or u == EDN}
+            child = etree.SubElement(root, f"{{{EDN}}}Attribute", nsmap=nsmap)
             child.set("name", attribute.name)
             child.set("type", attribute.type)
             child.set("xpath", attribute.xpath)
@@ -320,12 +320,12 @@ class Schema:
             return config
         if config is None or not isinstance(getattr(config, "tag", None), str):
             return cls()
-        if config.tag == f"{{{ns.EDN}}}Schema":
+        if config.tag == f"{{{EDN}}}Schema":
             return cls.from_element(config)
-        found = config.find(f"{{{ns.EDN}}}Schema")
+        found = config.find(f"{{{EDN}}}Schema")
         if found is None:
             raise InvalidSchema(f"the matcher options ({config.tag}) carry no "
-                                f"{{{ns.EDN}}}Schema element")
+                                f"{{{EDN}}}Schema element")
         return cls.from_element(found)
 
 

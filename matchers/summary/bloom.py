@@ -42,7 +42,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from lxml import etree
 
-from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.matching.errors import InvalidFilter
 
 from ..schema.model import DEFAULT_FALSE_POSITIVE_RATE
@@ -55,7 +55,7 @@ MAX_BITS = 1 << 24          # 2 MiB on the wire at most per filter
 MAX_HASHES = 32
 MAX_VALUES = 1 << 40        # the ``values`` attribute (a count for reports, never allocated)
 _ENCODING = "base64"
-_BLOOM = f"{{{ns.EDN}}}Bloom"
+_BLOOM = f"{{{EDN}}}Bloom"
 _SECOND_SEED = np.uint64(0xD6E8FEB86659FD93)
 
 
@@ -204,7 +204,7 @@ class BloomFilter:
 
     # -- XML ---------------------------------------------------------------------------------
     def to_element(self, dim: str) -> etree._Element:
-        element = etree.Element(_BLOOM, nsmap={"edn": ns.EDN})
+        element = etree.Element(_BLOOM, nsmap={"edn": EDN})
         element.set("dim", dim)
         element.set("bits", str(self.bits))
         element.set("hashes", str(self.hashes))

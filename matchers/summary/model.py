@@ -42,7 +42,7 @@ from typing import Any, Mapping
 import numpy as np
 from lxml import etree
 
-from wsframework import ns
+from matchers.vocabulary import EDN, SUMMARY_DIALECT
 from wsframework.matching.errors import InvalidFilter
 
 from ..schema import InvalidSchema, Schema
@@ -50,11 +50,10 @@ from .bloom import BloomFilter, bloom_from_element
 
 __all__ = ["SUMMARY_DIALECT", "MAX_SUMMARY_BOXES", "Summary"]
 
-SUMMARY_DIALECT = ns.SUMMARY_DIALECT
 MAX_SUMMARY_BOXES = 1_000_000
 _ENCODING = "base64-float64le"
-_SUMMARY = f"{{{ns.EDN}}}Summary"
-_BLOOM = f"{{{ns.EDN}}}Bloom"
+_SUMMARY = f"{{{EDN}}}Summary"
+_BLOOM = f"{{{EDN}}}Bloom"
 
 
 def _frozen(array: Any, shape: tuple[int, int]) -> np.ndarray:
@@ -174,13 +173,13 @@ class Summary:
 
     # -- XML ---------------------------------------------------------------------------------
     def to_element(self, *, with_schema: bool = True) -> etree._Element:
-        root = etree.Element(_SUMMARY, nsmap={"edn": ns.EDN})
+        root = etree.Element(_SUMMARY, nsmap={"edn": EDN})
         root.set("dims", " ".join(self.dims))
         root.set("boxes", str(len(self)))
         if with_schema and self.schema is not None:
             root.append(self.schema.to_element())
         for tag, array in (("Mins", self.mins), ("Maxs", self.maxs)):
-            child = etree.SubElement(root, f"{{{ns.EDN}}}{tag}")
+            child = etree.SubElement(root, f"{{{EDN}}}{tag}")
             child.set("encoding", _ENCODING)
             child.text = base64.b64encode(array.astype("<f8").tobytes()).decode("ascii")
         for name, bloom in self.blooms.items():
@@ -204,7 +203,7 @@ class Summary:
         if not 0 <= count <= MAX_SUMMARY_BOXES:
             raise InvalidFilter(f"summary: 'boxes' must be in [0, {MAX_SUMMARY_BOXES}]")
         schema = None
-        schema_element = element.find(f"{{{ns.EDN}}}Schema")
+        schema_element = element.find(f"{{{EDN}}}Schema")
         if schema_element is not None:
             try:
                 schema = Schema.from_element(schema_element)
@@ -212,7 +211,7 @@ class Summary:
                 raise InvalidFilter(f"summary: {exc.reason}") from None
         arrays = []
         for tag in ("Mins", "Maxs"):
-            child = element.find(f"{{{ns.EDN}}}{tag}")
+            child = element.find(f"{{{EDN}}}{tag}")
             if child is None:
                 raise InvalidFilter(f"summary: missing edn:{tag}")
             if child.get("encoding", _ENCODING) != _ENCODING:

@@ -35,7 +35,7 @@ Precision and self-tuning (paper IV, V; :mod:`route_manager.precision`, :mod:`ro
     routing tables and swaps one reference per route (cuts and tables are cached per
     precision): every event is routed by exactly one table. Self-tuning (on by default)
     samples the process's CPU load and its utilization (time with a request in hand,
-    :mod:`wsframework.busy`) every interval and moves precision down when the dispatcher is
+    :mod:`wsframework.utilization`) every interval and moves precision down when the dispatcher is
     the bottleneck, up otherwise.
 
 Measurement (:mod:`route_manager.models.measurement`)

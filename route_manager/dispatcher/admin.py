@@ -25,7 +25,7 @@ from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.namespace import InvalidName
 
-from .. import edn_wire
+from .. import protocol as edn_wire
 from ..exceptions import server_address
 from ..precision import format_precision
 

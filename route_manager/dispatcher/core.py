@@ -18,9 +18,9 @@ from lxml import etree
 from matchers import FilterSpec, MatcherError
 from matchers.route_set.routing import calibration_cpu
 from matchers.schema.extraction import standalone
-from wsframework import ns
+from matchers.vocabulary import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET, SUMMARY_DIALECT
 from wsframework.admin import AdminClient
-from wsframework.busy import BusyMeter
+from wsframework.utilization import BusyMeter
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
@@ -28,10 +28,10 @@ from wsframework.settings import read_settings
 from wsframework.transport import LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 
-from .. import edn_wire
+from .. import protocol as edn_wire
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
-from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
+from ..protocol import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
 from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
@@ -59,8 +59,8 @@ class DispatcherCounters:
 
 
 class Dispatcher(BaseRouteManager):
-    default_route_matcher = ns.MATCHER_RTREE_ROUTE_SET
-    default_server_matcher = ns.MATCHER_RTREE_ENGINE
+    default_route_matcher = MATCHER_RTREE_ROUTE_SET
+    default_server_matcher = MATCHER_RTREE_ENGINE
 
     def __init__(self, service, *, settings: Mapping | None = None, transport=None):
         """``settings`` (text or typed values) add to the service's; both are read into
@@ -83,7 +83,7 @@ class Dispatcher(BaseRouteManager):
                                    policy=s.log_full, group_commit=s.log_group_commit)
                           if s.durable_log else None)
         # Batches go through the lean keep-alive client: requests cost ~300 us of CPU per
-        # POST (wsframework.transport.lean), as much as routing the batch's events.
+        # POST (wsframework.transport.socket_http), as much as routing the batch's events.
         self.forwarder = Forwarder(
             transport or LeanHttpTransport(timeout=(2.0, self.settings.forward_timeout)),
             event_log=self.event_log,
@@ -191,7 +191,7 @@ class Dispatcher(BaseRouteManager):
             # A server that does not say how many rectangles its summary covers: its load
             # (subscriptions on all its topics) is the best denominator for precision.
             summary.set("rectangles", str(load))
-        entry.matcher.add_filter(server, FilterSpec(ns.SUMMARY_DIALECT, "", (), summary))
+        entry.matcher.add_filter(server, FilterSpec(SUMMARY_DIALECT, "", (), summary))
 
     def add_server(self, name: str, address: str, kind: str = KIND_SERVER) -> None:
         self.servers[name] = address.rstrip("/")
@@ -337,7 +337,7 @@ def build_dispatcher(config, *, transport=None, **kwargs):
     """The ``dispatcher`` role: a service whose topics are routes to subscription servers."""
     from wsdl.admin import serve_admin_wsdl
     from wsframework.service import Service
-    service = Service(config, topic_admin=False, **kwargs)
+    service = Service(config, topic_admin=False, names=edn_wire.SERVICE_NAMES, **kwargs)
     serve_admin_wsdl(service, edn_wire.ADMIN_OPERATIONS)
     try:
         service.dispatcher = Dispatcher(service, transport=transport)

@@ -1,5 +1,5 @@
 """The routing modes of a network (``edn serve dispatcher --routing MODE``; the same on every
-node: :data:`route_manager.edn_wire.ROUTING_MODES`).
+node: :data:`route_manager.protocol.ROUTING_MODES`).
 
 * ``summaries`` (default): every node reports a summary upward; each dispatcher routes with
   its route set (:class:`matchers.RTreeRouteSet`) at a self-tuned precision.
@@ -26,10 +26,10 @@ import logging
 
 from matchers import known_matchers, register_matcher
 from matchers.pst.links_route_set import MATCHER_PST_LINKS, LinkRouteSet
-from wsframework import ns
+from matchers.vocabulary import MATCHER_RTREE_ROUTE_SET
 from wsframework.exceptions import SoapFault
 
-from ..edn_wire import ROUTING_FLOODING, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
+from ..protocol import ROUTING_FLOODING, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
 from ..precision import PRECISE
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def route_matcher_for(mode: str) -> str:
     matching's route set is registered then (no entry point of its own yet: it belongs to
     :mod:`matchers.pst`, whose package declares its plugins)."""
     if mode != ROUTING_LINKMATCHING:
-        return ns.MATCHER_RTREE_ROUTE_SET
+        return MATCHER_RTREE_ROUTE_SET
     if MATCHER_PST_LINKS not in known_matchers():
         register_matcher(LinkRouteSet)
     return MATCHER_PST_LINKS

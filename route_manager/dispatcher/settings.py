@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 
-from ..edn_wire import ROUTING_MODES, ROUTING_SUMMARIES
+from ..protocol import ROUTING_MODES, ROUTING_SUMMARIES
 from ..forwarding import LOG_FULL_POLICIES, POLICIES
 from ..latency_matrix import load_latency
 from ..precision import PRECISE, parse_precision

@@ -32,13 +32,13 @@ from urllib.parse import urlsplit
 
 from matchers.pst.links_route_set import predicates_element, union_predicates
 from matchers.summary import Summary, cut, cut_to_bytes, summary_target, union
-from wsframework import ns
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied, sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter
 from wsframework.namespace import EntryExists
 
-from ..edn_wire import EVENT_BATCH, KIND_DISPATCHER, batch_position
+from ..protocol import EVENT_BATCH, KIND_DISPATCHER, batch_position
 from ..precision import PRECISE
 from ..uplink import Generations, RouteReport, Uplink
 from .routing import ModeCheck
@@ -91,7 +91,7 @@ class TreeLink:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         messaging.route("edn.parent-batch",
-                        MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
+                        MessageFilter(action=EVENT_BATCH_ACTION,
                                       path_prefix=f"/{routes.kind}/"),
                         self._on_parent_batch, priority=20)
         routes.on_change(lambda event, entry: self._wake.set())

@@ -1,5 +1,5 @@
 """The ``edn:EventBatch`` a channel posts to a server: serialized events spliced into one
-body, sent to the topic's address with the action ``ns.EDN_EVENT_BATCH_ACTION``.
+body, sent to the topic's address with the action ``route_manager.protocol.EVENT_BATCH_ACTION``.
 
 A channel sends many batches to one address and topic: :class:`BatchTemplate` builds that
 envelope once (headers, credential, the batch element's attributes) and then makes each
@@ -17,11 +17,13 @@ from typing import Iterable
 from lxml import etree
 
 from wsframework import ns
+from matchers.vocabulary import EDN
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.addressing import WsaVersion, request_headers
 from wsframework.admin import ADMIN_TOKEN_QNAME
 from wsframework.soap import SoapVersion, build_envelope
 
-from ..edn_wire import BATCH_DISPATCHER, BATCH_FIRST_SEQ
+from ..protocol import BATCH_DISPATCHER, BATCH_FIRST_SEQ
 
 __all__ = ["BatchTemplate", "batch_envelope"]
 
@@ -40,14 +42,14 @@ class BatchTemplate:
         # contain them; each is found by its last occurrence (the body comes last).
         id_mark = f"urn:uuid:{uuid.uuid4()}"
         seq_mark = str(uuid.uuid4().int)
-        body = etree.Element(f"{{{ns.EDN}}}EventBatch", nsmap={"edn": ns.EDN})
+        body = etree.Element(f"{{{EDN}}}EventBatch", nsmap={"edn": EDN})
         body.set("Topic", topic)
         if self.logged:
             body.set(BATCH_DISPATCHER, dispatcher)
             body.set(BATCH_FIRST_SEQ, seq_mark)
         body.text = id_mark
         url = f"{address}/topics/{topic}"
-        headers = request_headers(WsaVersion.WSA10, url, ns.EDN_EVENT_BATCH_ACTION,
+        headers = request_headers(WsaVersion.WSA10, url, EVENT_BATCH_ACTION,
                                   message_id=id_mark)
         if credential is not None:
             token = etree.Element(ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})

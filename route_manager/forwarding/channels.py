@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from wsframework import ns
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.soap import SoapVersion
 
 from ..models.measurement import thread_cpu_seconds
@@ -333,7 +333,7 @@ class ServerChannel:
         url = f"{self.address}/topics/{batch[0].topic}"
         try:
             response = self.transport.post(url, payload, self.soap_version.content_type,
-                                           ns.EDN_EVENT_BATCH_ACTION)
+                                           EVENT_BATCH_ACTION)
         except Exception as exc:
             if self.stats.up:
                 log.warning("server %s unreachable (%s); queueing its events", self.server_id, exc)

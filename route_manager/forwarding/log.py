@@ -34,7 +34,7 @@ from typing import Sequence
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
 
-from ..edn_wire import FAULT_LOG_FULL
+from ..protocol import FAULT_LOG_FULL
 from ..exceptions import RouteManagerError
 from .log_rows import SCHEMA, LogCopy, copies_named, migrate, seq_named
 

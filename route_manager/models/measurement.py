@@ -26,7 +26,7 @@ events/s      events routed per second; with the dispatcher's backpressure (queu
 cpu           process CPU seconds per wall second: the load as a fraction of ONE core
               (the GIL makes one core the ceiling of a Python dispatcher).
 busy          utilization: the fraction of the time the dispatcher had a request in hand,
-              not counting publishers held back by backpressure (:mod:`wsframework.busy`).
+              not counting publishers held back by backpressure (:mod:`wsframework.utilization`).
               ~1.0 when the dispatcher is the bottleneck, whatever CPU it manages to get.
 bytes_out/s   bytes the sender threads posted per second (the outgoing link).
 ============  ===================================================================================
@@ -61,7 +61,7 @@ class Counters:
     sent: int = 0             # copies the sender threads delivered
     bytes_out: int = 0        # bytes they posted
     servers: int = 0          # N_s at the reading
-    busy: float = 0.0         # seconds with a request in hand (wsframework.busy)
+    busy: float = 0.0         # seconds with a request in hand (wsframework.utilization)
     backlog: int = 0          # copies queued for live servers, not yet sent (now, not cumulative)
 
 

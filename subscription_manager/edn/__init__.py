@@ -55,7 +55,7 @@ Placement rules live in :mod:`route_manager.placement`, peer state in
 """
 from __future__ import annotations
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from wsframework.service import Service, ServiceConfig
 
 from ..source import build_source

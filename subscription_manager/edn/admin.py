@@ -10,7 +10,7 @@ the host calls :meth:`_register_admin` once its parts exist, and provides ``edn`
 """
 from __future__ import annotations
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.exceptions import server_address
 from route_manager.peers import PeerSummary
 from wsframework.admin import AdminEndpoint, contracts

@@ -32,10 +32,10 @@ import time
 
 from lxml import etree
 
-from route_manager.edn_wire import EVENT_BATCH, batch_position
+from route_manager.protocol import EVENT_BATCH, batch_position
 from route_manager.peers import PeerTable
 from route_manager.placement_router import PlacementRouter
-from wsframework import ns
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied
 from wsframework.exceptions import sender_fault
@@ -92,7 +92,7 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         self.network = NetworkAgent(self)
         self.topics.on_change(self._forget_engine)
         service.messaging.route("edn.event-batch",
-                                MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
+                                MessageFilter(action=EVENT_BATCH_ACTION,
                                               path_prefix=TOPICS_PREFIX),
                                 self._on_event_batch, priority=20)
         self._register_admin(service.admin)

@@ -46,7 +46,7 @@ from typing import Iterable
 
 from lxml import etree
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.placement_router import subscription_box
 from wsframework.matching.errors import MatcherError
 from wsframework.store import Store

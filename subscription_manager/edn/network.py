@@ -50,12 +50,12 @@ from pathlib import Path
 
 from matchers.pst.links_route_set import predicates_element
 from matchers.summary import cut_to_bytes
-from route_manager import edn_wire
-from route_manager.edn_wire import KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
+from route_manager import protocol as edn_wire
+from route_manager.protocol import KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
 from route_manager.uplink import Generations, RouteReport, Uplink
 from wsframework.exceptions import SoapFault
 from wsframework.namespace import EntryExists
-from wsframework.ns import MATCHER_RTREE_ENGINE
+from matchers.vocabulary import MATCHER_RTREE_ENGINE
 from wsframework.transport import TransportError
 
 from .election import Election

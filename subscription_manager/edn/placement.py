@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager.edn_wire import PLACED
+from route_manager.protocol import PLACED
 from route_manager.placement_router import Candidate, Space, subscription_box
 from wsframework.admin import carries_credential
 from wsframework.exceptions import SoapFault

@@ -29,6 +29,7 @@ import time
 from lxml import etree
 
 from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.addressing import new_message_id, request_headers
 from wsframework.admin import contracts
 from wsframework.client import SoapClient
@@ -55,7 +56,7 @@ class SubscriptionRelay:
 
     # == Subscribe placed elsewhere ========================================================
     def _credential_headers(self) -> list[etree._Element]:
-        placed = etree.Element(PLACED, nsmap={"edn": ns.EDN})
+        placed = etree.Element(PLACED, nsmap={"edn": EDN})
         placed.text = "1"
         token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
         token.text = self.service.config.admin_token

@@ -44,9 +44,10 @@ from lxml import etree
 
 from matchers import FilterSpec
 from matchers.box_filters import compile_filter
-from route_manager.edn_wire import (BOX, END_TO, EXPRESSION, FILTER, NAMESPACE, NOTIFY_TO,
+from route_manager.protocol import (BOX, END_TO, EXPRESSION, FILTER, NAMESPACE, NOTIFY_TO,
                                     SUBSCRIPTION, SUBSCRIPTIONS)
 from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.addressing import EndpointReference
 from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
@@ -62,7 +63,7 @@ __all__ = ["subscriptions_element", "parse_subscriptions", "parse_import", "filt
 
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
-VALUE = ns.qname(ns.EDN, "Value")
+VALUE = ns.qname(EDN, "Value")
 #: bounds of a carried condition's namespaces (the XML parser bounds the whole message)
 MAX_NAMESPACES = 1024
 MAX_PREFIX = 256
@@ -85,7 +86,7 @@ def subscriptions_element(topic: str, subscriptions: Sequence[Subscription],
     the edn:NotifyWhen state of those with a condition (id -> (L, unnumbered); absent:
     nothing notified yet)."""
     notified = notified or {}
-    root = etree.Element(SUBSCRIPTIONS, nsmap={"edn": ns.EDN})
+    root = etree.Element(SUBSCRIPTIONS, nsmap={"edn": EDN})
     root.set("topic", topic)
     for s in subscriptions:
         element = etree.SubElement(root, SUBSCRIPTION)

@@ -97,7 +97,7 @@ def _values(texts: list[str]) -> list[str]:
 
 
 def cmd_publish(args) -> int:
-    from wsframework.publisher import Publisher
+    from route_manager.publisher import Publisher
     from wsframework.transport import TransportError
 
     from .interval_publisher import IntervalPublisher

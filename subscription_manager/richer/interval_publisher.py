@@ -29,7 +29,8 @@ import threading
 from lxml import etree
 
 from wsframework import ns
-from wsframework.publisher import Publisher
+from matchers.vocabulary import EDN
+from route_manager.publisher import Publisher
 
 from .interval_store import IntervalStore, StoredMessage
 from .intervals import IntervalMessage, InvalidIntervalState
@@ -37,23 +38,23 @@ from .intervals import IntervalMessage, InvalidIntervalState
 __all__ = ["MESSAGE_TAG", "topic_schema", "message_event", "read_message_event",
            "subscription_filter", "IntervalPublisher"]
 
-MESSAGE_TAG = ns.qname(ns.EDN, "IntervalMessage")
+MESSAGE_TAG = ns.qname(EDN, "IntervalMessage")
 VALUE_DOMAIN = (-1e12, 1e12)  # the update attribute's domain unless the caller names one
 
 
 def topic_schema(limit: float, value_min: float = VALUE_DOMAIN[0],
                  value_max: float = VALUE_DOMAIN[1]) -> etree._Element:
     """The ``edn:Schema`` of a topic carrying one stream's interval messages."""
-    root = etree.Element(ns.qname(ns.EDN, "Schema"), nsmap={"edn": ns.EDN})
+    root = etree.Element(ns.qname(EDN, "Schema"), nsmap={"edn": EDN})
     for name, low, high in (("low", 0.0, limit), ("high", 0.0, limit),
                             ("update", value_min, value_max)):
-        etree.SubElement(root, ns.qname(ns.EDN, "Attribute"), name=name, type="number",
+        etree.SubElement(root, ns.qname(EDN, "Attribute"), name=name, type="number",
                          xpath=f"@{name}", min=repr(float(low)), max=repr(float(high)))
     return root
 
 
 def message_event(stored: StoredMessage) -> etree._Element:
-    event = etree.Element(MESSAGE_TAG, nsmap={"edn": ns.EDN})
+    event = etree.Element(MESSAGE_TAG, nsmap={"edn": EDN})
     event.set("seq", str(stored.seq))
     event.set("part", str(stored.part))
     m = stored.message

@@ -37,7 +37,8 @@ from lxml import etree
 
 from matchers.range_aggregate import feed_schema
 from matchers.schema import InvalidSchema
-from wsframework.publisher import Publisher
+from route_manager.protocol import SERVICE_NAMES
+from route_manager.publisher import Publisher
 from wsframework.service import Service, ServiceConfig
 from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 
@@ -105,7 +106,7 @@ def build_table(config: ServiceConfig, *, publisher=None,
                 owner_wait: float = OWNER_WAIT_SECONDS) -> Service:
     """The ``table`` role (``publisher``: a stand-in for the root dispatchers, for tests)."""
     settings = TableSettings.from_mapping(config.settings)
-    service = Service(config, topic_admin=False)
+    service = Service(config, topic_admin=False, names=SERVICE_NAMES)
     table = None
     try:
         table = TableStore(Path(config.data_dir) / STORE_FILE, settings.table, settings.value,

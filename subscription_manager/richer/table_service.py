@@ -55,11 +55,11 @@ from lxml import etree
 
 from matchers.range_aggregate import change_element, feed_schema
 from matchers.schema.codecs import NUMBER_PATTERN
-from wsframework import ns
+from matchers.vocabulary import RANGE_AGGREGATE
 from wsframework.exceptions import WsFrameworkError, sender_fault
 from wsframework.faults import translate
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
-from wsframework.publisher import Publisher
+from route_manager.publisher import Publisher
 from wsframework.service import Service
 from wsframework.store import Store
 
@@ -71,7 +71,7 @@ __all__ = ["TableUpdate", "InvalidTableUpdate", "TableStoreBusy", "TableStore", 
            "parse_update", "put", "delete", "query", "MAX_KEY_CHARS", "MAX_TUPLES",
            "QUERY_ACTION"]
 
-RA = ns.RANGE_AGGREGATE
+RA = RANGE_AGGREGATE
 MAX_KEY_CHARS = 200
 MAX_TUPLES = 1_000_000   # publishers have no credential: the table's memory is bounded
 QUERY_ACTION = RA + "/Query"

@@ -30,8 +30,9 @@ from subscription_manager.deadletters import ListDeadLetters
 from tests.support import browser as browser_support
 from tests.support.processes import ADMIN_TOKEN, ServerProcess
 from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
 from wsframework.admin import AdminClient
-from wsframework.publisher import Publisher
+from route_manager.publisher import Publisher
 
 TOPIC = "grid"
 D = 3
@@ -90,7 +91,7 @@ class ConsoleNetwork:
 
     def subscribe(self, server: ServerProcess, lo, hi, notify_to: str) -> None:
         EventingClient("2011").subscribe(f"{server.base_url}/topics/{TOPIC}", notify_to,
-                                         filter=range_filter(lo, hi), dialect=ns.RANGES_DIALECT,
+                                         filter=range_filter(lo, hi), dialect=RANGES_DIALECT,
                                          expires="PT1H")
         self.subscriptions += 1
 

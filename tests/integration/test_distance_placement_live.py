@@ -18,7 +18,7 @@ from edn.localnet.network import TOPIC, LocalNetwork, wait_until
 from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import EventingClient
 from tests.support.processes import ADMIN_TOKEN
-from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
 
 LATENCY = {"servers": ["here", "near", "far"],
            "ms": [[0, 2, 70], [2, 0, 70], [70, 70, 0]]}
@@ -53,7 +53,7 @@ def subscribe_at(net: LocalNetwork, name: str, box) -> None:
     index = len(net.lo)
     net.handles.append(EventingClient("2011").subscribe(
         f"{net.servers[name].base_url}/topics/{TOPIC}", f"{net.sink.url}/n/{index}",
-        filter=range_filter(lo, hi), dialect=ns.RANGES_DIALECT, expires="PT1H"))
+        filter=range_filter(lo, hi), dialect=RANGES_DIALECT, expires="PT1H"))
     net.lo = np.vstack([net.lo, [lo]])
     net.hi = np.vstack([net.hi, [hi]])
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from edn.localnet.network import LocalNetwork
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.partitioning.kyra import KyraPlacement
 from subscription_manager.client import EventingClient
 from tests.support.edn import random_boxes, random_points

@@ -17,16 +17,17 @@ import random
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.notify_when import (last_notified_of, notify_when_element,
                                               parse_notify_when)
 from subscription_manager.versions import V2011
 from tests.support.processes import ADMIN_TOKEN
-from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
+from route_manager.workloads.grid_xml import GRID_EVENTS
 from wsframework.admin import AdminClient
-from wsframework.publisher import Publisher
+from route_manager.publisher import Publisher
 
 TOPIC = "ticks"
 VALUE = "/e:event/e:x0"
@@ -50,18 +51,18 @@ def rule(values, changed_by, tolerance):
 
 def _body(changed_by, tolerance, version="2011", notify_to="http://sink.invalid/n"):
     body = subscribe_body(version, notify_to, filter=range_filter([0.0], [1000.0]),
-                          dialect=ns.RANGES_DIALECT, expires="PT1H")
+                          dialect=RANGES_DIALECT, expires="PT1H")
     if changed_by is not None:
         body.append(notify_when_element(VALUE, changed_by, tolerance,
-                                        namespaces={"e": ns.GRID_EVENTS}))
+                                        namespaces={"e": GRID_EVENTS}))
     return body
 
 
 def received(sink) -> dict[str, list[float]]:
     got: dict[str, list[float]] = {path: [] for path in SUBSCRIPTIONS}
     for message in list(sink.messages):
-        event = etree.fromstring(message.body).find(f".//{{{ns.GRID_EVENTS}}}event")
-        got[message.path].append(float(event.find(f"{{{ns.GRID_EVENTS}}}x0").text))
+        event = etree.fromstring(message.body).find(f".//{{{GRID_EVENTS}}}event")
+        got[message.path].append(float(event.find(f"{{{GRID_EVENTS}}}x0").text))
     return got
 
 

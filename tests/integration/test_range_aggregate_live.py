@@ -30,7 +30,7 @@ from subscription_manager.client import EventingClient
 from subscription_manager.richer.aggregate import recompute
 from subscription_manager.richer.table_service import delete, put, query
 from tests.support.processes import ADMIN_TOKEN
-from wsframework import ns
+from matchers.vocabulary import RANGE_AGGREGATE
 from wsframework.addressing import WsaVersion, request_headers
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
@@ -39,7 +39,7 @@ from wsframework.soap import SoapVersion, build_envelope
 
 TABLE, FEED = "stocks", "stocks-feed"
 LOW, HIGH = 0.0, 100.0
-CHANGE = f"{{{ns.RANGE_AGGREGATE}}}Change"
+CHANGE = f"{{{RANGE_AGGREGATE}}}Change"
 
 
 def table_role(data, dispatcher: str, *extra: str) -> ServerProcess:
@@ -114,9 +114,9 @@ def test_range_aggregates_through_the_edn_match_recomputation(tmp_path):
             soap = SoapClient()
             initial = []
             for function, x1, x2 in subscriptions:
-                answer = soap.call(f"{table.base_url}/topics/{TABLE}", ns.RANGE_AGGREGATE + "/Query",
+                answer = soap.call(f"{table.base_url}/topics/{TABLE}", RANGE_AGGREGATE + "/Query",
                                       query(function, x1, x2)).body
-                result = answer.findtext(f"{{{ns.RANGE_AGGREGATE}}}Result")
+                result = answer.findtext(f"{{{RANGE_AGGREGATE}}}Result")
                 initial.append((int(answer.get("seq")), None if result is None else float(result)))
 
             state = {}
@@ -208,9 +208,9 @@ def test_the_table_role_keeps_serving_under_slow_clients(tmp_path):
         answer = requests.post(f"{table.base_url}/topics/{TABLE}", data=body, timeout=10,
                                headers={"Content-Type": SoapVersion.SOAP12.content_type})
         assert 400 <= answer.status_code < 500 and b"Fault" in answer.content, answer.status_code
-        outcome = client.call(f"{table.base_url}/topics/{TABLE}", ns.RANGE_AGGREGATE + "/Query",
+        outcome = client.call(f"{table.base_url}/topics/{TABLE}", RANGE_AGGREGATE + "/Query",
                               query("MIN", 0.0, 2.0)).body
-        assert outcome.find(f"{{{ns.RANGE_AGGREGATE}}}Result") is None   # "big" never went in
+        assert outcome.find(f"{{{RANGE_AGGREGATE}}}Result") is None   # "big" never went in
         assert int(outcome.get("seq")) == next(keys)   # every acknowledged update counted
     finally:
         client.transport.close()

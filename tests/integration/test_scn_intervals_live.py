@@ -28,9 +28,9 @@ from subscription_manager.richer.interval_publisher import (IntervalPublisher, M
 from subscription_manager.richer.interval_store import IntervalStore
 from tests.support.processes import ADMIN_TOKEN
 from tests.unit.subscription_manager.test_scn_intervals import strict  # the 5.2 oracle
-from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
 from wsframework.admin import AdminClient
-from wsframework.publisher import Publisher
+from route_manager.publisher import Publisher
 
 TOPIC = "quotes"
 LIMIT = 4.0
@@ -60,7 +60,7 @@ def test_subscribers_receive_exactly_their_strict_notifications(tmp_path):
             client = EventingClient("2004" if k % 5 == 4 else "2011")
             network.handles.append(client.subscribe(
                 f"{server.base_url}/topics/{TOPIC}", f"{network.sink.url}/n/{k}",
-                filter=subscription_filter(bound, LIMIT), dialect=ns.RANGES_DIALECT,
+                filter=subscription_filter(bound, LIMIT), dialect=RANGES_DIALECT,
                 expires="PT1H"))
         network.wait_routed()
 

@@ -20,7 +20,8 @@ from subscription_manager.client import EventingClient
 from subscription_manager.edn import build_server
 from subscription_manager.source import build_source
 from tests.support.eventing import FAST, SINK, TOKEN, RecordingSink, fake_resolver
-from wsframework import ns
+from matchers.vocabulary import MATCHER_RTREE_ENGINE
+from route_manager.workloads.grid_xml import GRID_EVENTS
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
@@ -28,7 +29,7 @@ from wsframework.service import ServiceConfig
 from wsframework.transport import InProcessTransport
 
 DISPATCHER = "http://dispatcher.test"
-EV = ns.GRID_EVENTS
+EV = GRID_EVENTS
 TOPIC = "grid"
 
 
@@ -153,7 +154,7 @@ class SingleSource:
                                     start_sweeper=False)
         self.transport.mount("http://single.test", self.service)
         AdminClient("http://single.test", TOKEN, transport=self.transport).create_topic(
-            TOPIC, ns.MATCHER_RTREE_ENGINE, schema_element(d))
+            TOPIC, MATCHER_RTREE_ENGINE, schema_element(d))
 
     def subscribe(self, lo, hi, index):
         EventingClient("2011", transport=self.transport).subscribe(

@@ -57,7 +57,7 @@ Adding a message of your own
 
     Its action is ``urn:example:ping/Ping`` (the element's namespace, ``/``, its name). The
     event distribution network declares every one of its messages this way
-    (``route_manager.edn_wire``). ``wsdl.admin.admin_wsdl`` describes the base contracts,
+    (``route_manager.protocol``). ``wsdl.admin.admin_wsdl`` describes the base contracts,
     plus the operations a role passes it.
 """
 from .client import AdminClient

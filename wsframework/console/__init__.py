@@ -14,8 +14,8 @@ The page shows a panel when the session's ``features`` name its API (``figures``
 
 Security
     * Login: the form posts the admin token (JSON) to ``api/login``; a right one sets the
-      session cookie ``edn_console`` (random id, HttpOnly, SameSite=Strict, Path=/console,
-      Secure when the base URL is https); failed logins are throttled per remote address
+      session cookie the application names (``service.names.console_cookie``: random id,
+      HttpOnly, SameSite=Strict, Path=/console, Secure when the base URL is https); failed logins are throttled per remote address
       (:class:`~.auth.LoginThrottle`: 429 with Retry-After).
     * Sessions live in the role's SQLite store (:mod:`.auth` says why: several workers,
       revocable logout), with an idle and an absolute expiry.

@@ -18,7 +18,6 @@ from .auth import LoginThrottle, SessionStore
 log = logging.getLogger(__name__)
 
 PREFIX = "/console"
-COOKIE = "edn_console"
 CSRF_HEADER = "x-csrf-token"
 MAX_TOKEN_CHARS = 1024
 # The page's scripts and styles are files of this package; nothing inline, nothing elsewhere.
@@ -61,6 +60,7 @@ class Console:
     def __init__(self, service, *, role: str | None = None, clock=None):
         self.base_url = service.base_url
         self.role = role or service.config.role
+        self.cookie = service.names.console_cookie  # the application names its cookie
         self._token = (service.config.admin_token or "").encode()
         pinned = {"clock": clock} if clock is not None else {}
         self.sessions = SessionStore(service.store, **pinned)
@@ -103,7 +103,7 @@ class Console:
     def _api(self, name: str, method: str, request: HttpRequest) -> HttpResponse:
         if method == "POST":
             self._same_origin(request)
-        session_id = _cookie(request, COOKIE)
+        session_id = _cookie(request, self.cookie)
         if name == "login" and method == "POST":
             return self._login(request, session_id)
         session = self.sessions.get(session_id)
@@ -166,8 +166,8 @@ class Console:
 
     # -- answers -----------------------------------------------------------------------------
     def _cookie(self, value: str, max_age: int) -> str:
-        attributes = [f"{COOKIE}={value}", f"Path={PREFIX}", f"Max-Age={max_age}", "HttpOnly",
-                      "SameSite=Strict"]
+        attributes = [f"{self.cookie}={value}", f"Path={PREFIX}", f"Max-Age={max_age}",
+                      "HttpOnly", "SameSite=Strict"]
         if self.secure:
             attributes.append("Secure")
         return "; ".join(attributes)

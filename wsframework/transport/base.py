@@ -12,7 +12,7 @@ class TransportError(WsFrameworkError):
     ``unsent``: the message certainly never reached the peer (no connection could be made,
     or the URL was refused before connecting), so the peer cannot have acted on it. Otherwise
     (a reset or a timeout after the request went out) it may have: a client that sends the
-    message elsewhere may have it acted on twice (:class:`wsframework.publisher.Publisher`).
+    message elsewhere may have it acted on twice (:class:`wsframework.publisher.FailoverPublisher`).
     """
 
     def __init__(self, message: str = "", *, unsent: bool = False):

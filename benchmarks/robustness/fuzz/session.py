@@ -86,7 +86,9 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
     """A valid session against the given base URLs, recorded. ``source`` gets the topics
     ``stocks`` (XPath matcher) and ``boxes`` (R-tree engine); the servers' ``grid_topic`` must
     exist (created through the dispatcher)."""
-    from route_manager import edn_wire
+    from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT
+    from route_manager import protocol as edn_wire
+    from route_manager.protocol import EVENT_BATCH_ACTION
     from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
     from subscription_manager.client import EventingClient
     from wsframework import ns
@@ -121,7 +123,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
     if source:
         admin = AdminClient(source, token, transport=rec)
         soft(admin.create_topic, "stocks")
-        soft(admin.create_topic, "boxes", ns.MATCHER_RTREE_ENGINE, schema_element(d))
+        soft(admin.create_topic, "boxes", MATCHER_RTREE_ENGINE, schema_element(d))
         soft(admin.list_topics)
         soft(admin.call, contracts.GetStats())
         stocks, boxes = f"{source}/topics/stocks", f"{source}/topics/boxes"
@@ -139,9 +141,9 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
             ("2004", SoapVersion.SOAP12, stocks, {"filter": PUBLISH_ACTION,
                                                   "dialect": ns.ACTION_DIALECT_DPWS2006}),
             ("2011", SoapVersion.SOAP12, boxes, {"filter": range_filter(lo, hi),
-                                                 "dialect": ns.RANGES_DIALECT}),
+                                                 "dialect": RANGES_DIALECT}),
             ("2004", SoapVersion.SOAP12, boxes, {"filter": range_filter(lo, hi),
-                                                 "dialect": ns.RANGES_DIALECT}),
+                                                 "dialect": RANGES_DIALECT}),
             ("2011", SoapVersion.SOAP12, stocks, {"expires": "2099-01-01T00:00:00Z"}),
             ("2004", SoapVersion.SOAP11, stocks, {"expires": "P1DT2H", "end_to": sink_url + "/end"}),
         ]
@@ -168,14 +170,14 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
         for k, version in enumerate(("2011", "2004")):
             client = EventingClient(version, transport=rec)
             handle = session(client, f"{url}/topics/{grid_topic}", f"{sink_url}/fuzz/{name}-{k}",
-                             filter=range_filter(lo, hi), dialect=ns.RANGES_DIALECT,
+                             filter=range_filter(lo, hi), dialect=RANGES_DIALECT,
                              expires="PT1H")
             if handle is not None and k:
                 soft(client.unsubscribe, handle)
         # as the dispatcher sends it, with the network's credential
         credential = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
         credential.text = token
-        soft(SoapClient(rec).send, f"{url}/topics/{grid_topic}", ns.EDN_EVENT_BATCH_ACTION,
+        soft(SoapClient(rec).send, f"{url}/topics/{grid_topic}", EVENT_BATCH_ACTION,
              _batch(grid_topic, [point, hi], ns), [credential])
     if dispatcher:
         admin = AdminClient(dispatcher, token, transport=rec)
@@ -194,9 +196,10 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
 
 
 def _batch(topic: str, points, ns) -> etree._Element:
-    from route_manager.edn_wire import EVENT_BATCH
+    from matchers.vocabulary import EDN
+    from route_manager.protocol import EVENT_BATCH
     from route_manager.workloads.grid_xml import event_element
-    body = etree.Element(EVENT_BATCH, nsmap={"edn": ns.EDN})
+    body = etree.Element(EVENT_BATCH, nsmap={"edn": EDN})
     body.set("Topic", topic)
     for k, p in enumerate(points):
         body.append(event_element(p, 100 + k))

@@ -8,10 +8,11 @@ from hypothesis import given, settings, strategies as st
 from lxml import etree
 
 from benchmarks.robustness.fuzz import hostile_values
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from tests.support.eventing import TOKEN
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer
 from wsframework import ns
+from matchers.vocabulary import MATCHER_BRUTE_FORCE, MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET
 from wsframework.addressing import WsaVersion, request_headers
 from wsframework.admin import contracts
 from wsframework.admin.codec import render
@@ -54,8 +55,8 @@ def _element(text: str | None):
 # DeleteTopic/DeleteRoute, Configure) are fuzzed too: the roles are this module's own.
 CONTRACTS = st.one_of(
     st.builds(lambda n, m, o: contracts.CreateTopic(Name=_clean(n), Matcher=m, Options=_element(o)),
-              TEXT, st.none() | st.sampled_from([ns.MATCHER_XPATH, ns.MATCHER_RTREE_ENGINE,
-                                                  ns.MATCHER_BRUTE_FORCE, "urn:nope"]),
+              TEXT, st.none() | st.sampled_from([ns.MATCHER_XPATH, MATCHER_RTREE_ENGINE,
+                                                  MATCHER_BRUTE_FORCE, "urn:nope"]),
               # and options that are no valid edn:Schema (the test at the bottom pins their fault)
               st.none() | st.just(VALID_SCHEMA) | st.sampled_from(INVALID_OPTIONS)),
     st.builds(lambda n: contracts.DeleteTopic(Name=_clean(n)), st.sampled_from(["fuzz", "nosuch", "x" * 300])),
@@ -81,7 +82,7 @@ CONTRACTS = st.one_of(
               st.none() | st.sampled_from(["server", "dispatcher", "router", ""]) | TEXT),
     st.builds(lambda p: edn_wire.ListServers(Prefix=_clean(p)), TEXT),
     st.builds(lambda n, m: edn_wire.CreateRoute(Name=_clean(n), Matcher=m), TEXT,
-              st.none() | st.sampled_from([ns.MATCHER_RTREE_ROUTE_SET, "urn:nope"])),
+              st.none() | st.sampled_from([MATCHER_RTREE_ROUTE_SET, "urn:nope"])),
 )
 
 
@@ -140,8 +141,8 @@ def test_wrong_credentials_are_refused_as_the_senders(roles, role, token, operat
     assert fault.subcode == contracts.FAULT_ACCESS_DENIED, fault
 
 
-@pytest.mark.parametrize("role,matcher", [("source", ns.MATCHER_RTREE_ENGINE),
-                                          ("source", ns.MATCHER_BRUTE_FORCE),
+@pytest.mark.parametrize("role,matcher", [("source", MATCHER_RTREE_ENGINE),
+                                          ("source", MATCHER_BRUTE_FORCE),
                                           ("dispatcher", None)])
 @pytest.mark.parametrize("options", INVALID_OPTIONS, ids=["not-a-schema", "min-above-max", "bad-type"])
 def test_invalid_matcher_options_are_the_senders_fault(roles, role, matcher, options):

@@ -11,6 +11,7 @@ from subscription_manager.client import subscribe_body
 from tests.support.eventing import BASE, SINK
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer
 from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
 from wsframework.addressing import request_headers
 from wsframework.exceptions import SENDER
 from wsframework.publisher import PUBLISH_ACTION
@@ -25,10 +26,10 @@ DIALECTS = [
     ("2011", "stocks", ns.XPATH20_DIALECT_2011),
     ("2011", "stocks", ns.ACTION_DIALECT_DPWS11),
     ("2004", "stocks", ns.ACTION_DIALECT_DPWS2006),
-    ("2011", "boxes", ns.RANGES_DIALECT),
-    ("2004", "boxes", ns.RANGES_DIALECT),
+    ("2011", "boxes", RANGES_DIALECT),
+    ("2004", "boxes", RANGES_DIALECT),
     ("2011", "boxes", ns.XPATH10_DIALECT_2011),
-    ("2011", "grid", ns.RANGES_DIALECT),       # on a subscription server
+    ("2011", "grid", RANGES_DIALECT),       # on a subscription server
     ("2011", "stocks", "urn:no-such-dialect"),
 ]
 TOKENS = ["q:price", "q:symbol", "//q:quote", "/", "//", ".", "..", "*", "@symbol", "[", "]", "(",

@@ -14,6 +14,7 @@ from lxml import etree
 from benchmarks.robustness.fuzz import hostile_values, mutate
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer, send
 from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.soap import parse_envelope
 
 CONTENT_TYPES = st.sampled_from([
@@ -41,7 +42,7 @@ def test_arbitrary_bodies_get_soap_faults(roles, role, path, content_type, body)
 
 
 TAGS = [ns.qname(n, local) for n in (ns.SOAP12, ns.SOAP11, ns.WSA10, ns.WSA2004, ns.WSE2011,
-                                     ns.WSE2004, ns.ADMIN, ns.EDN, "urn:quotes")
+                                     ns.WSE2004, ns.ADMIN, EDN, "urn:quotes")
         for local in ("Envelope", "Header", "Body", "Action", "To", "MessageID", "ReplyTo",
                       "Address", "Subscribe", "Renew", "GetStatus", "Unsubscribe", "Delivery",
                       "NotifyTo", "Filter", "Expires", "Identifier", "AdminToken", "ListTopics",

@@ -8,11 +8,13 @@ from hypothesis import given, strategies as st
 from lxml import etree
 
 from benchmarks.robustness.fuzz import hostile_values
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.workloads.grid_xml import event_element
 from tests.support.eventing import TOKEN
 from tests.unit.fuzz.fuzzkit import CHILD, FUZZ, call, check_answer
 from wsframework import ns
+from matchers.vocabulary import EDN
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.addressing import WsaVersion, request_headers
 from wsframework.admin import contracts
 from wsframework.exceptions import SENDER
@@ -39,13 +41,13 @@ def _leaf(text):
        st.sampled_from([TOKEN, None, "wrong"]), st.sampled_from(list(SoapVersion)))
 def test_parent_batches_to_a_child_get_soap_answers(roles, parent, first_seq, events, token,
                                                     soap):
-    body = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": ns.EDN})
+    body = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": EDN})
     body.set("Topic", "grid")
     for name, value in ((edn_wire.BATCH_DISPATCHER, parent), (edn_wire.BATCH_FIRST_SEQ, first_seq)):
         if value is not None:
             body.set(name, "".join(c for c in value if c in "\t\n\r" or " " <= c < "\ud800"))
     body.extend(events)
-    headers = request_headers(WsaVersion.WSA10, f"{CHILD}/topics/grid", ns.EDN_EVENT_BATCH_ACTION)
+    headers = request_headers(WsaVersion.WSA10, f"{CHILD}/topics/grid", EVENT_BATCH_ACTION)
     if token is not None:
         credential = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
         credential.text = token

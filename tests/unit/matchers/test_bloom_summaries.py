@@ -15,7 +15,7 @@ from matchers.schema import Attribute, InvalidSchema, Schema
 from matchers.schema.codecs import string_coordinate
 from matchers.summary import BloomFilter, Summary, cut, union
 from matchers.summary.bloom import MAX_BITS, union_of
-from wsframework.ns import EDN
+from matchers.vocabulary import EDN
 
 SCHEMA = Schema((Attribute("price", "number", "price", (), 0, 100),
                  Attribute("symbol", "string", "symbol", summary="bloom")))

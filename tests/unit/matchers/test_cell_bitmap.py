@@ -27,7 +27,7 @@ from matchers.cell_bitmap import CELL_BITMAP_URI, CellBitmapEngine, CellBitmapIn
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
 from matchers.summary import summary_target
-from wsframework import ns
+from matchers.vocabulary import MATCHER_CELL_BITMAP
 
 FAST = settings(max_examples=80, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -327,7 +327,7 @@ def test_the_index_is_measured_again_only_when_the_rows_halve_or_double(monkeypa
 
 
 def test_registered_under_its_uri():
-    assert CELL_BITMAP_URI == ns.MATCHER_CELL_BITMAP == "urn:wsframework:matchers:cell-bitmap"
+    assert CELL_BITMAP_URI == MATCHER_CELL_BITMAP == "urn:wsframework:matchers:cell-bitmap"
     assert isinstance(create_matcher(CELL_BITMAP_URI), CellBitmapEngine)
 
 

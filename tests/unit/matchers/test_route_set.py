@@ -24,7 +24,7 @@ from matchers.route_set import table as route_table
 from matchers.route_set.bitmaps import RankBitmaps
 from matchers.schema import Attribute
 from matchers.summary import SUMMARY_DIALECT
-from wsframework.ns import EDN, MATCHER_RTREE_ROUTE_SET
+from matchers.vocabulary import EDN, MATCHER_RTREE_ROUTE_SET
 
 SCHEMA = Schema((Attribute("x", "number", "/e/@x", (), 0, 10),
                  Attribute("y", "number", "/e/@y", (), 0, 10)))

@@ -16,7 +16,7 @@ from matchers import (
 )
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
-from wsframework.ns import EDN, MATCHER_RTREE_ENGINE
+from matchers.vocabulary import EDN, MATCHER_RTREE_ENGINE
 
 OPTIONS = f"""<adm:Options xmlns:adm="urn:wsframework:admin">
 <edn:Schema xmlns:edn="{EDN}" xmlns:q="urn:quotes">

@@ -16,7 +16,7 @@ from matchers.schema.codecs import (
     string_coordinate,
 )
 from matchers.schema.intervals import Interval
-from wsframework.ns import EDN
+from matchers.vocabulary import EDN
 
 SCHEMA_XML = f"""
 <edn:Schema xmlns:edn="{EDN}" xmlns:q="urn:quotes">

@@ -11,7 +11,7 @@ from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
 from matchers.summary import MaximalRectangles, str_groups, summary_target
 from matchers.summary.maximal import _bulk_parents
-from wsframework.ns import EDN
+from matchers.vocabulary import EDN
 
 SCHEMA = Schema((Attribute("x", "number", "/e/x", (), 0, 10),
                  Attribute("y", "number", "/e/y", (), 0, 10)))

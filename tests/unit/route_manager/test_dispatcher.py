@@ -4,10 +4,10 @@ from lxml import etree
 
 from matchers.schema import Schema
 from matchers.summary import Summary
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.dispatcher import build_dispatcher
-from route_manager.edn_wire import FAULT_UNKNOWN_SERVER
-from route_manager.edn_wire import EVENT_BATCH
+from route_manager.protocol import FAULT_UNKNOWN_SERVER
+from route_manager.protocol import EVENT_BATCH
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault

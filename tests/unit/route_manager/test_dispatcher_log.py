@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from route_manager.dispatcher import build_dispatcher
-from route_manager.edn_wire import (BATCH_DISPATCHER, BATCH_FIRST_SEQ, EVENT_BATCH,
+from route_manager.protocol import (BATCH_DISPATCHER, BATCH_FIRST_SEQ, EVENT_BATCH,
                                     FAULT_LOG_FULL)
 from route_manager.forwarding import EventLog, LogFull, ServerChannel
 from tests.unit.route_manager.test_dispatcher import (DISPATCHER, EV, TOKEN, event, register,

@@ -4,7 +4,7 @@ the wire form they always had."""
 import pytest
 from lxml import etree
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from wsdl.admin import admin_wsdl
 from wsframework import admin
 from wsframework import ns

@@ -2,7 +2,7 @@
 import pytest
 
 from matchers import MatcherError
-from route_manager.edn_wire import FAULT_UNKNOWN_SERVER
+from route_manager.protocol import FAULT_UNKNOWN_SERVER
 from route_manager.exceptions import (InvalidConfiguration, InvalidRepartition, RepartitionFailed,
                                       UnknownAlgorithm, UnknownServer, UnusableSummary)
 from wsframework.admin import contracts

@@ -5,9 +5,9 @@ import threading
 import pytest
 from lxml import etree
 
-from route_manager.edn_wire import EVENT_BATCH
+from route_manager.protocol import EVENT_BATCH
 from route_manager.forwarding import Forwarder, ServerChannel, TokenBucket
-from wsframework import ns
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.soap import parse_envelope
 from wsframework.transport import TransportError, TransportResponse
 
@@ -41,7 +41,7 @@ class FakeServer:
     def wait_events(self, count, timeout=5):
         with self.cond:
             assert self.cond.wait_for(lambda: len(self.events()) >= count, timeout), self.events()
-            assert self.seen == {(ns.EDN_EVENT_BATCH_ACTION, EVENT_BATCH)}
+            assert self.seen == {(EVENT_BATCH_ACTION, EVENT_BATCH)}
 
     def close(self):
         pass
@@ -244,12 +244,14 @@ def test_sender_cpu_is_its_greenlets_own_under_gevent():
 
 def _tree_batch(soap_version, address, topic, events, credential, dispatcher, first_seq):
     """The batch envelope as a tree would give it: what the splice must equal."""
-    from route_manager.edn_wire import BATCH_DISPATCHER, BATCH_FIRST_SEQ
+    from route_manager.protocol import BATCH_DISPATCHER, BATCH_FIRST_SEQ
     from wsframework import ns as wsns
+    from matchers.vocabulary import EDN
+    from route_manager.protocol import EVENT_BATCH_ACTION
     from wsframework.addressing import WsaVersion, request_headers
     from wsframework.admin import ADMIN_TOKEN_QNAME
     from wsframework.soap import build_envelope
-    body = etree.Element(f"{{{wsns.EDN}}}EventBatch", nsmap={"edn": wsns.EDN})
+    body = etree.Element(f"{{{EDN}}}EventBatch", nsmap={"edn": EDN})
     body.set("Topic", topic)
     if dispatcher is not None:
         body.set(BATCH_DISPATCHER, dispatcher)
@@ -257,7 +259,7 @@ def _tree_batch(soap_version, address, topic, events, credential, dispatcher, fi
     for event in events:
         body.append(etree.fromstring(event))
     headers = request_headers(WsaVersion.WSA10, f"{address}/topics/{topic}",
-                              wsns.EDN_EVENT_BATCH_ACTION, message_id="urn:uuid:fixed")
+                              EVENT_BATCH_ACTION, message_id="urn:uuid:fixed")
     if credential is not None:
         token = etree.Element(ADMIN_TOKEN_QNAME, nsmap={"adm": wsns.ADMIN})
         token.text = credential

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.exceptions import UnknownAlgorithm
 from route_manager.partitioning.kyra import KyraNetwork, KyraPlacement, zone_shares
 from route_manager.latency_matrix import LatencyMatrix

@@ -246,7 +246,7 @@ def test_dispatcher_utilization_leaves_out_the_backpressure_wait_and_is_configur
 
     from route_manager.dispatcher import build_dispatcher
     from wsframework.admin import AdminClient, contracts
-    from wsframework.busy import BusyMeter
+    from wsframework.utilization import BusyMeter
     from wsframework.service import ServiceConfig
     from wsframework.transport import InProcessTransport
 

@@ -15,7 +15,7 @@ from matchers.ranges import RANGES_DIALECT
 from matchers.rtree_engine import RTreeMatchingEngine
 from matchers.schema import Attribute, Schema
 from matchers.summary import SUMMARY_DIALECT
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.dispatcher import DispatcherSettings, build_dispatcher
 from route_manager.dispatcher.routing import ModeCheck
 from subscription_manager.edn.summaries import box_predicates

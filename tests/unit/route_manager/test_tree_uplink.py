@@ -6,12 +6,14 @@ import pytest
 from lxml import etree
 
 from matchers.summary import Summary
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.dispatcher import build_dispatcher
 from route_manager.dispatcher.tables import DispatcherTables
-from route_manager.edn_wire import EVENT_BATCH
+from route_manager.protocol import EVENT_BATCH
 from route_manager.forwarding import EventLog
 from wsframework import ns
+from matchers.vocabulary import EDN
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
@@ -147,7 +149,7 @@ def test_a_parent_that_forgot_the_child_gets_everything_again(tree, tmp_path):
 
 
 def batch(parent_id, first_seq, points):
-    body = etree.Element(EVENT_BATCH, nsmap={"edn": ns.EDN})
+    body = etree.Element(EVENT_BATCH, nsmap={"edn": EDN})
     body.set("Topic", "grid")
     if parent_id is not None:
         body.set(edn_wire.BATCH_DISPATCHER, parent_id)
@@ -159,7 +161,7 @@ def batch(parent_id, first_seq, points):
 def send_batch(transport, body, token=TOKEN):
     header = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
     header.text = token
-    SoapClient(transport).send(f"{CHILD}/topics/grid", ns.EDN_EVENT_BATCH_ACTION, body,
+    SoapClient(transport).send(f"{CHILD}/topics/grid", EVENT_BATCH_ACTION, body,
                                headers=[header] if token else [])
 
 

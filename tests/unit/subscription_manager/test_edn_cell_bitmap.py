@@ -14,13 +14,13 @@ from tests.support.edn import (
     random_points,
     schema_element,
 )
-from wsframework import ns
+from matchers.vocabulary import MATCHER_CELL_BITMAP
 
 
 @pytest.fixture
 def net(tmp_path):
     network = Network(tmp_path, ("rtree", "rtree"))
-    network.admin.create_topic(TOPIC, ns.MATCHER_CELL_BITMAP, schema_element(network.d))
+    network.admin.create_topic(TOPIC, MATCHER_CELL_BITMAP, schema_element(network.d))
     yield network
     network.close()
 

@@ -8,11 +8,13 @@ import copy
 import pytest
 from lxml import etree
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from subscription_manager.client import EventingClient
 from tests.support.edn import EV, TOPIC, Network, event_element, server_url
 from tests.support.eventing import SINK, TOKEN
 from wsframework import ns
+from matchers.vocabulary import EDN, RANGES_DIALECT
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import contracts
 from wsframework.client import SoapClient
 from wsframework.soap import parse_envelope
@@ -29,7 +31,7 @@ def _deep_event(event_id: int, depth: int) -> etree._Element:
 
 
 def _batch(events, dispatcher=None, first_seq=None) -> etree._Element:
-    batch = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": ns.EDN})
+    batch = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": EDN})
     for event in events:
         batch.append(event)
     if dispatcher is not None:
@@ -43,9 +45,9 @@ def _send(net, batch):
     token.text = TOKEN
     client = SoapClient(net.transport)
     address = f"{server_url(0)}/topics/{TOPIC}"
-    payload = client.envelope(address, ns.EDN_EVENT_BATCH_ACTION, batch, [token])
+    payload = client.envelope(address, EVENT_BATCH_ACTION, batch, [token])
     response = net.transport.post(address, payload, client.soap_version.content_type,
-                                  ns.EDN_EVENT_BATCH_ACTION)
+                                  EVENT_BATCH_ACTION)
     if response.body:
         fault = parse_envelope(response.body).fault()
         assert fault is None, fault
@@ -186,7 +188,7 @@ def test_an_import_leaves_the_topics_index_packed(net):
     imported = [Subscription(
         id=f"imp{i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
         soap_version=SoapVersion.SOAP12.value,
-        filter=FilterSpec(ns.RANGES_DIALECT, range_filter([i % 9, 0, 0], [i % 9 + 1, 10, 10])),
+        filter=FilterSpec(RANGES_DIALECT, range_filter([i % 9, 0, 0], [i % 9 + 1, 10, 10])),
         notify_to=EndpointReference(f"{SINK}/n/imp{i}"), end_to=None, format=UNWRAP,
         expires=None, expires_kind="duration", created=0.0) for i in range(300)]
     assert manager.mover.import_(TOPIC, subscriptions_element(TOPIC, imported)) == 300

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from subscription_manager.client import EventingClient
 from subscription_manager.edn.wire import parse_subscriptions, subscriptions_element
 from subscription_manager.lifecycle import State

@@ -11,7 +11,7 @@ from lxml import etree
 from matchers.ranges import RANGES_DIALECT
 from matchers.rtree_engine import RTreeMatchingEngine
 from matchers.summary import Summary
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from route_manager.peers import PeerSummary
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager import manager as base_manager
@@ -21,7 +21,7 @@ from tests.support.edn import (DISPATCHER, EV, TOPIC, Network, SingleSource,
                                          event_element, expected_notifications, random_boxes,
                                          random_points, range_filter, schema_element, server_url)
 from tests.support.eventing import FAST, SINK, TOKEN, fake_resolver
-from wsframework import ns
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
@@ -403,7 +403,7 @@ def test_an_event_batch_for_an_unknown_topic_is_a_fault(network):
     batch = etree.Element("{urn:wsframework:edn}EventBatch")
     batch.append(event_element([1, 1, 1], 0))
     with pytest.raises(SoapFault) as caught:
-        SoapClient(net.transport).call(f"{server_url(0)}/topics/nope", ns.EDN_EVENT_BATCH_ACTION,
+        SoapClient(net.transport).call(f"{server_url(0)}/topics/nope", EVENT_BATCH_ACTION,
                                        batch, [_token(TOKEN)])
     assert "DestinationUnreachable" in caught.value.subcode
 
@@ -426,7 +426,7 @@ def test_an_event_batch_needs_the_networks_credential(network, token):
     headers = [] if token is None else [_token(token)]
     with pytest.raises(SoapFault) as caught:
         SoapClient(net.transport).call(f"{server_url(0)}/topics/{TOPIC}",
-                                       ns.EDN_EVENT_BATCH_ACTION, batch, headers)
+                                       EVENT_BATCH_ACTION, batch, headers)
     assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
     net.drain()
     assert net.received() == []

@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.eventing import Harness, quote
 from wsframework import ns
+from matchers.vocabulary import RANGES_DIALECT
 from wsframework.exceptions import SENDER, SoapFault
 from wsframework.matching import FilterSpec, InvalidFilter
 from wsframework.matching.limits import FilterLimits, check_filter_limits
@@ -13,7 +14,7 @@ from wsframework.matching.limits import FilterLimits, check_filter_limits
 Q = "urn:quotes"
 RE = "http://exslt.org/regular-expressions"
 XPATH20 = ns.XPATH20_DIALECT_2011
-RANGES = ns.RANGES_DIALECT
+RANGES = RANGES_DIALECT
 REFUSED = {"2004": "InvalidMessage", "2011": "CannotProcessFilter"}
 
 

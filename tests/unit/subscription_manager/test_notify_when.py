@@ -17,6 +17,7 @@ from subscription_manager.notify_when import (NotifyWhen, last_notified_of, noti
 from subscription_manager.versions import V2004, V2011
 from tests.support.eventing import BASE, SINK, Harness, Q, quote
 from wsframework import ns
+from matchers.vocabulary import EDN
 from wsframework.exceptions import MUST_UNDERSTAND, SENDER, SoapFault
 
 VERSIONS = {"2004": V2004, "2011": V2011}
@@ -49,9 +50,9 @@ def test_notify_when_parsed_in_both_versions(name):
 
 
 def _element_with(children: dict[str, str | None]):
-    element = etree.Element(ns.qname(ns.EDN, "NotifyWhen"), nsmap={"edn": ns.EDN, "q": Q})
+    element = etree.Element(ns.qname(EDN, "NotifyWhen"), nsmap={"edn": EDN, "q": Q})
     for local, text in children.items():
-        etree.SubElement(element, ns.qname(ns.EDN, local)).text = text
+        etree.SubElement(element, ns.qname(EDN, local)).text = text
     return element
 
 
@@ -99,7 +100,7 @@ def test_repeated_or_nested_parts_are_refused(name):
     with pytest.raises(SoapFault, match="more than once"):
         parse_subscribe(body_with(version, condition(), condition()), version)
     nested = condition()
-    etree.SubElement(nested[1], ns.qname(ns.EDN, "Inner"))
+    etree.SubElement(nested[1], ns.qname(EDN, "Inner"))
     with pytest.raises(SoapFault, match="holds text"):
         parse_subscribe(body_with(version, nested), version)
 

@@ -10,12 +10,13 @@ import time
 import pytest
 from lxml import etree
 
-from route_manager import edn_wire
+from route_manager import protocol as edn_wire
 from subscription_manager import deadletters as dl
 from subscription_manager.outbox import Outbox, process_owner
 from tests.support.edn import TOPIC, Network, event_element, server_url
 from tests.support.eventing import TOKEN, FakeClock, Harness, RecordingSink, quote
 from wsframework import ns
+from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
@@ -244,9 +245,9 @@ def _send(net, batch):
     """Post ``batch`` as the dispatcher does; a fault is raised, success is HTTP 202."""
     client = SoapClient(net.transport)
     address = f"{server_url(0)}/topics/{TOPIC}"
-    payload = client.envelope(address, ns.EDN_EVENT_BATCH_ACTION, batch, [_token()])
+    payload = client.envelope(address, EVENT_BATCH_ACTION, batch, [_token()])
     response = net.transport.post(address, payload, client.soap_version.content_type,
-                                  ns.EDN_EVENT_BATCH_ACTION)
+                                  EVENT_BATCH_ACTION)
     if response.body:
         fault = parse_envelope(response.body).fault()
         if fault is not None:

@@ -12,7 +12,7 @@ from matchers.range_aggregate import (
 from matchers.schema import Attribute, Schema
 from subscription_manager.richer.aggregate import RangeMinTable, matches
 from tests.support.eventing import Harness
-from wsframework import ns
+from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT, RANGE_AGGREGATE
 from wsframework.exceptions import SENDER, SoapFault
 from wsframework.matching import InvalidFilter
 
@@ -92,8 +92,8 @@ def test_open_bounds_exclude_exactly_their_value():
                      Attribute("t", "dateTime", "t", (), 0, 10**18)))
     engine = RTreeMatchingEngine(schema)
     for value in (20, 30, 40):
-        engine.add_filter(f"x{value}", FilterSpec(ns.RANGES_DIALECT, f"x = {value}"))
-    engine.add_filter("noon", FilterSpec(ns.RANGES_DIALECT, "t = '2024-01-01T12:00:00Z'"))
+        engine.add_filter(f"x{value}", FilterSpec(RANGES_DIALECT, f"x = {value}"))
+    engine.add_filter("noon", FilterSpec(RANGES_DIALECT, "t = '2024-01-01T12:00:00Z'"))
 
     def event(**bounds):
         element = etree.Element("e")
@@ -120,7 +120,7 @@ def test_open_bounds_exclude_exactly_their_value():
 def test_string_attributes_have_no_open_bounds():
     schema = Schema((Attribute("s", "string", "s", ()),))
     engine = RTreeMatchingEngine(schema)
-    engine.add_filter("b", FilterSpec(ns.RANGES_DIALECT, "s = 'b'"))
+    engine.add_filter("b", FilterSpec(RANGES_DIALECT, "s = 'b'"))
     element = etree.fromstring('<e><s minExclusive="a" max="c"/></e>')
     assert engine.match(element) == []
     assert engine.match(etree.fromstring('<e><s min="a" max="c"/></e>')) == ["b"]
@@ -131,7 +131,7 @@ def test_change_element_round_trip():
     assert read_change(element) == ("stocks", 17, "MIN", 4.0)
     empty = change_element("stocks", 18, "MAX", None, 10, 10, float("-inf"), float("inf"))
     assert read_change(empty) == ("stocks", 18, "MAX", None)
-    low = empty.find(f"{{{ns.RANGE_AGGREGATE}}}MaxLow")
+    low = empty.find(f"{{{RANGE_AGGREGATE}}}MaxLow")
     assert low.get("minExclusive") is None and low.get("max") == "10.0"
     with pytest.raises(ValueError):
         read_change(etree.Element("other"))
@@ -143,7 +143,7 @@ REFUSED = {"2004": "InvalidMessage", "2011": "CannotProcessFilter"}
 @pytest.fixture
 def harness(tmp_path):
     h = Harness(tmp_path, topics=())
-    h.service.topics.create("stocks", ns.MATCHER_RTREE_ENGINE, SCHEMA.to_element())
+    h.service.topics.create("stocks", MATCHER_RTREE_ENGINE, SCHEMA.to_element())
     yield h
     h.close()
 

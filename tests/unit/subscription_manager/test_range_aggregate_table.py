@@ -13,7 +13,7 @@ from subscription_manager.richer.table_role import TableSettings, build_table
 from subscription_manager.richer.table_service import (
     InvalidTableUpdate, TableService, TableStore, TableStoreBusy, delete, parse_update, put,
     query)
-from wsframework import ns
+from matchers.vocabulary import RANGE_AGGREGATE
 from wsframework.addressing import WsaVersion, request_headers
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.service import Service, ServiceConfig
@@ -76,10 +76,10 @@ def test_updates_through_the_topic_publish_figure_1s_changes(running):
     outcome = send(service, query("MIN", 25, 60))
     answer = parse_envelope(outcome.body, DEFAULT_LIMITS).body
     assert answer.get("seq") == str(seq)
-    assert answer.findtext(f"{{{ns.RANGE_AGGREGATE}}}Result") == "8.0"
+    assert answer.findtext(f"{{{RANGE_AGGREGATE}}}Result") == "8.0"
     empty = parse_envelope(send(service, query("MAX", 0, 1)).body,
                            DEFAULT_LIMITS).body
-    assert empty.find(f"{{{ns.RANGE_AGGREGATE}}}Result") is None
+    assert empty.find(f"{{{RANGE_AGGREGATE}}}Result") is None
 
 
 def test_the_table_and_its_outbox_survive_a_reopen(tmp_path):
@@ -126,13 +126,13 @@ def test_a_closed_service_sends_nothing_more(running, tmp_path):
 
 @pytest.mark.parametrize("element", [
     etree.Element("other"),
-    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1"),
-    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1", y="inf"),
-    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1e999", y="1"),
-    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k", x="1", y="1" * 65),
-    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="", x="1", y="1"),
-    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Put", key="k" * 201, x="1", y="1"),
-    etree.Element(f"{{{ns.RANGE_AGGREGATE}}}Delete"),
+    etree.Element(f"{{{RANGE_AGGREGATE}}}Put", key="k", x="1"),
+    etree.Element(f"{{{RANGE_AGGREGATE}}}Put", key="k", x="1", y="inf"),
+    etree.Element(f"{{{RANGE_AGGREGATE}}}Put", key="k", x="1e999", y="1"),
+    etree.Element(f"{{{RANGE_AGGREGATE}}}Put", key="k", x="1", y="1" * 65),
+    etree.Element(f"{{{RANGE_AGGREGATE}}}Put", key="", x="1", y="1"),
+    etree.Element(f"{{{RANGE_AGGREGATE}}}Put", key="k" * 201, x="1", y="1"),
+    etree.Element(f"{{{RANGE_AGGREGATE}}}Delete"),
 ])
 def test_malformed_updates_are_refused(element):
     with pytest.raises(InvalidTableUpdate):
@@ -231,7 +231,7 @@ def test_the_table_role_serves_the_tables_topic(tmp_path):
     again = build_table(role_config(tmp_path), publisher=FakePublisher(), owner_wait=0)
     try:
         answer = parse_envelope(send(again, query("MIN", 0, 100)).body, DEFAULT_LIMITS).body
-        assert (answer.get("seq"), answer.findtext(f"{{{ns.RANGE_AGGREGATE}}}Result")) == (
+        assert (answer.get("seq"), answer.findtext(f"{{{RANGE_AGGREGATE}}}Result")) == (
             "2", "5.0")
     finally:
         again.close()

@@ -14,7 +14,7 @@ import pytest
 from tests.support.console_client import ADMIN_TOKEN, ConsoleClient
 from wsframework.console import PREFIX, Console, ConsoleError, console_of
 from wsframework.console.app import ASSETS
-from wsframework.service import Service, ServiceConfig
+from wsframework.service import Service, ServiceConfig, ServiceNames
 
 BASE = "http://127.0.0.1:8080"
 
@@ -27,8 +27,12 @@ class Clock:
         return self.now
 
 
+NAMES = ServiceNames(store_file="edn.db", console_cookie="edn_console")  # an application's
+
+
 def make_service(data_dir, base: str = BASE) -> Service:
-    return Service(ServiceConfig(base_url=base, data_dir=data_dir, admin_token=ADMIN_TOKEN))
+    return Service(ServiceConfig(base_url=base, data_dir=data_dir, admin_token=ADMIN_TOKEN),
+                   names=NAMES)
 
 
 @pytest.fixture

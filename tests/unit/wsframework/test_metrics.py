@@ -11,8 +11,9 @@ import pytest
 from prometheus_client import values
 from prometheus_client.parser import text_string_to_metric_families
 
-from wsframework.busy import BusyMeter
+from wsframework.utilization import BusyMeter
 from wsframework.http_routes import HttpRequest, Routes
+from wsframework.service import ServiceNames
 from wsframework.metrics import (ACCESS_ENV, MULTIPROC_ENV, Reading, RoleMetrics, access_mode,
                                  mark_worker_dead, prepare_multiproc_dir)
 
@@ -22,6 +23,7 @@ TOKEN = "metrics-token"
 def service():
     closed = []
     return SimpleNamespace(config=SimpleNamespace(admin_token=TOKEN), busy=BusyMeter(),
+                           names=ServiceNames(metric_prefix="edn_"),  # an application's
                            http_routes=Routes(), add_component=closed.append, closed=closed)
 
 

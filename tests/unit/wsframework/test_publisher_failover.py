@@ -1,19 +1,22 @@
-"""wsframework.publisher.Publisher: publishing over several roots with failover, against a
-socket-free transport whose roots answer as each test says."""
+"""route_manager.publisher.Publisher (wsframework.publisher.FailoverPublisher with the EDN's
+batches and LogFull): publishing over several roots with failover, against a socket-free
+transport whose roots answer as each test says."""
 from __future__ import annotations
 
 import pytest
 from lxml import etree
 
+from matchers.vocabulary import EDN
+from route_manager.protocol import EVENT_BATCH
+from route_manager.publisher import Publisher
 from wsframework import ns
 from wsframework.exceptions import SENDER, SoapFault, receiver_fault, sender_fault
-from wsframework.publisher import (EVENT_BATCH, PUBLISH_ACTION, NoRootAnswered, PublishRefused,
-                                   Publisher)
+from wsframework.publisher import PUBLISH_ACTION, NoRootAnswered, PublishRefused
 from wsframework.soap import SoapVersion, fault_envelope, parse_envelope
 from wsframework.transport import TransportError, TransportResponse
 
 A, B, C = "http://a.test", "http://b.test", "http://c.test"
-LOG_FULL = ns.qname(ns.EDN, "LogFull")
+LOG_FULL = ns.qname(EDN, "LogFull")
 
 
 def _fault(version: SoapVersion, fault: SoapFault) -> TransportResponse:

@@ -10,7 +10,7 @@ import ipaddress
 import pytest
 
 from wsframework.transport import LeanHttpTransport, TransportError
-from wsframework.transport.lean import _Connection
+from wsframework.transport.socket_http import _Connection
 from wsframework.urlpolicy import ApprovedUrl, parse_url
 
 SOAP12 = "application/soap+xml; charset=utf-8"

@@ -1,4 +1,5 @@
-"""A lean blocking HTTP/1.1 client for many small one-way POSTs: notification delivery.
+"""HTTP/1.1 written directly on sockets (:class:`LeanHttpTransport`): a blocking keep-alive
+client for many small one-way POSTs, notification delivery.
 
 Why not ``requests`` (:class:`~wsframework.transport.HttpTransport`): every POST through
 requests/urllib3 builds a ``Request``, a ``PreparedRequest``, header dicts, a response object

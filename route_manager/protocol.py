@@ -41,15 +41,17 @@ Statistics and run-time settings (GetStats, Configure, Figure) are base contract
 """
 from __future__ import annotations
 
+from matchers.vocabulary import EDN
 from wsframework import ns
-from wsframework.exceptions import sender_fault
 from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Contract,
                                EntryName, Figure, Integer32, Unicode, optional,
                                register_operation, repeated, required)
+from wsframework.exceptions import sender_fault
+from wsframework.service import ServiceNames
 
 __all__ = [
-    "EVENT_BATCH", "PLACED", "SUBSCRIPTIONS", "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE",
-    "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
+    "SERVICE_NAMES", "EVENT_BATCH", "EVENT_BATCH_ACTION", "PLACED", "SUBSCRIPTIONS",
+    "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE", "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
     "BATCH_DISPATCHER", "BATCH_FIRST_SEQ", "batch_position", "KIND_SERVER", "KIND_DISPATCHER",
     "KINDS", "ROUTING_SUMMARIES", "ROUTING_LINKMATCHING", "ROUTING_FLOODING", "ROUTING_MODES",
     "routing_of", "FAULT_UNKNOWN_SERVER", "FAULT_LOG_FULL", "OPERATIONS", "ADMIN_OPERATIONS",
@@ -61,21 +63,29 @@ __all__ = [
     "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
 ]
 
-# Elements of the EDN's own XML (in ns.EDN), carried in SOAP bodies and inside the contracts'
-# AnyXml fields; each is built and read by one module, named beside it.
-EVENT_BATCH = ns.qname(ns.EDN, "EventBatch")      # events publisher -> dispatcher -> server
-PLACED = ns.qname(ns.EDN, "Placed")               # header of a placed Subscribe (edn.placement)
-SUBSCRIPTIONS = ns.qname(ns.EDN, "Subscriptions")  # moved subscriptions (subscription_manager.edn.wire)
-SUBSCRIPTION = ns.qname(ns.EDN, "Subscription")
-FILTER = ns.qname(ns.EDN, "Filter")
-EXPRESSION = ns.qname(ns.EDN, "Expression")
-NAMESPACE = ns.qname(ns.EDN, "Namespace")
-NOTIFY_TO = ns.qname(ns.EDN, "NotifyTo")
-END_TO = ns.qname(ns.EDN, "EndTo")
-BOX = ns.qname(ns.EDN, "Box")
-PEER_SUMMARY = ns.qname(ns.EDN, "PeerSummary")    # server <-> server (route_manager.peers)
-CENTROID = ns.qname(ns.EDN, "Centroid")
-SUMMARY = ns.qname(ns.EDN, "Summary")
+# What operators and scrapers see of every EDN role (source, dispatcher, server, table): the
+# store's file in its data directory, its metrics' prefix and who may read them, its
+# console's cookie and the environment variable that may hold the network's admin credential.
+SERVICE_NAMES = ServiceNames(store_file="edn.db", metric_prefix="edn_",
+                             metrics_access_env="EDN_METRICS_ACCESS",
+                             console_cookie="edn_console", admin_token_env="EDN_ADMIN_TOKEN")
+
+# Elements of the EDN's own XML (in its namespace, EDN), carried in SOAP bodies and inside
+# the contracts' AnyXml fields; each is built and read by one module, named beside it.
+EVENT_BATCH = ns.qname(EDN, "EventBatch")      # events publisher -> dispatcher -> server
+EVENT_BATCH_ACTION = EDN + "/EventBatch"       # the action a dispatcher posts a batch with
+PLACED = ns.qname(EDN, "Placed")               # header of a placed Subscribe (edn.placement)
+SUBSCRIPTIONS = ns.qname(EDN, "Subscriptions")  # moved subscriptions (subscription_manager.edn.wire)
+SUBSCRIPTION = ns.qname(EDN, "Subscription")
+FILTER = ns.qname(EDN, "Filter")
+EXPRESSION = ns.qname(EDN, "Expression")
+NAMESPACE = ns.qname(EDN, "Namespace")
+NOTIFY_TO = ns.qname(EDN, "NotifyTo")
+END_TO = ns.qname(EDN, "EndTo")
+BOX = ns.qname(EDN, "Box")
+PEER_SUMMARY = ns.qname(EDN, "PeerSummary")    # server <-> server (route_manager.peers)
+CENTROID = ns.qname(EDN, "Centroid")
+SUMMARY = ns.qname(EDN, "Summary")
 
 # Attributes of edn:EventBatch (unqualified, as its Topic attribute) that let a server skip the
 # events of a batch the dispatcher replays after a restart (route_manager.forwarding.log):
@@ -94,7 +104,7 @@ _MAX_DISPATCHER_ID = 200  # characters
 FAULT_UNKNOWN_SERVER = ns.qname(ns.ADMIN, "UnknownServer")
 # The dispatcher's durable log is full (log_max_events / log_max_bytes / log_max_age) and its
 # log_full policy is "refuse": the event was not accepted (a Receiver fault; retry later).
-FAULT_LOG_FULL = ns.qname(ns.EDN, "LogFull")
+FAULT_LOG_FULL = ns.qname(EDN, "LogFull")
 
 
 def batch_position(batch) -> tuple[str | None, int | None]:

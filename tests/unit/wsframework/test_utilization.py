@@ -1,11 +1,11 @@
-"""The utilization meter (wsframework.busy) on a fake clock: no threads needed to check the
+"""The utilization meter (wsframework.utilization) on a fake clock: no threads needed to check the
 arithmetic, one threaded test for the locking."""
 import threading
 import time
 
 import pytest
 
-from wsframework.busy import BusyMeter
+from wsframework.utilization import BusyMeter
 
 
 class Clock:

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from subscription_manager.richer.aggregate import RangeMinTable
+from subscription_manager.stateful.range_min_table import RangeMinTable
 
 DOMAIN = 10_000.0
 SPIKE_SHARE = 0.005

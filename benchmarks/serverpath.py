@@ -60,8 +60,8 @@ def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | 
     """A server service on an in-process transport holding one subscription per row, its
     topic matched by ``engine``."""
     from matchers import FilterSpec
-    from subscription_manager.edn import build_server
-    from subscription_manager.edn.moves import subscriptions_element
+    from subscription_manager.server import build_server
+    from subscription_manager.server.moves import subscriptions_element
     from subscription_manager.messages import UNWRAP
     from subscription_manager.store import Subscription
     from subscription_manager.versions import VERSIONS
@@ -205,7 +205,7 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
     scratch = Path(tempfile.mkdtemp(prefix="edn-serverpath-"))
     services = {}
     # the in-process servers have no dispatcher to send route updates to: not news
-    quiet = logging.getLogger("subscription_manager.edn.network")
+    quiet = logging.getLogger("subscription_manager.server.network")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:

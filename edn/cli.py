@@ -581,7 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
         add(sub)
     for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         entry_point.load()(sub)
-    from subscription_manager.richer.interval_commands import add_intervals_parser
+    from subscription_manager.stateful.interval_commands import add_intervals_parser
     add_intervals_parser(sub)  # edn intervals: S-CN notification conditions (issue 17)
     return parser
 

@@ -21,11 +21,11 @@ from lxml import etree
 from edn.localnet.network import LocalNetwork, wait_until
 from edn.localnet.processes import free_port
 from subscription_manager.client import EventingClient
-from subscription_manager.richer.interval_commands import STORE_FILE
-from subscription_manager.richer.interval_publisher import (IntervalPublisher, MESSAGE_TAG,
+from subscription_manager.stateful.interval_commands import STORE_FILE
+from subscription_manager.stateful.interval_publisher import (IntervalPublisher, MESSAGE_TAG,
                                                             read_message_event,
                                                             subscription_filter, topic_schema)
-from subscription_manager.richer.interval_store import IntervalStore
+from subscription_manager.stateful.interval_store import IntervalStore
 from tests.support.processes import ADMIN_TOKEN
 from tests.unit.subscription_manager.test_scn_intervals import strict  # the 5.2 oracle
 from wsframework import ns

@@ -394,7 +394,7 @@ def test_dead_letter_messages_need_the_admin_credential(dead, body, token):
 
 @pytest.mark.parametrize("role", ["source", "server"])
 def test_the_admin_wsdl_describes_the_dead_letter_messages(tmp_path, role):
-    from subscription_manager.edn import build_server
+    from subscription_manager.server import build_server
     from subscription_manager.source import build_source
     from tests.support.eventing import TOKEN, fake_resolver
     from wsframework.service import ServiceConfig

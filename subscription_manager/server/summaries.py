@@ -3,7 +3,7 @@ one R-tree engine per topic, the subscriptions' centres (K-means placement), its
 the summary it tells its peers (paper II, III-A).
 
 :class:`RoutingSummaries` is a mixin of
-:class:`~subscription_manager.edn.EdnSubscriptionManager`. It overrides the base manager's
+:class:`~subscription_manager.server.EdnSubscriptionManager`. It overrides the base manager's
 hooks (:meth:`matcher_for`, :meth:`on_subscription_added`, :meth:`on_subscription_removed`),
 which fire while the base loads its view: the host calls :meth:`_init_summaries` *before*
 ``super().__init__``. The host provides ``edn`` (its settings), ``router`` (placement),

@@ -1,6 +1,6 @@
 """The publisher-side service of S-CN range-aggregate subscriptions (Chandramouli 4.2.4): it
 keeps a published table, reformulates every tuple update into range-aggregate changes
-(:mod:`.aggregate`) and publishes them on the table's feed topic at the EDN, which matches them
+(:mod:`.range_min_table`) and publishes them on the table's feed topic at the EDN, which matches them
 statelessly against ``urn:wsframework:dialects:range-aggregate`` subscriptions
 (:mod:`matchers.range_aggregate`). The service does not know the subscriptions.
 
@@ -63,7 +63,7 @@ from wsframework.publisher import Publisher
 from wsframework.service import Service
 from wsframework.store import Store
 
-from .aggregate import RangeMinTable
+from .range_min_table import RangeMinTable
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Carrying a request to the server that holds (or is to hold) the subscription, and its
 answer back (paper III-A; the move protocol in :mod:`.moves`):
 
-* a Subscribe placed on another server (:mod:`.placement`) is sent there unchanged, marked
+* a Subscribe placed on another server (:mod:`.subscribe_placement`) is sent there unchanged, marked
   ``edn:Placed`` and carrying the network's admin credential, under the client's
   wsa:MessageID (or one minted here when it sent none, or one too long to be remembered);
   the SubscriptionManager EPR the client gets names the server that holds the
@@ -18,7 +18,7 @@ answer back (paper III-A; the move protocol in :mod:`.moves`):
 A fault the other server answers with is relayed as it is (code, subcodes, detail).
 
 :class:`SubscriptionRelay` is a mixin of
-:class:`~subscription_manager.edn.EdnSubscriptionManager`; the host provides ``service``,
+:class:`~subscription_manager.server.EdnSubscriptionManager`; the host provides ``service``,
 ``store``, ``peers``, ``peer_transport``, ``mover``, ``mark_down`` and ``count``.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .. import messages as msg
 from ..manager import MANAGER_PATH
 from ..operations import MAX_MESSAGE_ID
 from ..versions import EventingVersion
-from .placement import PLACED
+from .subscribe_placement import PLACED
 
 log = logging.getLogger(__name__)
 

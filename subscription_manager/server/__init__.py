@@ -5,7 +5,7 @@ Run one with ``edn serve server --dispatcher URL [--dispatcher URL2 ...] [--name
 server registers with and reports to each), or compose it in process::
 
     from wsframework.service import ServiceConfig
-    from subscription_manager.edn import build_server
+    from subscription_manager.server import build_server
 
     config = ServiceConfig("http://s1:8081", data_dir, admin_token,
                            settings={"dispatcher": "http://d:8080", "partitioner": "rtree"})
@@ -60,7 +60,7 @@ from wsframework.service import Service, ServiceConfig
 
 from ..source import build_source
 from .manager import EdnSubscriptionManager
-from .placement import PLACED
+from .subscribe_placement import PLACED
 from .settings import EdnSettings
 
 __all__ = ["build_server", "EdnSubscriptionManager", "EdnSettings", "PLACED"]

@@ -7,7 +7,7 @@ Each module holds one idea; import from the module itself:
   ``<LOW, HIGH, UPDATE>``; a subscription with bound δ filters ``low < δ and high >= δ``
   and receives exactly the values that changed by at least δ since the last one it received::
 
-      from subscription_manager.richer.intervals import IntervalSet
+      from subscription_manager.stateful.intervals import IntervalSet
       intervals = IntervalSet(limit=10)
       intervals.update(100)   # [<0, 10, 100>]: every bound starts at 100
       intervals.update(105)   # [<0, 5, 105>]

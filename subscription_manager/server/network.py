@@ -11,7 +11,7 @@ root; each event is routed by the root it was published at, with the same summar
 
 Routing modes (``edn serve dispatcher --routing``): the roots announce theirs at registration
 and the server reports what they read: link matching's equality predicates
-(:func:`~subscription_manager.edn.summaries.box_predicates`), or its summaries (flooding reads
+(:func:`~subscription_manager.server.summaries.box_predicates`), or its summaries (flooding reads
 none, but loads, placement and status still come from them).
 
 Every step is a plain method, so tests run them synchronously (:meth:`NetworkAgent.step`);

@@ -1,7 +1,7 @@
 """Moving subscriptions between servers (offline partitioning, paper III-A): export, import,
 move, and the forwarding records that keep the subscribers' EPRs working.
 
-Subscriptions travel as the ``edn:Subscriptions`` element (:mod:`.wire`); a subscription
+Subscriptions travel as the ``edn:Subscriptions`` element (:mod:`.moved_subscriptions`); a subscription
 keeps its identifier wherever it goes.
 
 The move protocol (no subscription lost or duplicated)
@@ -57,11 +57,11 @@ from ..manager import MANAGER_PATH
 from ..messages import manager_epr
 from ..store import NotifyState, Subscription
 from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
-from .wire import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
+from .moved_subscriptions import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
 
 log = logging.getLogger(__name__)
 
-# subscriptions_element and parse_subscriptions (.wire) stay importable from here too.
+# subscriptions_element and parse_subscriptions (.moved_subscriptions) stay importable from here too.
 __all__ = ["ForwardingTable", "Mover", "subscriptions_element", "parse_subscriptions"]
 
 _IMPORT_ATTEMPTS = 3
@@ -107,7 +107,7 @@ class ForwardingTable:
 # -- the operations ------------------------------------------------------------------------
 
 class Mover:
-    """Export, import and move for one :class:`~subscription_manager.edn.EdnSubscriptionManager`."""
+    """Export, import and move for one :class:`~subscription_manager.server.EdnSubscriptionManager`."""
 
     def __init__(self, manager):
         self.manager = manager

@@ -14,7 +14,7 @@ placed Subscribe checks the credential and keeps it, whatever its own router wou
 invalid Subscribe, or one the chosen server cannot be reached for, is answered here.
 
 :class:`SubscriptionPlacement` is a mixin of
-:class:`~subscription_manager.edn.EdnSubscriptionManager`; the host provides ``edn``,
+:class:`~subscription_manager.server.EdnSubscriptionManager`; the host provides ``edn``,
 ``router``, ``peers``, ``matcher_for``, ``centroid``, ``load``, ``reading``, ``is_down``,
 ``count`` and ``_forward_subscribe`` (:class:`~.relay.SubscriptionRelay`).
 """

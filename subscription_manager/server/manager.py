@@ -8,7 +8,7 @@ module (each a mixin of :class:`EdnSubscriptionManager`, or a part it holds):
   :class:`~matchers.rtree_engine.RTreeMatchingEngine` (a topic bound to another engine gets
   one built from its options, :meth:`matcher_for`); the subscriptions' centres, the load, and
   the summary told to peers;
-* :mod:`.placement` -- a Subscribe is placed (:mod:`route_manager.placement`) on the best
+* :mod:`.subscribe_placement` -- a Subscribe is placed (:mod:`route_manager.placement`) on the best
   server under the load threshold;
 * :mod:`.relay` -- a Subscribe placed on another server is forwarded there, and Renew /
   GetStatus / Unsubscribe for a subscription that moved away are forwarded to where it lives;
@@ -50,7 +50,7 @@ from .admin import ServerAdmin
 from .exceptions import TopicNotHere
 from .moves import Mover
 from .network import NetworkAgent
-from .placement import SubscriptionPlacement
+from .subscribe_placement import SubscriptionPlacement
 from .relay import SubscriptionRelay
 from .settings import EdnSettings
 from .summaries import RoutingSummaries

@@ -3,7 +3,7 @@
 ``ExportSubscriptions`` / ``ImportSubscriptions`` / ``MoveSubscriptions`` (offline
 partitioning, :mod:`.moves`) and ``GetStats`` (this server's counters, :meth:`stats`).
 
-:class:`ServerAdmin` is a mixin of :class:`~subscription_manager.edn.EdnSubscriptionManager`;
+:class:`ServerAdmin` is a mixin of :class:`~subscription_manager.server.EdnSubscriptionManager`;
 the host calls :meth:`_register_admin` once its parts exist, and provides ``edn``,
 ``peers``, ``mover``, ``network``, ``counters``, ``edn_counters``, ``load``, ``mark_up`` and
 ``count``.

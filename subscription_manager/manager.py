@@ -43,6 +43,7 @@ subscriptions), in whichever thread made or learned the change.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import logging
 import threading
@@ -62,30 +63,32 @@ from wsframework.settings import Settings, read_settings
 from wsframework.transport import HttpTransport, LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 from wsframework.soap import SoapVersion, build_envelope
-from wsframework.xmlparse import XmlRejected, parse_xml
+from wsframework.xmlparse import parse_xml
 
 from . import messages as msg
 from .deadletters import register_dead_letter_admin
-from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer
+from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery
+from .event_limits import EventLimits
 from .exceptions import RefusedEvent, UnknownSubscription
 from .notifications import notification_action
-from .notify_index import NotifyGate
+from .notify_index import NotifyGate, notify_when_selection
 from .operations import SubscriptionOperations
-from .outbox import Outbox, OutboxRow
+from .outbox import Outbox
+from .outbox_deliveries import OutboxDeliveries
 from .settings import EventingSettings
 from .store import NotifyState, Subscription, SubscriptionStore
+from .strikes import FilterStrikes
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
                        check_pairing, version_of)
 from .view import SubscriptionView
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SubscriptionManager", "MANAGER_PATH", "TOPICS_PREFIX"]
+__all__ = ["SubscriptionManager", "Published", "MANAGER_PATH", "TOPICS_PREFIX"]
 
 MANAGER_PATH = "/subscriptions"
 TOPICS_PREFIX = "/topics/"
 _HOUSEKEEPING_INTERVAL = 600.0
-_STRIKE_LOG_INTERVAL = 10.0  # seconds between warnings about failing filters
 
 
 class SubscriptionManager(SubscriptionOperations):
@@ -122,15 +125,7 @@ class SubscriptionManager(SubscriptionOperations):
         # positions) in the service's store; ``durable_outbox=false`` keeps only positions.
         self.outbox = Outbox(service.store, clock=clock, lease=self.settings.outbox_lease)
         self._durable = self.settings.durable_outbox
-        self._in_memory: set[int] = set()  # outbox rows the deliverer holds
-        self._in_memory_lock = threading.Lock()
         self._own_delivery_transport = None
-        self.deliverer = Deliverer(self._delivery_transport(service.transport),
-                                   self.settings.delivery_policy(),
-                                   approve_target=self.targets.approve, is_wanted=self._is_wanted,
-                                   on_give_up=self._gave_up, on_finish=self._job_finished,
-                                   on_retry=self._job_retry, wall_clock=clock,
-                                   approval_ttl=min(1.0, self.settings.target_cache_ttl))
         self.manager_address = service.base_url + MANAGER_PATH
         # edn:NotifyWhen: L per subscription (durable) and the decision made in the outbox's
         # transaction (.notify_index)
@@ -140,15 +135,19 @@ class SubscriptionManager(SubscriptionOperations):
                                      on_added=self.on_subscription_added,
                                      on_removed=self._left_view,
                                      filter_limits=self.settings.filter_limits())
-        # The view's lock and subscriptions under the names subclasses read.
-        self._rw = self.view.lock
-        self._subscriptions = self.view.subscriptions
+        self.deliveries = OutboxDeliveries(
+            self.outbox, self.view, self._delivery_transport(service.transport),
+            self.settings.delivery_policy(), clock=clock, approve_target=self.targets.approve,
+            approval_ttl=min(1.0, self.settings.target_cache_ttl),
+            end_on_dead_letter=self.settings.end_subscription_on_dead_letter,
+            on_delivery_failure=self._delivery_failed)
+        self.deliverer = self.deliveries.deliverer
+        self.event_limits = EventLimits(self.settings.event_max_elements,
+                                        self.settings.event_max_depth)
+        self.strikes = FilterStrikes(self.settings.filter_strikes,
+                                     active=lambda: self.view.subscriptions,
+                                     struck_out=self._struck_out)
         self._published = 0
-        # strikes against filters that failed or overran filter_budget (per process)
-        self._strikes: dict[str, int] = {}
-        self._strikes_lock = threading.Lock()
-        self._strike_logged = float("-inf")
-        self._filter_failures = 0
         self._stop = threading.Event()
         self._closed = False
 
@@ -157,7 +156,7 @@ class SubscriptionManager(SubscriptionOperations):
                                    after_redeliver=self._after_redeliver)
         self.topics.on_change(self._on_topic_change)
         self._load()
-        self.notify_gate.load(service.store.connection(), list(self._subscriptions.values()))
+        self.notify_gate.load(service.store.connection(), list(self.view.subscriptions.values()))
         try:  # rows of processes that died before this one started
             self.recover_outbox()
         except Exception:
@@ -191,38 +190,47 @@ class SubscriptionManager(SubscriptionOperations):
         """The ids an event matched; return the ids to notify (default: all of them)."""
         return subscription_ids
 
-    def deliver(self, subscriptions: list[Subscription], action: str, event: bytes) -> int:
-        """Send one notification of ``event`` (serialized) to each subscription; returns how
-        many were queued. The whole fan-out is made durable (:mod:`.outbox`) and queued in
-        one step."""
+    def deliver(self, subscriptions: list[Subscription], action: str,
+                event: etree._Element | bytes) -> int:
+        """Send one notification of ``event`` (an element, or its serialized bytes) to each
+        subscription, bypassing matching; returns how many were queued (durable first, as
+        :meth:`deliver_many`)."""
+        if isinstance(event, bytes):
+            event = parse_xml(event)
         return self.deliver_many([(subscriptions, action, event)])
 
-    def deliver_many(self, events: list[tuple[list[Subscription], str, bytes]], *,
-                     dispatcher: str | None = None, seqs: list[int] | None = None) -> int:
-        """:meth:`deliver` for several events in one outbox transaction: when this returns,
-        every notification is durable (or, with ``dispatcher``/``seqs``, the events at or
-        below the dispatcher's last applied sequence were skipped). Returns how many
-        notifications were queued."""
+    def deliver_many(self, events: list[tuple[list[Subscription], str, etree._Element | None]],
+                     *, dispatcher: str | None = None, seqs: list[int] | None = None) -> int:
+        """Queue one notification of each event (its element, serialized once here) to each
+        of its subscriptions, in one outbox transaction: when this returns, every
+        notification is durable (or, with ``dispatcher``/``seqs``, the events at or below
+        the dispatcher's last applied sequence were skipped; an event without subscriptions
+        then only advances the position, and its element may be None). NotifyWhen is
+        decided in that transaction. Returns how many notifications were queued."""
+        if not events:
+            return 0
         prepared = []
         for subscriptions, action, event in events:
             pairs = [(s, t) for s, t in ((s, self.view.templates.get(s.id)) for s in subscriptions)
                      if t is not None]
-            prepared.append((pairs, action, event))
-        kept, select = self._notify_when_selection(prepared)
+            body = etree.tostring(event) if pairs else b""
+            prepared.append((pairs, action, event, body))
+        kept, select = notify_when_selection(
+            self.notify_gate, [(event, [s for s, _ in pairs]) for pairs, _, event, _ in prepared])
         if not self._durable and dispatcher is None and select is None:
             accepted = None
         else:
             try:
                 accepted = self.outbox.accept(
-                    [(pairs[0][0].topic if pairs else "", action, event, [s.id for s, _ in pairs])
-                     for pairs, action, event in prepared],
+                    [(pairs[0][0].topic if pairs else "", action, body, [s.id for s, _ in pairs])
+                     for pairs, action, _, body in prepared],
                     durable=self._durable, dispatcher=dispatcher, seqs=seqs, select=select)
             except BaseException:
                 if select is not None:  # L changed in memory, not in the store
                     self.notify_gate.reset()
                 raise
         jobs = []
-        for index, (pairs, action, event) in enumerate(prepared):
+        for index, (pairs, action, _, body) in enumerate(prepared):
             rows = accepted[index] if accepted is not None else None
             if accepted is not None and rows is None:
                 continue  # a replayed event, applied before
@@ -234,40 +242,11 @@ class SubscriptionManager(SubscriptionOperations):
                     template.url, template.content_type,
                     notification_action(subscription, action),
                     render=template,
-                    render_args=(action, event, row.message_id if row else None),
+                    render_args=(action, body, row.message_id if row else None),
                     subscription_id=subscription.id, kind=NOTIFICATION,
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic))
-        return self._submit(jobs)
-
-    def _notify_when_selection(self, prepared) -> tuple[dict[int, set[str]], object]:
-        """For events notified to subscriptions with an edn:NotifyWhen: the ``select``
-        the outbox calls in its transaction (:meth:`NotifyGate.decide`), and the dict it
-        fills (event index -> ids kept). ``({}, None)`` when no event has any."""
-        values: dict[int, dict] = {}
-        for index, (pairs, _, event) in enumerate(prepared):
-            conditions = {s.notify_when.value_key: s.notify_when
-                          for s, _ in pairs if s.notify_when is not None}
-            if not conditions:
-                continue
-            try:  # the event as published (it passed the event limits then)
-                root = parse_xml(event)
-            except XmlRejected:
-                root = None
-            values[index] = {key: (c.value_of(root) if root is not None else None)
-                             for key, c in conditions.items()}
-        if not values:
-            return {}, None
-        kept: dict[int, set[str]] = {}
-        by_id = {s.id: s for pairs, _, _ in prepared for s, _ in pairs}
-
-        def select(conn, index, ids):
-            if index not in values:
-                return ids
-            chosen = self.notify_gate.decide(conn, [by_id[i] for i in ids], values[index])
-            kept[index] = chosen
-            return [i for i in ids if i in chosen]
-        return kept, select
+        return self.deliveries.submit(jobs)
 
     def _delivery_transport(self, transport):
         """The service's transport, or, when that is real HTTP and ``delivery_client`` is
@@ -280,20 +259,6 @@ class SubscriptionManager(SubscriptionOperations):
             pool_size=self.settings.delivery_per_host)
         return self._own_delivery_transport
 
-    def _submit(self, jobs: list[Delivery]) -> int:
-        if not jobs:
-            return 0
-        durable = [job.outbox_id for job in jobs if job.outbox_id is not None]
-        if durable:
-            with self._in_memory_lock:
-                self._in_memory.update(durable)
-        queued = self.deliverer.submit_many(jobs)
-        dropped = [job.outbox_id for job in jobs[queued:] if job.outbox_id is not None]
-        if dropped:  # stay in the outbox; the sweep takes them again when due
-            with self._in_memory_lock:
-                self._in_memory.difference_update(dropped)
-        return queued
-
     # == the outbox ========================================================================
     def recover_outbox(self) -> int:
         """Claim the rows of processes that are gone, delete the delivered rows noted so far,
@@ -301,66 +266,13 @@ class SubscriptionManager(SubscriptionOperations):
         persisted before a restart, jobs a full queue dropped). Returns how many were
         queued."""
         self.sync()  # rows name subscriptions other workers made
-        self.outbox.flush()
-        self.outbox.heartbeat()
-        self.outbox.claim()
-        with self._in_memory_lock:
-            held = set(self._in_memory)
-        jobs = []
-        for row in self.outbox.due(held):
-            job = self._job_from_row(row)
-            if job is None:  # the subscription is gone: nothing to deliver
-                self.outbox.delivered(row.id)
-            else:
-                jobs.append(job)
-        return self._submit(jobs)
+        return self.deliveries.recover()
 
     def _after_redeliver(self) -> None:
         try:
             self.recover_outbox()
         except Exception:  # the rows are committed; the next sweep queues them
             log.exception("queueing redelivered dead letters failed")
-
-    def _job_from_row(self, row: OutboxRow) -> Delivery | None:
-        if row.payload is not None:  # a redelivered dead letter, sent as it was
-            job = Delivery(row.url or "", row.content_type or "", row.action or "",
-                           payload=row.payload, subscription_id=row.subscription_id)
-        else:
-            subscription = self._subscriptions.get(row.subscription_id)
-            template = self.view.templates.get(row.subscription_id)
-            if subscription is None or template is None or row.body is None:
-                return None
-            job = Delivery(template.url, template.content_type,
-                           notification_action(subscription, row.event_action or ""),
-                           render=template,
-                           render_args=(row.event_action or "", row.body, row.message_id),
-                           subscription_id=row.subscription_id)
-        job.outbox_id = row.id
-        job.attempt = row.attempts
-        job.created = row.created
-        job.first_attempt = row.first_attempt
-        job.topic = row.event_topic or self._topic_of(row.subscription_id)
-        return job
-
-    def _topic_of(self, subscription_id: str) -> str:
-        subscription = self._subscriptions.get(subscription_id)
-        return subscription.topic if subscription is not None else ""
-
-    def _job_finished(self, job: Delivery, outcome: str) -> None:
-        if job.outbox_id is None:
-            return
-        with self._in_memory_lock:
-            self._in_memory.discard(job.outbox_id)
-        if outcome in ("delivered", "discarded"):
-            self.outbox.delivered(job.outbox_id)
-        # "failed": dead-lettered by _gave_up; "dropped": stays, due again later
-
-    def _job_retry(self, job: Delivery, delay: float) -> None:
-        if job.outbox_id is None:
-            return
-        now = self.clock()
-        self.outbox.failed(job.outbox_id, job.attempt, now + delay, job.last_error,
-                           job.first_attempt, now)
 
     def default_action(self, entry: NamespaceEntry) -> str:
         """The notification action of an event published without its own action."""
@@ -421,101 +333,104 @@ class SubscriptionManager(SubscriptionOperations):
             raise sender_fault("a publication needs the event as the body's element")
         action = message.action if message.action and message.action != PUBLISH_ACTION \
             else self.default_action(entry)
-        problem = self.event_limits_exceeded(message.body)
-        if problem is not None:
-            raise RefusedEvent(f"event refused: {problem}")
         # The event becomes the root of its own document: absolute paths in filters
         # (``/q:quote``) then start at the event, not at the SOAP envelope.
-        self.publish(entry, copy.deepcopy(message.body), action)
-        return None
-
-    def event_limits_exceeded(self, event: etree._Element) -> str | None:
-        """Why ``event`` is over ``event_max_elements`` / ``event_max_depth``, or None.
-
-        Checked before matching, separately from the body size limit: a small body can hold
-        100,000 empty elements, and every ``//*`` in every filter would walk them all."""
-        max_elements, max_depth = self.settings.event_max_elements, self.settings.event_max_depth
-        elements = depth = 0
-        for action, _ in etree.iterwalk(event, events=("start", "end")):
-            if action == "end":
-                depth -= 1
-                continue
-            elements += 1
-            depth += 1
-            if elements > max_elements:
-                return f"more than {max_elements} elements"
-            if depth > max_depth:
-                return f"nested deeper than {max_depth} elements"
+        published = self.publish_many(entry, [copy.deepcopy(message.body)], action=action)
+        if published.refused:
+            raise RefusedEvent(f"event refused: {published.refused[0]}")
         return None
 
     def publish(self, entry: NamespaceEntry, event: etree._Element, action: str) -> int:
-        """Match ``event`` against ``entry``'s subscriptions and queue a notification for
-        each match (durable when this returns); returns how many were queued."""
-        targets = self.match_event(entry, event, action)
-        if not targets:
-            return 0
-        return self.deliver(targets, action, etree.tostring(event))
+        """:meth:`publish_many` of one event; returns how many notifications were queued."""
+        return self.publish_many(entry, [event], action=action).queued
 
-    def match_event(self, entry: NamespaceEntry, event: etree._Element,
-                    action: str) -> list[Subscription]:
-        """The active, unexpired subscriptions ``event`` is to be notified to."""
-        failures = FilterFailures(self.settings.filter_budget)
-        ids = self.view.match(entry, event, action, failures)
-        self._published += 1
-        if failures:
-            self._strike(failures.failed)
-        ids = self.on_event_matched(entry, event, action, ids)
-        if not ids:
+    def publish_many(self, entry: NamespaceEntry, events: list[etree._Element], *,
+                     action: str | None = None,
+                     position: tuple[str | None, int | None] | None = None) -> "Published":
+        """Publish ``events`` to ``entry``'s subscriptions: the one path of every publication
+        (a plain publication is a list of one, the dispatcher's ``edn:EventBatch`` a list of
+        its events).
+
+        An event over the event limits is refused (and the others published); with
+        ``position`` (the dispatcher and the sequence number of the first event), an event
+        at or below the dispatcher's last applied sequence is skipped (a replayed batch). The
+        rest are matched in one call of the topic's matcher; strikes are counted event by
+        event (a subscription its strikes end is not notified of the later events); expired
+        subscriptions are left out; the notifications of all the events, NotifyWhen decided,
+        are made durable in one outbox transaction (with the position, when given) and
+        queued. ``action`` defaults to the topic's. An event with subscribers is taken out of
+        its parent (if it has one) to be serialized with the namespaces it uses."""
+        if action is None:
+            action = self.default_action(entry)
+        refused = self.event_limits.refusals(events)
+        dispatcher, first_seq = position if position is not None else (None, None)
+        replayable = dispatcher is not None and first_seq is not None
+        applied = self.outbox.position(dispatcher) if replayable else 0
+        kept, seqs = [], []
+        skipped = 0
+        for index, event in enumerate(events):
+            if index in refused:
+                continue
+            if replayable:
+                seq = first_seq + index
+                if seq <= applied:
+                    skipped += 1
+                    continue
+                seqs.append(seq)
+            kept.append(event)
+        matched = []
+        for event, targets in zip(kept, self._match(entry, kept, action)):
+            if targets:
+                parent = event.getparent()
+                if parent is not None:
+                    parent.remove(event)
+                matched.append((targets, action, event))
+            else:
+                matched.append((targets, action, None))
+        if replayable and matched:
+            queued = self.deliver_many(matched, dispatcher=dispatcher, seqs=seqs)
+        else:
+            queued = self.deliver_many([m for m in matched if m[0]])
+        return Published(queued=queued, received=len(kept), skipped=skipped, refused=refused)
+
+    def _match(self, entry: NamespaceEntry, events: list[etree._Element],
+               action: str) -> list[list[Subscription]]:
+        """Per event, the active, unexpired subscriptions it is to be notified to."""
+        if not events:
             return []
-        now = self.clock()
-        subscriptions = self._subscriptions
-        return [s for s in map(subscriptions.get, ids) if s is not None and not s.expired_at(now)]
+        failures = [FilterFailures(self.settings.filter_budget) for _ in events]
+        answers = self.view.match(entry, events, action, failures)
+        self._published += len(events)
+        subscriptions = self.view.subscriptions
+        targets = []
+        now = None
+        for event, ids, failed in zip(events, answers, failures):
+            if failed:
+                self.strikes.count(failed.failed)
+            ids = self.on_event_matched(entry, event, action, ids)
+            if not ids:
+                targets.append([])
+                continue
+            if now is None:
+                now = self.clock()
+            targets.append([s for s in map(subscriptions.get, ids)
+                            if s is not None and not s.expired_at(now)])
+        return targets
 
-    def _strike(self, failed: dict[str, str]) -> None:
-        """Count a strike against each subscription whose filter failed or overran its
-        budget on one event; at ``filter_strikes`` the subscription ends. The status is
-        SourceCancelling: the source ends it for a reason of its own (DeliveryFailure
-        would blame the sink, which did nothing wrong)."""
-        ending = []
-        with self._strikes_lock:
-            for subscription_id, reason in failed.items():
-                self._filter_failures += 1
-                count = self._strikes.get(subscription_id, 0) + 1
-                self._strikes[subscription_id] = count
-                if count >= self.settings.filter_strikes:
-                    del self._strikes[subscription_id]
-                    ending.append((subscription_id, reason, count))
-            if len(self._strikes) > 2 * len(self._subscriptions) + 100:
-                # strikes of subscriptions that left meanwhile (unsubscribed, expired, moved)
-                self._strikes = {i: n for i, n in self._strikes.items()
-                                 if i in self._subscriptions}
-            now = time.monotonic()
-            loud = now - self._strike_logged >= _STRIKE_LOG_INTERVAL
-            if loud:
-                self._strike_logged = now
-        if loud:  # rate-limited: a hostile filter must not flood the log either
-            subscription_id, reason = next(iter(failed.items()))
-            log.warning("filters of %d subscription(s) failed on an event (e.g. %s: %s); "
-                        "%d filter failures so far", len(failed), subscription_id, reason,
-                        self._filter_failures)
-        for subscription_id, reason, count in ending:
-            ended = self.store.end(subscription_id, END_CANCELLING)
-            if ended is not None:
-                self._end([ended], END_CANCELLING,
-                          f"the subscription's filter failed or overran its time budget on "
-                          f"{count} events (last: {reason})")
-
-    def _is_wanted(self, subscription_id: str) -> bool:
-        subscription = self._subscriptions.get(subscription_id)
-        return subscription is not None and not subscription.expired_at(self.clock())
+    def _struck_out(self, subscription_id: str, reason: str, strikes: int) -> None:
+        """End a subscription whose filter reached ``filter_strikes``. The status is
+        SourceCancelling: the source ends it for a reason of its own (DeliveryFailure would
+        blame the sink, which did nothing wrong)."""
+        ended = self.store.end(subscription_id, END_CANCELLING)
+        if ended is not None:
+            self._end([ended], END_CANCELLING,
+                      f"the subscription's filter failed or overran its time budget on "
+                      f"{strikes} events (last: {reason})")
 
     # == following the store and the namespace =============================================
     def sync(self) -> bool:
         """Apply changes other processes committed; True if there were any."""
         return self.view.sync()
-
-    def _entry_of(self, subscription: Subscription) -> NamespaceEntry | None:
-        return self.view.entry_of(subscription)
 
     def _load(self) -> None:
         for topic_uid in self.view.load():
@@ -554,25 +469,9 @@ class SubscriptionManager(SubscriptionOperations):
                                               subscription_id=subscription.id,
                                               kind=SUBSCRIPTION_END))
 
-    def _gave_up(self, job: Delivery) -> None:
-        """Attempts or age ran out, or the target was refused: a durable notification goes
-        to the dead letters; the subscription ends (SubscriptionEnd/DeliveryFailure) unless
-        ``end_subscription_on_dead_letter`` is false."""
-        if job.kind != NOTIFICATION or job.subscription_id is None:
-            return
-        if job.outbox_id is not None:
-            try:
-                payload = job.body()
-            except Exception:
-                log.exception("could not render a dead letter for %s", job.url)
-                payload = b""
-            self.outbox.dead_letter(job.outbox_id, topic=job.topic, url=job.url,
-                                    content_type=job.content_type, action=job.action,
-                                    payload=payload, reason=job.last_error or "unknown",
-                                    attempts=job.attempt + 1, first_attempt=job.first_attempt,
-                                    last_attempt=self.clock())
-            if not self.settings.end_subscription_on_dead_letter:
-                return
+    def _delivery_failed(self, job: Delivery) -> None:
+        """A notification was given up on (:mod:`.outbox_deliveries`): its subscription
+        ends with SubscriptionEnd/DeliveryFailure."""
         ended = self.store.end(job.subscription_id, END_DELIVERY_FAILURE)
         if ended is not None:
             self._end([ended], END_DELIVERY_FAILURE,
@@ -619,7 +518,7 @@ class SubscriptionManager(SubscriptionOperations):
         stats = self.deliverer.stats()
         stats["subscriptions"] = len(self.view)
         stats["published"] = self._published
-        stats["filter_failures"] = self._filter_failures
+        stats["filter_failures"] = self.strikes.failures
         stats.update(self.notify_gate.counts)
         stats.update(self.outbox.stats())
         return stats
@@ -646,6 +545,17 @@ class SubscriptionManager(SubscriptionOperations):
             self.outbox.flush()
         except Exception:
             log.exception("deleting delivered outbox rows at shutdown failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """What :meth:`SubscriptionManager.publish_many` did: notifications ``queued``, events
+    matched (``received``), replayed events ``skipped``, and the events ``refused`` (index
+    -> why)."""
+    queued: int
+    received: int
+    skipped: int
+    refused: dict[int, str]
 
 
 @functools.lru_cache(maxsize=None)

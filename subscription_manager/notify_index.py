@@ -28,10 +28,12 @@ from typing import Iterable
 
 from sortedcontainers import SortedList
 
+from matchers.schema.extraction import standalone
+
 from .notify_when import NotifyWhen
 from .store import NotifyState, Subscription
 
-__all__ = ["NotifyIndex", "NotifyGate", "ValueKey"]
+__all__ = ["NotifyIndex", "NotifyGate", "ValueKey", "notify_when_selection"]
 
 ValueKey = tuple  # NotifyWhen.value_key: (expression, namespaces)
 
@@ -264,3 +266,33 @@ class NotifyGate:
             for where, members in by_where.items():
                 self._index(conn, where, members)
         return sum(len(m) for m in by_where.values())
+
+
+def notify_when_selection(gate: NotifyGate, batch) -> tuple[dict[int, set[str]], object]:
+    """For the events of ``batch`` (per event: its element and the subscriptions it is to
+    be notified to) that reach subscriptions with an edn:NotifyWhen: the ``select`` the
+    outbox calls in its transaction (:meth:`NotifyGate.decide`), and the dict it fills
+    (event index -> ids kept). ``({}, None)`` when no event reaches any.
+
+    The Value is read from the event element as matched, standing as the root of its own
+    document (an absolute Value path starts at the event)."""
+    values: dict[int, dict] = {}
+    for index, (event, subscriptions) in enumerate(batch):
+        conditions = {s.notify_when.value_key: s.notify_when
+                      for s in subscriptions if s.notify_when is not None}
+        if not conditions:
+            continue
+        root = standalone(event)
+        values[index] = {key: c.value_of(root) for key, c in conditions.items()}
+    if not values:
+        return {}, None
+    kept: dict[int, set[str]] = {}
+    by_id = {s.id: s for _, subscriptions in batch for s in subscriptions}
+
+    def select(conn, index, ids):
+        if index not in values:
+            return ids
+        chosen = gate.decide(conn, [by_id[i] for i in ids], values[index])
+        kept[index] = chosen
+        return [i for i in ids if i in chosen]
+    return kept, select

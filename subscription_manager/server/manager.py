@@ -30,8 +30,6 @@ import logging
 import threading
 import time
 
-from lxml import etree
-
 from route_manager.edn_wire import EVENT_BATCH, batch_position
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
@@ -39,7 +37,6 @@ from wsframework import ns
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied
 from wsframework.exceptions import sender_fault
-from wsframework.matching import FilterFailures
 from wsframework.messaging import IncomingMessage, MessageFilter
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 from wsframework.transport import HttpTransport
@@ -72,7 +69,6 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         self._counters: collections.Counter = collections.Counter()
         self._counter_lock = threading.Lock()
         self._down: dict[str, float] = {}
-        self._limit_probe = None  # ((max elements, max depth), compiled XPath)
         super().__init__(service, **kwargs)
         self.edn: EdnSettings = self.role_settings[EdnSettings].named_after(service.base_url)
         # Admin calls and forwarded subscribes; HTTP with this role's read timeout.
@@ -144,117 +140,15 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         body = message.body
         if body is None or body.tag != EVENT_BATCH:
             raise sender_fault("an EventBatch message needs an edn:EventBatch body")
-        action = self.default_action(entry)
-        dispatcher, first_seq = batch_position(body)
-        # events a replayed batch holds at or below the dispatcher's position are not
-        # matched again (checked again in the batch's transaction, against a concurrent copy)
-        applied = self.outbox.position(dispatcher) if dispatcher is not None else 0
         events = [e for e in body if isinstance(e.tag, str)]
-        refused = self._events_over_limits(body, events)
-        kept = []
-        seqs = []
-        skipped = 0
-        for index, event in enumerate(events):
-            if refused and index in refused:  # the batch's other events still count
-                log.warning("event refused from a batch: %s", refused[index])
-                self.count("events_refused")
-                continue
-            if first_seq is not None:
-                seq = first_seq + index
-                if seq <= applied:
-                    skipped += 1
-                    continue
-                seqs.append(seq)
-            kept.append(event)
-        matched = []
-        for event, targets in zip(kept, self._match_batch(entry, kept, action)):
-            # Serialized only when notified (the outbox keeps no body for an event without
-            # matches). Taken out of the batch first, the element serializes as a copy of it
-            # would: with the namespace declarations it uses, not every one in scope.
-            if targets:
-                body.remove(event)
-                matched.append((targets, action, etree.tostring(event)))
-            else:
-                matched.append((targets, action, b""))
-        if dispatcher is not None and first_seq is not None and matched:
-            # one transaction for the whole batch, with the dispatcher's position; events a
-            # replayed batch holds at or below the position are skipped there
-            self.deliver_many(matched, dispatcher=dispatcher, seqs=seqs)
-        else:
-            self.deliver_many([m for m in matched if m[0]])
-        self.count("events_received", len(kept))
-        self.count("replayed_events_skipped", skipped)
+        published = self.publish_many(entry, events, action=self.default_action(entry),
+                                      position=batch_position(body))
+        for index in sorted(published.refused):  # the batch's other events still count
+            log.warning("event refused from a batch: %s", published.refused[index])
+        self.count("events_refused", len(published.refused))
+        self.count("events_received", published.received)
+        self.count("replayed_events_skipped", published.skipped)
         return None
-
-    def _events_over_limits(self, body, events: list) -> dict[int, str]:
-        """Index -> why, for the events over ``event_max_elements`` / ``event_max_depth``
-        (as :meth:`event_limits_exceeded` judges each). XPath over the batch finds them
-        (elements counted and depth probed in libxml2: the whole batch at once, then event
-        by event if the batch as a whole is over); only those are walked again, for the
-        reason."""
-        limits = (self.settings.event_max_elements, self.settings.event_max_depth)
-        probe = self._limit_probe
-        if probe is None or probe[0] != limits:
-            max_elements, max_depth = limits
-            # an element at depth max_depth + 1 of an event (the event is at depth 1)
-            deeper = "/".join(["*"] * max_depth) if max_depth > 0 else "true()"
-            in_batch = "/".join(["*"] * (max_depth + 1)) if max_depth > 0 else "true()"
-            probe = self._limit_probe = (
-                limits,
-                # the whole batch first: no event is over if all of them together are not
-                etree.XPath(f"count(*/descendant-or-self::*) > {max_elements} or "
-                            f"boolean({in_batch})"),
-                etree.XPath(f"*[count(descendant-or-self::*) > {max_elements} or {deeper}]"))
-        if not probe[1](body):
-            return {}
-        over = probe[2](body)
-        if not over:
-            return {}
-        position = {id(event): index for index, event in enumerate(events)}
-        refused = {}
-        for event in over:
-            problem = self.event_limits_exceeded(event)
-            if problem is not None and id(event) in position:
-                refused[position[id(event)]] = problem
-        return refused
-
-    def _match_batch(self, entry: NamespaceEntry, events: list,
-                     action: str) -> list[list]:
-        """:meth:`match_event` for each of ``events``, with one ``match_many_reporting``
-        call: the subscriptions each event is to be notified to. Strikes are counted event
-        by event, as ``match_event`` counts them, once the batch is matched (a subscription
-        its strikes end on one event is no longer notified of the batch's later events, as
-        before). ``on_event_matched`` sees each event in its batch, not a copy."""
-        if not events:
-            return []
-        matcher = self.matcher_for(entry)
-        variables = {"action": action}
-        failures = [FilterFailures(self.settings.filter_budget) for _ in events]
-        view = self.view
-        with view.lock.read():  # what SubscriptionView.match holds, once for the batch
-            if len(matcher):
-                answers = matcher.match_many_reporting(events, failures, variables=variables)
-            else:
-                answers = [[] for _ in events]
-            everything = view._unfiltered.get(entry.uid)
-            if everything:
-                answers = [ids + list(everything) for ids in answers]
-        self._published += len(events)
-        subscriptions = self._subscriptions
-        targets = []
-        now = None
-        for event, ids, failed in zip(events, answers, failures):
-            if failed:
-                self._strike(failed.failed)
-            ids = self.on_event_matched(entry, event, action, ids)
-            if not ids:
-                targets.append([])
-                continue
-            if now is None:
-                now = self.clock()
-            targets.append([s for s in map(subscriptions.get, ids)
-                            if s is not None and not s.expired_at(now)])
-        return targets
 
     # == control ===========================================================================
     def flush_summaries(self) -> int:

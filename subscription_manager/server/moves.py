@@ -173,7 +173,7 @@ class Mover:
             if s.notify_when is not None:
                 manager.notify_gate.forget(s.id)
         manager.sync()
-        with manager._rw.write():  # the filters came in one by one: page them for batches
+        with manager.view.lock.write():  # the filters came in one by one: page them for batches
             engine.pack()
         manager.count("imported", len(subscriptions))
         log.info("imported %d subscriptions into %s", len(subscriptions), entry.name)

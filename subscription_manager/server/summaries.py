@@ -7,7 +7,7 @@ the summary it tells its peers (paper II, III-A).
 hooks (:meth:`matcher_for`, :meth:`on_subscription_added`, :meth:`on_subscription_removed`),
 which fire while the base loads its view: the host calls :meth:`_init_summaries` *before*
 ``super().__init__``. The host provides ``edn`` (its settings), ``router`` (placement),
-``_rw`` (the view's lock), ``_subscriptions`` and ``_entry_of`` (the base manager's).
+``view`` (the base manager's).
 """
 from __future__ import annotations
 
@@ -81,11 +81,11 @@ class RoutingSummaries:
 
     def reading(self):
         """The view's shared lock: hold it to read an engine (summaries) safely."""
-        return self._rw.read()
+        return self.view.lock.read()
 
     # == the subscriptions' centres (K-means placement) ====================================
     def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
-        entry = self._entry_of(subscription)
+        entry = self.view.entry_of(subscription)
         if entry is None:
             return
         try:
@@ -127,7 +127,7 @@ class RoutingSummaries:
     # == what the server tells others ======================================================
     def load(self) -> int:
         """Subscriptions held by this server (all topics): the paper's server load."""
-        return len(self._subscriptions)
+        return len(self.view.subscriptions)
 
     def equality_predicates(self, entry: NamespaceEntry) -> dict | None:
         """The topic's subscriptions as link matching's predicates (``--routing

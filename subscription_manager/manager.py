@@ -9,20 +9,17 @@ Addresses (``{base}`` is the service's base URL):
   ``evt:SubscriptionId`` in ``urn:wsframework:eventing`` (2011).
 
 This module composes the parts and holds what happens to a subscription after it is made:
-publication, SubscriptionEnd, expiry sweeps, shutdown. The parts, one idea each:
+SubscriptionEnd, expiry sweeps, shutdown. The parts, one idea each:
 
-* :mod:`.operations` -- Subscribe / Renew / GetStatus / Unsubscribe (a mixin of the manager);
+* :mod:`.operations` -- Subscribe / Renew / GetStatus / Unsubscribe;
 * :mod:`.view` -- the process's in-memory view (filters installed in their topic's matcher,
   notification templates) that follows the durable store (:meth:`sync`, checked at the start
   of each request and by the sweeper), and the topics' coming and going under it;
-* :mod:`.delivery` -- the push delivery queue;
+* :mod:`.publication` -- the one publication path (:meth:`publish_many`): event limits,
+  matching, strikes, NotifyWhen, the outbox transaction;
+* :mod:`.outbox_deliveries` -- from the outbox to the push delivery queue (:mod:`.delivery`)
+  and back;
 * :mod:`.outbox` -- accepted events, pending notifications, retries, dead letters.
-
-Publication compiles nothing: match (under a shared read lock), serialize the event once,
-commit the event and one row per matching subscription to the durable outbox (one
-transaction per event, or per EDN batch; :mod:`.outbox`), then hand one small job per row to
-the delivery queue. A publisher's success answer therefore means: durable against a
-``kill -9``; delivered at least once, with the row's fixed ``wsa:MessageID``.
 
 Extension points for subclasses (the EDN subscription manager):
 
@@ -31,7 +28,6 @@ Extension points for subclasses (the EDN subscription manager):
   changed (``local`` says whether this process made the change or learned it from the
   store);
 * :meth:`on_event_matched` -- see and edit the matched subscription ids of an event;
-* :meth:`deliver` -- how an event's notifications leave (default: the push delivery queue);
 * ``handle_subscribe`` / ``handle_renew`` / ``handle_get_status`` / ``handle_unsubscribe``
   (:mod:`.operations`).
 
@@ -43,7 +39,6 @@ subscriptions), in whichever thread made or learned the change.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import logging
 import threading
@@ -55,7 +50,7 @@ from lxml import etree
 from wsframework import addressing as wsa
 from wsframework.addressing import request_headers
 from wsframework.exceptions import sender_fault
-from wsframework.matching import FilterFailures, Matcher
+from wsframework.matching import Matcher
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.publisher import PUBLISH_ACTION
@@ -67,14 +62,14 @@ from wsframework.xmlparse import parse_xml
 
 from . import messages as msg
 from .deadletters import register_dead_letter_admin
-from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery
+from .delivery import SUBSCRIPTION_END, Delivery
 from .event_limits import EventLimits
 from .exceptions import RefusedEvent, UnknownSubscription
-from .notifications import notification_action
-from .notify_index import NotifyGate, notify_when_selection
+from .notify_index import NotifyGate
 from .operations import SubscriptionOperations
 from .outbox import Outbox
 from .outbox_deliveries import OutboxDeliveries
+from .publication import Publication, Published
 from .settings import EventingSettings
 from .store import NotifyState, Subscription, SubscriptionStore
 from .strikes import FilterStrikes
@@ -84,7 +79,7 @@ from .view import SubscriptionView
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SubscriptionManager", "Published", "MANAGER_PATH", "TOPICS_PREFIX"]
+__all__ = ["SubscriptionManager", "MANAGER_PATH", "TOPICS_PREFIX"]
 
 MANAGER_PATH = "/subscriptions"
 TOPICS_PREFIX = "/topics/"
@@ -124,7 +119,6 @@ class SubscriptionManager(SubscriptionOperations):
         # The durable outbox (accepted events, pending notifications, dead letters, batch
         # positions) in the service's store; ``durable_outbox=false`` keeps only positions.
         self.outbox = Outbox(service.store, clock=clock, lease=self.settings.outbox_lease)
-        self._durable = self.settings.durable_outbox
         self._own_delivery_transport = None
         self.manager_address = service.base_url + MANAGER_PATH
         # edn:NotifyWhen: L per subscription (durable) and the decision made in the outbox's
@@ -147,7 +141,11 @@ class SubscriptionManager(SubscriptionOperations):
         self.strikes = FilterStrikes(self.settings.filter_strikes,
                                      active=lambda: self.view.subscriptions,
                                      struck_out=self._struck_out)
-        self._published = 0
+        self.publication = Publication(
+            self.view, self.outbox, self.deliveries, self.notify_gate,
+            event_limits=self.event_limits, strikes=self.strikes,
+            filter_budget=self.settings.filter_budget, durable=self.settings.durable_outbox,
+            clock=clock, on_event_matched=self.on_event_matched)
         self._stop = threading.Event()
         self._closed = False
 
@@ -194,59 +192,10 @@ class SubscriptionManager(SubscriptionOperations):
                 event: etree._Element | bytes) -> int:
         """Send one notification of ``event`` (an element, or its serialized bytes) to each
         subscription, bypassing matching; returns how many were queued (durable first, as
-        :meth:`deliver_many`)."""
+        :meth:`.publication.Publication.deliver_many`)."""
         if isinstance(event, bytes):
             event = parse_xml(event)
-        return self.deliver_many([(subscriptions, action, event)])
-
-    def deliver_many(self, events: list[tuple[list[Subscription], str, etree._Element | None]],
-                     *, dispatcher: str | None = None, seqs: list[int] | None = None) -> int:
-        """Queue one notification of each event (its element, serialized once here) to each
-        of its subscriptions, in one outbox transaction: when this returns, every
-        notification is durable (or, with ``dispatcher``/``seqs``, the events at or below
-        the dispatcher's last applied sequence were skipped; an event without subscriptions
-        then only advances the position, and its element may be None). NotifyWhen is
-        decided in that transaction. Returns how many notifications were queued."""
-        if not events:
-            return 0
-        prepared = []
-        for subscriptions, action, event in events:
-            pairs = [(s, t) for s, t in ((s, self.view.templates.get(s.id)) for s in subscriptions)
-                     if t is not None]
-            body = etree.tostring(event) if pairs else b""
-            prepared.append((pairs, action, event, body))
-        kept, select = notify_when_selection(
-            self.notify_gate, [(event, [s for s, _ in pairs]) for pairs, _, event, _ in prepared])
-        if not self._durable and dispatcher is None and select is None:
-            accepted = None
-        else:
-            try:
-                accepted = self.outbox.accept(
-                    [(pairs[0][0].topic if pairs else "", action, body, [s.id for s, _ in pairs])
-                     for pairs, action, _, body in prepared],
-                    durable=self._durable, dispatcher=dispatcher, seqs=seqs, select=select)
-            except BaseException:
-                if select is not None:  # L changed in memory, not in the store
-                    self.notify_gate.reset()
-                raise
-        jobs = []
-        for index, (pairs, action, _, body) in enumerate(prepared):
-            rows = accepted[index] if accepted is not None else None
-            if accepted is not None and rows is None:
-                continue  # a replayed event, applied before
-            if index in kept:  # NotifyWhen decided: the rows are the kept ones, in order
-                pairs = [(s, t) for s, t in pairs if s.id in kept[index]]
-            for position, (subscription, template) in enumerate(pairs):
-                row = rows[position] if rows else None
-                jobs.append(Delivery(
-                    template.url, template.content_type,
-                    notification_action(subscription, action),
-                    render=template,
-                    render_args=(action, body, row.message_id if row else None),
-                    subscription_id=subscription.id, kind=NOTIFICATION,
-                    outbox_id=row.id if row else None, created=row.created if row else None,
-                    topic=subscription.topic))
-        return self.deliveries.submit(jobs)
+        return self.publication.deliver_many([(subscriptions, action, event)])
 
     def _delivery_transport(self, transport):
         """The service's transport, or, when that is real HTTP and ``delivery_client`` is
@@ -346,76 +295,14 @@ class SubscriptionManager(SubscriptionOperations):
 
     def publish_many(self, entry: NamespaceEntry, events: list[etree._Element], *,
                      action: str | None = None,
-                     position: tuple[str | None, int | None] | None = None) -> "Published":
-        """Publish ``events`` to ``entry``'s subscriptions: the one path of every publication
-        (a plain publication is a list of one, the dispatcher's ``edn:EventBatch`` a list of
-        its events).
-
-        An event over the event limits is refused (and the others published); with
-        ``position`` (the dispatcher and the sequence number of the first event), an event
-        at or below the dispatcher's last applied sequence is skipped (a replayed batch). The
-        rest are matched in one call of the topic's matcher; strikes are counted event by
-        event (a subscription its strikes end is not notified of the later events); expired
-        subscriptions are left out; the notifications of all the events, NotifyWhen decided,
-        are made durable in one outbox transaction (with the position, when given) and
-        queued. ``action`` defaults to the topic's. An event with subscribers is taken out of
-        its parent (if it has one) to be serialized with the namespaces it uses."""
-        if action is None:
-            action = self.default_action(entry)
-        refused = self.event_limits.refusals(events)
-        dispatcher, first_seq = position if position is not None else (None, None)
-        replayable = dispatcher is not None and first_seq is not None
-        applied = self.outbox.position(dispatcher) if replayable else 0
-        kept, seqs = [], []
-        skipped = 0
-        for index, event in enumerate(events):
-            if index in refused:
-                continue
-            if replayable:
-                seq = first_seq + index
-                if seq <= applied:
-                    skipped += 1
-                    continue
-                seqs.append(seq)
-            kept.append(event)
-        matched = []
-        for event, targets in zip(kept, self._match(entry, kept, action)):
-            if targets:
-                parent = event.getparent()
-                if parent is not None:
-                    parent.remove(event)
-                matched.append((targets, action, event))
-            else:
-                matched.append((targets, action, None))
-        if replayable and matched:
-            queued = self.deliver_many(matched, dispatcher=dispatcher, seqs=seqs)
-        else:
-            queued = self.deliver_many([m for m in matched if m[0]])
-        return Published(queued=queued, received=len(kept), skipped=skipped, refused=refused)
-
-    def _match(self, entry: NamespaceEntry, events: list[etree._Element],
-               action: str) -> list[list[Subscription]]:
-        """Per event, the active, unexpired subscriptions it is to be notified to."""
-        if not events:
-            return []
-        failures = [FilterFailures(self.settings.filter_budget) for _ in events]
-        answers = self.view.match(entry, events, action, failures)
-        self._published += len(events)
-        subscriptions = self.view.subscriptions
-        targets = []
-        now = None
-        for event, ids, failed in zip(events, answers, failures):
-            if failed:
-                self.strikes.count(failed.failed)
-            ids = self.on_event_matched(entry, event, action, ids)
-            if not ids:
-                targets.append([])
-                continue
-            if now is None:
-                now = self.clock()
-            targets.append([s for s in map(subscriptions.get, ids)
-                            if s is not None and not s.expired_at(now)])
-        return targets
+                     position: tuple[str | None, int | None] | None = None) -> Published:
+        """Publish ``events`` to ``entry``'s subscriptions (the one path of every
+        publication: :meth:`.publication.Publication.publish_many`); ``action`` defaults
+        to the topic's, ``position`` is the dispatcher's and its first event's sequence
+        number."""
+        return self.publication.publish_many(
+            entry, events, action=action if action is not None else self.default_action(entry),
+            position=position)
 
     def _struck_out(self, subscription_id: str, reason: str, strikes: int) -> None:
         """End a subscription whose filter reached ``filter_strikes``. The status is
@@ -517,7 +404,7 @@ class SubscriptionManager(SubscriptionOperations):
     def counters(self) -> dict[str, int]:
         stats = self.deliverer.stats()
         stats["subscriptions"] = len(self.view)
-        stats["published"] = self._published
+        stats["published"] = self.publication.published
         stats["filter_failures"] = self.strikes.failures
         stats.update(self.notify_gate.counts)
         stats.update(self.outbox.stats())
@@ -545,17 +432,6 @@ class SubscriptionManager(SubscriptionOperations):
             self.outbox.flush()
         except Exception:
             log.exception("deleting delivered outbox rows at shutdown failed")
-
-
-@dataclasses.dataclass(frozen=True)
-class Published:
-    """What :meth:`SubscriptionManager.publish_many` did: notifications ``queued``, events
-    matched (``received``), replayed events ``skipped``, and the events ``refused`` (index
-    -> why)."""
-    queued: int
-    received: int
-    skipped: int
-    refused: dict[int, str]
 
 
 @functools.lru_cache(maxsize=None)

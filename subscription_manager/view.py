@@ -29,8 +29,6 @@ import threading
 import time
 from typing import Callable
 
-from lxml import etree
-
 from wsframework.matching import FilterFailures, InvalidFilter, Matcher, UnsupportedDialect
 from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.namespace import NamespaceEntry, UnknownEntry

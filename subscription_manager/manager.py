@@ -62,7 +62,7 @@ from wsframework.xmlparse import parse_xml
 
 from . import messages as msg
 from .deadletters import register_dead_letter_admin
-from .delivery import SUBSCRIPTION_END, Delivery
+from .delivery_job import SUBSCRIPTION_END, Delivery
 from .event_limits import EventLimits
 from .exceptions import RefusedEvent, UnknownSubscription
 from .notify_index import NotifyGate
@@ -71,7 +71,8 @@ from .outbox import Outbox
 from .outbox_deliveries import OutboxDeliveries
 from .publication import Publication, Published
 from .settings import EventingSettings
-from .store import NotifyState, Subscription, SubscriptionStore
+from .notify_state import NotifyState
+from .store import Subscription, SubscriptionStore
 from .strikes import FilterStrikes
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
                        check_pairing, version_of)

@@ -31,7 +31,8 @@ from sortedcontainers import SortedList
 from matchers.schema.extraction import standalone
 
 from .notify_when import NotifyWhen
-from .store import NotifyState, Subscription
+from .notify_state import NotifyState
+from .store import Subscription
 
 __all__ = ["NotifyIndex", "NotifyGate", "ValueKey", "notify_when_selection"]
 

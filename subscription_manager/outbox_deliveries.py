@@ -14,7 +14,8 @@ import logging
 import threading
 from typing import Callable
 
-from .delivery import NOTIFICATION, Deliverer, Delivery, DeliveryPolicy
+from .delivery import Deliverer
+from .delivery_job import NOTIFICATION, Delivery, DeliveryPolicy
 from .notifications import notification_action
 from .outbox import Outbox, OutboxRow
 from .view import SubscriptionView

@@ -23,7 +23,7 @@ from lxml import etree
 from wsframework.matching import FilterFailures
 from wsframework.namespace import NamespaceEntry
 
-from .delivery import NOTIFICATION, Delivery
+from .delivery_job import NOTIFICATION, Delivery
 from .event_limits import EventLimits
 from .notifications import notification_action
 from .notify_index import NotifyGate, notify_when_selection

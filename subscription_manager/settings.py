@@ -95,7 +95,7 @@ from wsframework.matching.limits import FilterLimits
 from wsframework.settings import Settings, parse_ip_ranges, setting
 from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
-from .delivery import DeliveryPolicy
+from .delivery_job import DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
 from .store import SubscriptionLimits
 

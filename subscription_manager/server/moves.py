@@ -55,7 +55,8 @@ from wsframework.transport import TransportError
 from ..client import EventingClient
 from ..manager import MANAGER_PATH
 from ..messages import manager_epr
-from ..store import NotifyState, Subscription
+from ..notify_state import NotifyState
+from ..store import Subscription
 from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
 from .moved_subscriptions import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
 

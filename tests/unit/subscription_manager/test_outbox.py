@@ -12,7 +12,8 @@ from lxml import etree
 
 from route_manager import edn_wire
 from subscription_manager import deadletters as dl
-from subscription_manager.outbox import Outbox, process_owner
+from subscription_manager.outbox import Outbox
+from subscription_manager.process_owner import process_owner
 from tests.support.edn import TOPIC, Network, event_element, server_url
 from tests.support.eventing import TOKEN, FakeClock, Harness, RecordingSink, quote
 from wsframework import ns

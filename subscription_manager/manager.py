@@ -23,6 +23,7 @@ SubscriptionEnd, expiry sweeps, shutdown. The parts, one idea each:
 
 Extension points for subclasses (the EDN subscription manager):
 
+* :meth:`build_parts` -- build the subclass's parts, before the view is loaded;
 * :meth:`matcher_for` -- the matcher that holds a topic's filters;
 * :meth:`on_subscription_added` / :meth:`on_subscription_removed` -- the in-memory view
   changed (``local`` says whether this process made the change or learned it from the
@@ -32,7 +33,7 @@ Extension points for subclasses (the EDN subscription manager):
   (:mod:`.operations`).
 
 The view is loaded during construction, so hooks may fire inside ``__init__``: a subclass
-sets up what its hooks need *before* calling ``super().__init__``. Hooks run outside the
+builds what its hooks need in :meth:`build_parts`, which runs just before. Hooks run outside the
 manager's own locks (possibly under the namespace's, when a topic change ends
 subscriptions), in whichever thread made or learned the change.
 """
@@ -149,6 +150,7 @@ class SubscriptionManager(SubscriptionOperations):
             clock=clock, on_event_matched=self.on_event_matched)
         self._stop = threading.Event()
         self._closed = False
+        self.build_parts()
 
         self._register_routes(service.messaging)
         register_dead_letter_admin(service.admin, self.outbox,
@@ -168,6 +170,10 @@ class SubscriptionManager(SubscriptionOperations):
         service.add_component(self)
 
     # == extension points ==================================================================
+    def build_parts(self) -> None:
+        """Build a subclass's parts: called once the settings, store, view, outbox and
+        publication exist, before the view is loaded (the hooks below fire from then on)."""
+
     def matcher_for(self, entry: NamespaceEntry) -> Matcher:
         """The matcher holding ``entry``'s subscription filters."""
         return entry.matcher

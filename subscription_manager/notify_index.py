@@ -1,4 +1,5 @@
-"""Which NotifyWhen subscriptions an event's value reaches, without a scan (seed 5.3.1).
+"""Which NotifyWhen subscriptions an event's value reaches, without a scan (Chandramouli's
+richer subscriptions, section 5.3.1).
 
 :class:`NotifyIndex` keeps, for subscriptions that read the same Value, the two thresholds
 of each (:meth:`NotifyWhen.thresholds <.notify_when.NotifyWhen.thresholds>`: L - delta and
@@ -10,7 +11,7 @@ the M costs O(M log K). A scan would cost O(N) per event whatever M is.
 Subscriptions with equal thresholds share one key (a set of ids under it): a *re-indexing*
 is a key entering or leaving a sorted structure; moving a subscription to a key that is
 already there is a dictionary update. With a tolerance t the thresholds lie on a grid of
-spacing t, so subscriptions with the same t share keys much more often (seed 5.4: fewer
+spacing t, so subscriptions with the same t share keys much more often (section 5.4: fewer
 re-indexings). :attr:`NotifyIndex.reindexings` counts them.
 
 :class:`NotifyGate` is the source's decision for a batch of events, run inside the write

@@ -1,4 +1,4 @@
-"""The EDN subscription server (paper sections II, III-A/B, V-A; flows 3 and 4 of DESIGN.md).
+"""The EDN subscription server (paper sections II, III-A/B, V-A).
 
 Run one with ``edn serve server --dispatcher URL [--dispatcher URL2 ...] [--name N]
 [--partitioner rtree] [--load-threshold N]`` (one ``--dispatcher`` per root dispatcher: the

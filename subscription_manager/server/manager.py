@@ -28,8 +28,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-import time
 
+from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.edn_wire import EVENT_BATCH, batch_position
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
@@ -43,6 +43,7 @@ from wsframework.transport import HttpTransport
 
 from ..manager import TOPICS_PREFIX, SubscriptionManager
 from ..settings import EventingSettings
+from ..store import Subscription
 from .admin import ServerAdmin
 from .exceptions import TopicNotHere
 from .moves import Mover
@@ -50,6 +51,7 @@ from .network import NetworkAgent
 from .subscribe_placement import SubscriptionPlacement
 from .relay import SubscriptionRelay
 from .settings import EdnSettings
+from .peer_health import PeerHealth
 from .summaries import RoutingSummaries
 
 __all__ = ["EdnSubscriptionManager"]
@@ -58,19 +60,22 @@ log = logging.getLogger(__name__)
 
 
 class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdmin,
-                             RoutingSummaries, SubscriptionManager):
+                             SubscriptionManager):
     # Read once, with the base's, from the role's one mapping (the base manager refuses a
     # key no group knows); the server role declares the same groups (build_server.settings).
     settings_groups = (EdnSettings, EventingSettings)
 
-    def __init__(self, service, **kwargs):
-        # What the hooks need exists before the base loads the view (hooks fire in there).
-        self._init_summaries()
+    def build_parts(self) -> None:
+        """What the hooks need before the view is loaded: the role's settings, the
+        counters, the routing summaries (the topics' engines)."""
+        self.edn: EdnSettings = self.role_settings[EdnSettings].named_after(self.service.base_url)
         self._counters: collections.Counter = collections.Counter()
         self._counter_lock = threading.Lock()
-        self._down: dict[str, float] = {}
+        self.summaries = RoutingSummaries(self.view, routing_precision=self.edn.routing_precision)
+        self.health = PeerHealth(self.edn.peer_interval)
+
+    def __init__(self, service, **kwargs):
         super().__init__(service, **kwargs)
-        self.edn: EdnSettings = self.role_settings[EdnSettings].named_after(service.base_url)
         # Admin calls and forwarded subscribes; HTTP with this role's read timeout.
         self._own_transport = isinstance(service.transport, HttpTransport)
         self.peer_transport = (HttpTransport(timeout=(2.0, self.edn.forward_timeout))
@@ -84,8 +89,17 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
                                       refresh_interval=self.edn.refresh,
                                       random_state=self.edn.placement_seed, latency=latency,
                                       distance_floor=self.edn.placement_distance_floor)
-        self.mover = Mover(self)
-        self.network = NetworkAgent(self)
+        self.mover = Mover(
+            store=service.store, subscriptions=self.store, view=self.view,
+            notify_gate=self.notify_gate, transport=service.transport,
+            base_url=service.base_url, topic=self.topic, matcher_for=self.matcher_for,
+            clock=self.clock, sync=self.sync, admin_client=self.admin_client, count=self.count,
+            move_chunk=self.edn.move_chunk, routes_changed=self._routes_changed)
+        self.network = NetworkAgent(
+            self.edn, store=service.store, subscriptions=self.store, topics=self.topics,
+            peers=self.peers, summaries=self.summaries, health=self.health,
+            base_url=service.base_url, data_dir=service.config.data_dir, sync=self.sync,
+            admin_client=self.admin_client, count=self.count)
         self.topics.on_change(self._forget_engine)
         service.messaging.route("edn.event-batch",
                                 MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
@@ -104,6 +118,30 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         # Subscribers see the network's topic address, whichever server holds them.
         return f"{self.edn.dispatcher}/topics/{entry.name}/Event"
 
+    # == the base manager's hooks: the routing summaries follow the view ===================
+    def matcher_for(self, entry: NamespaceEntry) -> RTreeMatchingEngine:
+        return self.summaries.matcher_for(entry)
+
+    def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
+        self.summaries.added(subscription)
+
+    def on_subscription_removed(self, subscription: Subscription, *, local: bool) -> None:
+        self.summaries.removed(subscription)
+
+    def load(self) -> int:
+        """Subscriptions held by this server (all topics): the paper's server load."""
+        return self.summaries.load()
+
+    def _forget_engine(self, event: str, entry: NamespaceEntry) -> None:
+        if event == "removed":
+            self.summaries.forget_engine(entry)
+            self.router.forget(entry.name)
+
+    def _routes_changed(self, topics: list[str]) -> None:
+        """Subscriptions came or went in bulk (an import, a move): route updates now, before
+        answering, so that the dispatcher routes accordingly from then on."""
+        self.network.push_summaries(topics=topics, force=True)
+
     # == counters ==========================================================================
     def count(self, name: str, n: int = 1) -> None:
         if n:
@@ -117,14 +155,13 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
 
     # == peers =============================================================================
     def mark_down(self, peer: str) -> None:
-        self._down[peer] = time.monotonic() + 5 * self.edn.peer_interval
+        self.health.mark_down(peer)
 
     def mark_up(self, peer: str) -> None:
-        self._down.pop(peer, None)
+        self.health.mark_up(peer)
 
     def is_down(self, peer: str) -> bool:
-        until = self._down.get(peer)
-        return until is not None and until > time.monotonic()
+        return self.health.is_down(peer)
 
     def admin_client(self, address: str) -> AdminClient:
         return AdminClient(address, self.service.config.admin_token, transport=self.peer_transport)

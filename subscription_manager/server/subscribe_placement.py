@@ -162,9 +162,9 @@ class _RouteView:
 
     def candidates(self) -> list[Candidate]:
         m = self.manager
-        with m.reading():
+        with m.summaries.reading():
             own = self.engine.summary(m.edn.routing_precision)
-        centroid, count = m.centroid(self.entry)
+        centroid, count = m.summaries.centroid(self.entry)
         found = [Candidate(self.self_name, m.load(), own.mins, own.maxs, centroid, count)]
         states = {s.name: s for s in m.peers.route_states(self.entry.name)}
         dims = self.engine.schema.dims

@@ -1,4 +1,4 @@
-"""Richer subscriptions over the stateless network (seed: chandramouli-richer-subscriptions).
+"""Stateful subscriptions over the stateless network (Chandramouli's richer subscriptions).
 
 Each module holds one idea; import from the module itself:
 

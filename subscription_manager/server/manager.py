@@ -30,22 +30,23 @@ import logging
 import threading
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager.edn_wire import EVENT_BATCH, batch_position
+from route_manager.edn_wire import EVENT_BATCH, PLACED, batch_position
 from route_manager.peers import PeerTable
 from route_manager.placement import PlacementRouter
 from wsframework import ns
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied
 from wsframework.exceptions import sender_fault
-from wsframework.messaging import IncomingMessage, MessageFilter
+from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 from wsframework.transport import HttpTransport
 
 from ..manager import TOPICS_PREFIX, SubscriptionManager
 from ..settings import EventingSettings
 from ..store import Subscription
+from ..versions import EventingVersion, check_pairing
 from .admin import ServerAdmin
-from .exceptions import TopicNotHere
+from .exceptions import PlacementRefused, TopicNotHere
 from .moves import Mover
 from .network import NetworkAgent
 from .subscribe_placement import SubscriptionPlacement
@@ -59,8 +60,7 @@ __all__ = ["EdnSubscriptionManager"]
 log = logging.getLogger(__name__)
 
 
-class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdmin,
-                             SubscriptionManager):
+class EdnSubscriptionManager(SubscriptionManager):
     # Read once, with the base's, from the role's one mapping (the base manager refuses a
     # key no group knows); the server role declares the same groups (build_server.settings).
     settings_groups = (EdnSettings, EventingSettings)
@@ -78,8 +78,8 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         super().__init__(service, **kwargs)
         # Admin calls and forwarded subscribes; HTTP with this role's read timeout.
         self._own_transport = isinstance(service.transport, HttpTransport)
-        self.peer_transport = (HttpTransport(timeout=(2.0, self.edn.forward_timeout))
-                               if self._own_transport else service.transport)
+        peer_transport = (HttpTransport(timeout=(2.0, self.edn.forward_timeout))
+                          if self._own_transport else service.transport)
         self.peers = PeerTable(service.store)
         latency = self.edn.latency()
         if latency is not None and self.edn.name not in latency:
@@ -95,6 +95,15 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
             base_url=service.base_url, topic=self.topic, matcher_for=self.matcher_for,
             clock=self.clock, sync=self.sync, admin_client=self.admin_client, count=self.count,
             move_chunk=self.edn.move_chunk, routes_changed=self._routes_changed)
+        self.placement = SubscriptionPlacement(
+            service.store, name=self.edn.name, router=self.router, peers=self.peers,
+            health=self.health, summaries=self.summaries, filter_limits=self.view.filter_limits,
+            routing_precision=self.edn.routing_precision)
+        self.relay = SubscriptionRelay(
+            peers=self.peers, peer_transport=peer_transport,
+            admin_token=service.config.admin_token, forward_timeout=self.edn.forward_timeout,
+            subscriptions=self.store, forwarding=self.mover.forwarding, health=self.health,
+            count=self.count)
         self.network = NetworkAgent(
             self.edn, store=service.store, subscriptions=self.store, topics=self.topics,
             peers=self.peers, summaries=self.summaries, health=self.health,
@@ -105,7 +114,9 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
                                 MessageFilter(action=ns.EDN_EVENT_BATCH_ACTION,
                                               path_prefix=TOPICS_PREFIX),
                                 self._on_event_batch, priority=20)
-        self._register_admin(service.admin)
+        self.server_admin = ServerAdmin(service.admin, name=self.edn.name, peers=self.peers,
+                                 health=self.health, mover=self.mover, stats=self.stats,
+                                 count=self.count)
 
     def topic(self, name: str) -> NamespaceEntry:
         """The local topic ``name``; :class:`~.exceptions.TopicNotHere` if there is none."""
@@ -142,6 +153,57 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
         answering, so that the dispatcher routes accordingly from then on."""
         self.network.push_summaries(topics=topics, force=True)
 
+    # == requests: placed, relayed, or answered here ======================================
+    def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
+        version = check_pairing(version, message.wsa_version)
+        if message.header(PLACED) is not None:  # placed here by a peer: made here
+            if not carries_credential(message, self.service.config.admin_token):
+                raise PlacementRefused()
+            reply = super().handle_subscribe(message, version)
+            self.count("placed_here_by_peers")
+            return reply
+        entry = self._topic_entry(message)
+        target = self.placement.target(entry, message, version)
+        if target != self.edn.name:
+            reply = self.relay.forward_subscribe(message, version, entry, target)
+            if reply is not None:
+                self.count(f"placements.{target}")
+                return reply
+        self.count(f"placements.{self.edn.name}")
+        return super().handle_subscribe(message, version)
+
+    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        reply = self._relayed_if_moved(message, version, "Renew", subscription_id)
+        return reply or super().handle_renew(message, version, subscription_id)
+
+    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        reply = self._relayed_if_moved(message, version, "GetStatus", subscription_id)
+        return reply or super().handle_get_status(message, version, subscription_id)
+
+    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        reply = self._relayed_if_moved(message, version, "Unsubscribe", subscription_id)
+        return reply or super().handle_unsubscribe(message, version, subscription_id)
+
+    def _relayed_if_moved(self, message, version: EventingVersion, operation: str,
+                          subscription_id: str) -> Reply | None:
+        """The answer of the server a subscription moved to, or None when it lives here."""
+        target = self.relay.moved_to(subscription_id)
+        if target is None:
+            return None
+        return self.relay.forward_manager(message, version, operation, subscription_id, target)
+
+    # == statistics ========================================================================
+    def stats(self) -> dict[str, object]:
+        """This server's counters (also the GetStats admin message)."""
+        figures: dict[str, object] = dict(self.counters)
+        figures.update(self.edn_counters)
+        figures["load"] = self.load()
+        figures.update(self.network.figures())
+        figures["leader"] = int(self.network.election.held)
+        figures["peers"] = len(self.peers.servers())
+        figures["forwarding_records"] = self.mover.forwarding.count()
+        return figures
+
     # == counters ==========================================================================
     def count(self, name: str, n: int = 1) -> None:
         if n:
@@ -162,6 +224,16 @@ class EdnSubscriptionManager(SubscriptionPlacement, SubscriptionRelay, ServerAdm
 
     def is_down(self, peer: str) -> bool:
         return self.health.is_down(peer)
+
+    @property
+    def peer_transport(self):
+        """The transport of admin calls and relayed requests to other servers (the relay's:
+        replacing it here replaces it there)."""
+        return self.relay.peer_transport
+
+    @peer_transport.setter
+    def peer_transport(self, transport) -> None:
+        self.relay.peer_transport = transport
 
     def admin_client(self, address: str) -> AdminClient:
         return AdminClient(address, self.service.config.admin_token, transport=self.peer_transport)

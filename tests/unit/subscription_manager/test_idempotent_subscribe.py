@@ -276,7 +276,7 @@ def test_the_placements_remembered_are_bounded(net, monkeypatch):
     monkeypatch.setattr(placement, "PLACEMENT_TRIM_EVERY", 3)
     first = net.manager(0)
     for k in range(20):
-        first._remember(f"key-{k}", "s1")
+        first.placement._remember(f"key-{k}", "s1")
     rows = first.service.store.query("SELECT request_key FROM edn_placements")
     assert len(rows) <= 5 + 3
-    assert first._remembered("key-19") == "s1"
+    assert first.placement._remembered("key-19") == "s1"

@@ -11,7 +11,8 @@ Addresses (``{base}`` is the service's base URL):
 This module composes the parts and holds what happens to a subscription after it is made:
 SubscriptionEnd, expiry sweeps, shutdown. The parts, one idea each:
 
-* :mod:`.operations` -- Subscribe / Renew / GetStatus / Unsubscribe;
+* :mod:`.operations` -- Subscribe / Renew / GetStatus / Unsubscribe (``manager.operations``,
+  called by the ``handle_*`` methods);
 * :mod:`.view` -- the process's in-memory view (filters installed in their topic's matcher,
   notification templates) that follows the durable store (:meth:`sync`, checked at the start
   of each request and by the sweeper), and the topics' coming and going under it;
@@ -29,8 +30,8 @@ Extension points for subclasses (the EDN subscription manager):
   changed (``local`` says whether this process made the change or learned it from the
   store);
 * :meth:`on_event_matched` -- see and edit the matched subscription ids of an event;
-* ``handle_subscribe`` / ``handle_renew`` / ``handle_get_status`` / ``handle_unsubscribe``
-  (:mod:`.operations`).
+* :meth:`handle_subscribe` / :meth:`handle_renew` / :meth:`handle_get_status` /
+  :meth:`handle_unsubscribe` -- how each request is answered (default: :mod:`.operations`).
 
 The view is loaded during construction, so hooks may fire inside ``__init__``: a subclass
 builds what its hooks need in :meth:`build_parts`, which runs just before. Hooks run outside the
@@ -76,7 +77,7 @@ from .notify_state import NotifyState
 from .store import Subscription, SubscriptionStore
 from .strikes import FilterStrikes
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
-                       check_pairing, version_of)
+                       EventingVersion, check_pairing, version_of)
 from .view import SubscriptionView
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ TOPICS_PREFIX = "/topics/"
 _HOUSEKEEPING_INTERVAL = 600.0
 
 
-class SubscriptionManager(SubscriptionOperations):
+class SubscriptionManager:
     """Event source and subscription manager for every topic of ``service.topics``."""
 
     # The settings groups this manager reads (a subclass adds its own, the EDN's EdnSettings).
@@ -148,6 +149,10 @@ class SubscriptionManager(SubscriptionOperations):
             event_limits=self.event_limits, strikes=self.strikes,
             filter_budget=self.settings.filter_budget, durable=self.settings.durable_outbox,
             clock=clock, on_event_matched=self.on_event_matched)
+        self.operations = SubscriptionOperations(
+            self.store, self.view, notify_state=self.notify_state, settings=self.settings,
+            expiry_policy=self.expiry_policy, targets=self.targets,
+            manager_address=self.manager_address, topic_entry=self._topic_entry, clock=clock)
         self._stop = threading.Event()
         self._closed = False
         self.build_parts()
@@ -194,6 +199,19 @@ class SubscriptionManager(SubscriptionOperations):
                          subscription_ids: list[str]) -> list[str]:
         """The ids an event matched; return the ids to notify (default: all of them)."""
         return subscription_ids
+
+    def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
+        """Answer a Subscribe (:mod:`.operations`); the EDN manager places it first."""
+        return self.operations.subscribe(message, version)
+
+    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        return self.operations.renew(message, version, subscription_id)
+
+    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        return self.operations.get_status(message, version, subscription_id)
+
+    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        return self.operations.unsubscribe(message, version, subscription_id)
 
     def deliver(self, subscriptions: list[Subscription], action: str,
                 event: etree._Element | bytes) -> int:

@@ -20,22 +20,25 @@ drive :meth:`EdnSubscriptionManager.step` themselves.
 
 Modules, one idea each:
 
-==============  ==============================================================================
-``manager``     the EDN subscription manager: composes the parts below (mixins and the parts
-                it holds) and publishes the dispatcher's event batches locally
-``summaries``   R-tree engines per topic, the subscriptions' centres, the load, peer summaries
-``placement``   where a Subscribe goes (the best server under the load threshold)
-``relay``       a Subscribe placed elsewhere, and requests for moved subscriptions, carried to
-                the server that holds them; the answer relayed back
-``admin``       the admin messages: PeerUpdate, Export / Import / MoveSubscriptions, GetStats
-``exceptions``  the server's errors and the faults they are answered with (registered once)
-``moves``       export / import / move of subscriptions and the forwarding records
-``wire``        the ``edn:Subscriptions`` element subscriptions travel in
-``network``     registration with each root, route updates (coalesced, with generations),
-                peer exchange
-``election``    the one worker process that runs the network conversation
-``settings``    the role's settings
-==============  ==============================================================================
+=======================  =====================================================================
+``manager``              the EDN subscription manager: composes the parts below, decides where
+                         a request is answered, publishes the dispatcher's event batches
+``summaries``            R-tree engines per topic, the subscriptions' centres, the load, peer
+                         summaries
+``subscribe_placement``  where a Subscribe goes (the best server under the load threshold)
+``relay``                a Subscribe placed elsewhere, and requests for moved subscriptions,
+                         carried to the server that holds them; the answer relayed back
+``admin``                the admin messages: PeerUpdate, Export / Import / MoveSubscriptions,
+                         GetStats
+``exceptions``           the server's errors and the faults they are answered with
+``moves``                export / import / move of subscriptions and the forwarding records
+``moved_subscriptions``  the ``edn:Subscriptions`` element subscriptions travel in
+``network``              registration with each root, route updates (coalesced, with
+                         generations), peer exchange
+``peer_health``          which peers answer (one that does not is left out of placement)
+``election``             the one worker process that runs the network conversation
+``settings``             the role's settings
+=======================  =====================================================================
 
 Limits worth knowing:
 

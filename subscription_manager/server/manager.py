@@ -2,26 +2,29 @@
 subscription server, extended for the network.
 
 What it adds to :class:`~subscription_manager.manager.SubscriptionManager`, one idea per
-module (each a mixin of :class:`EdnSubscriptionManager`, or a part it holds):
+module, each a part the manager holds (built with what it uses):
 
-* :mod:`.summaries` -- topics are matched by
+* :mod:`.summaries` -- ``manager.summaries``: topics are matched by
   :class:`~matchers.rtree_engine.RTreeMatchingEngine` (a topic bound to another engine gets
-  one built from its options, :meth:`matcher_for`); the subscriptions' centres, the load, and
-  the summary told to peers;
-* :mod:`.subscribe_placement` -- a Subscribe is placed (:mod:`route_manager.placement`) on the best
-  server under the load threshold;
-* :mod:`.relay` -- a Subscribe placed on another server is forwarded there, and Renew /
-  GetStatus / Unsubscribe for a subscription that moved away are forwarded to where it lives;
-* :mod:`.admin` -- admin messages: ``PeerUpdate``, ``ExportSubscriptions``,
-  ``ImportSubscriptions``, ``MoveSubscriptions``, ``GetStats``;
-* :mod:`.moves` -- export / import / move and the forwarding records (``manager.mover``);
-* :mod:`.network` -- registration, route updates, peer exchange (``manager.network``).
+  one built from its options, :meth:`matcher_for`); the subscriptions' centres, the load,
+  and the summary told to peers;
+* :mod:`.subscribe_placement` -- ``manager.placement``: the server a Subscribe is made on
+  (:mod:`route_manager.placement`: the best one under the load threshold);
+* :mod:`.relay` -- ``manager.relay``: a Subscribe placed on another server is forwarded
+  there, and Renew / GetStatus / Unsubscribe for a subscription that moved away are
+  forwarded to where it lives;
+* :mod:`.admin` -- ``manager.server_admin``: admin messages ``PeerUpdate``,
+  ``ExportSubscriptions``, ``ImportSubscriptions``, ``MoveSubscriptions``, ``GetStats``;
+* :mod:`.moves` -- ``manager.mover``: export / import / move and the forwarding records;
+* :mod:`.network` -- ``manager.network``: registration, route updates, peer exchange;
+* :mod:`.peer_health` -- ``manager.health``: which peers answer.
 
-This module composes them, and publishes the ``edn:EventBatch`` messages the dispatcher
-sends (``{server}/topics/T``) locally, a batch at a time: the topic's engine matches the
-whole batch exactly (``match_many_reporting``: one extraction and one index pass), the
-events with subscribers are serialized (once each) and the batch goes to the outbox in one
-transaction with the dispatcher's position.
+This module composes them, decides where each request is answered (placed, relayed, or
+here), and publishes the ``edn:EventBatch`` messages the dispatcher sends
+(``{server}/topics/T``) through the base's one publication path
+(:meth:`~subscription_manager.manager.SubscriptionManager.publish_many`): the whole batch
+matched in one call, the events with subscribers serialized once each, and the batch
+committed to the outbox in one transaction with the dispatcher's position.
 """
 from __future__ import annotations
 

@@ -15,5 +15,13 @@ Each module holds one idea; import from the module itself:
 
 - :mod:`.interval_store`: the same set durable in SQLite, with an outbox of the messages.
 - :mod:`.interval_publisher`: the publisher-side piece that sends those messages as events of
-  a topic through the EDN (``edn intervals``).
+  a topic through the EDN (``edn intervals``, :mod:`.interval_commands`).
+- :mod:`.range_min_table`: range-aggregate subscriptions (section 4.2.4): a table's MIN
+  and MAX over ranges, and the change messages each tuple update turns into.
+- :mod:`.table_service` and :mod:`.table_role`: the service that keeps a published table
+  and sends its changes to the EDN (``edn serve table``).
+
+What the package holds in common: the state a subscription depends on (the last value it
+was told, an aggregate over a table) lives at the publisher side, which turns each change
+into events that stateless filters match at the EDN.
 """

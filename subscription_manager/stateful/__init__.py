@@ -20,6 +20,8 @@ Each module holds one idea; import from the module itself:
   and MAX over ranges, and the change messages each tuple update turns into.
 - :mod:`.table_service` and :mod:`.table_role`: the service that keeps a published table
   and sends its changes to the EDN (``edn serve table``).
+- :mod:`.feed`: how both publisher-side services send their changes (one publication, or
+  one ``edn:EventBatch``).
 
 What the package holds in common: the state a subscription depends on (the last value it
 was told, an aggregate over a table) lives at the publisher side, which turns each change

@@ -31,6 +31,7 @@ from lxml import etree
 from wsframework import ns
 from wsframework.publisher import Publisher
 
+from .feed import send_changes
 from .interval_store import IntervalStore, StoredMessage
 from .intervals import IntervalMessage, InvalidIntervalState
 
@@ -113,9 +114,6 @@ class IntervalPublisher:
                 if not pending:
                     return sent
                 events = [message_event(m) for m in pending]
-                if len(events) == 1:
-                    self.publisher.publish(self.topic, events[0])
-                else:
-                    self.publisher.send_batch(self.topic, events)
+                send_changes(self.publisher, self.topic, events)
                 self.store.sent(pending)
                 sent += len(pending)

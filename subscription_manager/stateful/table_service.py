@@ -63,6 +63,7 @@ from wsframework.publisher import Publisher
 from wsframework.service import Service
 from wsframework.store import Store
 
+from .feed import send_changes
 from .range_min_table import RangeMinTable
 
 log = logging.getLogger(__name__)
@@ -332,11 +333,7 @@ class TableService:
                 if not pending:
                     return sent
                 try:
-                    events = [event for _, _, event in pending]
-                    if len(events) == 1:
-                        self.publisher.publish(self.feed, events[0])
-                    else:
-                        self.publisher.send_batch(self.feed, events)
+                    send_changes(self.publisher, self.feed, [event for _, _, event in pending])
                 except Exception:
                     if not quietly:
                         raise

@@ -47,7 +47,6 @@ class Published:
     refused: dict[int, str]
 
 
-
 class Publication:
     """Publishes events to the subscriptions of this process's view. ``on_event_matched``
     sees (and may edit) the ids each event matched; ``published`` counts the events
@@ -84,11 +83,13 @@ class Publication:
         event (a subscription its strikes end is not notified of the later events); expired
         subscriptions are left out; the notifications of all the events, NotifyWhen decided,
         are made durable in one outbox transaction (with the position, when given) and
-        queued. An event with subscribers is taken out of
-        its parent (if it has one) to be serialized with the namespaces it uses."""
+        queued. An event with subscribers is taken out of its parent (if it has one): it
+        then serializes as a copy of itself would, with the namespace declarations it uses,
+        not every one in scope."""
         refused = self.event_limits.refusals(events)
         dispatcher, first_seq = position if position is not None else (None, None)
         replayable = dispatcher is not None and first_seq is not None
+        # checked again in the outbox's transaction, against a concurrent copy of the batch
         applied = self.outbox.position(dispatcher) if replayable else 0
         kept, seqs = [], []
         skipped = 0

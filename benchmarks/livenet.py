@@ -93,7 +93,7 @@ def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi:
                          chunk: int = 2500) -> None:
     """Store one subscription per row on ``server`` (NotifyTo: the sink) in bulk."""
     from matchers import FilterSpec
-    from subscription_manager.edn.moves import subscriptions_element
+    from subscription_manager.server.moves import subscriptions_element
     from subscription_manager.messages import UNWRAP
     from subscription_manager.store import Subscription
     from subscription_manager.versions import VERSIONS

@@ -3,7 +3,7 @@
 
 Other packages add subcommands through the ``edn.commands`` entry-point group: each entry
 point is a function ``add(subparsers)`` that adds its parser and sets ``func`` (``edn bench``
-from ``benchmarks``, ``edn profile`` and ``edn study`` from ``route_manager.spark``).
+from ``benchmarks``, ``edn profile`` and ``edn study`` from ``spark_jobs``).
 """
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         add(sub)
     for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         entry_point.load()(sub)
-    from subscription_manager.richer.interval_commands import add_intervals_parser
+    from subscription_manager.stateful.interval_commands import add_intervals_parser
     add_intervals_parser(sub)  # edn intervals: S-CN notification conditions
     return parser
 

@@ -15,7 +15,7 @@ finite; the text is at most :data:`MAX_FILTER_CHARS` characters and a name at mo
 :data:`MAX_NAME_CHARS`. Anything else raises :class:`InvalidFilter` (the subscription is
 refused with the spec's filter fault, as every dialect's).
 
-The topic is a table's *feed*: the publisher-side service (``subscription_manager.richer.
+The topic is a table's *feed*: the publisher-side service (``subscription_manager.stateful.
 table_service``) publishes one :func:`change_element` per reformulated message
 ``<NEW, INNER_L, INNER_R, OUTER_L, OUTER_R>``, and the topic's schema (:func:`feed_schema`)
 reads from it, per aggregate, the two boxes a subscription point ``(x1, x2)`` must fall in::

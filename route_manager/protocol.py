@@ -75,7 +75,7 @@ SERVICE_NAMES = ServiceNames(store_file="edn.db", metric_prefix="edn_",
 EVENT_BATCH = ns.qname(EDN, "EventBatch")      # events publisher -> dispatcher -> server
 EVENT_BATCH_ACTION = EDN + "/EventBatch"       # the action a dispatcher posts a batch with
 PLACED = ns.qname(EDN, "Placed")               # header of a placed Subscribe (edn.placement)
-SUBSCRIPTIONS = ns.qname(EDN, "Subscriptions")  # moved subscriptions (subscription_manager.edn.wire)
+SUBSCRIPTIONS = ns.qname(EDN, "Subscriptions")  # moved subscriptions (subscription_manager.server.moved_subscriptions)
 SUBSCRIPTION = ns.qname(EDN, "Subscription")
 FILTER = ns.qname(EDN, "Filter")
 EXPRESSION = ns.qname(EDN, "Expression")

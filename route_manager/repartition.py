@@ -13,7 +13,7 @@ Steps: ``ExportSubscriptions`` from every registered server (their ids and recta
 server that does not answer aborts the whole operation before anything moves); the algorithm
 computes one target server per subscription; then ``MoveSubscriptions`` per (source, target)
 pair, in chunks. Moving keeps every subscription's identifier and EPR (the source forwards
-requests for it, see :mod:`subscription_manager.edn.moves`).
+requests for it, see :mod:`subscription_manager.server.moves`).
 
 * ``rtree`` / ``kmeans``: the offline partitioner computes one label per subscription
   (:class:`OfflineRTreePartitioner`: TGS bulk loading with the root fan-out forced to the

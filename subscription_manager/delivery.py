@@ -56,17 +56,15 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from wsframework.urlpolicy import UrlRefused
+
+from .delivery_job import NOTIFICATION, SUBSCRIPTION_END, Delivery, DeliveryPolicy
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DeliveryPolicy", "Delivery", "Deliverer", "NOTIFICATION", "SUBSCRIPTION_END"]
-
-NOTIFICATION = "notification"
-SUBSCRIPTION_END = "subscription-end"
 
 _DROP_LOG_INTERVAL = 5.0
 _BATCH = 16  # most jobs a worker takes from one host at a time
@@ -93,65 +91,6 @@ class _Host:
         self.active = 0
         self.ready = False  # in the deliverer's ready queue
         self.suspect = False  # the last attempt failed to connect or answered slowly
-
-
-@dataclass(frozen=True)
-class DeliveryPolicy:
-    workers: int = 32
-    per_host: int = 8  # workers delivering to one host at once
-    queue_size: int = 50_000
-    retries: int = 3
-    backoff: float = 0.5
-    backoff_max: float = 30.0
-    max_age: float | None = None  # seconds after acceptance a job may still be retried
-    slow_after: float = 1.0  # an attempt longer than this makes its host suspect
-
-    def __post_init__(self):
-        if self.workers < 1 or self.queue_size < 1 or self.per_host < 1:
-            raise ValueError("delivery needs at least one worker (per host too) and one "
-                             "queue slot")
-        if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0:
-            raise ValueError("retries and backoff must not be negative")
-        if self.slow_after <= 0:
-            raise ValueError("slow_after must be positive")
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based)."""
-        return min(self.backoff_max, self.backoff * (2 ** (attempt - 1)))
-
-
-@dataclass(eq=False, slots=True)
-class Delivery:
-    """One message to one endpoint. ``render`` builds the payload lazily in a worker (once;
-    retries reuse it): a callable, or an object with a ``render`` method called with
-    ``render_args`` (a notification template and its arguments: no bound method or partial
-    is made per notification, which the garbage collector would have to track)."""
-
-    url: str
-    content_type: str
-    action: str
-    render: Callable[[], bytes] | Any | None = None
-    payload: bytes | None = None
-    subscription_id: str | None = None
-    kind: str = NOTIFICATION
-    attempt: int = 0
-    last_error: str | None = field(default=None, repr=False)
-    # durable jobs (the outbox): the row, when the event was accepted (wall clock) and when
-    # the first attempt failed; ``topic`` for the dead letter
-    outbox_id: int | None = None
-    created: float | None = None
-    first_attempt: float | None = None
-    topic: str = ""
-    render_args: tuple | None = None
-
-    def body(self) -> bytes:
-        if self.payload is None:
-            if self.render_args is not None:
-                self.payload = self.render.render(*self.render_args)
-            else:
-                self.payload = self.render()
-            self.render = self.render_args = None
-        return self.payload
 
 
 class Deliverer:

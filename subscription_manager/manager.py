@@ -9,34 +9,32 @@ Addresses (``{base}`` is the service's base URL):
   ``evt:SubscriptionId`` in ``urn:wsframework:eventing`` (2011).
 
 This module composes the parts and holds what happens to a subscription after it is made:
-publication, SubscriptionEnd, expiry sweeps, shutdown. The parts, one idea each:
+SubscriptionEnd, expiry sweeps, shutdown. The parts, one idea each:
 
-* :mod:`.operations` -- Subscribe / Renew / GetStatus / Unsubscribe (a mixin of the manager);
+* :mod:`.operations` -- Subscribe / Renew / GetStatus / Unsubscribe (``manager.operations``,
+  called by the ``handle_*`` methods);
 * :mod:`.view` -- the process's in-memory view (filters installed in their topic's matcher,
   notification templates) that follows the durable store (:meth:`sync`, checked at the start
   of each request and by the sweeper), and the topics' coming and going under it;
-* :mod:`.delivery` -- the push delivery queue;
+* :mod:`.publication` -- the one publication path (:meth:`publish_many`): event limits,
+  matching, strikes, NotifyWhen, the outbox transaction;
+* :mod:`.outbox_deliveries` -- from the outbox to the push delivery queue (:mod:`.delivery`)
+  and back;
 * :mod:`.outbox` -- accepted events, pending notifications, retries, dead letters.
-
-Publication compiles nothing: match (under a shared read lock), serialize the event once,
-commit the event and one row per matching subscription to the durable outbox (one
-transaction per event, or per EDN batch; :mod:`.outbox`), then hand one small job per row to
-the delivery queue. A publisher's success answer therefore means: durable against a
-``kill -9``; delivered at least once, with the row's fixed ``wsa:MessageID``.
 
 Extension points for subclasses (the EDN subscription manager):
 
+* :meth:`build_parts` -- build the subclass's parts, before the view is loaded;
 * :meth:`matcher_for` -- the matcher that holds a topic's filters;
 * :meth:`on_subscription_added` / :meth:`on_subscription_removed` -- the in-memory view
   changed (``local`` says whether this process made the change or learned it from the
   store);
 * :meth:`on_event_matched` -- see and edit the matched subscription ids of an event;
-* :meth:`deliver` -- how an event's notifications leave (default: the push delivery queue);
-* ``handle_subscribe`` / ``handle_renew`` / ``handle_get_status`` / ``handle_unsubscribe``
-  (:mod:`.operations`).
+* :meth:`handle_subscribe` / :meth:`handle_renew` / :meth:`handle_get_status` /
+  :meth:`handle_unsubscribe` -- how each request is answered (default: :mod:`.operations`).
 
 The view is loaded during construction, so hooks may fire inside ``__init__``: a subclass
-sets up what its hooks need *before* calling ``super().__init__``. Hooks run outside the
+builds what its hooks need in :meth:`build_parts`, which runs just before. Hooks run outside the
 manager's own locks (possibly under the namespace's, when a topic change ends
 subscriptions), in whichever thread made or learned the change.
 """
@@ -54,7 +52,7 @@ from lxml import etree
 from wsframework import addressing as wsa
 from wsframework.addressing import request_headers
 from wsframework.exceptions import sender_fault
-from wsframework.matching import FilterFailures, Matcher
+from wsframework.matching import Matcher
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.publisher import PUBLISH_ACTION
@@ -62,20 +60,24 @@ from wsframework.settings import Settings, read_settings
 from wsframework.transport import HttpTransport, LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 from wsframework.soap import SoapVersion, build_envelope
-from wsframework.xmlparse import XmlRejected, parse_xml
+from wsframework.xmlparse import parse_xml
 
 from . import messages as msg
 from .deadletters import register_dead_letter_admin
-from .delivery import NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer
+from .delivery_job import SUBSCRIPTION_END, Delivery
+from .event_limits import EventLimits
 from .exceptions import RefusedEvent, UnknownSubscription
-from .notifications import notification_action
 from .notify_index import NotifyGate
 from .operations import SubscriptionOperations
-from .outbox import Outbox, OutboxRow
+from .outbox import Outbox
+from .outbox_deliveries import OutboxDeliveries
+from .publication import Publication, Published
 from .settings import EventingSettings
-from .store import NotifyState, Subscription, SubscriptionStore
+from .notify_state import NotifyState
+from .store import Subscription, SubscriptionStore
+from .strikes import FilterStrikes
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
-                       check_pairing, version_of)
+                       EventingVersion, check_pairing, version_of)
 from .view import SubscriptionView
 
 log = logging.getLogger(__name__)
@@ -85,10 +87,9 @@ __all__ = ["SubscriptionManager", "MANAGER_PATH", "TOPICS_PREFIX"]
 MANAGER_PATH = "/subscriptions"
 TOPICS_PREFIX = "/topics/"
 _HOUSEKEEPING_INTERVAL = 600.0
-_STRIKE_LOG_INTERVAL = 10.0  # seconds between warnings about failing filters
 
 
-class SubscriptionManager(SubscriptionOperations):
+class SubscriptionManager:
     """Event source and subscription manager for every topic of ``service.topics``."""
 
     # The settings groups this manager reads (a subclass adds its own, the EDN's EdnSettings).
@@ -121,16 +122,7 @@ class SubscriptionManager(SubscriptionOperations):
         # The durable outbox (accepted events, pending notifications, dead letters, batch
         # positions) in the service's store; ``durable_outbox=false`` keeps only positions.
         self.outbox = Outbox(service.store, clock=clock, lease=self.settings.outbox_lease)
-        self._durable = self.settings.durable_outbox
-        self._in_memory: set[int] = set()  # outbox rows the deliverer holds
-        self._in_memory_lock = threading.Lock()
         self._own_delivery_transport = None
-        self.deliverer = Deliverer(self._delivery_transport(service.transport),
-                                   self.settings.delivery_policy(),
-                                   approve_target=self.targets.approve, is_wanted=self._is_wanted,
-                                   on_give_up=self._gave_up, on_finish=self._job_finished,
-                                   on_retry=self._job_retry, wall_clock=clock,
-                                   approval_ttl=min(1.0, self.settings.target_cache_ttl))
         self.manager_address = service.base_url + MANAGER_PATH
         # edn:NotifyWhen: L per subscription (durable) and the decision made in the outbox's
         # transaction (.notify_index)
@@ -140,24 +132,37 @@ class SubscriptionManager(SubscriptionOperations):
                                      on_added=self.on_subscription_added,
                                      on_removed=self._left_view,
                                      filter_limits=self.settings.filter_limits())
-        # The view's lock and subscriptions under the names subclasses read.
-        self._rw = self.view.lock
-        self._subscriptions = self.view.subscriptions
-        self._published = 0
-        # strikes against filters that failed or overran filter_budget (per process)
-        self._strikes: dict[str, int] = {}
-        self._strikes_lock = threading.Lock()
-        self._strike_logged = float("-inf")
-        self._filter_failures = 0
+        self.deliveries = OutboxDeliveries(
+            self.outbox, self.view, self._delivery_transport(service.transport),
+            self.settings.delivery_policy(), clock=clock, approve_target=self.targets.approve,
+            approval_ttl=min(1.0, self.settings.target_cache_ttl),
+            end_on_dead_letter=self.settings.end_subscription_on_dead_letter,
+            on_delivery_failure=self._delivery_failed)
+        self.deliverer = self.deliveries.deliverer
+        self.event_limits = EventLimits(self.settings.event_max_elements,
+                                        self.settings.event_max_depth)
+        self.strikes = FilterStrikes(self.settings.filter_strikes,
+                                     active=lambda: self.view.subscriptions,
+                                     struck_out=self._struck_out)
+        self.publication = Publication(
+            self.view, self.outbox, self.deliveries, self.notify_gate,
+            event_limits=self.event_limits, strikes=self.strikes,
+            filter_budget=self.settings.filter_budget, durable=self.settings.durable_outbox,
+            clock=clock, on_event_matched=self.on_event_matched)
+        self.operations = SubscriptionOperations(
+            self.store, self.view, notify_state=self.notify_state, settings=self.settings,
+            expiry_policy=self.expiry_policy, targets=self.targets,
+            manager_address=self.manager_address, topic_entry=self._topic_entry, clock=clock)
         self._stop = threading.Event()
         self._closed = False
+        self.build_parts()
 
         self._register_routes(service.messaging)
         register_dead_letter_admin(service.admin, self.outbox,
                                    after_redeliver=self._after_redeliver)
         self.topics.on_change(self._on_topic_change)
         self._load()
-        self.notify_gate.load(service.store.connection(), list(self._subscriptions.values()))
+        self.notify_gate.load(service.store.connection(), list(self.view.subscriptions.values()))
         try:  # rows of processes that died before this one started
             self.recover_outbox()
         except Exception:
@@ -170,6 +175,10 @@ class SubscriptionManager(SubscriptionOperations):
         service.add_component(self)
 
     # == extension points ==================================================================
+    def build_parts(self) -> None:
+        """Build a subclass's parts: called once the settings, store, view, outbox and
+        publication exist, before the view is loaded (the hooks below fire from then on)."""
+
     def matcher_for(self, entry: NamespaceEntry) -> Matcher:
         """The matcher holding ``entry``'s subscription filters."""
         return entry.matcher
@@ -191,83 +200,27 @@ class SubscriptionManager(SubscriptionOperations):
         """The ids an event matched; return the ids to notify (default: all of them)."""
         return subscription_ids
 
-    def deliver(self, subscriptions: list[Subscription], action: str, event: bytes) -> int:
-        """Send one notification of ``event`` (serialized) to each subscription; returns how
-        many were queued. The whole fan-out is made durable (:mod:`.outbox`) and queued in
-        one step."""
-        return self.deliver_many([(subscriptions, action, event)])
+    def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
+        """Answer a Subscribe (:mod:`.operations`); the EDN manager places it first."""
+        return self.operations.subscribe(message, version)
 
-    def deliver_many(self, events: list[tuple[list[Subscription], str, bytes]], *,
-                     dispatcher: str | None = None, seqs: list[int] | None = None) -> int:
-        """:meth:`deliver` for several events in one outbox transaction: when this returns,
-        every notification is durable (or, with ``dispatcher``/``seqs``, the events at or
-        below the dispatcher's last applied sequence were skipped). Returns how many
-        notifications were queued."""
-        prepared = []
-        for subscriptions, action, event in events:
-            pairs = [(s, t) for s, t in ((s, self.view.templates.get(s.id)) for s in subscriptions)
-                     if t is not None]
-            prepared.append((pairs, action, event))
-        kept, select = self._notify_when_selection(prepared)
-        if not self._durable and dispatcher is None and select is None:
-            accepted = None
-        else:
-            try:
-                accepted = self.outbox.accept(
-                    [(pairs[0][0].topic if pairs else "", action, event, [s.id for s, _ in pairs])
-                     for pairs, action, event in prepared],
-                    durable=self._durable, dispatcher=dispatcher, seqs=seqs, select=select)
-            except BaseException:
-                if select is not None:  # L changed in memory, not in the store
-                    self.notify_gate.reset()
-                raise
-        jobs = []
-        for index, (pairs, action, event) in enumerate(prepared):
-            rows = accepted[index] if accepted is not None else None
-            if accepted is not None and rows is None:
-                continue  # a replayed event, applied before
-            if index in kept:  # NotifyWhen decided: the rows are the kept ones, in order
-                pairs = [(s, t) for s, t in pairs if s.id in kept[index]]
-            for position, (subscription, template) in enumerate(pairs):
-                row = rows[position] if rows else None
-                jobs.append(Delivery(
-                    template.url, template.content_type,
-                    notification_action(subscription, action),
-                    render=template,
-                    render_args=(action, event, row.message_id if row else None),
-                    subscription_id=subscription.id, kind=NOTIFICATION,
-                    outbox_id=row.id if row else None, created=row.created if row else None,
-                    topic=subscription.topic))
-        return self._submit(jobs)
+    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        return self.operations.renew(message, version, subscription_id)
 
-    def _notify_when_selection(self, prepared) -> tuple[dict[int, set[str]], object]:
-        """For events notified to subscriptions with an edn:NotifyWhen: the ``select``
-        the outbox calls in its transaction (:meth:`NotifyGate.decide`), and the dict it
-        fills (event index -> ids kept). ``({}, None)`` when no event has any."""
-        values: dict[int, dict] = {}
-        for index, (pairs, _, event) in enumerate(prepared):
-            conditions = {s.notify_when.value_key: s.notify_when
-                          for s, _ in pairs if s.notify_when is not None}
-            if not conditions:
-                continue
-            try:  # the event as published (it passed the event limits then)
-                root = parse_xml(event)
-            except XmlRejected:
-                root = None
-            values[index] = {key: (c.value_of(root) if root is not None else None)
-                             for key, c in conditions.items()}
-        if not values:
-            return {}, None
-        kept: dict[int, set[str]] = {}
-        by_id = {s.id: s for pairs, _, _ in prepared for s, _ in pairs}
+    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        return self.operations.get_status(message, version, subscription_id)
 
-        def select(conn, index, ids):
-            if index not in values:
-                return ids
-            chosen = self.notify_gate.decide(conn, [by_id[i] for i in ids], values[index])
-            kept[index] = chosen
-            return [i for i in ids if i in chosen]
-        return kept, select
+    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+        return self.operations.unsubscribe(message, version, subscription_id)
+
+    def deliver(self, subscriptions: list[Subscription], action: str,
+                event: etree._Element | bytes) -> int:
+        """Send one notification of ``event`` (an element, or its serialized bytes) to each
+        subscription, bypassing matching; returns how many were queued (durable first, as
+        :meth:`.publication.Publication.deliver_many`)."""
+        if isinstance(event, bytes):
+            event = parse_xml(event)
+        return self.publication.deliver_many([(subscriptions, action, event)])
 
     def _delivery_transport(self, transport):
         """The service's transport, or, when that is real HTTP and ``delivery_client`` is
@@ -280,20 +233,6 @@ class SubscriptionManager(SubscriptionOperations):
             pool_size=self.settings.delivery_per_host)
         return self._own_delivery_transport
 
-    def _submit(self, jobs: list[Delivery]) -> int:
-        if not jobs:
-            return 0
-        durable = [job.outbox_id for job in jobs if job.outbox_id is not None]
-        if durable:
-            with self._in_memory_lock:
-                self._in_memory.update(durable)
-        queued = self.deliverer.submit_many(jobs)
-        dropped = [job.outbox_id for job in jobs[queued:] if job.outbox_id is not None]
-        if dropped:  # stay in the outbox; the sweep takes them again when due
-            with self._in_memory_lock:
-                self._in_memory.difference_update(dropped)
-        return queued
-
     # == the outbox ========================================================================
     def recover_outbox(self) -> int:
         """Claim the rows of processes that are gone, delete the delivered rows noted so far,
@@ -301,66 +240,13 @@ class SubscriptionManager(SubscriptionOperations):
         persisted before a restart, jobs a full queue dropped). Returns how many were
         queued."""
         self.sync()  # rows name subscriptions other workers made
-        self.outbox.flush()
-        self.outbox.heartbeat()
-        self.outbox.claim()
-        with self._in_memory_lock:
-            held = set(self._in_memory)
-        jobs = []
-        for row in self.outbox.due(held):
-            job = self._job_from_row(row)
-            if job is None:  # the subscription is gone: nothing to deliver
-                self.outbox.delivered(row.id)
-            else:
-                jobs.append(job)
-        return self._submit(jobs)
+        return self.deliveries.recover()
 
     def _after_redeliver(self) -> None:
         try:
             self.recover_outbox()
         except Exception:  # the rows are committed; the next sweep queues them
             log.exception("queueing redelivered dead letters failed")
-
-    def _job_from_row(self, row: OutboxRow) -> Delivery | None:
-        if row.payload is not None:  # a redelivered dead letter, sent as it was
-            job = Delivery(row.url or "", row.content_type or "", row.action or "",
-                           payload=row.payload, subscription_id=row.subscription_id)
-        else:
-            subscription = self._subscriptions.get(row.subscription_id)
-            template = self.view.templates.get(row.subscription_id)
-            if subscription is None or template is None or row.body is None:
-                return None
-            job = Delivery(template.url, template.content_type,
-                           notification_action(subscription, row.event_action or ""),
-                           render=template,
-                           render_args=(row.event_action or "", row.body, row.message_id),
-                           subscription_id=row.subscription_id)
-        job.outbox_id = row.id
-        job.attempt = row.attempts
-        job.created = row.created
-        job.first_attempt = row.first_attempt
-        job.topic = row.event_topic or self._topic_of(row.subscription_id)
-        return job
-
-    def _topic_of(self, subscription_id: str) -> str:
-        subscription = self._subscriptions.get(subscription_id)
-        return subscription.topic if subscription is not None else ""
-
-    def _job_finished(self, job: Delivery, outcome: str) -> None:
-        if job.outbox_id is None:
-            return
-        with self._in_memory_lock:
-            self._in_memory.discard(job.outbox_id)
-        if outcome in ("delivered", "discarded"):
-            self.outbox.delivered(job.outbox_id)
-        # "failed": dead-lettered by _gave_up; "dropped": stays, due again later
-
-    def _job_retry(self, job: Delivery, delay: float) -> None:
-        if job.outbox_id is None:
-            return
-        now = self.clock()
-        self.outbox.failed(job.outbox_id, job.attempt, now + delay, job.last_error,
-                           job.first_attempt, now)
 
     def default_action(self, entry: NamespaceEntry) -> str:
         """The notification action of an event published without its own action."""
@@ -421,101 +307,42 @@ class SubscriptionManager(SubscriptionOperations):
             raise sender_fault("a publication needs the event as the body's element")
         action = message.action if message.action and message.action != PUBLISH_ACTION \
             else self.default_action(entry)
-        problem = self.event_limits_exceeded(message.body)
-        if problem is not None:
-            raise RefusedEvent(f"event refused: {problem}")
         # The event becomes the root of its own document: absolute paths in filters
         # (``/q:quote``) then start at the event, not at the SOAP envelope.
-        self.publish(entry, copy.deepcopy(message.body), action)
-        return None
-
-    def event_limits_exceeded(self, event: etree._Element) -> str | None:
-        """Why ``event`` is over ``event_max_elements`` / ``event_max_depth``, or None.
-
-        Checked before matching, separately from the body size limit: a small body can hold
-        100,000 empty elements, and every ``//*`` in every filter would walk them all."""
-        max_elements, max_depth = self.settings.event_max_elements, self.settings.event_max_depth
-        elements = depth = 0
-        for action, _ in etree.iterwalk(event, events=("start", "end")):
-            if action == "end":
-                depth -= 1
-                continue
-            elements += 1
-            depth += 1
-            if elements > max_elements:
-                return f"more than {max_elements} elements"
-            if depth > max_depth:
-                return f"nested deeper than {max_depth} elements"
+        published = self.publish_many(entry, [copy.deepcopy(message.body)], action=action)
+        if published.refused:
+            raise RefusedEvent(f"event refused: {published.refused[0]}")
         return None
 
     def publish(self, entry: NamespaceEntry, event: etree._Element, action: str) -> int:
-        """Match ``event`` against ``entry``'s subscriptions and queue a notification for
-        each match (durable when this returns); returns how many were queued."""
-        targets = self.match_event(entry, event, action)
-        if not targets:
-            return 0
-        return self.deliver(targets, action, etree.tostring(event))
+        """:meth:`publish_many` of one event; returns how many notifications were queued."""
+        return self.publish_many(entry, [event], action=action).queued
 
-    def match_event(self, entry: NamespaceEntry, event: etree._Element,
-                    action: str) -> list[Subscription]:
-        """The active, unexpired subscriptions ``event`` is to be notified to."""
-        failures = FilterFailures(self.settings.filter_budget)
-        ids = self.view.match(entry, event, action, failures)
-        self._published += 1
-        if failures:
-            self._strike(failures.failed)
-        ids = self.on_event_matched(entry, event, action, ids)
-        if not ids:
-            return []
-        now = self.clock()
-        subscriptions = self._subscriptions
-        return [s for s in map(subscriptions.get, ids) if s is not None and not s.expired_at(now)]
+    def publish_many(self, entry: NamespaceEntry, events: list[etree._Element], *,
+                     action: str | None = None,
+                     position: tuple[str | None, int | None] | None = None) -> Published:
+        """Publish ``events`` to ``entry``'s subscriptions (the one path of every
+        publication: :meth:`.publication.Publication.publish_many`); ``action`` defaults
+        to the topic's, ``position`` is the dispatcher's and its first event's sequence
+        number."""
+        return self.publication.publish_many(
+            entry, events, action=action if action is not None else self.default_action(entry),
+            position=position)
 
-    def _strike(self, failed: dict[str, str]) -> None:
-        """Count a strike against each subscription whose filter failed or overran its
-        budget on one event; at ``filter_strikes`` the subscription ends. The status is
-        SourceCancelling: the source ends it for a reason of its own (DeliveryFailure
-        would blame the sink, which did nothing wrong)."""
-        ending = []
-        with self._strikes_lock:
-            for subscription_id, reason in failed.items():
-                self._filter_failures += 1
-                count = self._strikes.get(subscription_id, 0) + 1
-                self._strikes[subscription_id] = count
-                if count >= self.settings.filter_strikes:
-                    del self._strikes[subscription_id]
-                    ending.append((subscription_id, reason, count))
-            if len(self._strikes) > 2 * len(self._subscriptions) + 100:
-                # strikes of subscriptions that left meanwhile (unsubscribed, expired, moved)
-                self._strikes = {i: n for i, n in self._strikes.items()
-                                 if i in self._subscriptions}
-            now = time.monotonic()
-            loud = now - self._strike_logged >= _STRIKE_LOG_INTERVAL
-            if loud:
-                self._strike_logged = now
-        if loud:  # rate-limited: a hostile filter must not flood the log either
-            subscription_id, reason = next(iter(failed.items()))
-            log.warning("filters of %d subscription(s) failed on an event (e.g. %s: %s); "
-                        "%d filter failures so far", len(failed), subscription_id, reason,
-                        self._filter_failures)
-        for subscription_id, reason, count in ending:
-            ended = self.store.end(subscription_id, END_CANCELLING)
-            if ended is not None:
-                self._end([ended], END_CANCELLING,
-                          f"the subscription's filter failed or overran its time budget on "
-                          f"{count} events (last: {reason})")
-
-    def _is_wanted(self, subscription_id: str) -> bool:
-        subscription = self._subscriptions.get(subscription_id)
-        return subscription is not None and not subscription.expired_at(self.clock())
+    def _struck_out(self, subscription_id: str, reason: str, strikes: int) -> None:
+        """End a subscription whose filter reached ``filter_strikes``. The status is
+        SourceCancelling: the source ends it for a reason of its own (DeliveryFailure would
+        blame the sink, which did nothing wrong)."""
+        ended = self.store.end(subscription_id, END_CANCELLING)
+        if ended is not None:
+            self._end([ended], END_CANCELLING,
+                      f"the subscription's filter failed or overran its time budget on "
+                      f"{strikes} events (last: {reason})")
 
     # == following the store and the namespace =============================================
     def sync(self) -> bool:
         """Apply changes other processes committed; True if there were any."""
         return self.view.sync()
-
-    def _entry_of(self, subscription: Subscription) -> NamespaceEntry | None:
-        return self.view.entry_of(subscription)
 
     def _load(self) -> None:
         for topic_uid in self.view.load():
@@ -554,25 +381,9 @@ class SubscriptionManager(SubscriptionOperations):
                                               subscription_id=subscription.id,
                                               kind=SUBSCRIPTION_END))
 
-    def _gave_up(self, job: Delivery) -> None:
-        """Attempts or age ran out, or the target was refused: a durable notification goes
-        to the dead letters; the subscription ends (SubscriptionEnd/DeliveryFailure) unless
-        ``end_subscription_on_dead_letter`` is false."""
-        if job.kind != NOTIFICATION or job.subscription_id is None:
-            return
-        if job.outbox_id is not None:
-            try:
-                payload = job.body()
-            except Exception:
-                log.exception("could not render a dead letter for %s", job.url)
-                payload = b""
-            self.outbox.dead_letter(job.outbox_id, topic=job.topic, url=job.url,
-                                    content_type=job.content_type, action=job.action,
-                                    payload=payload, reason=job.last_error or "unknown",
-                                    attempts=job.attempt + 1, first_attempt=job.first_attempt,
-                                    last_attempt=self.clock())
-            if not self.settings.end_subscription_on_dead_letter:
-                return
+    def _delivery_failed(self, job: Delivery) -> None:
+        """A notification was given up on (:mod:`.outbox_deliveries`): its subscription
+        ends with SubscriptionEnd/DeliveryFailure."""
         ended = self.store.end(job.subscription_id, END_DELIVERY_FAILURE)
         if ended is not None:
             self._end([ended], END_DELIVERY_FAILURE,
@@ -618,8 +429,8 @@ class SubscriptionManager(SubscriptionOperations):
     def counters(self) -> dict[str, int]:
         stats = self.deliverer.stats()
         stats["subscriptions"] = len(self.view)
-        stats["published"] = self._published
-        stats["filter_failures"] = self._filter_failures
+        stats["published"] = self.publication.published
+        stats["filter_failures"] = self.strikes.failures
         stats.update(self.notify_gate.counts)
         stats.update(self.outbox.stats())
         return stats

@@ -72,7 +72,7 @@ def source_readings(manager) -> list[Reading]:
                 counters.get("dead_letters", 0)),
     ]
     edn_counters = getattr(manager, "edn_counters", None)
-    if edn_counters is not None:  # the server role (subscription_manager.edn)
+    if edn_counters is not None:  # the server role (subscription_manager.server)
         out += [Reading(name, "counter", help, edn_counters.get(key, 0))
                 for key, (name, help) in _EDN_COUNTERS.items()]
         # every worker's view of the same subscriptions: the largest, not their sum

@@ -1,4 +1,5 @@
-"""Which NotifyWhen subscriptions an event's value reaches, without a scan (seed 5.3.1).
+"""Which NotifyWhen subscriptions an event's value reaches, without a scan (Chandramouli's
+richer subscriptions, section 5.3.1).
 
 :class:`NotifyIndex` keeps, for subscriptions that read the same Value, the two thresholds
 of each (:meth:`NotifyWhen.thresholds <.notify_when.NotifyWhen.thresholds>`: L - delta and
@@ -10,7 +11,7 @@ the M costs O(M log K). A scan would cost O(N) per event whatever M is.
 Subscriptions with equal thresholds share one key (a set of ids under it): a *re-indexing*
 is a key entering or leaving a sorted structure; moving a subscription to a key that is
 already there is a dictionary update. With a tolerance t the thresholds lie on a grid of
-spacing t, so subscriptions with the same t share keys much more often (seed 5.4: fewer
+spacing t, so subscriptions with the same t share keys much more often (section 5.4: fewer
 re-indexings). :attr:`NotifyIndex.reindexings` counts them.
 
 :class:`NotifyGate` is the source's decision for a batch of events, run inside the write
@@ -28,10 +29,13 @@ from typing import Iterable
 
 from sortedcontainers import SortedList
 
-from .notify_when import NotifyWhen
-from .store import NotifyState, Subscription
+from matchers.schema.extraction import standalone
 
-__all__ = ["NotifyIndex", "NotifyGate", "ValueKey"]
+from .notify_when import NotifyWhen
+from .notify_state import NotifyState
+from .store import Subscription
+
+__all__ = ["NotifyIndex", "NotifyGate", "ValueKey", "notify_when_selection"]
 
 ValueKey = tuple  # NotifyWhen.value_key: (expression, namespaces)
 
@@ -264,3 +268,33 @@ class NotifyGate:
             for where, members in by_where.items():
                 self._index(conn, where, members)
         return sum(len(m) for m in by_where.values())
+
+
+def notify_when_selection(gate: NotifyGate, batch) -> tuple[dict[int, set[str]], object]:
+    """For the events of ``batch`` (per event: its element and the subscriptions it is to
+    be notified to) that reach subscriptions with an edn:NotifyWhen: the ``select`` the
+    outbox calls in its transaction (:meth:`NotifyGate.decide`), and the dict it fills
+    (event index -> ids kept). ``({}, None)`` when no event reaches any.
+
+    The Value is read from the event element as matched, standing as the root of its own
+    document (an absolute Value path starts at the event)."""
+    values: dict[int, dict] = {}
+    for index, (event, subscriptions) in enumerate(batch):
+        conditions = {s.notify_when.value_key: s.notify_when
+                      for s in subscriptions if s.notify_when is not None}
+        if not conditions:
+            continue
+        root = standalone(event)
+        values[index] = {key: c.value_of(root) for key, c in conditions.items()}
+    if not values:
+        return {}, None
+    kept: dict[int, set[str]] = {}
+    by_id = {s.id: s for _, subscriptions in batch for s in subscriptions}
+
+    def select(conn, index, ids):
+        if index not in values:
+            return ids
+        chosen = gate.decide(conn, [by_id[i] for i in ids], values[index])
+        kept[index] = chosen
+        return [i for i in ids if i in chosen]
+    return kept, select

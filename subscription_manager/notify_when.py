@@ -1,4 +1,5 @@
-"""Notification conditions: the ``edn:NotifyWhen`` Subscribe extension (seed section 5).
+"""Notification conditions: the ``edn:NotifyWhen`` Subscribe extension (Chandramouli's
+richer subscriptions, section 5).
 
 A subscriber that only wants to hear when a number in the events "changed enough" adds, as
 a child of ``wse:Subscribe`` (both WS-Eventing versions allow extension elements there,
@@ -10,7 +11,7 @@ after the version's own children)::
       <edn:Tolerance>1</edn:Tolerance>           <!-- t, optional: 0 <= t <= delta -->
     </edn:NotifyWhen>
 
-Semantics (seed 5.2 and 5.4), with L the last value notified to the subscription: an
+Semantics (sections 5.2 and 5.4), with L the last value notified to the subscription: an
 event that matches the subscription's filter and whose value v lies outside
 (L - delta, L + delta) **must** be notified; one outside (L - delta + t, L + delta - t)
 **may** be; nothing else is. L starts at the first matching value (that event is notified).
@@ -131,7 +132,7 @@ class NotifyWhen:
 
         lo lies in [L - delta, L - delta + t] and hi in [L + delta - t, L + delta], so every
         "must" is notified and nothing outside "may" is. With an absolute tolerance both
-        snap inward to a grid of spacing t (seed 5.4's partition into sub-intervals of size
+        snap inward to a grid of spacing t (section 5.4's partition into sub-intervals of size
         t): lo = ceil((L - delta) / t) * t, hi = floor((L + delta) / t) * t, clamped into
         those ranges against rounding. Subscriptions with the same t then share thresholds
         whatever their delta and L, and the index holds at most one key per grid point."""

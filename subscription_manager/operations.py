@@ -1,5 +1,5 @@
 """Subscribe, Renew, GetStatus and Unsubscribe: the WS-Eventing operations of the event
-source (both versions), as a mixin of :class:`~subscription_manager.manager.SubscriptionManager`.
+source (both versions), a part of :class:`~subscription_manager.manager.SubscriptionManager`.
 
 Each operation parses its request (:mod:`.messages`), decides against the durable store
 (:mod:`.store`, conditional transitions), takes the committed row into the process's view
@@ -7,10 +7,8 @@ Each operation parses its request (:mod:`.messages`), decides against the durabl
 ``kill -9`` loses nothing acknowledged. Refusals are precise exceptions (:mod:`.exceptions`,
 :mod:`.expiry`) that the messaging edge answers with the version's fault.
 
-The host provides ``store``, ``notify_state``, ``view``, ``clock``, ``expiry_policy``, ``targets`` (a
-:class:`~wsframework.urlpolicy.UrlPolicy`), ``manager_address`` and ``_topic_entry(message)``.
-Subclasses override the ``handle_*`` methods (the EDN manager places and forwards) and call
-them through ``super()``.
+The manager's ``handle_*`` methods call it (a subclass overrides those: the EDN manager
+places and forwards, and calls them through ``super()``).
 """
 from __future__ import annotations
 
@@ -18,6 +16,7 @@ import dataclasses
 import hashlib
 import logging
 import uuid
+from typing import Callable
 
 from lxml import etree
 
@@ -25,14 +24,17 @@ from wsframework import addressing as wsa
 from wsframework.addressing import EndpointReference
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
-from wsframework.urlpolicy import UrlRefused
+from wsframework.urlpolicy import UrlPolicy, UrlRefused
 
 from . import messages as msg
 from .exceptions import RefusedEndpoint, TooManySubscriptions, UnknownSubscription
-from .expiry import ExpiryRequest, Grant
+from .expiry import ExpiryPolicy, ExpiryRequest, Grant
 from .notify_when import status_element
-from .store import DuplicateRequest, LimitReached, Subscription
+from .notify_state import NotifyState
+from .settings import EventingSettings
+from .store import DuplicateRequest, LimitReached, Subscription, SubscriptionStore
 from .versions import EventingVersion, check_pairing
+from .view import SubscriptionView
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +66,28 @@ def request_key(message: IncomingMessage, topic_uid: str) -> str | None:
 
 
 class SubscriptionOperations:
-    """The four operations; mixed into the subscription manager."""
+    """The four operations over ``store`` (durable subscriptions) and ``view`` (this
+    process's); ``notify_state``: NotifyWhen's L (GetStatus reports it); ``settings``: the
+    subscription limits; ``expiry_policy``: the grants; ``targets``: the address policy
+    NotifyTo and EndTo must pass; ``manager_address``: the subscription manager's address
+    (in the EPRs answered); ``topic_entry(message)``: the topic a message is addressed to."""
+
+    def __init__(self, store: SubscriptionStore, view: SubscriptionView, *,
+                 notify_state: NotifyState, settings: EventingSettings,
+                 expiry_policy: ExpiryPolicy, targets: UrlPolicy, manager_address: str,
+                 topic_entry: Callable[[IncomingMessage], NamespaceEntry], clock):
+        self.store = store
+        self.view = view
+        self.notify_state = notify_state
+        self.settings = settings
+        self.expiry_policy = expiry_policy
+        self.targets = targets
+        self.manager_address = manager_address
+        self._topic_entry = topic_entry
+        self.clock = clock
 
     # == Subscribe =========================================================================
-    def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
+    def subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
         version = check_pairing(version, message.wsa_version)
         if message.action != version.action("Subscribe"):
             raise wsa.action_not_supported(message.wsa_version, message.action)
@@ -164,7 +184,7 @@ class SubscriptionOperations:
             raise UnknownSubscription(version, subscription_id, operation)
         return current
 
-    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+    def renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
         request = msg.parse_renew(message.body, version)
         now = self.clock()
         self._current(version, subscription_id, "Renew", now)
@@ -176,7 +196,7 @@ class SubscriptionOperations:
         return Reply(version.action("RenewResponse"),
                      msg.renew_response(version, self._render_grant(version, grant, now)))
 
-    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+    def get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
         now = self.clock()
         current = self._current(version, subscription_id, "GetStatus", now)
         grant = Grant(current.expires, current.expires_kind)
@@ -187,7 +207,7 @@ class SubscriptionOperations:
                      msg.get_status_response(version, self._render_grant(version, grant, now),
                                              extensions))
 
-    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+    def unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
         now = self.clock()
         self._current(version, subscription_id, "Unsubscribe", now)
         gone = self.store.unsubscribe(subscription_id, now)

@@ -44,7 +44,9 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 from wsframework.store import Store
 
-__all__ = ["Outbox", "OutboxRow", "DeadLetter", "process_owner", "new_message_id",
+from .process_owner import owner_alive, process_owner
+
+__all__ = ["Outbox", "OutboxRow", "DeadLetter", "new_message_id",
            "new_message_ids", "MAX_DEAD_LETTER_LIST"]
 
 _EVENTS = "eventing_outbox_events"
@@ -128,38 +130,6 @@ def new_message_ids(count: int) -> list[str]:
     return [f"urn:uuid:{raw[i:i + 8]}-{raw[i + 8:i + 12]}-4{raw[i + 13:i + 16]}-"
             f"{variant[int(raw[i + 16], 16)]}{raw[i + 17:i + 20]}-{raw[i + 20:i + 32]}"
             for i in range(0, 32 * count, 32)]
-
-
-def _process_start(pid: int) -> str:
-    """The start time of process ``pid`` (clock ticks since boot, from /proc), or '' where
-    /proc is not there."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-        return data[data.rindex(b")") + 2:].split()[19].decode()
-    except (OSError, ValueError, IndexError):
-        return ""
-
-
-def process_owner(pid: int | None = None) -> str:
-    """This (or ``pid``'s) process as an outbox owner: ``pid:start``."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid}:{_process_start(pid)}"
-
-
-def _owner_alive(owner: str) -> bool:
-    pid_text, _, start = owner.partition(":")
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return not start or _process_start(pid) == start
 
 
 @dataclass(frozen=True)
@@ -396,7 +366,7 @@ class Outbox:
         others = self.store.query(f"SELECT owner, heartbeat FROM {_OWNERS} WHERE owner != ?",
                                   (me,))
         gone = [r["owner"] for r in others
-                if r["heartbeat"] < now - self.lease or not _owner_alive(r["owner"])]
+                if r["heartbeat"] < now - self.lease or not owner_alive(r["owner"])]
         if not gone:
             return 0
         claimed = 0

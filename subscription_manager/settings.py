@@ -95,7 +95,7 @@ from wsframework.matching.limits import FilterLimits
 from wsframework.settings import Settings, parse_ip_ranges, setting
 from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
-from .delivery import DeliveryPolicy
+from .delivery_job import DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
 from .store import SubscriptionLimits
 
@@ -169,7 +169,7 @@ class EventingSettings(Settings):
         "dead-lettered (none: no limit)", parse=parse_seconds)
     end_subscription_on_dead_letter: bool = setting(
         True, "a dead-lettered notification ends its subscription with "
-        "SubscriptionEnd/DeliveryFailure (as before dead letters existed)")
+        "SubscriptionEnd/DeliveryFailure (false: the subscription goes on)")
     durable_outbox: bool = setting(True, "commit accepted events and their notifications to "
                                    "the store before answering (false: memory only, to "
                                    "measure the cost)")

@@ -29,8 +29,6 @@ import threading
 import time
 from typing import Callable
 
-from lxml import etree
-
 from wsframework.matching import FilterFailures, InvalidFilter, Matcher, UnsupportedDialect
 from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.namespace import NamespaceEntry, UnknownEntry
@@ -77,23 +75,23 @@ class SubscriptionView:
         return len(self.subscriptions)
 
     # -- matching ----------------------------------------------------------------------------
-    def match(self, entry: NamespaceEntry, event: etree._Element, action: str,
-              failures: FilterFailures | None = None) -> list[str]:
-        """The ids of the subscriptions to ``entry`` whose filters ``event`` matches (and of
-        those without a filter); filters that failed or overran are told to ``failures``."""
+    def match(self, entry: NamespaceEntry, events: list, action: str,
+              failures: list[FilterFailures]) -> list[list[str]]:
+        """Per event of ``events``, the ids of the subscriptions to ``entry`` whose filters it
+        matches (and of those without a filter), in one call of the topic's matcher
+        (``match_many_reporting``: an engine shares work across a batch); event ``i`` tells
+        the filters that failed or overran to ``failures[i]``."""
         matcher = self._matcher_for(entry)
-        variables = {"action": action}
         with self.lock.read():
-            if not len(matcher):
-                ids = []
-            elif failures is None:
-                ids = matcher.match(event, variables=variables)
+            if len(matcher):
+                answers = matcher.match_many_reporting(events, failures,
+                                                       variables={"action": action})
             else:
-                ids = matcher.match_reporting(event, failures, variables=variables)
+                answers = [[] for _ in events]
             everything = self._unfiltered.get(entry.uid)
             if everything:
-                ids = ids + list(everything)
-        return ids
+                answers = [ids + list(everything) for ids in answers]
+        return answers
 
     def entry_of(self, subscription: Subscription) -> NamespaceEntry | None:
         """The topic ``subscription`` belongs to, if it still exists (same uid)."""

@@ -1,5 +1,5 @@
 """Server CPU per forwarded event copy: a subscription server's ``edn:EventBatch`` path in
-process, from its WSGI application to the durable outbox (issue 14).
+process, from its WSGI application to the durable outbox.
 
 The throughput benchmark's server side, with no sockets and no other process: one server
 holding ``per_server`` narrow range subscriptions in d = 8 (imported in bulk), and the
@@ -10,17 +10,18 @@ equality no box carries, so candidates get the XPath check); they match few subs
 so the server does almost no notification work (notifications go to an in-process sink that
 drops them).
 
-Three servers holding the same subscriptions are measured alternately in one run: ``new``
-is the server as built (:meth:`EdnSubscriptionManager._on_event_batch`: one extraction and
-one index pass per batch) with the topic on the R-tree engine (the default);
-``cell_bitmap`` the same with the topic on the cell-bitmap engine; ``reference`` the
-event-by-event path the server had before (a deep copy, ``match_event`` and ``tostring``
-per event, the R-tree engine), kept here only. ``server_cpu_us_per_copy`` is
-``time.process_time`` per event received by the new path (medians over rounds).
+Two servers holding the same subscriptions are measured alternately in one run, both
+through the server's one publication path
+(:meth:`~subscription_manager.manager.SubscriptionManager.publish_many`): ``new`` with the
+topic on the R-tree engine (the default), ``cell_bitmap`` on the cell-bitmap engine.
+``server_cpu_us_per_copy`` is ``time.process_time`` per event received (medians over
+rounds). It is compared with :data:`BASELINE`, the same figure recorded on a named commit
+and machine (``reference_cpu_us_per_copy``, ``reference_over_new``: above 1 is faster than
+the baseline); the comparison means something only at the recorded configuration (the
+default sizes, ``baseline_applies``) and on a machine like the recorded one.
 """
 from __future__ import annotations
 
-import copy
 import io
 import logging
 import shutil
@@ -32,7 +33,6 @@ import numpy as np
 from lxml import etree
 
 from benchmarks.livenet import D, TOPIC, Setup, event_workload, narrow_rectangles, xpath_filter
-from route_manager.protocol import EVENT_BATCH
 from route_manager.forwarding.batch import batch_envelope
 from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from wsframework import ns
@@ -42,7 +42,14 @@ from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.transport.base import TransportResponse
 from wsframework.wsgi import WsgiApplication
 
-__all__ = ["run"]
+__all__ = ["run", "BASELINE"]
+
+#: ``server_cpu_us_per_copy`` at the default sizes (10,000 subscriptions, d = 8, 64-event
+#: batches, 7 rounds), by ``symbols``: measured at commit a98da7d on 2026-11-26, on a 2-core
+#: "Intel(R) Xeon(R) Processor" virtual machine shared with other jobs (load about 2).
+BASELINE = {"commit": "a98da7d", "date": "2026-11-26",
+            "machine": "2-core Intel Xeon VM, shared (load ~2)",
+            "server_cpu_us_per_copy": {False: 70.59, True: 53.94}}
 
 _TOKEN = "serverpath-token"
 _DISPATCHER = "http://dispatcher.invalid"
@@ -63,8 +70,8 @@ def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | 
     """A server service on an in-process transport holding one subscription per row, its
     topic matched by ``engine``."""
     from matchers import FilterSpec
-    from subscription_manager.edn import build_server
-    from subscription_manager.edn.moves import subscriptions_element
+    from subscription_manager.server import build_server
+    from subscription_manager.server.moves import subscriptions_element
     from subscription_manager.messages import UNWRAP
     from subscription_manager.store import Subscription
     from subscription_manager.versions import VERSIONS
@@ -137,65 +144,16 @@ def post(app: WsgiApplication, path: str, payload: bytes) -> str:
     return status[0]
 
 
-def reference_handler(manager):
-    """The server's event path before batch matching: per event a deep copy (the event
-    becomes the root of its own document), ``match_event`` and ``tostring``."""
-    from route_manager.protocol import batch_position as _batch_position
-    from wsframework.admin import carries_credential
-    from wsframework.exceptions import AccessDenied, sender_fault
-
-    def handle(message):
-        if not carries_credential(message, manager.service.config.admin_token):
-            raise AccessDenied("an EventBatch needs the network's admin credential")
-        manager.sync()
-        entry = manager._topic_entry(message)
-        body = message.body
-        if body is None or body.tag != EVENT_BATCH:
-            raise sender_fault("an EventBatch message needs an edn:EventBatch body")
-        action = manager.default_action(entry)
-        dispatcher, first_seq = _batch_position(body)
-        applied = manager.outbox.position(dispatcher) if dispatcher is not None else 0
-        matched, seqs = [], []
-        events = skipped = 0
-        for index, event in enumerate(e for e in body if isinstance(e.tag, str)):
-            if manager.event_limits_exceeded(event) is not None:
-                continue
-            if first_seq is not None:
-                seq = first_seq + index
-                if seq <= applied:
-                    skipped += 1
-                    continue
-                seqs.append(seq)
-            event = copy.deepcopy(event)
-            matched.append((manager.match_event(entry, event, action), action,
-                            etree.tostring(event)))
-            events += 1
-        if dispatcher is not None and first_seq is not None and matched:
-            manager.deliver_many(matched, dispatcher=dispatcher, seqs=seqs)
-        else:
-            manager.deliver_many([m for m in matched if m[0]])
-        manager.count("events_received", events)
-        return None
-    return handle
-
-
-def _use_reference(service) -> None:
-    from subscription_manager.manager import TOPICS_PREFIX
-    from wsframework.messaging import MessageFilter
-    messaging = service.messaging
-    messaging.unroute("edn.event-batch")
-    messaging.route("edn.event-batch", MessageFilter(action=EVENT_BATCH_ACTION,
-                                                     path_prefix=TOPICS_PREFIX),
-                    reference_handler(service.subscription_manager), priority=20)
-
-
 def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
         rounds: int | None = None, symbols: bool = False, profile: str | None = None) -> dict:
-    """Figures: ``server_cpu_us_per_copy`` (new path), ``reference_cpu_us_per_copy`` (the
-    event-by-event path) and their ratio, ``cell_bitmap_cpu_us_per_copy`` (new path, topic
-    on the cell-bitmap engine); ``matches_per_event``. ``profile``: write a cProfile of the
-    new path's measured batches to that file."""
+    """Figures: ``server_cpu_us_per_copy`` (topic on the R-tree engine),
+    ``reference_cpu_us_per_copy`` (:data:`BASELINE`'s figure) and their ratio,
+    ``cell_bitmap_cpu_us_per_copy`` (topic on the cell-bitmap engine);
+    ``matches_per_event``. ``profile``: write a cProfile of the R-tree server's measured
+    batches to that file."""
     setup = Setup()
+    baseline_applies = not quick and per_server in (None, setup.per_server) and batch == 64 \
+        and rounds in (None, 7)
     n = per_server or (2000 if quick else setup.per_server)
     rounds = rounds or (3 if quick else 7)
     events_per_round = 64 * (8 if quick else 32)
@@ -208,16 +166,14 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
     scratch = Path(tempfile.mkdtemp(prefix="edn-serverpath-"))
     services = {}
     # the in-process servers have no dispatcher to send route updates to: not news
-    quiet = logging.getLogger("subscription_manager.edn.network")
+    quiet = logging.getLogger("subscription_manager.server.network")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
         for kind, engine in (("new", MATCHER_RTREE_ENGINE),
-                             ("cell_bitmap", MATCHER_CELL_BITMAP),
-                             ("reference", MATCHER_RTREE_ENGINE)):
+                             ("cell_bitmap", MATCHER_CELL_BITMAP)):
             services[kind] = build(scratch / kind, lo, hi, subscription_symbols,
                                    kind.replace("_", "-"), engine)
-        _use_reference(services["reference"])
         apps = {kind: WsgiApplication(service) for kind, service in services.items()}
         path = f"/topics/{TOPIC}"
         seq = {kind: 1 for kind in services}
@@ -255,7 +211,7 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
         if profiler is not None:
             profiler.dump_stats(profile)
         new = float(np.median(cpu["new"])) * 1e6
-        old = float(np.median(cpu["reference"])) * 1e6
+        old = BASELINE["server_cpu_us_per_copy"][bool(symbols)]
         bitmap = float(np.median(cpu["cell_bitmap"])) * 1e6
         manager = services["new"].subscription_manager
         received = manager.edn_counters.get("events_received", 0)
@@ -271,6 +227,8 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
             "server_cpu_us_per_copy": round(new, 2),
             "reference_cpu_us_per_copy": round(old, 2),
             "reference_over_new": round(old / new, 2) if new else None,
+            "baseline": f"{BASELINE['commit']} on {BASELINE['date']}, {BASELINE['machine']}",
+            "baseline_applies": baseline_applies,
             "cell_bitmap_cpu_us_per_copy": round(bitmap, 2),
             "subscriptions": n, "d": D, "batch": batch, "rounds": rounds,
             "events_per_round": events_per_round - events_per_round % batch,

@@ -26,7 +26,7 @@ from edn.localnet.network import LocalNetwork, wait_until
 from edn.sink import NotificationSink
 from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import subscribe_body
-from subscription_manager.edn.relay import MessageIdClient
+from subscription_manager.server.relay import MessageIdClient
 from subscription_manager.versions import VERSIONS
 from matchers.vocabulary import RANGES_DIALECT
 from wsframework.addressing import EndpointReference, new_message_id

@@ -27,8 +27,8 @@ from edn.localnet.network import LocalNetwork, wait_until
 from edn.localnet.processes import ServerProcess, free_port
 from matchers.range_aggregate import RANGE_AGGREGATE_DIALECT, feed_schema, read_change
 from subscription_manager.client import EventingClient
-from subscription_manager.richer.aggregate import recompute
-from subscription_manager.richer.table_service import delete, put, query
+from subscription_manager.stateful.range_min_table import recompute
+from subscription_manager.stateful.table_service import delete, put, query
 from tests.support.processes import ADMIN_TOKEN
 from matchers.vocabulary import RANGE_AGGREGATE
 from wsframework.addressing import WsaVersion, request_headers

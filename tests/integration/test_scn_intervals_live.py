@@ -1,7 +1,7 @@
 """S-CN notification conditions on real processes: a dispatcher and two subscription servers
 (``edn serve``), a notification sink; subscribers with different bounds δ subscribe with the
 range filter ``low < δ and high >= δ`` (half at each server, one in five through WS-Eventing
-2004/08); the publisher side (:mod:`subscription_manager.richer.interval_publisher`) turns a
+2004/08); the publisher side (:mod:`subscription_manager.stateful.interval_publisher`) turns a
 value stream into interval messages published at the dispatcher: the first half in this
 process, the rest by ``edn intervals publish`` (its own process, continuing the same store, as
 a restarted publisher does), one value of it while the root it names is down (the value is
@@ -21,11 +21,11 @@ from lxml import etree
 from edn.localnet.network import LocalNetwork, wait_until
 from edn.localnet.processes import free_port
 from subscription_manager.client import EventingClient
-from subscription_manager.richer.interval_commands import STORE_FILE
-from subscription_manager.richer.interval_publisher import (IntervalPublisher, MESSAGE_TAG,
+from subscription_manager.stateful.interval_commands import STORE_FILE
+from subscription_manager.stateful.interval_publisher import (IntervalPublisher, MESSAGE_TAG,
                                                             read_message_event,
                                                             subscription_filter, topic_schema)
-from subscription_manager.richer.interval_store import IntervalStore
+from subscription_manager.stateful.interval_store import IntervalStore
 from tests.support.processes import ADMIN_TOKEN
 from tests.unit.subscription_manager.test_scn_intervals import strict  # the 5.2 oracle
 from matchers.vocabulary import RANGES_DIALECT

@@ -1,5 +1,5 @@
 """Tables 2 and 3 of Chandramouli's section 4.4.5: outgoing server messages per update, S-CN
-(the reformulated messages of :mod:`subscription_manager.richer.aggregate`) against unicast
+(the reformulated messages of :mod:`subscription_manager.stateful.range_min_table`) against unicast
 (one message per affected subscription).
 
 Workload (section 4.4.3, Table 1): range attribute x and aggregate attribute y both in
@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from subscription_manager.richer.aggregate import RangeMinTable
+from subscription_manager.stateful.range_min_table import RangeMinTable
 
 DOMAIN = 10_000.0
 SPIKE_SHARE = 0.005

@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from subscription_manager.richer.intervals import IntervalSet
+from subscription_manager.stateful.intervals import IntervalSet
 
 __all__ = ["interval_figures", "price_trace"]
 

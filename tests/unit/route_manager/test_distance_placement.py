@@ -261,7 +261,7 @@ def test_router_needs_a_latency_matrix():
 # -- the server's settings and edn serve --latency ------------------------------------------
 
 def test_server_settings_read_the_latency_file(tmp_path):
-    from subscription_manager.edn.settings import EdnSettings
+    from subscription_manager.server.settings import EdnSettings
     from wsframework.settings import SettingsError
     good = tmp_path / "ms.csv"
     good.write_text(",here,near\nhere,0,2\nnear,2,0\n")
@@ -288,7 +288,7 @@ def test_edn_serve_refuses_a_bad_latency_file_before_starting(tmp_path, capsys):
 
 
 def test_router_and_settings_take_the_distance_floor(tmp_path):
-    from subscription_manager.edn.settings import EdnSettings
+    from subscription_manager.server.settings import EdnSettings
     from wsframework.settings import SettingsError
     view = View([cand("here", ENTRY_MISFIT), cand("near", NEAR_FIT),
                  cand("far", FAR_BETTER_FIT)])

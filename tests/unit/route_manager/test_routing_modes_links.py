@@ -18,7 +18,7 @@ from matchers.summary import SUMMARY_DIALECT
 from route_manager import protocol as edn_wire
 from route_manager.dispatcher import DispatcherSettings, build_dispatcher
 from route_manager.dispatcher.routing import ModeCheck
-from subscription_manager.edn.summaries import box_predicates
+from subscription_manager.server.summaries import box_predicates
 from wsframework.admin import AdminClient
 from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import InvalidFilter

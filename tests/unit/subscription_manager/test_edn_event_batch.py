@@ -177,7 +177,7 @@ def test_event_limits_hold_per_event_at_their_bounds(tmp_path):
 def test_an_import_leaves_the_topics_index_packed(net):
     from matchers import FilterSpec
     from route_manager.workloads.grid_xml import range_filter
-    from subscription_manager.edn.moves import subscriptions_element
+    from subscription_manager.server.moves import subscriptions_element
     from subscription_manager.messages import UNWRAP
     from subscription_manager.store import Subscription
     from subscription_manager.versions import VERSIONS

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from subscription_manager.edn.exceptions import (IncompleteImport, PlacementRefused,
+from subscription_manager.server.exceptions import (IncompleteImport, PlacementRefused,
                                                  TopicNotHere, UnansweredImport, UnusableImport,
                                                  UnusablePeerSummary)
 from wsframework.admin import contracts

@@ -7,7 +7,7 @@ from lxml import etree
 
 from route_manager import protocol as edn_wire
 from subscription_manager.client import EventingClient
-from subscription_manager.edn.wire import parse_subscriptions, subscriptions_element
+from subscription_manager.server.moved_subscriptions import parse_subscriptions, subscriptions_element
 from subscription_manager.lifecycle import State
 from tests.support.edn import (EV, TOPIC, Network, expected_notifications,
                                          random_boxes, random_points, server_url)

@@ -13,8 +13,8 @@ from matchers.ranges import RANGES_DIALECT
 from route_manager import protocol as edn_wire
 from route_manager.workloads.grid_xml import event_element, range_filter
 from subscription_manager.client import EventingClient, subscribe_body
-from subscription_manager.edn.relay import MessageIdClient
-from subscription_manager.edn.wire import parse_import, subscriptions_element
+from subscription_manager.server.relay import MessageIdClient
+from subscription_manager.server.moved_subscriptions import parse_import, subscriptions_element
 from subscription_manager.notify_index import NotifyGate
 from subscription_manager.notify_when import NotifyWhen, last_notified_of, notify_when_element
 from tests.support.edn import EV, TOPIC, Network, server_url

@@ -15,7 +15,7 @@ from route_manager import protocol as edn_wire
 from route_manager.peers import PeerSummary
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager import manager as base_manager
-from subscription_manager.edn import PLACED, EdnSettings, build_server
+from subscription_manager.server import PLACED, EdnSettings, build_server
 from subscription_manager.settings import EventingSettings
 from tests.support.edn import (DISPATCHER, EV, TOPIC, Network, SingleSource,
                                          event_element, expected_notifications, random_boxes,

@@ -11,7 +11,7 @@ import pytest
 
 import route_manager.uplink as uplink_module
 from route_manager.dispatcher import build_dispatcher
-from subscription_manager.edn import EdnSettings
+from subscription_manager.server import EdnSettings
 from tests.support.edn import (DISPATCHER, TOPIC, Network, expected_notifications,
                                random_boxes, random_points, schema_element)
 from tests.support.eventing import TOKEN

@@ -15,7 +15,7 @@ import requests
 from matchers.ranges import RANGES_DIALECT
 from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import EventingClient, SubscriptionHandle
-from subscription_manager.edn.relay import MessageIdClient
+from subscription_manager.server.relay import MessageIdClient
 from subscription_manager.lifecycle import State
 from subscription_manager.messages import UNWRAP
 from subscription_manager.operations import MAX_MESSAGE_ID
@@ -239,7 +239,7 @@ def test_a_forward_that_keeps_timing_out_ends_with_a_fault_within_the_deadline(t
 
 
 def test_a_forward_without_a_usable_message_id_gets_one_minted(net):
-    from subscription_manager.edn.relay import forward_message_id
+    from subscription_manager.server.relay import forward_message_id
 
     class Msg:
         def __init__(self, mid):
@@ -271,12 +271,12 @@ def test_a_repeated_subscribe_goes_where_the_first_was_placed(net):
 
 
 def test_the_placements_remembered_are_bounded(net, monkeypatch):
-    from subscription_manager.edn import placement
+    from subscription_manager.server import subscribe_placement as placement
     monkeypatch.setattr(placement, "PLACEMENT_MEMORY_ROWS", 5)
     monkeypatch.setattr(placement, "PLACEMENT_TRIM_EVERY", 3)
     first = net.manager(0)
     for k in range(20):
-        first._remember(f"key-{k}", "s1")
+        first.placement._remember(f"key-{k}", "s1")
     rows = first.service.store.query("SELECT request_key FROM edn_placements")
     assert len(rows) <= 5 + 3
-    assert first._remembered("key-19") == "s1"
+    assert first.placement._remembered("key-19") == "s1"

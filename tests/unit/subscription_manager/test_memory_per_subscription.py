@@ -31,7 +31,7 @@ def test_strikes_of_subscriptions_that_left_are_forgotten(harness):
     manager = harness.manager
     live = harness.subscribe("2011", filter="//q:quote", namespaces={"q": "urn:q"},
                              expires="PT1H")
-    manager._strike({f"gone-{i}": "test" for i in range(150)})
-    manager._strike({live.id: "test"})
+    manager.strikes.count({f"gone-{i}": "test" for i in range(150)})
+    manager.strikes.count({live.id: "test"})
     gc.collect()
-    assert set(manager._strikes) == {live.id}
+    assert set(manager.strikes.counts) == {live.id}

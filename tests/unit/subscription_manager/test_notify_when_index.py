@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from subscription_manager.notify_index import NotifyGate, NotifyIndex
 from subscription_manager.notify_when import NotifyWhen
-from subscription_manager.store import NotifyState
+from subscription_manager.notify_state import NotifyState
 from wsframework.store import Store
 
 NS = (("q", "urn:quotes"),)

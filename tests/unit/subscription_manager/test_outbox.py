@@ -12,7 +12,8 @@ from lxml import etree
 
 from route_manager import protocol as edn_wire
 from subscription_manager import deadletters as dl
-from subscription_manager.outbox import Outbox, process_owner
+from subscription_manager.outbox import Outbox
+from subscription_manager.process_owner import process_owner
 from tests.support.edn import TOPIC, Network, event_element, server_url
 from tests.support.eventing import TOKEN, FakeClock, Harness, RecordingSink, quote
 from wsframework import ns
@@ -395,7 +396,7 @@ def test_dead_letter_messages_need_the_admin_credential(dead, body, token):
 
 @pytest.mark.parametrize("role", ["source", "server"])
 def test_the_admin_wsdl_describes_the_dead_letter_messages(tmp_path, role):
-    from subscription_manager.edn import build_server
+    from subscription_manager.server import build_server
     from subscription_manager.source import build_source
     from tests.support.eventing import TOKEN, fake_resolver
     from wsframework.service import ServiceConfig

@@ -1,4 +1,4 @@
-"""Mar, Hull, EMar and the S-CN reformulation (subscription_manager.richer.aggregate):
+"""Mar, Hull, EMar and the S-CN reformulation (subscription_manager.stateful.range_min_table):
 Figure 1's vectors, our definitions where the seed is loose (ties, insert, delete, MAX), and
 the property that every subscription's matching messages replay exactly its result changes."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from subscription_manager.richer.aggregate import (
+from subscription_manager.stateful.range_min_table import (
     INF, AggregateMessage, OrderedMinima, RangeMinTable, Update, matches, recompute)
 
 # Figure 1 is a drawing; the seed's text gives no coordinates. This reconstruction satisfies

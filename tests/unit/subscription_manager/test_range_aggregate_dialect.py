@@ -10,7 +10,7 @@ from matchers.range_aggregate import (
     MAX_FILTER_CHARS, RANGE_AGGREGATE_DIALECT, change_element, compile_range_aggregate,
     feed_schema, parse_range_aggregate, read_change)
 from matchers.schema import Attribute, Schema
-from subscription_manager.richer.aggregate import RangeMinTable, matches
+from subscription_manager.stateful.range_min_table import RangeMinTable, matches
 from tests.support.eventing import Harness
 from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT, RANGE_AGGREGATE
 from wsframework.exceptions import SENDER, SoapFault

@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from benchmarks.reproductions.richer_subscriptions.aggregate import affected_subscriptions, aggregate_figures, subscriptions
-from subscription_manager.richer.aggregate import RangeMinTable, recompute
+from subscription_manager.stateful.range_min_table import RangeMinTable, recompute
 
 
 def test_unicast_count_is_the_number_of_changed_results():

@@ -1,4 +1,4 @@
-"""The range-aggregate table service (subscription_manager.richer.table_service) and its role
+"""The range-aggregate table service (subscription_manager.stateful.table_service) and its role
 (table_role), in process: updates through the table's topic, durability across a reopen, the
 outbox sent in order and kept on failure, queries, refusals of bad updates with a Sender
 fault, one owner of a store at a time, and the role's settings."""
@@ -9,8 +9,8 @@ import pytest
 from lxml import etree
 
 from matchers.range_aggregate import read_change
-from subscription_manager.richer.table_role import TableSettings, build_table
-from subscription_manager.richer.table_service import (
+from subscription_manager.stateful.table_role import TableSettings, build_table
+from subscription_manager.stateful.table_service import (
     InvalidTableUpdate, TableService, TableStore, TableStoreBusy, delete, parse_update, put,
     query)
 from matchers.vocabulary import RANGE_AGGREGATE
@@ -184,7 +184,7 @@ def test_a_new_owner_waits_for_the_old_one_to_go(tmp_path, monkeypatch):
     # predecessor goes during the first pause of the wait) instead of failing to boot.
     import time as real_time
 
-    from subscription_manager.richer import table_service
+    from subscription_manager.stateful import table_service
     old = open_table(tmp_path)
     old.apply(parse_update(put("a", 1, 7)))
     pauses = []

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from subscription_manager.edn import EdnSettings, build_server
+from subscription_manager.server import EdnSettings, build_server
 from subscription_manager.settings import EventingSettings, parse_seconds
 from subscription_manager.source import build_source
 from tests.support.eventing import TOKEN, Harness

@@ -12,13 +12,13 @@ from lxml import etree
 
 from matchers import FilterSpec, RTreeMatchingEngine, RTreeRouteSet, Schema
 from matchers.ranges import RANGES_DIALECT
-from subscription_manager.richer.interval_publisher import (IntervalPublisher, message_event,
+from subscription_manager.stateful.interval_publisher import (IntervalPublisher, message_event,
                                                             read_message_event,
                                                             subscription_filter, topic_schema)
-from subscription_manager.richer.interval_store import (IntervalStore, StoredMessage,
+from subscription_manager.stateful.interval_store import (IntervalStore, StoredMessage,
                                                         StoreMismatch)
 from wsframework.transport import TransportError
-from subscription_manager.richer.intervals import (Interval, IntervalMessage, IntervalSet,
+from subscription_manager.stateful.intervals import (Interval, IntervalMessage, IntervalSet,
                                                    InvalidIntervalState)
 
 PROPERTY = settings(max_examples=300, deadline=None, derandomize=True)

@@ -8,8 +8,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.edn import random_points
 from tests.support.eventing import Harness, RecordingSink, quote
-from subscription_manager.richer.table_role import build_table
-from subscription_manager.richer.table_service import put
+from subscription_manager.stateful.table_role import build_table
+from subscription_manager.stateful.table_service import put
 from tests.unit.route_manager.test_dispatcher_console import net  # noqa: F401  (its network)
 from tests.unit.subscription_manager.test_range_aggregate_table import (FakePublisher,
                                                                         role_config, send)

@@ -14,7 +14,7 @@ import pytest
 from matchers.ranges import RANGES_DIALECT
 from route_manager.workloads.grid_xml import range_filter
 from subscription_manager.client import EventingClient, subscribe_body
-from subscription_manager.edn.settings import EdnSettings
+from subscription_manager.server.settings import EdnSettings
 from subscription_manager.exceptions import TooManySubscriptions
 from subscription_manager.lifecycle import State
 from subscription_manager.settings import EventingSettings

@@ -1,4 +1,5 @@
-"""The publisher-side interval set of S-CN with passive subscriptions (seed section 5.3.3).
+"""The publisher-side interval set of S-CN with passive subscriptions
+(Chandramouli, section 5.3.3).
 
 Theory of operation.  Every subscription to one value stream has a bound δ in (0, δ_limit]
 and wants the strict semantics of section 5.2: it is notified of a value v exactly when
@@ -18,7 +19,7 @@ parts that touch travel as one message.
 Figure 24 (δ_limit 10): 100 -> 105 sends <0, 5, 105> and leaves [105, 0, 5], [100, 5, 10];
 -> 108 sends <0, 3, 108> and <5, 8, 108> and leaves four intervals.
 
-Large updates.  The seed says an update with |v' - v| >= δ_limit merges everything back into
+Large updates.  The paper says an update with |v' - v| >= δ_limit merges everything back into
 one interval.  Under strict semantics that is not so: after 100 -> 95 (limit 10) the bounds in
 (5, 10] still hold L = 100, and 105 (|105 - 95| = 10) is only 5 away from it, so a
 subscription with δ = 7 must not hear of 105.  What holds: every unaffected interval contains
@@ -28,7 +29,7 @@ follows the semantics; the collapse happens whenever every interval is wholly af
 
 Tolerance (section 5.4).  With a common tolerance t a subscription *must* receive a value with
 |v - L| >= δ and *may* receive one with |v - L| >= δ - t.  Intervals then break only at
-multiples of t (and δ_limit), so there are at most ceil(δ_limit / t) of them.  The seed breaks
+multiples of t (and δ_limit), so there are at most ceil(δ_limit / t) of them.  The paper breaks
 "along the immediately lower partition boundary"; that would withhold the value from the
 bounds between that boundary and d, which *must* receive it.  We break at the smallest
 multiple k t >= d: bounds up to d receive it (must), and the extra ones, d < δ <= k t, have

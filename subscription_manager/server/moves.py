@@ -1,7 +1,7 @@
 """Moving subscriptions between servers (offline partitioning, paper III-A): export, import,
 move, and the forwarding records that keep the subscribers' EPRs working.
 
-Subscriptions travel as the ``edn:Subscriptions`` element (:mod:`.wire`); a subscription
+Subscriptions travel as the ``edn:Subscriptions`` element (:mod:`.moved_subscriptions`); a subscription
 keeps its identifier wherever it goes.
 
 The move protocol (no subscription lost or duplicated)
@@ -42,26 +42,32 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from lxml import etree
 
+from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager import protocol as edn_wire
 from route_manager.placement_router import subscription_box
+from wsframework.admin import AdminClient
 from wsframework.matching.errors import MatcherError
+from wsframework.namespace import NamespaceEntry
 from wsframework.store import Store
 from wsframework.transport import TransportError
 
 from ..client import EventingClient
 from ..manager import MANAGER_PATH
 from ..messages import manager_epr
-from ..store import NotifyState, Subscription
+from ..notify_index import NotifyGate
+from ..notify_state import NotifyState
+from ..store import Subscription, SubscriptionStore
+from ..view import SubscriptionView
 from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
-from .wire import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
+from .moved_subscriptions import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
 
 log = logging.getLogger(__name__)
 
-# subscriptions_element and parse_subscriptions (.wire) stay importable from here too.
+# subscriptions_element and parse_subscriptions (.moved_subscriptions) stay importable from here too.
 __all__ = ["ForwardingTable", "Mover", "subscriptions_element", "parse_subscriptions"]
 
 _IMPORT_ATTEMPTS = 3
@@ -107,28 +113,55 @@ class ForwardingTable:
 # -- the operations ------------------------------------------------------------------------
 
 class Mover:
-    """Export, import and move for one :class:`~subscription_manager.edn.EdnSubscriptionManager`."""
+    """Export, import and move of the subscriptions of one subscription server."""
 
-    def __init__(self, manager):
-        self.manager = manager
-        self.forwarding = ForwardingTable(manager.service.store)
+    def __init__(self, *, store: Store, subscriptions: SubscriptionStore, view: SubscriptionView,
+                 notify_gate: NotifyGate, transport, base_url: str,
+                 topic: Callable[[str], NamespaceEntry],
+                 matcher_for: Callable[[NamespaceEntry], RTreeMatchingEngine], clock,
+                 sync: Callable[[], object], admin_client: Callable[[str], AdminClient],
+                 count: Callable[..., None], move_chunk: int,
+                 routes_changed: Callable[[list[str]], object]):
+        """``store``: the service's store (the forwarding records, the L rows);
+        ``subscriptions``: the durable subscriptions; ``view``: this process's view (synced
+        by ``sync``); ``notify_gate``: NotifyWhen's decision, told of adopted L;
+        ``transport``: for the Unsubscribe of stale copies; ``base_url``: this server;
+        ``topic(name)``: the local topic (TopicNotHere otherwise); ``matcher_for(entry)``:
+        its engine; ``admin_client(address)``: an admin client of another server;
+        ``count(name, n)``: the server's counters; ``move_chunk``: subscriptions per
+        export / import / release round; ``routes_changed(topics)``: send route updates
+        now (after an import or a move)."""
+        self.store = store
+        self.subscriptions = subscriptions
+        self.view = view
+        self.notify_gate = notify_gate
+        self.transport = transport
+        self.base_url = base_url
+        self.topic = topic
+        self.matcher_for = matcher_for
+        self.clock = clock
+        self.sync = sync
+        self.admin_client = admin_client
+        self.count = count
+        self.move_chunk = move_chunk
+        self.routes_changed = routes_changed
+        self.forwarding = ForwardingTable(store)
 
     # -- export ----------------------------------------------------------------------------
     def active(self, topic: str, ids: Iterable[str] | None = None) -> list[Subscription]:
         """Active, unexpired subscriptions of ``topic`` held here (all, or those of ``ids``)."""
-        manager = self.manager
-        entry = manager.topic(topic)
-        now = manager.clock()
+        entry = self.topic(topic)
+        now = self.clock()
         if ids is None:
-            rows = manager.store.active(entry.uid)
+            rows = self.subscriptions.active(entry.uid)
         else:
-            rows = [s for s in map(manager.store.get, dict.fromkeys(ids)) if s is not None]
+            rows = [s for s in map(self.subscriptions.get, dict.fromkeys(ids)) if s is not None]
         return [s for s in rows if s.is_active and s.topic_uid == entry.uid
                 and not s.expired_at(now)]
 
     def export(self, topic: str, ids: Iterable[str] | None = None) -> etree._Element:
-        entry = self.manager.topic(topic)
-        schema = self.manager.matcher_for(entry).schema
+        entry = self.topic(topic)
+        schema = self.matcher_for(entry).schema
         subscriptions = self.active(topic, ids)
         return subscriptions_element(entry.name, subscriptions,
                                      lambda s: filter_boxes(schema, s.filter),
@@ -140,7 +173,7 @@ class Mover:
         conditional = [s.id for s in subscriptions if s.notify_when is not None]
         if not conditional:
             return {}
-        return NotifyState.states(self.manager.service.store.connection(), conditional)
+        return NotifyState.states(self.store.connection(), conditional)
 
     def _notified(self, subscriptions: list[Subscription]) -> dict:
         """id -> (L, unnumbered): the edn:NotifyWhen state that travels with them."""
@@ -153,9 +186,8 @@ class Mover:
         docstring); returns how many. Nothing is stored when the topic is not here
         (:class:`~.exceptions.TopicNotHere`) or a subscription is malformed or has a filter
         this server's engine refuses (:class:`~.exceptions.UnusableImport`)."""
-        manager = self.manager
-        entry = manager.topic(topic)
-        engine = manager.matcher_for(entry)
+        entry = self.topic(topic)
+        engine = self.matcher_for(entry)
         try:
             subscriptions, notified = parse_import(element, topic=entry.name, topic_uid=entry.uid)
             for s in subscriptions:
@@ -166,19 +198,19 @@ class Mover:
             raise UnusableImport(entry.name, exc) from None
         if not subscriptions:
             return 0
-        with manager.service.store.transaction() as conn:
-            manager.store.adopt(conn, subscriptions, notified)  # and their L, in one step
+        with self.store.transaction() as conn:
+            self.subscriptions.adopt(conn, subscriptions, notified)  # and their L, in one step
             self.forwarding.forget(conn, [s.id for s in subscriptions])
         for s in subscriptions:  # re-read with the L just adopted at the next event
             if s.notify_when is not None:
-                manager.notify_gate.forget(s.id)
-        manager.sync()
-        with manager._rw.write():  # the filters came in one by one: page them for batches
+                self.notify_gate.forget(s.id)
+        self.sync()
+        with self.view.lock.write():  # the filters came in one by one: page them for batches
             engine.pack()
-        manager.count("imported", len(subscriptions))
+        self.count("imported", len(subscriptions))
         log.info("imported %d subscriptions into %s", len(subscriptions), entry.name)
         try:  # route update before answering: the dispatcher routes to us from now on
-            manager.network.push_summaries(topics=[entry.name], force=True)
+            self.routes_changed([entry.name])
         except Exception as exc:  # the background loop retries
             log.warning("route update after an import failed: %s", exc)
         return len(subscriptions)
@@ -187,20 +219,19 @@ class Mover:
     def move(self, topic: str, target: str, ids: Iterable[str]) -> int:
         """Move the listed subscriptions of ``topic`` to the server at ``target`` (its base
         URL); returns how many moved. Ids not active here are skipped."""
-        manager = self.manager
-        entry = manager.topic(topic)
+        entry = self.topic(topic)
         target = target.rstrip("/")
-        if target == manager.service.base_url:
+        if target == self.base_url:
             return 0
         ids = list(dict.fromkeys(ids))
         moved = 0
-        for start in range(0, len(ids), manager.edn.move_chunk):
-            moved += self._move_chunk(entry.name, target, ids[start:start + manager.edn.move_chunk])
+        for start in range(0, len(ids), self.move_chunk):
+            moved += self._move_chunk(entry.name, target, ids[start:start + self.move_chunk])
         if moved:
-            manager.count("moved_out", moved)
+            self.count("moved_out", moved)
             log.info("moved %d subscriptions of %s to %s", moved, entry.name, target)
             try:
-                manager.network.push_summaries(topics=[entry.name], force=True)
+                self.routes_changed([entry.name])
             except Exception as exc:
                 log.warning("route update after a move failed: %s", exc)
         return moved
@@ -217,24 +248,24 @@ class Mover:
             exported_l = {sid: row[2] for sid, row in rows.items()}
             self._import_at(target, topic, pending, {sid: row[:2] for sid, row in rows.items()})
             expected = {s.id: s.seq for s in pending}
-            with self.manager.service.store.transaction() as conn:
+            with self.store.transaction() as conn:
                 releasable = expected
                 if attempt + 1 < _MOVE_ROUNDS:
                     now_l = {sid: row[2] for sid, row in NotifyState.states(
                         conn, [s.id for s in pending if s.notify_when is not None]).items()}
                     releasable = {sid: seq for sid, seq in expected.items()
                                   if now_l.get(sid) == exported_l.get(sid)}
-                released = self.manager.store.release(conn, releasable, target)
+                released = self.subscriptions.release(conn, releasable, target)
                 self.forwarding.record(conn, [s.id for s in released], topic, target)
-            self.manager.sync()
+            self.sync()
             moved += len(released)
             changed = set(expected) - {s.id for s in released}
             if not changed:
                 return moved
             # Renewed or ended by a concurrent request between export and release, or its L
             # changed (notified here meanwhile): exported again, or the copy removed.
-            now = self.manager.clock()
-            current = [s for s in map(self.manager.store.get, changed) if s is not None]
+            now = self.clock()
+            current = [s for s in map(self.subscriptions.get, changed) if s is not None]
             gone = [s for s in current if not s.is_active or s.expired_at(now)]
             for subscription in gone:
                 self._unsubscribe_at(target, subscription)
@@ -248,12 +279,11 @@ class Mover:
                    notified: dict) -> None:
         """Import ``subscriptions`` with their edn:NotifyWhen state ``notified`` (id -> (L,
         unnumbered)) at ``target``."""
-        manager = self.manager
         # no rectangles: the importer compiles the filters itself (parse_subscriptions)
         request = edn_wire.ImportSubscriptions(
             Topic=topic, Subscriptions=subscriptions_element(
                 topic, subscriptions, notified=notified))
-        client = manager.admin_client(target)
+        client = self.admin_client(target)
         for attempt in range(_IMPORT_ATTEMPTS):
             try:
                 response = client.call(request)
@@ -270,7 +300,7 @@ class Mover:
             return
 
     def _unsubscribe_at(self, target: str, subscription: Subscription) -> None:
-        client = EventingClient(subscription.version.name, transport=self.manager.service.transport)
+        client = EventingClient(subscription.version.name, transport=self.transport)
         try:
             client.unsubscribe(manager_epr(subscription.version, target + MANAGER_PATH,
                                            subscription.id))

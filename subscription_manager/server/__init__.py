@@ -1,11 +1,11 @@
-"""The EDN subscription server (paper sections II, III-A/B, V-A; flows 3 and 4 of DESIGN.md).
+"""The EDN subscription server (paper sections II, III-A/B, V-A).
 
 Run one with ``edn serve server --dispatcher URL [--dispatcher URL2 ...] [--name N]
 [--partitioner rtree] [--load-threshold N]`` (one ``--dispatcher`` per root dispatcher: the
 server registers with and reports to each), or compose it in process::
 
     from wsframework.service import ServiceConfig
-    from subscription_manager.edn import build_server
+    from subscription_manager.server import build_server
 
     config = ServiceConfig("http://s1:8081", data_dir, admin_token,
                            settings={"dispatcher": "http://d:8080", "partitioner": "rtree"})
@@ -20,22 +20,25 @@ drive :meth:`EdnSubscriptionManager.step` themselves.
 
 Modules, one idea each:
 
-==============  ==============================================================================
-``manager``     the EDN subscription manager: composes the parts below (mixins and the parts
-                it holds) and publishes the dispatcher's event batches locally
-``summaries``   R-tree engines per topic, the subscriptions' centres, the load, peer summaries
-``placement``   where a Subscribe goes (the best server under the load threshold)
-``relay``       a Subscribe placed elsewhere, and requests for moved subscriptions, carried to
-                the server that holds them; the answer relayed back
-``admin``       the admin messages: PeerUpdate, Export / Import / MoveSubscriptions, GetStats
-``exceptions``  the server's errors and the faults they are answered with (registered once)
-``moves``       export / import / move of subscriptions and the forwarding records
-``wire``        the ``edn:Subscriptions`` element subscriptions travel in
-``network``     registration with each root, route updates (coalesced, with generations),
-                peer exchange
-``election``    the one worker process that runs the network conversation
-``settings``    the role's settings
-==============  ==============================================================================
+=======================  =====================================================================
+``manager``              the EDN subscription manager: composes the parts below, decides where
+                         a request is answered, publishes the dispatcher's event batches
+``summaries``            R-tree engines per topic, the subscriptions' centres, the load, peer
+                         summaries
+``subscribe_placement``  where a Subscribe goes (the best server under the load threshold)
+``relay``                a Subscribe placed elsewhere, and requests for moved subscriptions,
+                         carried to the server that holds them; the answer relayed back
+``admin``                the admin messages: PeerUpdate, Export / Import / MoveSubscriptions,
+                         GetStats
+``exceptions``           the server's errors and the faults they are answered with
+``moves``                export / import / move of subscriptions and the forwarding records
+``moved_subscriptions``  the ``edn:Subscriptions`` element subscriptions travel in
+``network``              registration with each root, route updates (coalesced, with
+                         generations), peer exchange
+``peer_health``          which peers answer (one that does not is left out of placement)
+``election``             the one worker process that runs the network conversation
+``settings``             the role's settings
+=======================  =====================================================================
 
 Limits worth knowing:
 
@@ -49,7 +52,7 @@ Limits worth knowing:
 * notifications a server has accepted but not yet delivered live in its memory (the base
   delivery queue): a ``kill -9`` loses them, not the subscriptions.
 
-Placement rules live in :mod:`route_manager.placement`, peer state in
+Placement rules live in :mod:`route_manager.placement_router`, peer state in
 :mod:`route_manager.peers`, the dispatcher's offline re-partitioning in
 :mod:`route_manager.repartition`.
 """
@@ -60,7 +63,7 @@ from wsframework.service import Service, ServiceConfig
 
 from ..source import build_source
 from .manager import EdnSubscriptionManager
-from .placement import PLACED
+from .subscribe_placement import PLACED
 from .settings import EdnSettings
 
 __all__ = ["build_server", "EdnSubscriptionManager", "EdnSettings", "PLACED"]

@@ -11,7 +11,7 @@ root; each event is routed by the root it was published at, with the same summar
 
 Routing modes (``edn serve dispatcher --routing``): the roots announce theirs at registration
 and the server reports what they read: link matching's equality predicates
-(:func:`~subscription_manager.edn.summaries.box_predicates`), or its summaries (flooding reads
+(:func:`~subscription_manager.server.summaries.box_predicates`), or its summaries (flooding reads
 none, but loads, placement and status still come from them).
 
 Every step is a plain method, so tests run them synchronously (:meth:`NetworkAgent.step`);
@@ -47,18 +47,26 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from matchers.pst.links_route_set import predicates_element
 from matchers.summary import cut_to_bytes
 from route_manager import protocol as edn_wire
 from route_manager.protocol import KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
+from route_manager.peers import PeerTable
 from route_manager.uplink import Generations, RouteReport, Uplink
+from wsframework.admin import AdminClient
 from wsframework.exceptions import SoapFault
-from wsframework.namespace import EntryExists
+from wsframework.namespace import EntryExists, Namespace
 from matchers.vocabulary import MATCHER_RTREE_ENGINE
+from wsframework.store import Store
 from wsframework.transport import TransportError
 
+from ..store import SubscriptionStore
 from .election import Election
+from .peer_health import PeerHealth
+from .settings import EdnSettings
+from .summaries import RoutingSummaries
 
 log = logging.getLogger(__name__)
 
@@ -70,24 +78,45 @@ MAX_LISTED = 100_000  # servers read from one ListServers answer (a root's answe
 
 
 class NetworkAgent:
-    def __init__(self, manager):
-        self.manager = manager
-        self.edn = manager.edn
-        self._offset = Generations(manager.service.store).offset
-        self.uplink = Uplink(name=self.edn.name, address=manager.service.base_url,
+    """The server's side of the network conversation (see the module docstring)."""
+
+    def __init__(self, settings: EdnSettings, *, store: Store, subscriptions: SubscriptionStore,
+                 topics: Namespace, peers: PeerTable, summaries: RoutingSummaries,
+                 health: PeerHealth, base_url: str, data_dir: str | Path,
+                 sync: Callable[[], object], admin_client: Callable[[str], AdminClient],
+                 count: Callable[..., None]):
+        """``settings``: the role's (name, roots, intervals, byte limits); ``store``: the
+        service's store (the generation offset); ``subscriptions``: the durable
+        subscriptions (their generation); ``topics``: the topics hosted (created at
+        registration); ``peers``: what the peers told; ``summaries``: this server's engines,
+        load and summaries; ``health``: which peers answer; ``data_dir``: where the election's
+        lock lives; ``sync()``: bring the view up to date with the store; ``admin_client``,
+        ``count``: as the manager's."""
+        self.edn = settings
+        self.subscriptions = subscriptions
+        self.topics = topics
+        self.peers = peers
+        self.summaries = summaries
+        self.health = health
+        self.base_url = base_url
+        self.sync = sync
+        self.admin_client = admin_client
+        self.count = count
+        self._offset = Generations(store).offset
+        self.uplink = Uplink(name=self.edn.name, address=base_url,
                              kind=KIND_SERVER, upstreams=self.edn.dispatchers,
-                             client_for=manager.admin_client,
+                             client_for=admin_client,
                              on_registered=self._on_registered, cuts=False)
         self.registered = threading.Event()  # with at least one root: the peers can be asked
-        self.election = Election(Path(manager.service.config.data_dir) / "edn-server.lock")
+        self.election = Election(Path(data_dir) / "edn-server.lock")
         self._told: dict[tuple[str, str], tuple] = {}    # (peer, topic) -> (what, when)
         self._routing: dict[str, str | None] = {}  # root -> the routing mode it announced
         self._push_lock = threading.Lock()
         self._stop = threading.Event()
         self._wake_peers = threading.Event()  # a new topic: tell the peers now
         self._threads: list[threading.Thread] = []
-        manager.topics.on_change(lambda event, entry: self._wake_peers.set()
-                                 if event == "added" else None)
+        topics.on_change(lambda event, entry: self._wake_peers.set()
+                         if event == "added" else None)
 
     # -- registration ----------------------------------------------------------------------
     def register(self) -> bool:
@@ -101,7 +130,6 @@ class NetworkAgent:
         return self.uplink.is_registered()
 
     def _on_registered(self, root: str, response) -> None:
-        m = self.manager
         try:
             self._routing[root] = routing_of(response)
         except SoapFault as fault:
@@ -109,18 +137,19 @@ class NetworkAgent:
             log.error("%s announces an unknown routing mode: %s", root, fault.reason)
         topics = response.Topic or []
         for spec in topics:
-            if spec.Name in m.topics:
+            if spec.Name in self.topics:
                 continue
             try:
-                m.topics.create(spec.Name, spec.Matcher or MATCHER_RTREE_ENGINE, spec.Options)
+                self.topics.create(spec.Name, spec.Matcher or MATCHER_RTREE_ENGINE, spec.Options)
                 log.info("hosting topic %s", spec.Name)
             except EntryExists:
                 pass
             except Exception as exc:
                 log.error("cannot host topic %s: %s", spec.Name, exc)
         peers = (response.Peer or [])[:MAX_LISTED]
-        m.peers.set_servers([(p.Name, p.Address, p.Load) for p in peers], exclude=self.edn.name)
-        m.count("registrations")
+        self.peers.set_servers([(p.Name, p.Address, p.Load) for p in peers],
+                               exclude=self.edn.name)
+        self.count("registrations")
         log.info("registered with %s as %s (%d topics, %d peers)", root, self.edn.name,
                  len(topics), len(peers))
 
@@ -146,7 +175,7 @@ class NetworkAgent:
         """Per topic, what the network's routing mode reads: the subscriptions' equality
         predicates (linkmatching), or the summary (summaries; flooding reads none, but the
         root's loads, placement and status still come from these updates)."""
-        m = self.manager
+        summaries = self.summaries
         mode = self.routing()
         if mode is None:
             log.error("the roots announce different routing modes %s: reporting nothing",
@@ -155,40 +184,39 @@ class NetworkAgent:
         if mode != ROUTING_LINKMATCHING:
             return [RouteReport(entry.name, (entry.uid, engine.summary_generation, load),
                                 lambda _precision, engine=engine: self._summary(engine, load))
-                    for entry in entries for engine in (m.matcher_for(entry),)]
+                    for entry in entries for engine in (summaries.matcher_for(entry),)]
         if mode == ROUTING_LINKMATCHING:
             return [RouteReport(entry.name, (entry.uid, engine.summary_generation,
                                              engine.rectangle_count, load, mode),
                                 lambda _precision, entry=entry, engine=engine: (
-                                    predicates_element(m.equality_predicates(entry),
+                                    predicates_element(summaries.equality_predicates(entry),
                                                        engine.schema), load))
-                    for entry in entries for engine in (m.matcher_for(entry),)]
+                    for entry in entries for engine in (summaries.matcher_for(entry),)]
 
     def push_summaries(self, *, topics=None, force: bool = False) -> int:
         """Send each registered root an UpdateSummary for every topic (of ``topics``, default
         all) whose summary or load changed since the last one it accepted (every one with
         ``force``); returns how many were sent. A root that does not answer gets them next
         call; one that no longer knows us is registered again first."""
-        m = self.manager
         if not self.uplink.any_registered():
             self._note_registration()
             return 0
         with self._push_lock:
             # before syncing: the view the summaries are cut from covers every change up to G
-            generation = min(self._offset + m.store.generation(), _INT32_MAX)
-            m.sync()
-            load = m.load()
-            reports = self._reports([entry for entry in list(m.topics.entries())
+            generation = min(self._offset + self.subscriptions.generation(), _INT32_MAX)
+            self.sync()
+            load = self.summaries.load()
+            reports = self._reports([entry for entry in list(self.topics.entries())
                                      if topics is None or entry.name in topics], load)
             sent = self.uplink.push(reports, generation=generation, force=force)
         self._note_registration()
-        m.count("summary_updates_sent", sent)
+        self.count("summary_updates_sent", sent)
         return sent
 
     def _summary(self, engine, load: int):
         """The summary of one topic as sent to the roots (each cuts it to the precision it
         routes with), precise unless larger than ``summary_max_bytes``, and the load."""
-        with self.manager.reading():
+        with self.summaries.reading():
             summary = engine.summary(1.0)
             rectangles = engine.rectangle_count
         # a precise summary of tens of thousands of boxes would exceed the root's body limit
@@ -203,40 +231,40 @@ class NetworkAgent:
     def exchange_peers(self) -> int:
         """Refresh the peer list from the roots and send each peer our routing summary and
         load per topic; returns how many PeerUpdates were sent."""
-        m = self.manager
+        summaries = self.summaries
         self._refresh_peers()
-        peers = m.peers.servers()
-        m.sync()
-        load = m.load()
+        peers = self.peers.servers()
+        self.sync()
+        load = summaries.load()
         now = time.monotonic()
         heartbeat = HEARTBEAT * self.edn.peer_interval
         sent = 0
-        for entry in list(m.topics.entries()):
-            engine = m.matcher_for(entry)
-            what = (entry.uid, engine.summary_generation, load, m.route_count(entry))
+        for entry in list(self.topics.entries()):
+            engine = summaries.matcher_for(entry)
+            what = (entry.uid, engine.summary_generation, load, summaries.route_count(entry))
             element = None
             for peer, (address, _) in sorted(peers.items()):
                 told = self._told.get((peer, entry.name))
                 if told is not None and told[0] == what and now - told[1] < heartbeat:
                     continue
                 if element is None:
-                    element = m.peer_summary(entry).to_element()
+                    element = summaries.peer_summary(entry).to_element()
                 try:
-                    m.admin_client(address).call(edn_wire.PeerUpdate(
-                        Server=self.edn.name, Address=m.service.base_url, Route=entry.name,
+                    self.admin_client(address).call(edn_wire.PeerUpdate(
+                        Server=self.edn.name, Address=self.base_url, Route=entry.name,
                         Load=load, Summary=element))
                 except TransportError as exc:
-                    m.mark_down(peer)
+                    self.health.mark_down(peer)
                     log.info("peer %s unreachable: %s", peer, exc)
                     continue
                 except SoapFault as fault:
                     log.warning("peer %s refused our update of %s: %s", peer, entry.name,
                                 fault.reason)
                     continue
-                m.mark_up(peer)
+                self.health.mark_up(peer)
                 self._told[(peer, entry.name)] = (what, now)
                 sent += 1
-        m.count("peer_updates_sent", sent)
+        self.count("peer_updates_sent", sent)
         return sent
 
     def _refresh_peers(self) -> None:
@@ -245,11 +273,10 @@ class NetworkAgent:
         list us forgot us (it restarted without our registration) and is registered with
         again next round. Asking each root, not one, matters: a root that forgot us routes
         nothing to us, and an unchanged summary would never tell us so."""
-        m = self.manager
         listed = None
         for root in [u.address for u in self.uplink.upstreams.values() if u.registered]:
             try:
-                servers = (m.admin_client(root).call(edn_wire.ListServers()).Server
+                servers = (self.admin_client(root).call(edn_wire.ListServers()).Server
                            or [])[:MAX_LISTED]
             except (TransportError, SoapFault) as exc:
                 log.warning("peer list not read from %s: %s", root, getattr(exc, "reason", exc))
@@ -260,7 +287,7 @@ class NetworkAgent:
             if listed is None:
                 listed = servers
         if listed is not None:
-            m.peers.set_servers([(s.Name, s.Address, s.Load) for s in listed],
+            self.peers.set_servers([(s.Name, s.Address, s.Load) for s in listed],
                                 exclude=self.edn.name)
         self._note_registration()
 

@@ -27,7 +27,7 @@ STORE_FILE = "intervals.db"
 
 def add_intervals_parser(sub) -> None:
     p = sub.add_parser("intervals", help="S-CN notification conditions: publish a value stream "
-                                         "as interval messages (seed section 5.3.3)",
+                                         "as interval messages (Chandramouli, section 5.3.3)",
                        description=__doc__)
     isub = p.add_subparsers(dest="intervals_command", required=True)
     s = isub.add_parser("schema", help="print the event schema of an interval-message topic")

@@ -1,31 +1,43 @@
 """The admin messages a subscription server answers beyond the base ones (``{server}/admin``,
-:mod:`route_manager.edn_wire`): ``PeerUpdate`` (a peer's routing summary and load),
+:mod:`route_manager.protocol`): ``PeerUpdate`` (a peer's routing summary and load),
 ``ExportSubscriptions`` / ``ImportSubscriptions`` / ``MoveSubscriptions`` (offline
 partitioning, :mod:`.moves`) and ``GetStats`` (this server's counters, :meth:`stats`).
 
-:class:`ServerAdmin` is a mixin of :class:`~subscription_manager.edn.EdnSubscriptionManager`;
-the host calls :meth:`_register_admin` once its parts exist, and provides ``edn``,
-``peers``, ``mover``, ``network``, ``counters``, ``edn_counters``, ``load``, ``mark_up`` and
-``count``.
+:class:`ServerAdmin` is a part of :class:`~subscription_manager.server.EdnSubscriptionManager`,
+which builds it once the parts it answers for exist.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from route_manager import protocol as edn_wire
 from route_manager.exceptions import server_address
-from route_manager.peers import PeerSummary
+from route_manager.peers import PeerSummary, PeerTable
 from wsframework.admin import AdminEndpoint, contracts
 from wsframework.matching.errors import MatcherError
 from wsframework.messaging import IncomingMessage
 
 from .exceptions import UnusablePeerSummary
+from .moves import Mover
+from .peer_health import PeerHealth
 
 __all__ = ["ServerAdmin"]
 
 
 class ServerAdmin:
-    """The server's admin operations; mixed into the EDN subscription manager."""
+    """Registers the server's admin operations with ``admin``: peer updates go to
+    ``peers`` (``health`` learns the peer answers), moves to ``mover``, and ``GetStats``
+    answers ``stats()``. ``name``: this server's; ``count(name)``: its counters."""
 
-    def _register_admin(self, admin: AdminEndpoint) -> None:
+    def __init__(self, admin: AdminEndpoint, *, name: str, peers: PeerTable, health: PeerHealth,
+                 mover: Mover, stats: Callable[[], dict[str, object]],
+                 count: Callable[..., None]):
+        self.name = name
+        self.peers = peers
+        self.health = health
+        self.mover = mover
+        self.stats = stats
+        self.count = count
         admin.register(edn_wire.PeerUpdate, self._peer_update)
         admin.register(edn_wire.ExportSubscriptions, self._export)
         admin.register(edn_wire.ImportSubscriptions, self._import)
@@ -40,12 +52,12 @@ class ServerAdmin:
                 summary = PeerSummary.from_element(request.Summary)
             except MatcherError as exc:
                 raise UnusablePeerSummary(request.Server, exc) from None
-        if request.Server != self.edn.name:
+        if request.Server != self.name:
             self.peers.update(request.Server, server_address(request.Server, request.Address),
                               request.Route, request.Load, summary)
-            self.mark_up(request.Server)
+            self.health.mark_up(request.Server)
         self.count("peer_updates_received")
-        return edn_wire.PeerUpdateResponse(Server=self.edn.name)
+        return edn_wire.PeerUpdateResponse(Server=self.name)
 
     # == offline partitioning ==============================================================
     def _export(self, request, message):
@@ -60,16 +72,6 @@ class ServerAdmin:
             Moved=self.mover.move(request.Topic, request.Target, request.Id or []))
 
     # == statistics ========================================================================
-    def stats(self) -> dict[str, object]:
-        figures: dict[str, object] = dict(self.counters)
-        figures.update(self.edn_counters)
-        figures["load"] = self.load()
-        figures.update(self.network.figures())
-        figures["leader"] = int(self.network.election.held)
-        figures["peers"] = len(self.peers.servers())
-        figures["forwarding_records"] = self.mover.forwarding.count()
-        return figures
-
     def _get_stats(self, request, message):
         prefix = request.Prefix or ""
         return contracts.GetStatsResponse(Figure=[

@@ -1,7 +1,7 @@
 """Carrying a request to the server that holds (or is to hold) the subscription, and its
 answer back (paper III-A; the move protocol in :mod:`.moves`):
 
-* a Subscribe placed on another server (:mod:`.placement`) is sent there unchanged, marked
+* a Subscribe placed on another server (:mod:`.subscribe_placement`) is sent there unchanged, marked
   ``edn:Placed`` and carrying the network's admin credential, under the client's
   wsa:MessageID (or one minted here when it sent none, or one too long to be remembered);
   the SubscriptionManager EPR the client gets names the server that holds the
@@ -17,17 +17,18 @@ answer back (paper III-A; the move protocol in :mod:`.moves`):
 
 A fault the other server answers with is relayed as it is (code, subcodes, detail).
 
-:class:`SubscriptionRelay` is a mixin of
-:class:`~subscription_manager.edn.EdnSubscriptionManager`; the host provides ``service``,
-``store``, ``peers``, ``peer_transport``, ``mover``, ``mark_down`` and ``count``.
+:class:`SubscriptionRelay` is a part of
+:class:`~subscription_manager.server.EdnSubscriptionManager`, whose request handlers call it.
 """
 from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from lxml import etree
 
+from route_manager.peers import PeerTable
 from wsframework import ns
 from matchers.vocabulary import EDN
 from wsframework.addressing import new_message_id, request_headers
@@ -43,8 +44,11 @@ from wsframework.transport import HttpTransport, TransportError
 from .. import messages as msg
 from ..manager import MANAGER_PATH
 from ..operations import MAX_MESSAGE_ID
+from ..store import SubscriptionStore
 from ..versions import EventingVersion
-from .placement import PLACED
+from .moves import ForwardingTable
+from .peer_health import PeerHealth
+from .subscribe_placement import PLACED
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +56,34 @@ __all__ = ["SubscriptionRelay", "MessageIdClient", "forward_message_id"]
 
 
 class SubscriptionRelay:
-    """Requests relayed to another server; mixed into the EDN subscription manager."""
+    """Requests relayed to another server: over ``peer_transport``, to the servers of
+    ``peers`` (``health`` learns which do not answer), a Subscribe with the network's
+    ``admin_token`` within ``forward_timeout`` seconds; ``subscriptions`` and
+    ``forwarding`` tell where a subscription that moved away lives; ``count(name)``: the
+    server's counters."""
+
+    def __init__(self, *, peers: PeerTable, peer_transport, admin_token: str,
+                 forward_timeout: float, subscriptions: SubscriptionStore,
+                 forwarding: ForwardingTable, health: PeerHealth, count: Callable[..., None]):
+        self.peers = peers
+        self.peer_transport = peer_transport
+        self.admin_token = admin_token
+        self.forward_timeout = forward_timeout
+        self.subscriptions = subscriptions
+        self.forwarding = forwarding
+        self.health = health
+        self.count = count
+        self._subscribe_transport = None
 
     # == Subscribe placed elsewhere ========================================================
     def _credential_headers(self) -> list[etree._Element]:
         placed = etree.Element(PLACED, nsmap={"edn": EDN})
         placed.text = "1"
         token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
-        token.text = self.service.config.admin_token
+        token.text = self.admin_token
         return [placed, token]
 
-    def _forward_subscribe(self, message: IncomingMessage, version: EventingVersion,
+    def forward_subscribe(self, message: IncomingMessage, version: EventingVersion,
                            entry: NamespaceEntry, target: str) -> Reply | None:
         """Relay the Subscribe to ``target``; None when it is unreachable (place here)."""
         address = self.peers.address_of(target)
@@ -72,7 +93,7 @@ class SubscriptionRelay:
         client = MessageIdClient(self._forward_transport(), message_id,
                                 soap_version=message.soap_version, wsa_version=version.wsa)
         body = detached(message.body)
-        deadline = time.monotonic() + self.edn.forward_timeout
+        deadline = time.monotonic() + self.forward_timeout
         maybe_delivered = False
         attempt = 0
         while True:
@@ -100,7 +121,7 @@ class SubscriptionRelay:
                         f"time ({attempt} attempts); the subscription may exist there") from None
                 log.warning("placement on %s failed (%s): keeping the subscription here",
                             target, exc)
-                self.mark_down(target)
+                self.health.mark_down(target)
                 self.count("forward_unreachable")
                 return None
         if reply.body is None:
@@ -114,39 +135,22 @@ class SubscriptionRelay:
         ``forward_timeout`` at most (the forward is retried within ``forward_timeout``)."""
         if not isinstance(self.peer_transport, HttpTransport):
             return self.peer_transport  # injected (tests): as it is
-        transport = getattr(self, "_subscribe_transport", None)
+        transport = self._subscribe_transport
         if transport is None:
             connect, read = self.peer_transport.timeout
-            attempt = max(0.5, min(read, self.edn.forward_timeout / 3))
+            attempt = max(0.5, min(read, self.forward_timeout / 3))
             transport = self._subscribe_transport = HttpTransport(timeout=(connect, attempt))
         return transport
 
     # == Renew / GetStatus / Unsubscribe of moved subscriptions ============================
-    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        target = self._moved_to(subscription_id)
-        if target is not None:
-            return self._forward_manager(message, version, "Renew", subscription_id, target)
-        return super().handle_renew(message, version, subscription_id)
-
-    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        target = self._moved_to(subscription_id)
-        if target is not None:
-            return self._forward_manager(message, version, "GetStatus", subscription_id, target)
-        return super().handle_get_status(message, version, subscription_id)
-
-    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        target = self._moved_to(subscription_id)
-        if target is not None:
-            return self._forward_manager(message, version, "Unsubscribe", subscription_id, target)
-        return super().handle_unsubscribe(message, version, subscription_id)
-
-    def _moved_to(self, subscription_id: str) -> str | None:
-        current = self.store.get(subscription_id)
+    def moved_to(self, subscription_id: str) -> str | None:
+        """Where a subscription that is not active here moved to, if it did."""
+        current = self.subscriptions.get(subscription_id)
         if current is not None and current.is_active:
             return None
-        return self.mover.forwarding.lookup(subscription_id)
+        return self.forwarding.lookup(subscription_id)
 
-    def _forward_manager(self, message, version: EventingVersion, operation: str,
+    def forward_manager(self, message, version: EventingVersion, operation: str,
                          subscription_id: str, target: str) -> Reply:
         epr = msg.manager_epr(version, target + MANAGER_PATH, subscription_id)
         client = SoapClient(self.peer_transport, soap_version=message.soap_version,
@@ -160,7 +164,7 @@ class SubscriptionRelay:
                 f"the server holding the subscription is unreachable: {exc}") from None
         self.count("forwarded_manager_requests")
         if operation == "Unsubscribe":
-            self.mover.forwarding.drop(subscription_id)
+            self.forwarding.drop(subscription_id)
         body = detached(reply.body) if reply.body is not None else None
         return Reply(version.action(msg.OPERATIONS[operation]), body)
 

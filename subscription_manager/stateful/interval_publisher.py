@@ -32,6 +32,7 @@ from wsframework import ns
 from matchers.vocabulary import EDN
 from route_manager.publisher import Publisher
 
+from .feed import send_changes
 from .interval_store import IntervalStore, StoredMessage
 from .intervals import IntervalMessage, InvalidIntervalState
 
@@ -114,9 +115,6 @@ class IntervalPublisher:
                 if not pending:
                     return sent
                 events = [message_event(m) for m in pending]
-                if len(events) == 1:
-                    self.publisher.publish(self.topic, events[0])
-                else:
-                    self.publisher.send_batch(self.topic, events)
+                send_changes(self.publisher, self.topic, events)
                 self.store.sent(pending)
                 sent += len(pending)

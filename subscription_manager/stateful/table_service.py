@@ -1,6 +1,6 @@
 """The publisher-side service of S-CN range-aggregate subscriptions (Chandramouli 4.2.4): it
 keeps a published table, reformulates every tuple update into range-aggregate changes
-(:mod:`.aggregate`) and publishes them on the table's feed topic at the EDN, which matches them
+(:mod:`.range_min_table`) and publishes them on the table's feed topic at the EDN, which matches them
 statelessly against ``urn:wsframework:dialects:range-aggregate`` subscriptions
 (:mod:`matchers.range_aggregate`). The service does not know the subscriptions.
 
@@ -63,7 +63,8 @@ from route_manager.publisher import Publisher
 from wsframework.service import Service
 from wsframework.store import Store
 
-from .aggregate import RangeMinTable
+from .feed import send_changes
+from .range_min_table import RangeMinTable
 
 log = logging.getLogger(__name__)
 
@@ -332,11 +333,7 @@ class TableService:
                 if not pending:
                     return sent
                 try:
-                    events = [event for _, _, event in pending]
-                    if len(events) == 1:
-                        self.publisher.publish(self.feed, events[0])
-                    else:
-                        self.publisher.send_batch(self.feed, events)
+                    send_changes(self.publisher, self.feed, [event for _, _, event in pending])
                 except Exception:
                     if not quietly:
                         raise

@@ -1,5 +1,5 @@
 """Where a Subscribe goes (paper III-A): the best server under the load threshold, chosen by
-:class:`~route_manager.placement.PlacementRouter` from this server's summary and its peers'.
+:class:`~route_manager.placement_router.PlacementRouter` from this server's summary and its peers'.
 
 A Subscribe with a wsa:MessageID is placed once: the choice is kept in this server's store
 under the request's idempotency key (:func:`~subscription_manager.operations.request_key`,
@@ -13,10 +13,10 @@ When the choice is another server the Subscribe is relayed there (:mod:`.relay`)
 placed Subscribe checks the credential and keeps it, whatever its own router would say. An
 invalid Subscribe, or one the chosen server cannot be reached for, is answered here.
 
-:class:`SubscriptionPlacement` is a mixin of
-:class:`~subscription_manager.edn.EdnSubscriptionManager`; the host provides ``edn``,
-``router``, ``peers``, ``matcher_for``, ``centroid``, ``load``, ``reading``, ``is_down``,
-``count`` and ``_forward_subscribe`` (:class:`~.relay.SubscriptionRelay`).
+:class:`SubscriptionPlacement` is a part of
+:class:`~subscription_manager.server.EdnSubscriptionManager`: it chooses the server
+(:meth:`SubscriptionPlacement.target`); the manager's ``handle_subscribe`` relays or makes
+the subscription.
 """
 from __future__ import annotations
 
@@ -26,18 +26,20 @@ import numpy as np
 
 from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.protocol import PLACED
-from route_manager.placement_router import Candidate, Space, subscription_box
-from wsframework.admin import carries_credential
+from route_manager.peers import PeerTable
+from route_manager.placement_router import Candidate, PlacementRouter, Space, subscription_box
 from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
-from wsframework.matching.limits import check_filter_limits
-from wsframework.messaging import IncomingMessage, Reply
+from wsframework.matching.limits import FilterLimits, check_filter_limits
+from wsframework.messaging import IncomingMessage
 from wsframework.namespace import NamespaceEntry
+from wsframework.store import Store
 
 from .. import messages as msg
 from ..operations import request_key
-from ..versions import EventingVersion, check_pairing
-from .exceptions import PlacementRefused
+from ..versions import EventingVersion
+from .peer_health import PeerHealth
+from .summaries import RoutingSummaries
 
 __all__ = ["SubscriptionPlacement", "PLACED", "PLACEMENT_MEMORY"]
 
@@ -59,56 +61,56 @@ CREATE INDEX IF NOT EXISTS {_PLACEMENTS}_created ON {_PLACEMENTS}(created);
 
 
 class SubscriptionPlacement:
-    """Subscribe, placed on the best server; mixed into the EDN subscription manager."""
+    """The server a Subscribe goes to, remembered per request in ``store`` (the service's
+    store). ``name``: this server's; ``router``: the placement rule; ``peers`` and
+    ``health``: the other servers and which of them answer; ``summaries``: this server's
+    engines, centres and load; ``filter_limits``: the bounds a filter must keep."""
 
-    def handle_subscribe(self, message: IncomingMessage, version: EventingVersion) -> Reply:
-        version = check_pairing(version, message.wsa_version)
-        if message.header(PLACED) is not None:
-            self._check_credential(message)
-            reply = super().handle_subscribe(message, version)
-            self.count("placed_here_by_peers")
-            return reply
-        entry = self._topic_entry(message)
+    def __init__(self, store: Store, *, name: str, router: PlacementRouter, peers: PeerTable,
+                 health: PeerHealth, summaries: RoutingSummaries, filter_limits: FilterLimits,
+                 routing_precision: float):
+        self.store = store
+        self.name = name
+        self.router = router
+        self.peers = peers
+        self.health = health
+        self.summaries = summaries
+        self.filter_limits = filter_limits
+        self.routing_precision = routing_precision
+        self._placements_made = 0
+        store.executescript(_PLACEMENTS_SCHEMA)
+
+    def target(self, entry: NamespaceEntry, message: IncomingMessage,
+               version: EventingVersion) -> str:
+        """The name of the server ``message`` (a Subscribe to ``entry``) is to be made on:
+        the one chosen for an earlier copy of the request, or the router's choice now."""
         key = request_key(message, entry.uid)
         target = self._remembered(key) if key is not None else None
         if target is None:
             target = self._place(entry, message, version)
             if key is not None:
                 target = self._remember(key, target)
-        if target != self.edn.name:
-            reply = self._forward_subscribe(message, version, entry, target)
-            if reply is not None:
-                self.count(f"placements.{target}")
-                return reply
-        self.count(f"placements.{self.edn.name}")
-        return super().handle_subscribe(message, version)
+        return target
 
     def _place(self, entry: NamespaceEntry, message: IncomingMessage,
                version: EventingVersion) -> str:
         if message.action != version.action("Subscribe"):
-            return self.edn.name  # the base answers with the right fault
+            return self.name  # the base answers with the right fault
         try:
             request = msg.parse_subscribe(message.body, version)
-            engine = self.matcher_for(entry)
+            engine = self.summaries.matcher_for(entry)
             if request.filter is not None:
                 engine.check_dialect(request.filter)
                 # before compiling: the local answer then refuses it with the right fault
-                check_filter_limits(request.filter, self.view.filter_limits)
+                check_filter_limits(request.filter, self.filter_limits)
             lo, hi = subscription_box(engine.schema, request.filter)
         except (SoapFault, MatcherError):
-            return self.edn.name  # an invalid request: the local answer is the fault
+            return self.name  # an invalid request: the local answer is the fault
         return self.router.choose(entry.name, lo, hi, _RouteView(self, entry, engine))
 
     # -- placements remembered for repeated Subscribes ------------------------------------
-    def _placement_store(self):
-        store = self.service.store
-        if not getattr(self, "_placements_ready", False):
-            store.executescript(_PLACEMENTS_SCHEMA)
-            self._placements_ready = True
-        return store
-
     def _remembered(self, key: str) -> str | None:
-        rows = self._placement_store().query(
+        rows = self.store.query(
             f"SELECT target FROM {_PLACEMENTS} WHERE request_key = ? AND created > ?",
             (key, time.time() - PLACEMENT_MEMORY))
         return rows[0][0] if rows else None
@@ -117,8 +119,8 @@ class SubscriptionPlacement:
         """Keep ``target`` for ``key`` unless a copy of the request got here first; returns
         the choice that stands. Placements older than :data:`PLACEMENT_MEMORY` go."""
         now = time.time()
-        self._placements_made = getattr(self, "_placements_made", 0) + 1
-        with self._placement_store().transaction() as conn:
+        self._placements_made += 1
+        with self.store.transaction() as conn:
             conn.execute(f"DELETE FROM {_PLACEMENTS} WHERE created <= ?",
                          (now - PLACEMENT_MEMORY,))
             if self._placements_made % PLACEMENT_TRIM_EVERY == 0:
@@ -130,43 +132,42 @@ class SubscriptionPlacement:
             return conn.execute(f"SELECT target FROM {_PLACEMENTS} WHERE request_key = ?",
                                 (key,)).fetchone()[0]
 
-    def _check_credential(self, message: IncomingMessage) -> None:
-        if not carries_credential(message, self.service.config.admin_token):
-            raise PlacementRefused()
-
 
 class _RouteView:
-    """The placement router's view of one route (see :class:`route_manager.placement.RouteView`)."""
+    """The placement router's view of one route (see :class:`route_manager.placement_router.RouteView`)."""
 
-    def __init__(self, manager, entry: NamespaceEntry, engine: RTreeMatchingEngine):
-        self.manager = manager
+    def __init__(self, placement: SubscriptionPlacement, entry: NamespaceEntry,
+                 engine: RTreeMatchingEngine):
+        self.placement = placement
         self.entry = entry
         self.engine = engine
-        self.self_name = manager.edn.name
+        self.self_name = placement.name
         self.space = Space.of(engine.schema)
         self._members: tuple[str, ...] | None = None
 
     @property
     def self_load(self) -> int:
-        return self.manager.load()
+        return self.placement.summaries.load()
 
     def membership(self) -> tuple[str, ...]:
         if self._members is None:
-            peers = sorted(n for n in self.manager.peers.servers()
-                           if n != self.self_name and not self.manager.is_down(n))
+            peers = sorted(n for n in self.placement.peers.servers()
+                           if n != self.self_name and not self.placement.health.is_down(n))
             self._members = (self.self_name, *peers)
         return self._members
 
     def content_key(self) -> object:
-        return (self.entry.uid, self.engine.summary_generation, self.manager.peers.generation())
+        return (self.entry.uid, self.engine.summary_generation,
+                self.placement.peers.generation())
 
     def candidates(self) -> list[Candidate]:
-        m = self.manager
-        with m.reading():
-            own = self.engine.summary(m.edn.routing_precision)
-        centroid, count = m.centroid(self.entry)
-        found = [Candidate(self.self_name, m.load(), own.mins, own.maxs, centroid, count)]
-        states = {s.name: s for s in m.peers.route_states(self.entry.name)}
+        placement = self.placement
+        with placement.summaries.reading():
+            own = self.engine.summary(placement.routing_precision)
+        centroid, count = placement.summaries.centroid(self.entry)
+        found = [Candidate(self.self_name, placement.summaries.load(), own.mins, own.maxs,
+                           centroid, count)]
+        states = {s.name: s for s in placement.peers.route_states(self.entry.name)}
         dims = self.engine.schema.dims
         d = len(dims)
         for name in self.membership()[1:]:

@@ -11,7 +11,7 @@ a subscription ``[x1, x2]`` is the stateless predicate (:func:`matches`)::
 
 MAX is MIN on ``-y`` (``RangeMinTable(sign=-1)``): the table negates on the way in and out.
 
-Definitions (where the seed is loose, these are ours, and the tests check them)
+Definitions (where the paper is loose, these are ours, and the tests check them)
     *Absence is +inf.* An insert is an update from ``y_o = +inf``, a delete an update to
     ``y_n = +inf``; a range with no tuple has the result None (``NEW_MIN`` absent).
 

@@ -2,12 +2,10 @@
 one R-tree engine per topic, the subscriptions' centres (K-means placement), its load, and
 the summary it tells its peers (paper II, III-A).
 
-:class:`RoutingSummaries` is a mixin of
-:class:`~subscription_manager.edn.EdnSubscriptionManager`. It overrides the base manager's
-hooks (:meth:`matcher_for`, :meth:`on_subscription_added`, :meth:`on_subscription_removed`),
-which fire while the base loads its view: the host calls :meth:`_init_summaries` *before*
-``super().__init__``. The host provides ``edn`` (its settings), ``router`` (placement),
-``_rw`` (the view's lock), ``_subscriptions`` and ``_entry_of`` (the base manager's).
+:class:`RoutingSummaries` is a part of
+:class:`~subscription_manager.server.EdnSubscriptionManager`, built with the manager's view
+before the view is loaded; the manager's hooks (``matcher_for``, ``on_subscription_added``,
+``on_subscription_removed``) call it.
 """
 from __future__ import annotations
 
@@ -23,6 +21,7 @@ from wsframework.matching.errors import MatcherError
 from wsframework.namespace import NamespaceEntry
 
 from ..store import Subscription
+from ..view import SubscriptionView
 
 __all__ = ["RoutingSummaries", "box_predicates"]
 
@@ -51,9 +50,12 @@ def box_predicates(engine: RTreeMatchingEngine) -> dict | None:
 
 
 class RoutingSummaries:
-    """Engines, centres, load and peer summaries; mixed into the EDN subscription manager."""
+    """Engines, centres, load and peer summaries of the subscriptions in ``view``, summaries
+    cut to ``routing_precision`` for the peers."""
 
-    def _init_summaries(self) -> None:
+    def __init__(self, view: SubscriptionView, *, routing_precision: float):
+        self.view = view
+        self.routing_precision = routing_precision
         self._engines: dict[str, RTreeMatchingEngine] = {}   # topic uid -> engine (fallback)
         self._centres: dict[str, tuple[str, np.ndarray]] = {}  # sub id -> (topic uid, centre)
         self._sums: dict[str, list] = {}                       # topic uid -> [sum, count]
@@ -74,18 +76,18 @@ class RoutingSummaries:
             engine = self._engines.setdefault(entry.uid, engine)
         return engine
 
-    def _forget_engine(self, event: str, entry: NamespaceEntry) -> None:
-        if event == "removed":
-            self._engines.pop(entry.uid, None)
-            self.router.forget(entry.name)
+    def forget_engine(self, entry: NamespaceEntry) -> None:
+        """The topic was removed: its fallback engine goes."""
+        self._engines.pop(entry.uid, None)
 
     def reading(self):
         """The view's shared lock: hold it to read an engine (summaries) safely."""
-        return self._rw.read()
+        return self.view.lock.read()
 
     # == the subscriptions' centres (K-means placement) ====================================
-    def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
-        entry = self._entry_of(subscription)
+    def added(self, subscription: Subscription) -> None:
+        """A subscription entered the view: its centre counts."""
+        entry = self.view.entry_of(subscription)
         if entry is None:
             return
         try:
@@ -101,7 +103,8 @@ class RoutingSummaries:
             acc[0] = acc[0] + centre
             acc[1] += 1
 
-    def on_subscription_removed(self, subscription: Subscription, *, local: bool) -> None:
+    def removed(self, subscription: Subscription) -> None:
+        """A subscription left the view: its centre no longer counts."""
         with self._centre_lock:
             found = self._centres.pop(subscription.id, None)
             if found is None:
@@ -127,7 +130,7 @@ class RoutingSummaries:
     # == what the server tells others ======================================================
     def load(self) -> int:
         """Subscriptions held by this server (all topics): the paper's server load."""
-        return len(self._subscriptions)
+        return len(self.view.subscriptions)
 
     def equality_predicates(self, entry: NamespaceEntry) -> dict | None:
         """The topic's subscriptions as link matching's predicates (``--routing
@@ -141,6 +144,6 @@ class RoutingSummaries:
         """What this server tells its peers about ``entry`` (subscription routing)."""
         engine = self.matcher_for(entry)
         with self.reading():
-            summary = engine.summary(self.edn.routing_precision)
+            summary = engine.summary(self.routing_precision)
         centroid, count = self.centroid(entry)
         return PeerSummary(summary, centroid, count)

@@ -1,0 +1,146 @@
+"""From the durable outbox to the push delivery queue and back.
+
+Accepted notifications are rows of the outbox (:mod:`.outbox`); each becomes one small job of
+the delivery queue (:mod:`.delivery`), rendered from the subscription's template when it is
+sent. This part follows the jobs' outcomes into the outbox: a delivered row is noted for
+deletion, a retry is persisted with its next attempt, a job that ran out of attempts (or
+whose target was refused) becomes a dead letter. Rows no job holds in memory (of processes
+that died, retries persisted before a restart, jobs a full queue dropped) are queued again by
+:meth:`OutboxDeliveries.recover`.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from .delivery import Deliverer
+from .delivery_job import NOTIFICATION, Delivery, DeliveryPolicy
+from .notifications import notification_action
+from .outbox import Outbox, OutboxRow
+from .view import SubscriptionView
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OutboxDeliveries"]
+
+
+class OutboxDeliveries:
+    """Owns the :class:`~.delivery.Deliverer` (``deliverer``) and the ids of the outbox rows
+    it holds. ``on_delivery_failure(job)`` is called for a notification given up on whose
+    subscription is to end (``end_on_dead_letter``)."""
+
+    def __init__(self, outbox: Outbox, view: SubscriptionView, transport,
+                 policy: DeliveryPolicy, *, clock, approve_target, approval_ttl: float,
+                 end_on_dead_letter: bool, on_delivery_failure: Callable[[Delivery], None]):
+        self.outbox = outbox
+        self.view = view
+        self.clock = clock
+        self.end_on_dead_letter = end_on_dead_letter
+        self._on_delivery_failure = on_delivery_failure
+        self._in_memory: set[int] = set()  # outbox rows the deliverer holds
+        self._in_memory_lock = threading.Lock()
+        self.deliverer = Deliverer(transport, policy, approve_target=approve_target,
+                                   is_wanted=self.is_wanted, on_give_up=self._gave_up,
+                                   on_finish=self._finished, on_retry=self._retry,
+                                   wall_clock=clock, approval_ttl=approval_ttl)
+
+    def is_wanted(self, subscription_id: str) -> bool:
+        """Whether a job of ``subscription_id`` is still to be sent (active, unexpired)."""
+        subscription = self.view.subscriptions.get(subscription_id)
+        return subscription is not None and not subscription.expired_at(self.clock())
+
+    def submit(self, jobs: list[Delivery]) -> int:
+        """Queue ``jobs``; returns how many the queue took (the others' rows stay in the
+        outbox: the sweep takes them again when due)."""
+        if not jobs:
+            return 0
+        durable = [job.outbox_id for job in jobs if job.outbox_id is not None]
+        if durable:
+            with self._in_memory_lock:
+                self._in_memory.update(durable)
+        queued = self.deliverer.submit_many(jobs)
+        dropped = [job.outbox_id for job in jobs[queued:] if job.outbox_id is not None]
+        if dropped:
+            with self._in_memory_lock:
+                self._in_memory.difference_update(dropped)
+        return queued
+
+    def recover(self) -> int:
+        """Claim the rows of processes that are gone, delete the delivered rows noted so far,
+        and queue this process's rows that are due and not in memory. Returns how many were
+        queued."""
+        self.outbox.flush()
+        self.outbox.heartbeat()
+        self.outbox.claim()
+        with self._in_memory_lock:
+            held = set(self._in_memory)
+        jobs = []
+        for row in self.outbox.due(held):
+            job = self._job_from_row(row)
+            if job is None:  # the subscription is gone: nothing to deliver
+                self.outbox.delivered(row.id)
+            else:
+                jobs.append(job)
+        return self.submit(jobs)
+
+    def _job_from_row(self, row: OutboxRow) -> Delivery | None:
+        if row.payload is not None:  # a redelivered dead letter, sent as it was
+            job = Delivery(row.url or "", row.content_type or "", row.action or "",
+                           payload=row.payload, subscription_id=row.subscription_id)
+        else:
+            subscription = self.view.subscriptions.get(row.subscription_id)
+            template = self.view.templates.get(row.subscription_id)
+            if subscription is None or template is None or row.body is None:
+                return None
+            job = Delivery(template.url, template.content_type,
+                           notification_action(subscription, row.event_action or ""),
+                           render=template,
+                           render_args=(row.event_action or "", row.body, row.message_id),
+                           subscription_id=row.subscription_id)
+        job.outbox_id = row.id
+        job.attempt = row.attempts
+        job.created = row.created
+        job.first_attempt = row.first_attempt
+        job.topic = row.event_topic or self._topic_of(row.subscription_id)
+        return job
+
+    def _topic_of(self, subscription_id: str) -> str:
+        subscription = self.view.subscriptions.get(subscription_id)
+        return subscription.topic if subscription is not None else ""
+
+    def _finished(self, job: Delivery, outcome: str) -> None:
+        if job.outbox_id is None:
+            return
+        with self._in_memory_lock:
+            self._in_memory.discard(job.outbox_id)
+        if outcome in ("delivered", "discarded"):
+            self.outbox.delivered(job.outbox_id)
+        # "failed": dead-lettered by _gave_up; "dropped": stays, due again later
+
+    def _retry(self, job: Delivery, delay: float) -> None:
+        if job.outbox_id is None:
+            return
+        now = self.clock()
+        self.outbox.failed(job.outbox_id, job.attempt, now + delay, job.last_error,
+                           job.first_attempt, now)
+
+    def _gave_up(self, job: Delivery) -> None:
+        """Attempts or age ran out, or the target was refused: a durable notification goes
+        to the dead letters; the subscription ends unless ``end_on_dead_letter`` is false."""
+        if job.kind != NOTIFICATION or job.subscription_id is None:
+            return
+        if job.outbox_id is not None:
+            try:
+                payload = job.body()
+            except Exception:
+                log.exception("could not render a dead letter for %s", job.url)
+                payload = b""
+            self.outbox.dead_letter(job.outbox_id, topic=job.topic, url=job.url,
+                                    content_type=job.content_type, action=job.action,
+                                    payload=payload, reason=job.last_error or "unknown",
+                                    attempts=job.attempt + 1, first_attempt=job.first_attempt,
+                                    last_attempt=self.clock())
+            if not self.end_on_dead_letter:
+                return
+        self._on_delivery_failure(job)

@@ -25,7 +25,7 @@ from edn.localnet.network import LocalNetwork, wait_until
 from route_manager.workloads.grid_xml import GRID_EVENTS, event_element, range_filter
 from route_manager.models.measurement import Counters, Measurement, between
 from route_manager.precision import format_precision, parse_precision
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.protocol import EVENT_BATCH
 from matchers.vocabulary import EDN, RANGES_DIALECT
 from wsframework import ns, progress
@@ -114,7 +114,7 @@ def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi:
                                     (("e", GRID_EVENTS),))),
             notify_to=EndpointReference(f"{network.sink.url}/n/{first + i}"), end_to=None,
             format=UNWRAP, expires=None, expires_kind="duration", created=now) for i in rows]
-        admin.call(edn_wire.ImportSubscriptions(
+        admin.call(protocol.ImportSubscriptions(
             Topic=TOPIC, Subscriptions=subscriptions_element(TOPIC, subscriptions)))
 
 

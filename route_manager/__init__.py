@@ -15,7 +15,7 @@ Where things are:
   that runs one and moves subscriptions);
 * the paper's models and workloads: :mod:`.models` (throughput, hit ratio, measurement) and
   :mod:`.workloads` (synthetic rectangles and points, and their XML form);
-* shared: :mod:`.base` (the base route manager), :mod:`.exceptions`, :mod:`.edn_wire` (the
+* shared: :mod:`.base` (the base route manager), :mod:`.exceptions`, :mod:`.protocol` (the
   EDN's admin messages and names on the wire).
 
 The wide-area simulator (:mod:`simulation`) and the Spark jobs (:mod:`spark_jobs`) are

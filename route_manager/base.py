@@ -23,7 +23,7 @@ from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 
-from . import protocol as edn_wire
+from . import protocol
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,9 @@ class BaseRouteManager:
         self.service = service
         self.routes = namespace or service.topics
         self.route_admin = NamespaceAdmin(None, self.routes, default_matcher=self.default_route_matcher)
-        service.admin.register(edn_wire.CreateRoute, self._create_route)
-        service.admin.register(edn_wire.DeleteRoute, self._delete_route)
-        service.admin.register(edn_wire.ListRoutes, self._list_routes)
+        service.admin.register(protocol.CreateRoute, self._create_route)
+        service.admin.register(protocol.DeleteRoute, self._delete_route)
+        service.admin.register(protocol.ListRoutes, self._list_routes)
         prefix = f"/{self.routes.kind}/"
         service.messaging.route(f"route-manager:{self.routes.kind}", MessageFilter(path_prefix=prefix),
                                 self._on_message, priority=self.routing_priority)
@@ -65,8 +65,8 @@ class BaseRouteManager:
         return None
 
     # -- route administration ----------------------------------------------------------------
-    def describe_route(self, entry: NamespaceEntry) -> edn_wire.RouteInfo:
-        return edn_wire.RouteInfo(Name=entry.name, Matcher=entry.matcher_uri,
+    def describe_route(self, entry: NamespaceEntry) -> protocol.RouteInfo:
+        return protocol.RouteInfo(Name=entry.name, Matcher=entry.matcher_uri,
                                   Address=self.routes.address_of(entry.name),
                                   Servers=len(entry.matcher))
 
@@ -75,12 +75,12 @@ class BaseRouteManager:
 
     def _create_route(self, request, message):
         entry = self.create_route(request.Name, request.Matcher, request.Options)
-        return edn_wire.CreateRouteResponse(Name=entry.name, Matcher=entry.matcher_uri,
+        return protocol.CreateRouteResponse(Name=entry.name, Matcher=entry.matcher_uri,
                                             Address=self.routes.address_of(entry.name))
 
     def _delete_route(self, request, message):
-        return edn_wire.DeleteRouteResponse(Name=self.route_admin.delete(request.Name))
+        return protocol.DeleteRouteResponse(Name=self.route_admin.delete(request.Name))
 
     def _list_routes(self, request, message):
-        return edn_wire.ListRoutesResponse(
+        return protocol.ListRoutesResponse(
             Route=[self.describe_route(e) for e in self.route_admin.entries(request.Prefix)])

@@ -2,7 +2,7 @@
 
 The dispatcher and the repartitioner raise these; the messaging edge answers them through
 :mod:`wsframework.faults` (translations registered below, once). Fault subcodes are the admin
-ones (:mod:`wsframework.admin.contracts`) and the EDN's own (:mod:`.edn_wire`).
+ones (:mod:`wsframework.admin.contracts`) and the EDN's own (:mod:`.protocol`).
 
 =======================  ==================================================================
 exception                fault

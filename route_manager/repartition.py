@@ -74,7 +74,7 @@ from wsframework.namespace import UnknownEntry, validate_name
 from wsframework.transport import HttpTransport, TransportError
 from wsframework.xmlparse import ParserLimits
 
-from . import protocol as edn_wire
+from . import protocol
 from .models import hit_ratio
 from .exceptions import InvalidRepartition, RepartitionFailed, UnknownAlgorithm
 from .partitioning.kyra import KyraPlacement
@@ -181,7 +181,7 @@ class Repartitioner:
         # An export holds ~8 elements per subscription: far above the default element cap.
         self._soap = SoapClient(self.transport, limits=ParserLimits(
             max_bytes=512 * 1024 * 1024, max_depth=100, max_elements=50_000_000))
-        endpoint.register(edn_wire.Repartition, self._repartition)
+        endpoint.register(protocol.Repartition, self._repartition)
 
     def _client(self, address: str) -> AdminClient:
         return AdminClient(address, self.credential, soap_client=self._soap)
@@ -192,7 +192,7 @@ class Repartitioner:
 
     def _repartition(self, request, message):
         moved, figures = self.repartition(request.Topic, request.Algorithm)
-        return edn_wire.RepartitionResponse(Moved=moved, Figure=[
+        return protocol.RepartitionResponse(Moved=moved, Figure=[
             contracts.Figure(Name=k, Value=repr(v) if isinstance(v, float) else str(v))
             for k, v in figures.items()])
 
@@ -290,11 +290,11 @@ class Repartitioner:
         seen: set[str] = set()
         for index, (name, address) in enumerate(servers):
             try:
-                response = self._client(address).call(edn_wire.ExportSubscriptions(Topic=topic))
+                response = self._client(address).call(protocol.ExportSubscriptions(Topic=topic))
             except (TransportError, SoapFault) as exc:  # which server, and that nothing moved
                 raise RepartitionFailed(f"server {name} did not export {topic}: "
                                         f"{getattr(exc, 'reason', exc)}; nothing moved") from exc
-            for element in response.Subscriptions.iter(edn_wire.SUBSCRIPTION):
+            for element in response.Subscriptions.iter(protocol.SUBSCRIPTION):
                 subscription_id = element.get("id")
                 hull = _hull(element)
                 if not subscription_id or subscription_id in seen or hull is None:
@@ -314,7 +314,7 @@ class Repartitioner:
     def _move(self, source, destination, topic: str, batch: list[str]) -> int:
         (source_name, source_address), (destination_name, destination_address) = source, destination
         try:
-            response = self._client(source_address).call(edn_wire.MoveSubscriptions(
+            response = self._client(source_address).call(protocol.MoveSubscriptions(
                 Topic=topic, Target=destination_address, Id=batch))
         except (TransportError, SoapFault) as exc:
             log.error("moving %d subscriptions of %s from %s to %s failed: %s", len(batch), topic,
@@ -325,7 +325,7 @@ class Repartitioner:
 
 def _hull(element) -> tuple[np.ndarray, np.ndarray] | None:
     lows, highs = [], []
-    for box in element.findall(edn_wire.BOX):
+    for box in element.findall(protocol.BOX):
         try:
             lows.append(np.array([float(v) for v in box.get("lo", "").split()]))
             highs.append(np.array([float(v) for v in box.get("hi", "").split()]))

@@ -36,7 +36,7 @@ from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault
 from wsframework.transport import TransportError
 
-from . import protocol as edn_wire
+from . import protocol
 from .protocol import FAULT_UNKNOWN_SERVER
 from .precision import PRECISE, parse_precision
 
@@ -104,7 +104,7 @@ class _Upstream:
 class Uplink:
     def __init__(self, *, name: str, address: str, kind: str, upstreams: Sequence[str],
                  client_for: Callable[[str], AdminClient],
-                 on_registered: Callable[[str, edn_wire.RegisterServerResponse], None] | None = None,
+                 on_registered: Callable[[str, protocol.RegisterServerResponse], None] | None = None,
                  cuts: bool = False):
         """``cuts``: this node cuts its reports to the precision each upstream asks for (a
         child dispatcher); a server sends precise summaries and lets the dispatcher cut."""
@@ -142,7 +142,7 @@ class Uplink:
         answer or refused."""
         state = self.upstreams[upstream.rstrip("/")]
         try:
-            response = self.client_for(state.address).call(edn_wire.RegisterServer(
+            response = self.client_for(state.address).call(protocol.RegisterServer(
                 Name=self.name, Address=self.address, Kind=self.kind))
         except (TransportError, SoapFault) as exc:
             state.failures += 1
@@ -216,7 +216,7 @@ class Uplink:
         None: unreachable, or it no longer knows us."""
         if isinstance(generation, _Lazy):
             generation = generation.value()
-        request = edn_wire.UpdateSummary(Server=self.name, Route=route, Generation=generation,
+        request = protocol.UpdateSummary(Server=self.name, Route=route, Generation=generation,
                                          Load=load, Summary=summary)
         try:
             response = self.client_for(state.address).call(request)

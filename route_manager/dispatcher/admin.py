@@ -25,7 +25,7 @@ from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.namespace import InvalidName
 
-from .. import protocol as edn_wire
+from .. import protocol
 from ..exceptions import server_address
 from ..precision import format_precision
 
@@ -69,19 +69,19 @@ class DispatcherAdmin:
         endpoint.register(contracts.CreateTopic, self._create_topic)
         endpoint.register(contracts.DeleteTopic, self._delete_topic)
         endpoint.register(contracts.ListTopics, self._list_topics)
-        endpoint.register(edn_wire.RegisterServer, self._register_server)
-        endpoint.register(edn_wire.ListServers, self._list_servers)
-        endpoint.register(edn_wire.UpdateSummary, self._update_summary)
+        endpoint.register(protocol.RegisterServer, self._register_server)
+        endpoint.register(protocol.ListServers, self._list_servers)
+        endpoint.register(protocol.UpdateSummary, self._update_summary)
         endpoint.register(contracts.GetStats, self._get_stats)
         endpoint.register(contracts.Configure, self._configure)
 
     # -- topics across the network -------------------------------------------------------------
-    def topic_specs(self) -> list[edn_wire.TopicSpec]:
+    def topic_specs(self) -> list[protocol.TopicSpec]:
         specs = []
         for row in self.tables.topics():
             if row["name"] in self.routes:
                 options = etree.fromstring(row["options"]) if row["options"] else None
-                specs.append(edn_wire.TopicSpec(Name=row["name"], Matcher=row["server_matcher"],
+                specs.append(protocol.TopicSpec(Name=row["name"], Matcher=row["server_matcher"],
                                                 Options=options))
         return specs
 
@@ -131,11 +131,11 @@ class DispatcherAdmin:
     # -- membership and route updates ----------------------------------------------------------
     def _register_server(self, request, message):
         name = server_name(request.Name)
-        kind = (request.Kind or edn_wire.KIND_SERVER).strip()
-        if kind not in edn_wire.KINDS:
-            raise sender_fault(f"RegisterServer/Kind must be one of {', '.join(edn_wire.KINDS)}")
+        kind = (request.Kind or protocol.KIND_SERVER).strip()
+        if kind not in protocol.KINDS:
+            raise sender_fault(f"RegisterServer/Kind must be one of {', '.join(protocol.KINDS)}")
         self.register_server(name, server_address(name, request.Address), kind)
-        return edn_wire.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
+        return protocol.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
                                                Peer=self._server_infos(exclude=name),
                                                Precision=self._precision(),
                                                Routing=self.routing)
@@ -146,16 +146,16 @@ class DispatcherAdmin:
 
     def _server_infos(self, exclude: str | None = None, prefix: str | None = None):
         """The subscription servers (a server's peers); child dispatchers are no peers."""
-        return [edn_wire.ServerInfo(Name=n, Address=a, Load=self.loads.get(n, 0))
+        return [protocol.ServerInfo(Name=n, Address=a, Load=self.loads.get(n, 0))
                 for n, a in sorted(self.subscription_servers().items())
                 if n != exclude and (not prefix or n.startswith(prefix))]
 
     def _list_servers(self, request, message):
-        return edn_wire.ListServersResponse(Server=self._server_infos(prefix=request.Prefix))
+        return protocol.ListServersResponse(Server=self._server_infos(prefix=request.Prefix))
 
     def _update_summary(self, request, message):
         route, accepted = self.update_summary(server_name(request.Server), request)
-        return edn_wire.UpdateSummaryResponse(Route=route, Accepted=int(accepted),
+        return protocol.UpdateSummaryResponse(Route=route, Accepted=int(accepted),
                                               Precision=self._precision())
 
     # -- figures and run-time settings ---------------------------------------------------------

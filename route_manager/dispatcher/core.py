@@ -28,7 +28,7 @@ from wsframework.settings import read_settings
 from wsframework.transport import LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 
-from .. import protocol as edn_wire
+from .. import protocol
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
 from ..protocol import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
@@ -212,7 +212,7 @@ class Dispatcher(BaseRouteManager):
     def summary_version(self, route: str) -> int:
         return self.summary_versions.get(route, 0)
 
-    def update_summary(self, server: str, request: edn_wire.UpdateSummary) -> tuple[str, bool]:
+    def update_summary(self, server: str, request: protocol.UpdateSummary) -> tuple[str, bool]:
         """Apply ``server``'s route update message; (route, whether it was newer than the
         stored one)."""
         if server not in self.servers:
@@ -337,8 +337,8 @@ def build_dispatcher(config, *, transport=None, **kwargs):
     """The ``dispatcher`` role: a service whose topics are routes to subscription servers."""
     from wsdl.admin import serve_admin_wsdl
     from wsframework.service import Service
-    service = Service(config, topic_admin=False, names=edn_wire.SERVICE_NAMES, **kwargs)
-    serve_admin_wsdl(service, edn_wire.ADMIN_OPERATIONS)
+    service = Service(config, topic_admin=False, names=protocol.SERVICE_NAMES, **kwargs)
+    serve_admin_wsdl(service, protocol.ADMIN_OPERATIONS)
     try:
         service.dispatcher = Dispatcher(service, transport=transport)
         install_console(service)  # the web console's panels ({base}/console)

@@ -35,7 +35,7 @@ class BatchTemplate:
                  credential: str | None = None, *, dispatcher: str | None = None):
         """``credential`` (the network's admin token) goes along as ``adm:AdminToken``:
         servers take event batches from the dispatcher only. With ``dispatcher`` (the
-        durable log's id) each batch carries ``edn_wire.BATCH_DISPATCHER`` and the
+        durable log's id) each batch carries ``protocol.BATCH_DISPATCHER`` and the
         ``BATCH_FIRST_SEQ`` given to :meth:`render`."""
         self.logged = dispatcher is not None
         # Placeholders, random per template so that no address, topic or credential can

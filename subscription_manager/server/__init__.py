@@ -58,7 +58,7 @@ Placement rules live in :mod:`route_manager.placement_router`, peer state in
 """
 from __future__ import annotations
 
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from wsframework.service import Service, ServiceConfig
 
 from ..source import build_source
@@ -85,7 +85,7 @@ def build_server(config: ServiceConfig, *, start_background: bool = True, settin
         overrides["keep_subscriptions_on_shutdown"] = True
     service = build_source(config, manager_class=EdnSubscriptionManager, settings=overrides,
                            settings_groups=build_server.settings,
-                           admin_operations=edn_wire.ADMIN_OPERATIONS, **kwargs)
+                           admin_operations=protocol.ADMIN_OPERATIONS, **kwargs)
     if start_background:
         try:
             service.subscription_manager.start()

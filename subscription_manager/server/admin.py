@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.exceptions import server_address
 from route_manager.peers import PeerSummary, PeerTable
 from wsframework.admin import AdminEndpoint, contracts
@@ -38,10 +38,10 @@ class ServerAdmin:
         self.mover = mover
         self.stats = stats
         self.count = count
-        admin.register(edn_wire.PeerUpdate, self._peer_update)
-        admin.register(edn_wire.ExportSubscriptions, self._export)
-        admin.register(edn_wire.ImportSubscriptions, self._import)
-        admin.register(edn_wire.MoveSubscriptions, self._move)
+        admin.register(protocol.PeerUpdate, self._peer_update)
+        admin.register(protocol.ExportSubscriptions, self._export)
+        admin.register(protocol.ImportSubscriptions, self._import)
+        admin.register(protocol.MoveSubscriptions, self._move)
         admin.register(contracts.GetStats, self._get_stats)
 
     # == peers =============================================================================
@@ -57,18 +57,18 @@ class ServerAdmin:
                               request.Route, request.Load, summary)
             self.health.mark_up(request.Server)
         self.count("peer_updates_received")
-        return edn_wire.PeerUpdateResponse(Server=self.name)
+        return protocol.PeerUpdateResponse(Server=self.name)
 
     # == offline partitioning ==============================================================
     def _export(self, request, message):
-        return edn_wire.ExportSubscriptionsResponse(Subscriptions=self.mover.export(request.Topic))
+        return protocol.ExportSubscriptionsResponse(Subscriptions=self.mover.export(request.Topic))
 
     def _import(self, request, message):
-        return edn_wire.ImportSubscriptionsResponse(
+        return protocol.ImportSubscriptionsResponse(
             Imported=self.mover.import_(request.Topic, request.Subscriptions))
 
     def _move(self, request, message):
-        return edn_wire.MoveSubscriptionsResponse(
+        return protocol.MoveSubscriptionsResponse(
             Moved=self.mover.move(request.Topic, request.Target, request.Id or []))
 
     # == statistics ========================================================================

@@ -47,7 +47,7 @@ from typing import Callable, Iterable
 from lxml import etree
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.placement_router import subscription_box
 from wsframework.admin import AdminClient
 from wsframework.matching.errors import MatcherError
@@ -280,7 +280,7 @@ class Mover:
         """Import ``subscriptions`` with their edn:NotifyWhen state ``notified`` (id -> (L,
         unnumbered)) at ``target``."""
         # no rectangles: the importer compiles the filters itself (parse_subscriptions)
-        request = edn_wire.ImportSubscriptions(
+        request = protocol.ImportSubscriptions(
             Topic=topic, Subscriptions=subscriptions_element(
                 topic, subscriptions, notified=notified))
         client = self.admin_client(target)

@@ -51,7 +51,7 @@ from typing import Callable
 
 from matchers.pst.links_route_set import predicates_element
 from matchers.summary import cut_to_bytes
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.protocol import KIND_SERVER, ROUTING_LINKMATCHING, ROUTING_SUMMARIES, routing_of
 from route_manager.peers import PeerTable
 from route_manager.uplink import Generations, RouteReport, Uplink
@@ -250,7 +250,7 @@ class NetworkAgent:
                 if element is None:
                     element = summaries.peer_summary(entry).to_element()
                 try:
-                    self.admin_client(address).call(edn_wire.PeerUpdate(
+                    self.admin_client(address).call(protocol.PeerUpdate(
                         Server=self.edn.name, Address=self.base_url, Route=entry.name,
                         Load=load, Summary=element))
                 except TransportError as exc:
@@ -276,7 +276,7 @@ class NetworkAgent:
         listed = None
         for root in [u.address for u in self.uplink.upstreams.values() if u.registered]:
             try:
-                servers = (self.admin_client(root).call(edn_wire.ListServers()).Server
+                servers = (self.admin_client(root).call(protocol.ListServers()).Server
                            or [])[:MAX_LISTED]
             except (TransportError, SoapFault) as exc:
                 log.warning("peer list not read from %s: %s", root, getattr(exc, "reason", exc))

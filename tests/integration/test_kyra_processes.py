@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from edn.localnet.network import LocalNetwork
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.partitioning.kyra import KyraPlacement
 from subscription_manager.client import EventingClient
 from tests.support.edn import random_boxes, random_points
@@ -64,8 +64,8 @@ def holders(edn) -> dict[str, str]:
     out = {}
     for name, server in edn.servers.items():
         response = AdminClient(server.base_url, ADMIN_TOKEN).call(
-            edn_wire.ExportSubscriptions(Topic=TOPIC))
-        for element in response.Subscriptions.iter(edn_wire.SUBSCRIPTION):
+            protocol.ExportSubscriptions(Topic=TOPIC))
+        for element in response.Subscriptions.iter(protocol.SUBSCRIPTION):
             assert element.get("id") not in out, "a subscription held twice"
             out[element.get("id")] = name
     return out

@@ -17,7 +17,7 @@ import random
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.notify_when import (last_notified_of, notify_when_element,
@@ -129,7 +129,7 @@ def test_notify_when_through_the_edn_exact_and_durable_across_kill_9(tmp_path):
                 continue
             source, target = sorted(network.servers.values(), key=lambda s: not handles[
                 path].manager.address.startswith(s.base_url))
-            moved = AdminClient(source.base_url, ADMIN_TOKEN).call(edn_wire.MoveSubscriptions(
+            moved = AdminClient(source.base_url, ADMIN_TOKEN).call(protocol.MoveSubscriptions(
                 Topic=TOPIC, Target=target.base_url, Id=[handles[path].id])).Moved
             assert moved == 1, path
             assert last_notified(handles[path]) == (True, expected_half[path][-1]), path

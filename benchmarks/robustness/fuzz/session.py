@@ -87,7 +87,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
     ``stocks`` (XPath matcher) and ``boxes`` (R-tree engine); the servers' ``grid_topic`` must
     exist (created through the dispatcher)."""
     from matchers.vocabulary import MATCHER_RTREE_ENGINE, RANGES_DIALECT
-    from route_manager import protocol as edn_wire
+    from route_manager import protocol
     from route_manager.protocol import EVENT_BATCH_ACTION
     from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
     from subscription_manager.client import EventingClient
@@ -164,8 +164,8 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
         admin = AdminClient(url, token, transport=rec)
         soft(admin.list_topics)
         soft(admin.call, contracts.GetStats())
-        soft(admin.call, edn_wire.ExportSubscriptions(Topic=grid_topic))
-        soft(admin.call, edn_wire.PeerUpdate(Server="fuzz-peer", Address="http://127.0.0.1:9/",
+        soft(admin.call, protocol.ExportSubscriptions(Topic=grid_topic))
+        soft(admin.call, protocol.PeerUpdate(Server="fuzz-peer", Address="http://127.0.0.1:9/",
                                              Route=grid_topic, Load=3))
         for k, version in enumerate(("2011", "2004")):
             client = EventingClient(version, transport=rec)
@@ -182,11 +182,11 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
     if dispatcher:
         admin = AdminClient(dispatcher, token, transport=rec)
         soft(admin.call, contracts.GetStats())
-        soft(admin.call, edn_wire.ListServers())
-        soft(admin.call, edn_wire.ListRoutes())
-        soft(admin.call, edn_wire.UpdateSummary(Server="fuzz-peer", Route=grid_topic,
+        soft(admin.call, protocol.ListServers())
+        soft(admin.call, protocol.ListRoutes())
+        soft(admin.call, protocol.UpdateSummary(Server="fuzz-peer", Route=grid_topic,
                                                 Generation=1, Load=1,
-                                                Summary=etree.Element(edn_wire.SUMMARY)))
+                                                Summary=etree.Element(protocol.SUMMARY)))
         publisher = SoapClient(rec)
         soft(publisher.send, f"{dispatcher}/topics/{grid_topic}", PUBLISH_ACTION,
              event_element(point, 2))

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from lxml import etree
 
 from benchmarks.robustness.fuzz import hostile_values
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from tests.support.eventing import TOKEN
 from tests.unit.fuzz.fuzzkit import FUZZ, call, check_answer
 from wsframework import ns
@@ -64,24 +64,24 @@ CONTRACTS = st.one_of(
     st.builds(lambda p: contracts.GetStats(Prefix=_clean(p)), TEXT),
     st.builds(lambda k, v: contracts.Configure(Setting=[contracts.Figure(Name=_clean(k), Value=_clean(v))]),
               st.sampled_from(["nosuch", "precision", "delivery_retries", "max_body", ""]) | TEXT, TEXT),
-    st.builds(lambda s, r, g, l, x: edn_wire.UpdateSummary(Server=_clean(s), Route=_clean(r), Generation=g,
+    st.builds(lambda s, r, g, l, x: protocol.UpdateSummary(Server=_clean(s), Route=_clean(r), Generation=g,
                                                             Load=l, Summary=_element(x)),
               TEXT, TEXT, NUMBER, NUMBER, ANY_XML),
-    st.builds(lambda s, a, r, l: edn_wire.PeerUpdate(Server=_clean(s), Address=_clean(a), Route=_clean(r),
+    st.builds(lambda s, a, r, l: protocol.PeerUpdate(Server=_clean(s), Address=_clean(a), Route=_clean(r),
                                                      Load=l), TEXT, TEXT, TEXT, NUMBER),
-    st.builds(lambda t: edn_wire.ExportSubscriptions(Topic=_clean(t)), TEXT),
-    st.builds(lambda t, x: edn_wire.ImportSubscriptions(Topic=_clean(t), Subscriptions=_element(x)),
+    st.builds(lambda t: protocol.ExportSubscriptions(Topic=_clean(t)), TEXT),
+    st.builds(lambda t, x: protocol.ImportSubscriptions(Topic=_clean(t), Subscriptions=_element(x)),
               TEXT, ANY_XML),
-    st.builds(lambda t, a: edn_wire.Repartition(Topic=_clean(t), Algorithm=_clean(a)), TEXT, TEXT),
-    st.builds(lambda t, a, i: edn_wire.MoveSubscriptions(Topic=_clean(t), Target=_clean(a),
+    st.builds(lambda t, a: protocol.Repartition(Topic=_clean(t), Algorithm=_clean(a)), TEXT, TEXT),
+    st.builds(lambda t, a, i: protocol.MoveSubscriptions(Topic=_clean(t), Target=_clean(a),
                                                          Id=[_clean(x) or "x" for x in i]),
               TEXT, TEXT, st.lists(TEXT, min_size=1, max_size=3)),
-    st.builds(lambda n, a, k: edn_wire.RegisterServer(Name=_clean(n), Address=_clean(a),
+    st.builds(lambda n, a, k: protocol.RegisterServer(Name=_clean(n), Address=_clean(a),
                                                       Kind=None if k is None else _clean(k)),
               st.sampled_from(["fuzz-peer", "zz"]) | TEXT, st.sampled_from(["http://fuzz.test", "x"]) | TEXT,
               st.none() | st.sampled_from(["server", "dispatcher", "router", ""]) | TEXT),
-    st.builds(lambda p: edn_wire.ListServers(Prefix=_clean(p)), TEXT),
-    st.builds(lambda n, m: edn_wire.CreateRoute(Name=_clean(n), Matcher=m), TEXT,
+    st.builds(lambda p: protocol.ListServers(Prefix=_clean(p)), TEXT),
+    st.builds(lambda n, m: protocol.CreateRoute(Name=_clean(n), Matcher=m), TEXT,
               st.none() | st.sampled_from([MATCHER_RTREE_ROUTE_SET, "urn:nope"])),
 )
 

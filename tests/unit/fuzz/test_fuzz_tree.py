@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 from lxml import etree
 
 from benchmarks.robustness.fuzz import hostile_values
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.workloads.grid_xml import event_element
 from tests.support.eventing import TOKEN
 from tests.unit.fuzz.fuzzkit import CHILD, FUZZ, call, check_answer
@@ -41,9 +41,9 @@ def _leaf(text):
        st.sampled_from([TOKEN, None, "wrong"]), st.sampled_from(list(SoapVersion)))
 def test_parent_batches_to_a_child_get_soap_answers(roles, parent, first_seq, events, token,
                                                     soap):
-    body = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": EDN})
+    body = etree.Element(protocol.EVENT_BATCH, nsmap={"edn": EDN})
     body.set("Topic", "grid")
-    for name, value in ((edn_wire.BATCH_DISPATCHER, parent), (edn_wire.BATCH_FIRST_SEQ, first_seq)):
+    for name, value in ((protocol.BATCH_DISPATCHER, parent), (protocol.BATCH_FIRST_SEQ, first_seq)):
         if value is not None:
             body.set(name, "".join(c for c in value if c in "\t\n\r" or " " <= c < "\ud800"))
     body.extend(events)

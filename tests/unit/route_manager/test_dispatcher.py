@@ -4,7 +4,7 @@ from lxml import etree
 
 from matchers.schema import Schema
 from matchers.summary import Summary
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.dispatcher import build_dispatcher
 from route_manager.protocol import FAULT_UNKNOWN_SERVER
 from route_manager.protocol import EVENT_BATCH
@@ -78,11 +78,11 @@ def network(tmp_path):
 
 
 def register(admin, name):
-    return admin.call(edn_wire.RegisterServer(Name=name, Address=f"http://{name}.test"))
+    return admin.call(protocol.RegisterServer(Name=name, Address=f"http://{name}.test"))
 
 
 def update(admin, server, generation, lo, hi, route="grid"):
-    return admin.call(edn_wire.UpdateSummary(Server=server, Route=route, Generation=generation,
+    return admin.call(protocol.UpdateSummary(Server=server, Route=route, Generation=generation,
                                              Load=1, Summary=box_summary(lo, hi)))
 
 
@@ -131,12 +131,12 @@ def test_bad_updates_are_refused_and_change_nothing(network):
     assert info.value.subcode == contracts.FAULT_UNKNOWN_TOPIC
     garbage = etree.fromstring(b'<edn:Summary xmlns:edn="urn:wsframework:edn" encoding="bogus">x</edn:Summary>')
     with pytest.raises(SoapFault) as info:
-        admin.call(edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0, Summary=garbage))
+        admin.call(protocol.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0, Summary=garbage))
     assert info.value.subcode == contracts.FAULT_INVALID_REQUEST
     assert service.store.query("SELECT COUNT(*) AS n FROM edn_summaries")[0]["n"] == 0
     with pytest.raises(SoapFault) as info:
         AdminClient(DISPATCHER, "wrong", transport=transport).call(
-            edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0,
+            protocol.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=0,
                                    Summary=box_summary([0, 0], [1, 1])))
     assert info.value.subcode == contracts.FAULT_ACCESS_DENIED
 
@@ -149,9 +149,9 @@ def test_restart_loses_no_route_server_or_summary(network):
     service.close()
     restarted = start()
     try:
-        listed = admin.call(edn_wire.ListRoutes())
+        listed = admin.call(protocol.ListRoutes())
         assert [(r.Name, r.Servers) for r in listed.Route] == [("grid", 1)]
-        assert [s.Name for s in admin.call(edn_wire.ListServers()).Server] == ["s1"]
+        assert [s.Name for s in admin.call(protocol.ListServers()).Server] == ["s1"]
         publish_all(transport, [(1, 1), (3, 3)])
         assert restarted.dispatcher.forwarder.drain(5)
         assert servers.events["s1"] == [(1, 1)]
@@ -168,7 +168,7 @@ def test_register_returns_topics_and_peers(network):
     assert reply.Topic[0].Matcher == "urn:wsframework:matchers:rtree-matching-engine"
     assert [p.Name for p in reply.Peer] == ["s1"]
     with pytest.raises(SoapFault):
-        admin.call(edn_wire.RegisterServer(Name="bad/name", Address="http://x"))
+        admin.call(protocol.RegisterServer(Name="bad/name", Address="http://x"))
 
 
 @pytest.mark.parametrize("address", ["http://169.254.169.254\\@127.0.0.1:8080",
@@ -177,9 +177,9 @@ def test_register_returns_topics_and_peers(network):
 def test_register_refuses_addresses_two_parsers_read_differently(network, address):
     service, admin, transport, servers, _ = network
     with pytest.raises(SoapFault) as info:
-        admin.call(edn_wire.RegisterServer(Name="s3", Address=address))
+        admin.call(protocol.RegisterServer(Name="s3", Address=address))
     assert info.value.subcode == contracts.FAULT_INVALID_REQUEST
-    assert "s3" not in [s.Name for s in admin.call(edn_wire.ListServers()).Server or []]
+    assert "s3" not in [s.Name for s in admin.call(protocol.ListServers()).Server or []]
 
 
 def test_unknown_topic_publication_is_destination_unreachable(network):
@@ -197,7 +197,7 @@ def test_stats_show_bloom_summaries_and_their_false_positive_rate(network):
     parsed = Schema.from_config(schema())
     bloom = BloomFilter.of([1.0, 2.0, 3.0], 0.01)
     summary = Summary(parsed.dims, [[0, 0]], [[10, 10]], parsed, blooms={"x": bloom})
-    admin.call(edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=3,
+    admin.call(protocol.UpdateSummary(Server="s1", Route="grid", Generation=1, Load=3,
                                       Summary=summary.to_element()))
     figures = service.dispatcher.stats()
     assert figures["bloom.dims"] == "x" and figures["bloom.servers"] == 1

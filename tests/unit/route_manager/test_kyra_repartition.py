@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.exceptions import UnknownAlgorithm
 from route_manager.partitioning.kyra import KyraNetwork, KyraPlacement, zone_shares
 from route_manager.latency_matrix import LatencyMatrix
@@ -186,7 +186,7 @@ def holders(net) -> dict[str, int]:
 
 def repartition_fault(net, algorithm) -> SoapFault:
     with pytest.raises(SoapFault) as caught:
-        net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm=algorithm))
+        net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm=algorithm))
     return caught.value
 
 
@@ -200,7 +200,7 @@ def test_kyra_repartition_moves_by_the_plan_and_delivery_is_unchanged(net):
     before = {(path, int(event)) for path, event in net.received()}
     net.dispatcher.repartitioner.latency = LatencyMatrix(NAMES, LATENCY)
 
-    response = net.admin.call(edn_wire.Repartition(
+    response = net.admin.call(protocol.Repartition(
         Topic=TOPIC, Algorithm=algorithm_text("kyra", max_distance=10, max_servers=4)))
 
     figures = {f.Name: f.Value for f in response.Figure}
@@ -256,7 +256,7 @@ def test_the_latency_file_setting_is_read_at_each_request(net, tmp_path):
     path = tmp_path / "latency.json"
     path.write_text(json.dumps({"servers": list(NAMES), "ms": LATENCY.tolist()}))
     net.dispatcher.settings = dataclasses.replace(net.dispatcher.settings, latency_file=str(path))
-    response = net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm="kyra maxDistance=10"))
+    response = net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm="kyra maxDistance=10"))
     assert {f.Name: f.Value for f in response.Figure}["cliques"] == "2"
     path.write_text('{"servers": ["s0"], "ms": [[0, 1]]}')  # edited into nonsense since
     fault = repartition_fault(net, "kyra maxDistance=10")

@@ -15,7 +15,7 @@ from matchers.ranges import RANGES_DIALECT
 from matchers.rtree_engine import RTreeMatchingEngine
 from matchers.schema import Attribute, Schema
 from matchers.summary import SUMMARY_DIALECT
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.dispatcher import DispatcherSettings, build_dispatcher
 from route_manager.dispatcher.routing import ModeCheck
 from subscription_manager.server.summaries import box_predicates
@@ -238,10 +238,10 @@ def test_server_predicates_cover_its_subscriptions():
 # -- negotiation -----------------------------------------------------------------------------
 def test_a_child_refuses_a_parent_of_another_mode_until_it_agrees():
     check = ModeCheck("linkmatching")
-    ok = edn_wire.RegisterServerResponse(Name="c", Routing="linkmatching")
+    ok = protocol.RegisterServerResponse(Name="c", Routing="linkmatching")
     assert check.check("http://p", ok) and check.agrees()
-    assert not check.check("http://q", edn_wire.RegisterServerResponse(Name="c"))  # summaries
-    assert not check.check("http://q", edn_wire.RegisterServerResponse(Name="c", Routing="zzz"))
+    assert not check.check("http://q", protocol.RegisterServerResponse(Name="c"))  # summaries
+    assert not check.check("http://q", protocol.RegisterServerResponse(Name="c", Routing="zzz"))
     assert not check.agrees()
     assert check.check("http://q", ok) and check.agrees()
 
@@ -293,14 +293,14 @@ def test_linkmatching_routes_by_predicate_reports_and_refuses_summaries(start):
     assert register(admin, "s1").Routing == "linkmatching"
     register(admin, "s2")
     for server, predicates in (("s1", {"a": (("x", 1.0),)}), ("s2", {"b": (("y", 9.0),)})):
-        admin.call(edn_wire.UpdateSummary(Server=server, Route="grid", Generation=1, Load=1,
+        admin.call(protocol.UpdateSummary(Server=server, Route="grid", Generation=1, Load=1,
                                           Summary=predicates_element(predicates)))
     publish_all(transport, [(1, 1), (1, 9), (5, 5), (9, 9)])
     assert service.dispatcher.forwarder.drain(5)
     assert servers.events == {"s1": [(1, 1), (1, 9)], "s2": [(1, 9), (9, 9)]}
     summary = etree.Element(f"{{{EDN}}}Summary")
     with pytest.raises(SoapFault):
-        admin.call(edn_wire.UpdateSummary(Server="s1", Route="grid", Generation=2, Load=1,
+        admin.call(protocol.UpdateSummary(Server="s1", Route="grid", Generation=2, Load=1,
                                           Summary=summary))
 
 

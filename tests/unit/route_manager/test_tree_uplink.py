@@ -6,7 +6,7 @@ import pytest
 from lxml import etree
 
 from matchers.summary import Summary
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.dispatcher import build_dispatcher
 from route_manager.dispatcher.tables import DispatcherTables
 from route_manager.protocol import EVENT_BATCH
@@ -53,7 +53,7 @@ def admin(url, transport):
 
 
 def report(child, server, generation, lo, hi, transport):
-    return admin(CHILD, transport).call(edn_wire.UpdateSummary(
+    return admin(CHILD, transport).call(protocol.UpdateSummary(
         Server=server, Route="grid", Generation=generation, Load=5,
         Summary=box_summary(lo, hi)))
 
@@ -65,7 +65,7 @@ def grown(tree):
     admin(ROOT, transport).create_topic("grid", None, schema())
     child.dispatcher.tree.step()  # registers, hosts grid
     for name in ("s1", "s2"):
-        admin(CHILD, transport).call(edn_wire.RegisterServer(Name=name,
+        admin(CHILD, transport).call(protocol.RegisterServer(Name=name,
                                                              Address=f"http://{name}.test"))
     report(child, "s1", 1, [0, 0], [2, 2], transport)
     report(child, "s2", 1, [6, 6], [9, 9], transport)
@@ -78,7 +78,7 @@ def test_the_child_registers_as_a_dispatcher_and_hosts_the_parents_topics(tree):
     assert root.dispatcher.kinds == {"c1": "dispatcher"}
     assert "grid" in child.dispatcher.routes
     # a child dispatcher is nobody's peer: servers of the root never see it in ListServers
-    listed = admin(ROOT, transport).call(edn_wire.ListServers()).Server or []
+    listed = admin(ROOT, transport).call(protocol.ListServers()).Server or []
     assert listed == []
     figures = child.dispatcher.stats()
     assert figures["tree.parent.0.registered"] == 1 and figures["tree.name"] == "c1"
@@ -152,8 +152,8 @@ def batch(parent_id, first_seq, points):
     body = etree.Element(EVENT_BATCH, nsmap={"edn": EDN})
     body.set("Topic", "grid")
     if parent_id is not None:
-        body.set(edn_wire.BATCH_DISPATCHER, parent_id)
-        body.set(edn_wire.BATCH_FIRST_SEQ, str(first_seq))
+        body.set(protocol.BATCH_DISPATCHER, parent_id)
+        body.set(protocol.BATCH_FIRST_SEQ, str(first_seq))
     body.extend(event(x, y) for x, y in points)
     return body
 
@@ -200,7 +200,7 @@ def test_publishing_at_a_child_is_a_sender_fault_naming_the_root(tree):
 
 def test_register_refuses_an_unknown_kind(tree):
     with pytest.raises(SoapFault) as fault:
-        admin(ROOT, tree[2]).call(edn_wire.RegisterServer(Name="x", Address="http://x.test",
+        admin(ROOT, tree[2]).call(protocol.RegisterServer(Name="x", Address="http://x.test",
                                                           Kind="router"))
     assert "Kind" in fault.value.reason
 
@@ -246,7 +246,7 @@ def test_a_union_too_large_for_the_parent_is_cut_to_fit_and_still_covers(tree):
     lo = rng.uniform(0, 9, size=(100, 2))
     parsed = Summary.from_element(box_summary([0, 0], [1, 1]))
     big = Summary(parsed.dims, lo, lo + 0.5, parsed.schema)
-    admin(CHILD, transport).call(edn_wire.UpdateSummary(
+    admin(CHILD, transport).call(protocol.UpdateSummary(
         Server="s1", Route="grid", Generation=5, Load=100, Summary=big.to_element()))
     assert child.dispatcher.tree.step() == 1
     reported = root.dispatcher.routes.get("grid").matcher.summary_of("c1")
@@ -260,7 +260,7 @@ def test_a_report_the_parent_refused_stays_due_and_goes_once_the_route_exists(tr
     root, child, transport, _ = grown(tree)
     # a topic created at the child only: the root refuses its report (no such route)
     admin(CHILD, transport).create_topic("late", None, schema())
-    admin(CHILD, transport).call(edn_wire.UpdateSummary(
+    admin(CHILD, transport).call(protocol.UpdateSummary(
         Server="s1", Route="late", Generation=9, Load=5, Summary=box_summary([0, 0], [1, 1])))
     child.dispatcher.tree.step()
     state = child.dispatcher.tree.uplink.upstreams[ROOT]

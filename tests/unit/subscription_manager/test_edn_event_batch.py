@@ -8,7 +8,7 @@ import copy
 import pytest
 from lxml import etree
 
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from subscription_manager.client import EventingClient
 from tests.support.edn import EV, TOPIC, Network, event_element, server_url
 from tests.support.eventing import SINK, TOKEN
@@ -31,12 +31,12 @@ def _deep_event(event_id: int, depth: int) -> etree._Element:
 
 
 def _batch(events, dispatcher=None, first_seq=None) -> etree._Element:
-    batch = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": EDN})
+    batch = etree.Element(protocol.EVENT_BATCH, nsmap={"edn": EDN})
     for event in events:
         batch.append(event)
     if dispatcher is not None:
-        batch.set(edn_wire.BATCH_DISPATCHER, dispatcher)
-        batch.set(edn_wire.BATCH_FIRST_SEQ, str(first_seq))
+        batch.set(protocol.BATCH_DISPATCHER, dispatcher)
+        batch.set(protocol.BATCH_FIRST_SEQ, str(first_seq))
     return batch
 
 

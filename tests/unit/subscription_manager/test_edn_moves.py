@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from subscription_manager.client import EventingClient
 from subscription_manager.server.moved_subscriptions import parse_subscriptions, subscriptions_element
 from subscription_manager.lifecycle import State
@@ -34,7 +34,7 @@ def fill(net, n, at=0, seed=31):
 
 def move(net, source, target, ids):
     admin = AdminClient(server_url(source), TOKEN, transport=net.transport)
-    return admin.call(edn_wire.MoveSubscriptions(Topic=TOPIC, Target=server_url(target),
+    return admin.call(protocol.MoveSubscriptions(Topic=TOPIC, Target=server_url(target),
                                                  Id=list(ids))).Moved
 
 
@@ -161,7 +161,7 @@ def test_import_refuses_what_the_engine_cannot_hold(net):
     element.find(".//{urn:wsframework:edn}Subscription").set("id", "fresh-id")
     admin = AdminClient(server_url(1), TOKEN, transport=net.transport)
     with pytest.raises(SoapFault) as caught:
-        admin.call(edn_wire.ImportSubscriptions(Topic=TOPIC, Subscriptions=element))
+        admin.call(protocol.ImportSubscriptions(Topic=TOPIC, Subscriptions=element))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
     assert caught.value.reason.startswith(f"cannot import into {TOPIC}: invalid filter")
     assert net.manager(1).load() == 0
@@ -172,7 +172,7 @@ def test_import_is_idempotent(net):
     element = net.manager(0).mover.export(TOPIC)
     admin = AdminClient(server_url(1), TOKEN, transport=net.transport)
     for _ in range(2):
-        assert admin.call(edn_wire.ImportSubscriptions(Topic=TOPIC, Subscriptions=element)).Imported == 1
+        assert admin.call(protocol.ImportSubscriptions(Topic=TOPIC, Subscriptions=element)).Imported == 1
     assert net.manager(1).load() == 1
 
 
@@ -212,7 +212,7 @@ def test_repartition_moves_subscriptions_and_delivery_stays_exact(tmp_path, algo
         lo, hi = random_boxes(n, 3, seed=41)
         handles = [net.subscribe(i % 3, lo[i], hi[i], i) for i in range(n)]
         net.step()
-        response = net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm=algorithm))
+        response = net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm=algorithm))
         figures = {f.Name: f.Value for f in response.Figure}
         assert response.Moved > 0 and int(figures["moved"]) == response.Moved
         assert int(figures["subscriptions"]) == n and int(figures["servers"]) == 3
@@ -228,7 +228,7 @@ def test_repartition_moves_subscriptions_and_delivery_stays_exact(tmp_path, algo
         client = EventingClient("2011", transport=net.transport)
         assert all(client.get_status(h) is not None for h in handles)
         # A second run has (almost) nothing left to do.
-        again = net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm=algorithm))
+        again = net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm=algorithm))
         assert again.Moved <= response.Moved
     finally:
         net.close()
@@ -236,10 +236,10 @@ def test_repartition_moves_subscriptions_and_delivery_stays_exact(tmp_path, algo
 
 def test_repartition_refuses_unknown_topics_and_algorithms(net):
     with pytest.raises(SoapFault) as caught:
-        net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm="hash"))
+        net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm="hash"))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
     with pytest.raises(SoapFault) as caught:
-        net.admin.call(edn_wire.Repartition(Topic="nope", Algorithm="rtree"))
+        net.admin.call(protocol.Repartition(Topic="nope", Algorithm="rtree"))
     assert caught.value.subcode == contracts.FAULT_UNKNOWN_TOPIC
 
 
@@ -247,7 +247,7 @@ def test_repartition_with_a_silent_server_moves_nothing(net):
     fill(net, 9)
     net.transport._endpoints.pop(server_url(2))
     with pytest.raises(SoapFault):
-        net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm="rtree"))
+        net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm="rtree"))
     assert net.manager(0).load() == 9 and net.manager(0).mover.forwarding.count() == 0
 
 

@@ -10,7 +10,7 @@ import pytest
 from lxml import etree
 
 from matchers.ranges import RANGES_DIALECT
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.workloads.grid_xml import event_element, range_filter
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager.server.relay import MessageIdClient
@@ -276,7 +276,7 @@ def test_repartition_keeps_conditions_and_l(tmp_path):
         publish(net, events[:80], 0)
         before = last_values(boxes, rules, events[:80])
         where = [holder(net, h.id) for h in handles]
-        response = net.admin.call(edn_wire.Repartition(Topic=TOPIC, Algorithm="rtree"))
+        response = net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm="rtree"))
         assert response.Moved > 0
         moved = [i for i, h in enumerate(handles) if holder(net, h.id) != where[i]]
         assert moved  # NotifyWhen subscriptions among those moved
@@ -421,7 +421,7 @@ def test_a_hostile_import_is_refused_whole(net, case):
     HOSTILE[case](target.find(f"{EDN}NotifyWhen"))
     admin = AdminClient(server_url(1), TOKEN, transport=net.transport)
     with pytest.raises(SoapFault) as caught:
-        admin.call(edn_wire.ImportSubscriptions(Topic=TOPIC, Subscriptions=element))
+        admin.call(protocol.ImportSubscriptions(Topic=TOPIC, Subscriptions=element))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
     assert caught.value.reason.startswith(f"cannot import into {TOPIC}: subscription {bad.id}: "
                                           "edn:NotifyWhen")

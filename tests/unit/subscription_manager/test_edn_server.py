@@ -11,7 +11,7 @@ from lxml import etree
 from matchers.ranges import RANGES_DIALECT
 from matchers.rtree_engine import RTreeMatchingEngine
 from matchers.summary import Summary
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from route_manager.peers import PeerSummary
 from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager import manager as base_manager
@@ -366,7 +366,7 @@ def test_peer_updates_are_stored_and_validated(network):
     summary = Summary(("x0", "x1", "x2"), np.array([[1.0, 1.0, 1.0]]), np.array([[2.0, 2.0, 2.0]]))
     element = PeerSummary(summary, np.array([1.5, 1.5, 1.5]), 3).to_element()
     admin = AdminClient(server_url(0), TOKEN, transport=net.transport)
-    response = admin.call(edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
+    response = admin.call(protocol.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
                                               Load=3, Summary=element))
     assert response.Server == "s0"
     (state,) = [s for s in m0.peers.route_states(TOPIC) if s.name == "s9"]
@@ -374,16 +374,16 @@ def test_peer_updates_are_stored_and_validated(network):
     bad = etree.fromstring(etree.tostring(element))
     bad.find("{urn:wsframework:edn}Summary").set("boxes", "7")
     with pytest.raises(SoapFault) as caught:
-        admin.call(edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
+        admin.call(protocol.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC,
                                        Load=3, Summary=bad))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
     assert caught.value.reason.startswith("unusable peer summary from s9: ")
     with pytest.raises(SoapFault) as caught:
         AdminClient(server_url(0), "wrong", transport=net.transport).call(
-            edn_wire.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC, Load=3))
+            protocol.PeerUpdate(Server="s9", Address="http://s9.test", Route=TOPIC, Load=3))
     assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
     with pytest.raises(SoapFault) as caught:  # one reading of peer addresses (urlpolicy)
-        admin.call(edn_wire.PeerUpdate(Server="s8", Address="http://169.254.169.254\\@s8.test",
+        admin.call(protocol.PeerUpdate(Server="s8", Address="http://169.254.169.254\\@s8.test",
                                        Route=TOPIC, Load=3))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
     assert "s8" not in [s.name for s in m0.peers.route_states(TOPIC)]

@@ -10,7 +10,7 @@ import time
 import pytest
 from lxml import etree
 
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from subscription_manager import deadletters as dl
 from subscription_manager.outbox import Outbox
 from subscription_manager.process_owner import process_owner
@@ -226,13 +226,13 @@ def test_a_replayed_position_is_skipped_in_the_transaction(tmp_path):
 # -- EDN servers: batches ---------------------------------------------------------------------
 
 def _batch(points, dispatcher=None, first_seq=None):
-    batch = etree.Element(edn_wire.EVENT_BATCH)
+    batch = etree.Element(protocol.EVENT_BATCH)
     for index, point in enumerate(points):
         batch.append(event_element(point, index))
     if dispatcher is not None:
-        batch.set(edn_wire.BATCH_DISPATCHER, dispatcher)
+        batch.set(protocol.BATCH_DISPATCHER, dispatcher)
     if first_seq is not None:
-        batch.set(edn_wire.BATCH_FIRST_SEQ, str(first_seq))
+        batch.set(protocol.BATCH_FIRST_SEQ, str(first_seq))
     return batch
 
 
@@ -286,9 +286,9 @@ def test_a_replayed_batch_is_acknowledged_without_matching_twice(net):
 def test_malformed_batch_positions_are_sender_faults(net, dispatcher, first_seq):
     batch = _batch([[1, 1, 1]])
     if dispatcher is not None:
-        batch.set(edn_wire.BATCH_DISPATCHER, dispatcher)
+        batch.set(protocol.BATCH_DISPATCHER, dispatcher)
     if first_seq is not None:
-        batch.set(edn_wire.BATCH_FIRST_SEQ, first_seq)
+        batch.set(protocol.BATCH_FIRST_SEQ, first_seq)
     with pytest.raises(SoapFault) as caught:
         _send(net, batch)
     assert caught.value.code == "Sender"

@@ -11,7 +11,7 @@ import pytest
 from lxml import etree
 
 from matchers.vocabulary import EDN
-from route_manager import protocol as edn_wire
+from route_manager import protocol
 from subscription_manager.client import subscribe_body
 from subscription_manager.event_limits import EventLimits
 from subscription_manager.notify_when import notify_when_element
@@ -89,7 +89,7 @@ def test_the_event_limits_answer_alike_for_an_event_alone_and_in_a_batch(xml, wh
     limits = EventLimits(max_elements=12, max_depth=4)
     alone = etree.fromstring(xml)
     assert limits.why_over(alone) == why
-    batch = etree.Element(edn_wire.EVENT_BATCH, nsmap={"edn": EDN})
+    batch = etree.Element(protocol.EVENT_BATCH, nsmap={"edn": EDN})
     batch.append(etree.fromstring(quote(1)))
     batch.append(copy.deepcopy(alone))
     assert limits.refusals(list(batch)) == ({} if why is None else {1: why})

@@ -388,7 +388,7 @@ class GunicornServer(BaseApplication):
         # What the worker built to serve (tables, indexes, compiled filters, modules) lives
         # as long as the worker: frozen out of the collector's generations, it is no longer
         # scanned at every full collection (the collector was ~15% of a delivering source's
-        # CPU, measured by benchmarks/delivery.py), and young collections come less often.
+        # CPU, measured by benchmarks/performance/delivery.py), and young collections come less often.
         gc.collect()
         gc.freeze()
         gc.set_threshold(*_GC_THRESHOLDS)

@@ -6,7 +6,7 @@ Used by ``edn demo``, the benchmarks and the integration tests. Callers wait on 
 :class:`NotificationSink` (http.server, a thread per connection) records what it gets and
 takes a few thousand POSTs/s; :class:`FastSink` (an asyncio server in its own process)
 counts, and with ``record=True`` also keeps each POST's path and body, and takes tens of
-thousands (``benchmarks/delivery.py`` measures its ceiling). Both have ``count``,
+thousands (``benchmarks/performance/delivery.py`` measures its ceiling). Both have ``count``,
 ``messages`` and :meth:`wait_count`, so ``edn demo``'s network can use either.
 """
 from __future__ import annotations

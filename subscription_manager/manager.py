@@ -225,7 +225,7 @@ class SubscriptionManager:
     def _delivery_transport(self, transport):
         """The service's transport, or, when that is real HTTP and ``delivery_client`` is
         lean, a :class:`LeanHttpTransport` of this manager's own (a tenth of the CPU per
-        POST; ``benchmarks/delivery.py`` measures both)."""
+        POST; ``benchmarks/performance/delivery.py`` measures both)."""
         if self.settings.delivery_client != "lean" or not isinstance(transport, HttpTransport):
             return transport
         self._own_delivery_transport = LeanHttpTransport(

@@ -245,7 +245,7 @@ def run(quick: bool = False, *, per_server: int | None = None, batch: int = 64,
         quiet.setLevel(level)
 
 
-if __name__ == "__main__":  # python -m benchmarks.serverpath [--quick] [--symbols] [--profile F]
+if __name__ == "__main__":  # python -m benchmarks.performance.serverpath [--quick] [--symbols] [--profile F]
     import argparse
     import json
     parser = argparse.ArgumentParser()

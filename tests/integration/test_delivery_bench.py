@@ -1,4 +1,4 @@
-"""benchmarks/delivery.py in its quick form: every figure ``edn bench eventpath`` reads is
+"""benchmarks/performance/delivery.py in its quick form: every figure ``edn bench eventpath`` reads is
 there and sane (real processes: a source under gunicorn, the fast sink, blasters)."""
 from __future__ import annotations
 

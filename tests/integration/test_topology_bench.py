@@ -1,4 +1,4 @@
-"""benchmarks/topology.py at a small size: a flat network and a 2-level dispatch tree of real
+"""benchmarks/reproductions/topology.py at a small size: a flat network and a 2-level dispatch tree of real
 processes, one window each; the tree's root forwards to its children only, every level's hit
 ratio is the one precise summaries give (the exact oracle), and the model fed by the
 measured parameters accounts for each dispatcher's CPU per event."""

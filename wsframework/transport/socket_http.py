@@ -5,7 +5,7 @@ Why not ``requests`` (:class:`~wsframework.transport.HttpTransport`): every POST
 requests/urllib3 builds a ``Request``, a ``PreparedRequest``, header dicts, a response object
 and an ``HTTPResponse`` reader. This client writes the request head and body in one
 ``sendall`` (the head but its length built once per URL) and reads the status line, headers
-and body itself. Measured by ``benchmarks/delivery.py`` (``client_cpu_us_per_post``: 16
+and body itself. Measured by ``benchmarks/performance/delivery.py`` (``client_cpu_us_per_post``: 16
 concurrent POSTs of a small envelope to the same sink, each client in its own process, on
 this 2-core machine): requests 310-370 us of CPU per POST under gevent, this client 21-30
 us, aiohttp 57-70 us in its own asyncio loop (httpx was not measured: not installed here).

@@ -1,5 +1,9 @@
-"""Start and stop real ``edn serve`` processes (gunicorn) on loopback: used by ``edn demo``,
-the benchmarks and the integration tests. Readiness is a condition (``GET /health``), not a sleep."""
+"""Start and stop real ``edn serve`` processes (gunicorn), on loopback unless told another
+address: used by ``edn demo``, the benchmarks and the integration tests. Readiness is a
+condition (``GET /health``), not a sleep.
+
+``host`` is the address the process binds and advertises; ``launcher`` is a command prefix
+(the benchmarks' lab runs a role inside a network namespace with ``ip netns exec NAME``)."""
 from __future__ import annotations
 
 import os
@@ -26,8 +30,11 @@ class ServerProcess:
     """One ``edn serve ROLE`` process. Waits on ``GET /health`` rather than sleeping."""
 
     def __init__(self, role: str, *, data_dir: Path, admin_token: str = ADMIN_TOKEN,
-                 extra_args=(), port: int | None = None, workers: int = 1, env=None):
+                 extra_args=(), port: int | None = None, workers: int = 1, env=None,
+                 host: str = "127.0.0.1", launcher=()):
         self.role = role
+        self.host = host
+        self.launcher = list(launcher)
         self.data_dir = Path(data_dir)
         self.admin_token = admin_token
         self.extra_args = list(extra_args)
@@ -39,10 +46,10 @@ class ServerProcess:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "edn.cli", "serve", self.role, "--host", "127.0.0.1",
+        return [*self.launcher, sys.executable, "-m", "edn.cli", "serve", self.role, "--host", self.host,
                 "--port", str(self.port), "--data", str(self.data_dir),
                 # one argument: a token may start with '-' (token_urlsafe), which argparse
                 # would read as an option
@@ -56,14 +63,18 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.role} exited with {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                if requests.get(self.base_url + "/health", timeout=1).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
+            if self.healthy():
+                return self
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"{self.role} did not become healthy in {timeout}s:\n{self.log_text()}")
+
+    def healthy(self) -> bool:
+        """Whether ``GET /health`` answers 200 (asked from this thread's network)."""
+        try:
+            return requests.get(self.base_url + "/health", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """Graceful stop (SIGTERM to gunicorn's arbiter); returns the exit code."""

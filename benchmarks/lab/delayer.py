@@ -108,10 +108,12 @@ class LinkDelay:
         for name, value in (("delay_ms", delay_ms), ("jitter_ms", jitter_ms)):
             if not 0.0 <= value <= MAX_DELAY_MS:
                 raise ValueError(f"{name} must be in [0, {MAX_DELAY_MS:g}], got {value!r}")
+        if jitter_ms > delay_ms:
+            raise ValueError(f"jitter_ms ({jitter_ms!r}) cannot exceed delay_ms ({delay_ms!r})")
         if not 0.0 <= reorder <= 1.0:
             raise ValueError(f"reorder must be a probability in [0, 1], got {reorder!r}")
         self.delay = delay_ms / 1000.0
-        self.jitter = min(jitter_ms, delay_ms) / 1000.0
+        self.jitter = jitter_ms / 1000.0
         self.reorder = reorder
 
     def hold(self, rng: random.Random) -> float:
@@ -201,6 +203,9 @@ def _apply(line: bytes, links: dict[int, LinkDelay], out, counters: dict) -> Non
         if order.get("stats"):
             print("stats " + json.dumps(counters), file=out, flush=True)
             return
+        unknown = set(order) - {"queue", "delay_ms", "jitter_ms", "reorder"}
+        if unknown:
+            raise ValueError(f"unknown setting(s) {sorted(unknown)}")
         queue = order["queue"]
         if queue not in links:
             raise ValueError(f"queue {queue!r} is not bound here")

@@ -56,6 +56,11 @@ class Host:
                                                    initargs=(self.netns,))
         return self._threads.submit(function, *args, **kwargs).result()
 
+    def start_thread(self, target, *args, name: str | None = None) -> threading.Thread:
+        """A daemon thread running ``target(*args)`` inside the host (for long loops, such
+        as a publisher, that would hold one of :meth:`run`'s few threads)."""
+        return self.run(_started_thread, target, args, name or f"lab-{self.name}-task")
+
     def next_port(self) -> int:
         return next(self._ports)
 
@@ -403,6 +408,12 @@ class Lab:
             return ""
         return (system.run(self._iptables, "-S", netns=self.bridge_netns)
                 + system.run(self._iptables, "-t", "mangle", "-S", netns=self.bridge_netns))
+
+
+def _started_thread(target, args, name) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    thread.start()  # a thread starts in its creator's network namespace: this host's
+    return thread
 
 
 def _raise_exit(signum, frame):

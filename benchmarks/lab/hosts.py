@@ -116,22 +116,27 @@ class Lab:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Lab":
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
+        return self.start()
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     def start(self) -> "Lab":
+        """Build the lab (removing whatever it made if that fails); LabError says why not."""
         reason = system.why_not_available()
         if reason:
             raise LabError(reason)
         system.sweep()
         self._trap_signals()
         atexit.register(self.close)
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _build(self) -> None:
         self._make_namespace(self.bridge_netns)
         system.run("ip", "-n", self.bridge_netns, "link", "add", "br0", "type", "bridge")
         system.run("ip", "-n", self.bridge_netns, "link", "set", "br0", "up")
@@ -140,7 +145,6 @@ class Lab:
             self._make_host(host)
         self._choose_mechanism()
         self._apply_all()
-        return self
 
     def _make_namespace(self, name: str) -> None:
         system.run("ip", "netns", "add", name)

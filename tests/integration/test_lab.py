@@ -254,9 +254,11 @@ def test_a_crashed_labs_leftovers_are_swept_at_the_next_start():
 def test_a_shaping_mechanism_the_kernel_lacks_is_refused_by_name():
     if _has_netem():
         pytest.skip("this kernel has netem")
+    before = set(lab_namespaces())
     with pytest.raises(LabError, match="netem"):
         with Lab(1, mechanism="netem"):
             pass
+    assert set(lab_namespaces()) == before  # a failed start removes what it had made
 
 
 def _has_netem() -> bool:

@@ -1,7 +1,8 @@
 """The lab of hosts (benchmarks.lab) on this machine's kernel: round trips that match the
 links asked for, loss and reordering, rate limits, cuts that block and heals that restore,
 one-way cuts, paused and killed processes, cleanup even when the body raises or a lab
-crashed, and a real ``edn serve source`` delivering to a sink on another host.
+crashed, a real ``edn serve source`` delivering to a sink on another host, and an EDN
+network (dispatcher, two servers) holding a notification through a cut.
 
 Needs root and ``ip netns``; skips with the reason otherwise."""
 from __future__ import annotations
@@ -13,11 +14,16 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 from lxml import etree
 
 from benchmarks.lab import Lab, LabError, Link, lab_namespaces, why_not_available
 from benchmarks.lab.system import PREFIX
+from edn.localnet.network import stats
+from matchers.vocabulary import RANGES_DIALECT
+from route_manager.publisher import Publisher
+from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
 from subscription_manager.client import EventingClient
 from wsframework.admin import AdminClient
 from wsframework.publisher import publish
@@ -285,3 +291,39 @@ def test_a_source_in_one_host_notifies_a_sink_in_another():
         [message] = sink.wait_for(1, path="/n", timeout=30)
         assert message.envelope.body.find(f"{{{q}}}price").text == "42"
         assert os.path.exists(f"/proc/{source.proc.pid}")
+
+
+def test_a_network_across_hosts_holds_a_notification_through_a_cut():
+    """A dispatcher, two servers and a subscriber on four hosts with 20 ms links: a
+    notification to a cut-off subscriber is held and delivered after the heal."""
+    with Lab(["dispatcher", "server1", "server2", "client"], link=Link(delay_ms=20, jitter_ms=5)) as lab:
+        private = ("--allow-private", str(lab.subnet))
+        dispatcher = lab.serve("dispatcher", "dispatcher", *private)
+        servers = [lab.serve(f"server{k}", "server", "--dispatcher", dispatcher.base_url,
+                             "--name", f"s{k}", *private) for k in (1, 2)]
+        client = lab["client"]
+        client.run(lambda: AdminClient(dispatcher.base_url, dispatcher.admin_token)
+                   .create_topic("grid", None, schema_element(2)))
+        sink = lab.sink("client")
+        boxes = [([0.0, 0.0], [0.6, 0.6]), ([0.5, 0.5], [1.0, 1.0])]
+        for k, (lo, hi) in enumerate(boxes):
+            client.run(lambda k=k, lo=lo, hi=hi: EventingClient("2011").subscribe(
+                f"{servers[k].base_url}/topics/grid", f"{sink.url}/n/{k}",
+                filter=range_filter(np.array(lo), np.array(hi)), dialect=RANGES_DIALECT, expires="PT1H"))
+
+        def routed():
+            figures = stats(dispatcher.base_url, dispatcher.admin_token, "server.")
+            return sum(int(v) for name, v in figures.items() if name.endswith(".load")) == 2
+        deadline = time.monotonic() + 30
+        while not client.run(routed):
+            assert time.monotonic() < deadline, "route updates never reached the dispatcher"
+            time.sleep(0.1)
+        publisher = client.run(lambda: Publisher([dispatcher.base_url], connect_timeout=3.0))
+        client.run(lambda: publisher.publish("grid", event_element(np.array([0.55, 0.55]), 1)))
+        assert sorted(m.path for m in sink.wait_for(2, timeout=30)) == ["/n/0", "/n/1"]
+        lab.cut("server1", "client")
+        client.run(lambda: publisher.publish("grid", event_element(np.array([0.1, 0.1]), 2)))
+        assert not sink.wait_count(3, timeout=2.0)  # held at server1 while cut
+        lab.heal()
+        assert sink.wait_for(3, timeout=60)[-1].path == "/n/0"
+        assert all(s.alive() for s in [dispatcher, *servers])

@@ -163,3 +163,17 @@ def test_a_control_line_changes_its_queue():
     delayer._apply(b'{"queue": 4, "delay_ms": 50, "jitter_ms": 10, "reorder": 0.1}', links, out, {})
     assert out.getvalue() == "ok 4\n"
     assert (links[4].delay, links[4].jitter, links[4].reorder) == (0.05, 0.01, 0.1)
+
+
+@pytest.mark.parametrize("change,error", [
+    (lambda lab: lab.damage("h1", direction="sideways", loss=0.1), ValueError),
+    (lambda lab: lab.damage("h1", loss=2), ValueError),
+    (lambda lab: lab.damage("h1", latency=5), TypeError),
+    (lambda lab: lab.damage("h9", loss=0.1), KeyError),
+    (lambda lab: lab.cut("h1", "h1"), ValueError),
+])
+def test_a_bad_change_is_refused_before_the_lab_is_touched(change, error):
+    lab = Lab(2)  # never started: a refusal must come before any command runs
+    with pytest.raises(error):
+        change(lab)
+    assert lab.links[("h1", "up")] == Link() and not lab.cuts.pairs

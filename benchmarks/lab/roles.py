@@ -15,6 +15,7 @@ together.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -68,7 +69,8 @@ class HostProcess(Pausable):
         self._log = tempfile.TemporaryFile()
 
     def start(self) -> "HostProcess":
-        self.proc = subprocess.Popen(["ip", "netns", "exec", self.host.netns, *self.argv],
+        ip = shutil.which("ip") or "ip"  # found here: ``env`` may have no PATH
+        self.proc = subprocess.Popen([ip, "netns", "exec", self.host.netns, *self.argv],
                                      stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=self.env, cwd=self.cwd, start_new_session=True)
         return self

@@ -96,9 +96,9 @@ class Lab:
         self.base = link
         tag = f"{system.PREFIX}{os.getpid()}x{next(_labs)}"
         self.bridge_netns = f"{tag}-br"
-        addresses = list(network.hosts())
         self.hosts: dict[str, Host] = {
-            name: Host(name, k, str(addresses[k - 1]), f"{tag}-{name}") for k, name in enumerate(names, 1)}
+            name: Host(name, k, str(network.network_address + k), f"{tag}-{name}")
+            for k, name in enumerate(names, 1)}
         self.links: dict[tuple[str, str], Link] = {
             (name, d): link for name in names for d in rules.DIRECTIONS}
         self.cuts = Cuts()
@@ -108,7 +108,7 @@ class Lab:
         self._made: list[str] = []
         self._delayer: subprocess.Popen | None = None
         self._iptables: str | None = None
-        self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="ednlab-")
+        self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix=f"{tag}-data-")
         self.data_dir = Path(data_dir or self._tmp.name)
         self._signals: dict[int, object] = {}
         self._lock = threading.RLock()

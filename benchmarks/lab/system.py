@@ -4,7 +4,7 @@ what a crashed lab left behind.
 
 Every namespace a lab makes is named ``PREFIX<pid>x<n>-<what>``; a namespace with that
 prefix whose owning process is gone is a leftover and :func:`sweep` removes it (its
-processes killed first). Namespaces of a live lab, in this process or another, are left alone.
+processes killed first), with the lab's data directory (``<tmp>/PREFIX<pid>x<n>-data-*``). Namespaces of a live lab, in this process or another, are left alone.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 PREFIX = "ednlab"
@@ -98,14 +99,24 @@ def remove_namespace(netns: str) -> None:
     run("ip", "netns", "del", netns, check=False)
 
 
+def _orphaned(name: str) -> bool:
+    owner = _OWNED.match(name)
+    return bool(owner) and int(owner.group(1)) != os.getpid() and not _alive(int(owner.group(1)))
+
+
 def sweep() -> list[str]:
-    """Remove the namespaces of labs whose process is gone; returns their names."""
+    """Remove the namespaces (and temporary data directories) of labs whose process is
+    gone; returns their names."""
     removed = []
     for name in lab_namespaces():
-        owner = _OWNED.match(name)
-        if owner and int(owner.group(1)) != os.getpid() and not _alive(int(owner.group(1))):
+        if _orphaned(name):
             remove_namespace(name)
             removed.append(name)
+    scratch = Path(tempfile.gettempdir())
+    for data in scratch.glob(f"{PREFIX}*-data-*"):
+        if data.is_dir() and _orphaned(data.name):
+            shutil.rmtree(data, ignore_errors=True)
+            removed.append(str(data))
     return removed
 
 

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -251,9 +252,11 @@ def test_a_crashed_labs_leftovers_are_swept_at_the_next_start():
     leftover = f"{PREFIX}{gone.pid}x1-h1"
     subprocess.run(["ip", "netns", "add", leftover], check=True)
     orphan = subprocess.Popen(["ip", "netns", "exec", leftover, "sleep", "600"])
+    data = tempfile.mkdtemp(prefix=f"{PREFIX}{gone.pid}x1-data-")
     try:
         with Lab(1):
             assert leftover not in lab_namespaces()
+            assert not os.path.exists(data)
         assert orphan.wait(10) == -9
     finally:
         if orphan.poll() is None:

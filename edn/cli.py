@@ -19,15 +19,22 @@ from wsframework.commandline import key_value
 from . import admin_commands as admin, client_commands as client
 
 DEFAULT_PORT = 8080
+ALLOW_PRIVATE_ENV = "EDN_ALLOW_PRIVATE"  # --allow-private's default, for every role of a host
+CONTROL_SOCKET = "gunicorn.ctl"  # gunicorn's control socket, in the role's data directory
 COMMANDS_GROUP = "edn.commands"
 
 
 def _add_serve(sub):
     p = sub.add_parser("serve", help="run a role (source, ...) under gunicorn")
     p.add_argument("role", help="source | server | dispatcher | table, or a role a plugin registers")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to bind (default 127.0.0.1: this machine only; "
+                        "0.0.0.0 or :: for every interface, which needs --base-url)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--base-url", help="the service's public base URL (default http://HOST:PORT)")
+    p.add_argument("--base-url",
+                   help="the address peers reach this role at, http(s)://HOST:PORT, which it "
+                        "registers and advertises (default http://HOST:PORT from --host and "
+                        "--port; required when --host is a wildcard)")
     p.add_argument("--data", default=None, help="data directory (default ./edn-data/ROLE-PORT)")
     p.add_argument("--admin-token", default=None,
                    help="admin credential (default $EDN_ADMIN_TOKEN, else generated into DATA/admin-token)")
@@ -48,8 +55,10 @@ def _add_serve(sub):
     p.add_argument("--keepalive", type=int, default=30, metavar="SECONDS",
                    help="how long an idle keep-alive connection is kept open (default 30)")
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
-    p.add_argument("--allow-private", action="append", default=[], metavar="CIDR",
-                   help="allow notification targets in this private range (repeatable)")
+    p.add_argument("--allow-private", action="append", default=None, metavar="CIDR",
+                   help="allow notification targets (the dispatcher: ReplyTo/FaultTo) in this "
+                        "private range, e.g. 10.77.0.0/24 (repeatable or comma-separated; "
+                        "default $EDN_ALLOW_PRIVATE, else none: private addresses are refused)")
     p.add_argument("--set", dest="role_settings", action="append", default=[], type=_setting,
                    metavar="KEY=VALUE", help="a role setting, e.g. delivery_retries=5 (repeatable)")
     p.add_argument("--log-level", default="info")
@@ -102,8 +111,16 @@ def cmd_serve(args) -> int:
     from wsframework.service import ServiceConfig, resolve_admin_token
     from wsframework.xmlparse import ParserLimits
 
-    base_url = args.base_url or f"http://{args.host}:{args.port}"
-    settings = {"allow_private": args.allow_private}
+    from edn.addresses import AddressError, advertised_base_url
+
+    try:
+        base_url = advertised_base_url(args.host, args.port, args.base_url)
+    except AddressError as exc:
+        raise SystemExit(f"edn serve {args.role}: {exc}") from None
+    allow_private = args.allow_private
+    if allow_private is None:  # one setting for every role a host runs
+        allow_private = [os.environ.get(ALLOW_PRIVATE_ENV, "")]
+    settings = {"allow_private": allow_private}
     for key in ("dispatcher", "parent", "name", "partitioner", "load_threshold", "link_mbps",
                 "self_tuning", "routing"):
         value = getattr(args, key, None)
@@ -128,6 +145,7 @@ def cmd_serve(args) -> int:
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, default_worker_class
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
+                   control_socket=data_dir / CONTROL_SOCKET,
                    workers=args.workers, threads=args.threads, log_level=args.log_level,
                    worker_class_name=args.worker_class or default_worker_class(args.role),
                    max_connections=args.max_connections or DEFAULT_MAX_CONNECTIONS,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wsframework.commandline import key_value
 
-from . import admin_commands as admin, client_commands as client
+from . import admin_commands as admin, client_commands as client, latency_commands as latency
 
 DEFAULT_PORT = 8080
 ALLOW_PRIVATE_ENV = "EDN_ALLOW_PRIVATE"  # --allow-private's default, for every role of a host
@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_serve, admin.add_topic, client.add_publish, client.add_subscribe,
                 client.add_sink, admin.add_partition, admin.add_precision, admin.add_status,
-                client.add_demo, admin.add_dead_letters):
+                client.add_demo, admin.add_dead_letters, latency.add_latency):
         add(sub)
     for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         entry_point.load()(sub)

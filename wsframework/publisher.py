@@ -141,10 +141,11 @@ class FailoverPublisher:
                  connect_timeout: float = 3.0, read_timeout: float = 10.0,
                  failover_subcodes: Iterable[str] = FAILOVER_SUBCODES,
                  attempts: int = 1, backoff: float = 0.5, max_backoff: float = 8.0,
-                 sleep=time.sleep):
+                 sleep=None):
         """``attempts``: rounds over the addresses (1..:data:`MAX_ATTEMPTS`); ``backoff``,
         ``max_backoff``: the pause before the second round, doubled each round up to the
-        latter (seconds); ``sleep``: how to pause (tests pass their own)."""
+        latter (seconds); ``sleep``: how to pause (tests pass their own; by default
+        ``time.sleep``, looked up when pausing, so gevent's patched one)."""
         roots = (addresses,) if isinstance(addresses, str) else tuple(addresses)
         self.addresses = tuple(dict.fromkeys(root.rstrip("/") for root in roots))
         if not self.addresses:
@@ -189,7 +190,7 @@ class FailoverPublisher:
             index = (start + tried - 1) % count
             root = self.addresses[index]
             if tried > 1 and index == start:  # a new round: wait before trying again
-                self._sleep(self.pause_before((tried - 1) // count))
+                (self._sleep or time.sleep)(self.pause_before((tried - 1) // count))
             try:
                 status = self.client.send(topic_address(root, topic), PUBLISH_ACTION, body,
                                           message_id=message_id)

@@ -1,6 +1,7 @@
 """A root dispatcher acknowledges a publisher's retry of a message it accepted already
 without routing it again (route_manager.dispatcher.recent_publications): the table on its
-own, with an injected clock, then a dispatcher in process."""
+own, with an injected clock, then a dispatcher in process; and a root refuses to register a
+server under a wildcard address, which no peer could reach."""
 from __future__ import annotations
 
 import threading
@@ -109,3 +110,14 @@ def test_a_message_still_being_routed_is_a_receiver_fault_for_its_retry(network)
         SoapClient(transport).send(f"{DISPATCHER}/topics/grid", PUBLISH_ACTION, event(1, 1),
                                    message_id="urn:uuid:busy")
     assert caught.value.code == RECEIVER and "still being published" in caught.value.reason
+
+
+@pytest.mark.parametrize("address", ["http://0.0.0.0:8081", "http://[::]:8081"])
+def test_a_server_advertising_a_wildcard_address_is_refused_at_registration(network, address):  # noqa: F811
+    from route_manager import protocol
+    from wsframework.admin import contracts
+    service, admin, transport, servers, _ = network
+    with pytest.raises(SoapFault) as caught:
+        admin.call(protocol.RegisterServer(Name="s3", Address=address))
+    assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
+    assert "--base-url" in caught.value.reason

@@ -71,7 +71,7 @@ def _add_serve(sub):
                              "repeatable: the server registers with every root dispatcher)")
     server.add_argument("--name", default=None,
                         help="this server's (or child dispatcher's) name in the network "
-                             "(default HOST:PORT)")
+                             "(default the HOST:PORT of its --base-url)")
     server.add_argument("--partitioner", default=None,
                         choices=("random", "rtree", "kmeans", "distance", "local"),
                         help="where new subscriptions go (default rtree; local: never forward; "

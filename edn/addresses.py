@@ -10,7 +10,9 @@ host) listens everywhere but names no address: a role that advertised it would r
 refuses a wildcard bind without ``--base-url``, and refuses a ``--base-url`` that is not a
 plain ``http(s)://host:port``: no path (the role's paths start at ``/``), query, fragment or
 credentials, no wildcard host, at most :data:`MAX_BASE_URL` characters. Errors are
-:class:`AddressError` with a message for the operator.
+:class:`AddressError` with a message for the operator. A role that advertises a loopback
+address to a dispatcher or parent elsewhere is warned (:func:`loopback_warning`): that only
+works when they run on the same machine.
 """
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ import ipaddress
 from wsframework.urlpolicy import UrlRefused, parse_url
 
 __all__ = ["AddressError", "MAX_BASE_URL", "WILDCARD_HOSTS", "advertised_base_url",
-           "bind_address", "check_base_url", "is_wildcard", "url_host"]
+           "bind_address", "check_base_url", "is_wildcard", "loopback_warning", "url_host"]
 
 MAX_BASE_URL = 256
-WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]", "*")
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")
 
 
 class AddressError(ValueError):
@@ -88,3 +90,28 @@ def check_base_url(base_url: str) -> str:
         raise AddressError(f"--base-url {shown!r}: {parsed.ip} is no address a peer can "
                            f"reach; give the address of this host")
     return base_url.rstrip("/")
+
+
+def _is_loopback(url: str) -> bool | None:
+    """Whether ``url`` names a loopback host (None: cannot tell, e.g. a DNS name)."""
+    try:
+        parsed = parse_url(url)
+    except UrlRefused:
+        return None
+    if parsed.ip is not None:
+        return parsed.ip.is_loopback
+    return True if parsed.host == "localhost" else None
+
+
+def loopback_warning(base_url: str, upstreams) -> str | None:
+    """A warning when ``base_url`` is a loopback address and one of ``upstreams`` (the
+    dispatchers or parents a role registers with) is not: they would be given an address
+    that reaches them only if they run on this machine."""
+    if not _is_loopback(base_url):
+        return None
+    remote = [url for url in upstreams if _is_loopback(url) is False]
+    if not remote:
+        return None
+    return (f"advertising {base_url}, a loopback address, to {', '.join(remote)}: it reaches "
+            f"this role only from this machine; on a network give --host ADDRESS (or "
+            f"--host 0.0.0.0 --base-url http://ADDRESS:PORT)")

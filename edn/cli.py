@@ -111,12 +111,15 @@ def cmd_serve(args) -> int:
     from wsframework.service import ServiceConfig, resolve_admin_token
     from wsframework.xmlparse import ParserLimits
 
-    from edn.addresses import AddressError, advertised_base_url
+    from edn.addresses import AddressError, advertised_base_url, loopback_warning
 
     try:
         base_url = advertised_base_url(args.host, args.port, args.base_url)
     except AddressError as exc:
         raise SystemExit(f"edn serve {args.role}: {exc}") from None
+    warning = loopback_warning(base_url, [*(args.dispatcher or ()), *(args.parent or ())])
+    if warning:
+        print(f"edn serve {args.role}: warning: {warning}", file=sys.stderr)
     allow_private = args.allow_private
     if allow_private is None:  # one setting for every role a host runs
         allow_private = [os.environ.get(ALLOW_PRIVATE_ENV, "")]

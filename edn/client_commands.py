@@ -27,7 +27,8 @@ def add_publish(sub):
     p.add_argument("--attempts", type=_attempts, default=3, metavar="N",
                    help="rounds over the roots before giving up (default 3; 1..20), the "
                         "same message (wsa:MessageID) each time, pausing 0.5 s, 1 s, 2 s... "
-                        "between rounds")
+                        "between rounds; a root dispatcher acknowledges a repeat of a message "
+                        "it accepted without publishing it again")
     p.set_defaults(func=cmd_publish)
 
 

@@ -124,3 +124,13 @@ def test_a_sink_names_the_address_it_binds_or_advertises():
         assert sink.url == f"http://sink.example:{sink.port}"
     finally:
         sink.server.server_close()
+
+
+def test_advertising_loopback_to_a_dispatcher_elsewhere_is_warned():
+    from edn.addresses import loopback_warning
+    text = loopback_warning("http://127.0.0.1:8081", ["http://10.77.0.1:8080"])
+    assert "loopback" in text and "http://10.77.0.1:8080" in text and "--host" in text
+    assert loopback_warning("http://127.0.0.1:8081", ["http://127.0.0.1:8080"]) is None
+    assert loopback_warning("http://localhost:8081", ["http://[::1]:8080"]) is None
+    assert loopback_warning("http://10.77.0.2:8081", ["http://10.77.0.1:8080"]) is None
+    assert loopback_warning("http://127.0.0.1:8081", ["http://root.lab:8080"]) is None  # a name

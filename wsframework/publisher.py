@@ -34,7 +34,7 @@ and doubles each round up to ``max_backoff``: with one service, that is the same
 again. Every attempt carries the same ``wsa:MessageID`` and body. Sending again to a service
 that never received the message is always safe; to one whose answer was lost (in doubt), it
 is safe when the service recognizes the MessageID (an EDN root dispatcher answers a Publish
-whose MessageID and body it accepted within the last minutes without publishing it again,
+whose MessageID it accepted on that topic within the last minutes without publishing it again,
 :mod:`route_manager.dispatcher.recent_publications`; after a restart of that root, it may
 publish it twice: at least once).
 
@@ -73,8 +73,8 @@ from .transport import HttpTransport, TransportError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PUBLISH_ACTION", "FAILOVER_SUBCODES", "MAX_ATTEMPTS", "MAX_BACKOFF", "topic_address", "publish",
-           "FailoverPublisher", "Acknowledgement", "PublishRefused", "NoRootAnswered"]
+__all__ = ["PUBLISH_ACTION", "FAILOVER_SUBCODES", "MAX_ATTEMPTS", "MAX_BACKOFF", "topic_address",
+           "publish", "FailoverPublisher", "Acknowledgement", "PublishRefused", "NoRootAnswered"]
 
 PUBLISH_ACTION = ns.FRAMEWORK + ":eventing/Publish"
 MAX_ATTEMPTS = 20  # rounds over the addresses one message may make
@@ -99,7 +99,7 @@ def publish(base_url: str, topic: str, event: etree._Element, *, soap11: bool = 
 @dataclass(frozen=True)
 class Acknowledgement:
     """A message one root took: ``address`` answered ``status`` (2xx) to it, after ``tried``
-    roots in all; ``in_doubt``: roots tried before whose answer was lost (they may hold the
+    sends in all (every root of every round counts); ``in_doubt``: roots tried before whose answer was lost (they may hold the
     message too)."""
 
     address: str

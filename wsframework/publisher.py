@@ -99,8 +99,8 @@ def publish(base_url: str, topic: str, event: etree._Element, *, soap11: bool = 
 @dataclass(frozen=True)
 class Acknowledgement:
     """A message one root took: ``address`` answered ``status`` (2xx) to it, after ``tried``
-    sends in all (every root of every round counts); ``in_doubt``: roots tried before whose answer was lost (they may hold the
-    message too)."""
+    sends in all (every root of every round counts); ``in_doubt``: roots tried before whose
+    answer was lost (they may hold the message too)."""
 
     address: str
     status: int

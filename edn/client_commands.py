@@ -64,8 +64,12 @@ def cmd_publish(args) -> int:
                    read_timeout=args.timeout, attempts=args.attempts) as publisher:
         ack = publisher.publish(args.topic, parse_xml(data))
     print(f"published to {args.topic} at {ack.address}: HTTP {ack.status}")
-    if ack.in_doubt:
-        print(f"(the answer of {', '.join(ack.in_doubt)} was lost: it may have published "
+    if ack.address in ack.in_doubt:
+        print(f"(an earlier answer of {ack.address} was lost; it acknowledged the repeat, "
+              "the same wsa:MessageID, which a root dispatcher publishes once)", file=sys.stderr)
+    others = [root for root in ack.in_doubt if root != ack.address]
+    if others:
+        print(f"(the answer of {', '.join(others)} was lost: it may have published "
               "the event too)", file=sys.stderr)
     return 0
 

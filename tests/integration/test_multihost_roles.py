@@ -117,6 +117,7 @@ def test_publish_survives_a_lost_answer_and_the_root_publishes_once(network, tmp
         proxy.close()
     assert result.returncode == 0, result.stderr
     assert "HTTP 202" in result.stdout and "trying again" in result.stderr
+    assert "publishes once" in result.stderr
     assert proxy.connections == 2
     after = network.dispatcher_stats()
     assert int(after["events_in"]) - int(before["events_in"]) == 1  # published once

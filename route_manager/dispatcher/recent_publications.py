@@ -76,16 +76,22 @@ class RecentPublications:
             return None
         key = (topic, message_id)
         with self._cond:
-            self._forget_old(self._clock())
-            claim = self._claims.get(key)
-            if claim is not None and claim.state == "routing":
-                self._cond.wait_for(lambda: claim.state != "routing", self.wait)
-                if claim.state == "routing":
+            now = self._clock()
+            self._forget_old(now)
+            deadline = now + self.wait
+            while (claim := self._claims.get(key)) is not None:
+                if claim.state == "accepted" and now - claim.at <= self.window:
+                    self.duplicates += 1
+                    return DUPLICATE
+                if claim.state != "routing":  # accepted, but longer ago than the window
+                    break
+                # the first request is still routing it: its outcome decides (a refused
+                # one is removed, and the loop looks again: another retry may own it now)
+                if not self._cond.wait_for(lambda: claim.state != "routing",
+                                           max(0.0, deadline - self._clock())):
                     raise StillInProgress(message_id)
-            if claim is not None and claim.state == "accepted":
-                self.duplicates += 1
-                return DUPLICATE
-            claim = _Claim(key, self._clock())
+                now = self._clock()
+            claim = _Claim(key, now)
             self._claims[key] = claim
             self._claims.move_to_end(key)
             while len(self._claims) > self.capacity:

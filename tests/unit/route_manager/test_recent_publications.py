@@ -75,6 +75,42 @@ def test_a_retry_that_overtakes_the_first_request_waits_for_its_outcome():
         table.begin("grid", "urn:uuid:2")
 
 
+def test_two_retries_of_a_refused_message_route_it_once():
+    recent = RecentPublications(wait=5)
+    first = recent.begin("grid", "urn:uuid:1")
+    answers, lock = [], threading.Condition()
+
+    def retry():
+        answer = recent.begin("grid", "urn:uuid:1")
+        with lock:
+            answers.append(answer)
+            lock.notify_all()
+    retries = [threading.Thread(target=retry) for _ in range(2)]
+    for thread in retries:
+        thread.start()
+    recent.finish(first, accepted=False)  # the first request failed (say, LogFull)
+    with lock:  # one retry takes the message over; the other waits for its outcome
+        assert lock.wait_for(lambda: len(answers) == 1, 5)
+        owner = answers[0]
+    assert owner not in (None, DUPLICATE)
+    recent.finish(owner, accepted=True)
+    for thread in retries:
+        thread.join(5)
+    assert answers[1] is DUPLICATE
+
+
+def test_an_accepted_message_older_than_the_window_is_new_again_wherever_it_is_kept():
+    clock = Clock()
+    recent = RecentPublications(window=60, clock=clock)
+    young = recent.begin("grid", "urn:uuid:young")  # begun first, accepted last
+    recent.finish(recent.begin("grid", "urn:uuid:old"), accepted=True)
+    clock.now += 50
+    recent.finish(young, accepted=True)
+    clock.now += 20  # "old" is past the window, though "young" stands before it
+    assert recent.begin("grid", "urn:uuid:old") not in (None, DUPLICATE)
+    assert recent.begin("grid", "urn:uuid:young") is DUPLICATE
+
+
 @pytest.mark.parametrize("bad", [{"window": -1}, {"capacity": 0}, {"wait": -1}])
 def test_bad_bounds_are_refused(bad):
     with pytest.raises(ValueError):

@@ -278,8 +278,10 @@ class FastSink:
     measure. It keeps no bodies; :attr:`count`, :meth:`wait_for` and :attr:`cpu_seconds`
     read it from outside."""
 
-    def __init__(self, host: str = "127.0.0.1", *, record: bool = False):
+    def __init__(self, host: str = "127.0.0.1", *, record: bool = False,
+                 advertised_host: str | None = None):
         self.host = host
+        self.advertised_host = advertised_host  # the address in url (default: host)
         self.port = 0
         self.record = record
         self.proc: subprocess.Popen | None = None
@@ -287,7 +289,7 @@ class FastSink:
 
     @property
     def url(self) -> str:
-        return sink_url(self.host, self.port)
+        return sink_url(self.host, self.port, self.advertised_host)
 
     def start(self) -> "FastSink":
         self.proc = subprocess.Popen([sys.executable, "-m", "edn.sink", "--fast", "--host",

@@ -122,10 +122,10 @@ def _ms(text: str | None) -> float | None:
 
 def cmd_latency_measure(args) -> int:
     from route_manager import protocol
-    from route_manager.latency_matrix import format_latency, parse_latency
+    from route_manager.latency_matrix import LatencyFileError, format_latency, parse_latency
+    from subscription_manager.server.latency_probe import BUDGET
     from wsframework.admin import AdminClient
     from wsframework.transport import HttpTransport
-    from subscription_manager.server.latency_probe import BUDGET
 
     from .admin_commands import _admin_client
     out = Path(args.out)
@@ -145,7 +145,11 @@ def cmd_latency_measure(args) -> int:
     finally:
         transport.close()
     text = format_latency(matrix, fmt)
-    parse_latency(text, fmt)  # what edn serve --latency will read
+    try:
+        parse_latency(text, fmt)  # what edn serve --latency will read (e.g. names it refuses)
+    except LatencyFileError as exc:
+        raise SystemExit(f"edn latency measure: not a usable latency file: {exc}; "
+                         "nothing written") from None
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     temporary.write_text(text)
     os.replace(temporary, out)

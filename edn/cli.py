@@ -16,18 +16,25 @@ from pathlib import Path
 
 from wsframework.commandline import key_value
 
-from . import admin_commands as admin, client_commands as client
+from . import admin_commands as admin, client_commands as client, latency_commands as latency
 
 DEFAULT_PORT = 8080
+ALLOW_PRIVATE_ENV = "EDN_ALLOW_PRIVATE"  # --allow-private's default, for every role of a host
+CONTROL_SOCKET = "gunicorn.ctl"  # gunicorn's control socket, in the role's data directory
 COMMANDS_GROUP = "edn.commands"
 
 
 def _add_serve(sub):
     p = sub.add_parser("serve", help="run a role (source, ...) under gunicorn")
     p.add_argument("role", help="source | server | dispatcher | table, or a role a plugin registers")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to bind (default 127.0.0.1: this machine only; "
+                        "0.0.0.0 or :: for every interface, which needs --base-url)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--base-url", help="the service's public base URL (default http://HOST:PORT)")
+    p.add_argument("--base-url",
+                   help="the address peers reach this role at, http(s)://HOST:PORT, which it "
+                        "registers and advertises (default http://HOST:PORT from --host and "
+                        "--port; required when --host is a wildcard)")
     p.add_argument("--data", default=None, help="data directory (default ./edn-data/ROLE-PORT)")
     p.add_argument("--admin-token", default=None,
                    help="admin credential (default $EDN_ADMIN_TOKEN, else generated into DATA/admin-token)")
@@ -48,8 +55,10 @@ def _add_serve(sub):
     p.add_argument("--keepalive", type=int, default=30, metavar="SECONDS",
                    help="how long an idle keep-alive connection is kept open (default 30)")
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
-    p.add_argument("--allow-private", action="append", default=[], metavar="CIDR",
-                   help="allow notification targets in this private range (repeatable)")
+    p.add_argument("--allow-private", action="append", default=None, metavar="CIDR",
+                   help="allow notification targets (the dispatcher: ReplyTo/FaultTo) in this "
+                        "private range, e.g. 10.77.0.0/24 (repeatable or comma-separated; "
+                        "default $EDN_ALLOW_PRIVATE, else none: private addresses are refused)")
     p.add_argument("--set", dest="role_settings", action="append", default=[], type=_setting,
                    metavar="KEY=VALUE", help="a role setting, e.g. delivery_retries=5 (repeatable)")
     p.add_argument("--log-level", default="info")
@@ -62,7 +71,7 @@ def _add_serve(sub):
                              "repeatable: the server registers with every root dispatcher)")
     server.add_argument("--name", default=None,
                         help="this server's (or child dispatcher's) name in the network "
-                             "(default HOST:PORT)")
+                             "(default the HOST:PORT of its --base-url)")
     server.add_argument("--partitioner", default=None,
                         choices=("random", "rtree", "kmeans", "distance", "local"),
                         help="where new subscriptions go (default rtree; local: never forward; "
@@ -102,8 +111,19 @@ def cmd_serve(args) -> int:
     from wsframework.service import ServiceConfig, resolve_admin_token
     from wsframework.xmlparse import ParserLimits
 
-    base_url = args.base_url or f"http://{args.host}:{args.port}"
-    settings = {"allow_private": args.allow_private}
+    from edn.addresses import AddressError, advertised_base_url, loopback_warning
+
+    try:
+        base_url = advertised_base_url(args.host, args.port, args.base_url)
+    except AddressError as exc:
+        raise SystemExit(f"edn serve {args.role}: {exc}") from None
+    warning = loopback_warning(base_url, [*(args.dispatcher or ()), *(args.parent or ())])
+    if warning:
+        print(f"edn serve {args.role}: warning: {warning}", file=sys.stderr)
+    allow_private = args.allow_private
+    if allow_private is None:  # one setting for every role a host runs
+        allow_private = [os.environ.get(ALLOW_PRIVATE_ENV, "")]
+    settings = {"allow_private": allow_private}
     for key in ("dispatcher", "parent", "name", "partitioner", "load_threshold", "link_mbps",
                 "self_tuning", "routing"):
         value = getattr(args, key, None)
@@ -128,6 +148,7 @@ def cmd_serve(args) -> int:
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, default_worker_class
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
+                   control_socket=data_dir / CONTROL_SOCKET,
                    workers=args.workers, threads=args.threads, log_level=args.log_level,
                    worker_class_name=args.worker_class or default_worker_class(args.role),
                    max_connections=args.max_connections or DEFAULT_MAX_CONNECTIONS,
@@ -199,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_serve, admin.add_topic, client.add_publish, client.add_subscribe,
                 client.add_sink, admin.add_partition, admin.add_precision, admin.add_status,
-                client.add_demo, admin.add_dead_letters):
+                client.add_demo, admin.add_dead_letters, latency.add_latency):
         add(sub)
     for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         entry_point.load()(sub)

@@ -3,6 +3,8 @@ event (``edn publish``, with failover over root dispatchers), subscribe an endpo
 (``edn subscribe``), print what a sink receives (``edn sink``), run the demo (``edn demo``)."""
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -17,11 +19,39 @@ def add_publish(sub):
     p.add_argument("topic")
     p.add_argument("file", help="XML event document ('-' for standard input)")
     p.add_argument("--soap11", action="store_true", help="send SOAP 1.1 (default 1.2)")
-    p.add_argument("--connect-timeout", type=float, default=0.5, metavar="SECONDS",
-                   help="seconds to connect to a root before trying the next (default 0.5)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--connect-timeout", type=_seconds, default=3.0, metavar="SECONDS",
+                   help="seconds to connect to a root before trying the next (default 3: "
+                        "longer than TCP's first SYN retransmission, 1 s)")
+    p.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="seconds to wait for a root's answer before trying the next")
+    p.add_argument("--attempts", type=_attempts, default=3, metavar="N",
+                   help="rounds over the roots before giving up (default 3; 1..20), the "
+                        "same message (wsa:MessageID) each time, pausing 0.5 s, 1 s, 2 s... "
+                        "between rounds; a root dispatcher acknowledges a repeat of a message "
+                        "it accepted without publishing it again")
     p.set_defaults(func=cmd_publish)
+
+
+MAX_SECONDS = 300.0
+
+
+def _seconds(text: str) -> float:
+    """A timeout in seconds: a finite number above 0 and at most :data:`MAX_SECONDS`."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text[:40]!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(f"{text[:40]}: seconds above 0, at most {MAX_SECONDS:g}")
+    return value
+
+
+def _attempts(text: str) -> int:
+    from wsframework.publisher import MAX_ATTEMPTS
+    if not (text.isascii() and text.isdigit() and 1 <= int(text[:3]) <= MAX_ATTEMPTS
+            and len(text) <= 3):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a whole number from 1 to {MAX_ATTEMPTS}")
+    return int(text)
 
 
 def cmd_publish(args) -> int:
@@ -31,11 +61,15 @@ def cmd_publish(args) -> int:
     data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     version = SoapVersion.SOAP11 if args.soap11 else SoapVersion.SOAP12
     with Publisher(args.at, soap_version=version, connect_timeout=args.connect_timeout,
-                   read_timeout=args.timeout) as publisher:
+                   read_timeout=args.timeout, attempts=args.attempts) as publisher:
         ack = publisher.publish(args.topic, parse_xml(data))
     print(f"published to {args.topic} at {ack.address}: HTTP {ack.status}")
-    if ack.in_doubt:
-        print(f"(the answer of {', '.join(ack.in_doubt)} was lost: it may have published "
+    if ack.address in ack.in_doubt:
+        print(f"(an earlier answer of {ack.address} was lost; it acknowledged the repeat, "
+              "the same wsa:MessageID, which a root dispatcher publishes once)", file=sys.stderr)
+    others = [root for root in ack.in_doubt if root != ack.address]
+    if others:
+        print(f"(the answer of {', '.join(others)} was lost: it may have published "
               "the event too)", file=sys.stderr)
     return 0
 
@@ -93,7 +127,8 @@ def cmd_subscribe(args) -> int:
 
 def add_sink(sub):
     p = sub.add_parser("sink", help="run a notification sink that prints what it receives")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=9090)
     p.add_argument("--count", type=int, default=0, help="exit after this many (0: run until ^C)")
     p.set_defaults(func=cmd_sink)
@@ -103,7 +138,10 @@ def cmd_sink(args) -> int:
     from lxml import etree as _etree  # only the sink needs it
     from edn.sink import NotificationSink
     with NotificationSink(args.host, args.port) as sink:
-        print(f"listening at http://{args.host}:{sink.port}/", flush=True)
+        try:
+            print(f"listening at {sink.url}/", flush=True)
+        except ValueError:  # a wildcard bind: the address to subscribe is the operator's
+            print(f"listening on every interface ({args.host}), port {sink.port}", flush=True)
         seen = 0
         try:
             while not args.count or seen < args.count:

@@ -52,6 +52,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors
 from gunicorn.workers.gthread import TConn
 
+from edn.addresses import bind_address
 from route_manager.protocol import SERVICE_NAMES
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
@@ -315,6 +316,26 @@ def worker_class(name: str) -> type:
     return type(f"Edn{base.__name__}", (*mixins, base), {"__module__": __name__})
 
 
+# A Unix socket's path holds at most 107 bytes (sun_path); longer ones cannot be bound.
+MAX_SOCKET_PATH = 107
+
+
+def control_socket_options(path: Path | None) -> dict:
+    """gunicorn's control-socket settings for a role: its socket at ``path`` (the role's
+    data directory), else none at all.
+
+    gunicorn >= 25.1 opens a control socket (for ``gunicornc``) by default at
+    ``$XDG_RUNTIME_DIR/gunicorn.ctl`` or ``~/.gunicorn/gunicorn.ctl``: one path shared by
+    every ``edn serve`` a user runs on a machine, each new arbiter taking it over from the
+    last. A path too long for a Unix socket disables it (logged) rather than failing."""
+    if path is not None and len(os.fsencode(str(path))) <= MAX_SOCKET_PATH:
+        return {"control_socket": str(path), "control_socket_disable": False}
+    if path is not None:
+        log.info("gunicorn control socket disabled: %s is longer than a Unix socket path "
+                 "may be", path)
+    return {"control_socket_disable": True}
+
+
 _GC_THRESHOLDS = (10_000, 20, 20)  # Python's default is (700, 10, 10)
 
 
@@ -327,10 +348,11 @@ class GunicornServer(BaseApplication):
                  threads: int = 8, timeout: int = 60, log_level: str = "info",
                  worker_class_name: str = DEFAULT_WORKER_CLASS,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive: int = 30,
-                 metrics_dir: Path | None = None):
+                 metrics_dir: Path | None = None, control_socket: Path | None = None):
         """``metrics_dir``: where the workers' Prometheus files live (emptied when the
         arbiter starts; :mod:`wsframework.metrics`); without one, $PROMETHEUS_MULTIPROC_DIR,
-        else a temporary directory removed at exit."""
+        else a temporary directory removed at exit. ``control_socket``: where gunicorn's
+        control socket goes (:func:`control_socket_options`)."""
         self._factory = factory
         try:
             # a bad EDN_METRICS_ACCESS stops the start, before any worker
@@ -340,7 +362,7 @@ class GunicornServer(BaseApplication):
         self._metrics_dir = metrics_dir
         self._metrics_tmp = None
         self._options = {
-            "bind": f"{host}:{port}",
+            "bind": bind_address(host, port),
             "workers": workers,
             "worker_class": worker_class(worker_class_name),
             "threads": threads,
@@ -360,6 +382,7 @@ class GunicornServer(BaseApplication):
             "on_starting": self._prepare_metrics,
             "on_exit": self._remove_metrics,
             "proc_name": "edn",
+            **control_socket_options(control_socket),
         }
         super().__init__()
 
@@ -379,7 +402,8 @@ class GunicornServer(BaseApplication):
 
     def load_config(self):
         for key, value in self._options.items():
-            self.cfg.set(key, value)
+            if key in self.cfg.settings:  # control_socket*: gunicorn >= 25.1 only
+                self.cfg.set(key, value)
 
     def load(self):
         service = self._factory()

@@ -15,12 +15,14 @@ import argparse
 import asyncio
 import http.client
 import os
+import socket
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from edn.addresses import is_wildcard, url_host
 from wsframework.soap import Envelope, parse_envelope
 from wsframework.xmlparse import ParserLimits
 
@@ -38,12 +40,26 @@ class ReceivedMessage:
         return parse_envelope(self.body, _LIMITS)
 
 
+def sink_url(host: str, port: int, advertised_host: str | None = None) -> str:
+    """The URL subscribers name for a sink bound to ``host``: ``advertised_host`` when given,
+    else the bound address; a wildcard bind (``0.0.0.0``, ``::``) names no address a
+    server could reach, so it needs ``advertised_host``."""
+    name = advertised_host or host
+    if is_wildcard(name):
+        raise ValueError(f"a sink bound to {host!r} listens on every interface: give the "
+                         "address servers reach it at (advertised_host)")
+    return f"http://{url_host(name)}:{port}"
+
+
 class NotificationSink:
     """Records every POST (when ``status`` < 300); ``status`` can be changed to make the sink
-    refuse deliveries, and ``keep_bodies=False`` only counts (for benchmarks)."""
+    refuse deliveries, and ``keep_bodies=False`` only counts (for benchmarks).
+    ``advertised_host``: the address in :attr:`url` (default: the bound ``host``)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, status: int = 202,
-                 keep_bodies: bool = True):
+                 keep_bodies: bool = True, advertised_host: str | None = None):
+        self.host = host
+        self.advertised_host = advertised_host
         self.status = status
         self.keep_bodies = keep_bodies
         self.messages: list[ReceivedMessage] = []
@@ -71,7 +87,11 @@ class NotificationSink:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        server_class = ThreadingHTTPServer
+        if ":" in host:  # an IPv6 literal binds an AF_INET6 socket
+            server_class = type("ThreadingHTTPServer6", (ThreadingHTTPServer,),
+                                {"address_family": socket.AF_INET6})
+        self.server = server_class((host.strip("[]"), port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True,
@@ -79,7 +99,7 @@ class NotificationSink:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return sink_url(self.host, self.port, self.advertised_host)
 
     def start(self) -> "NotificationSink":
         self._thread.start()
@@ -258,8 +278,10 @@ class FastSink:
     measure. It keeps no bodies; :attr:`count`, :meth:`wait_for` and :attr:`cpu_seconds`
     read it from outside."""
 
-    def __init__(self, host: str = "127.0.0.1", *, record: bool = False):
+    def __init__(self, host: str = "127.0.0.1", *, record: bool = False,
+                 advertised_host: str | None = None):
         self.host = host
+        self.advertised_host = advertised_host  # the address in url (default: host)
         self.port = 0
         self.record = record
         self.proc: subprocess.Popen | None = None
@@ -267,7 +289,7 @@ class FastSink:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return sink_url(self.host, self.port, self.advertised_host)
 
     def start(self) -> "FastSink":
         self.proc = subprocess.Popen([sys.executable, "-m", "edn.sink", "--fast", "--host",

@@ -75,9 +75,12 @@ def server_address(server: str, address: str) -> str:
     URLs). Its IP ranges are not judged: registered servers normally live in private ranges,
     and the request carries the network's admin credential."""
     try:
-        parse_url(address)
+        parsed = parse_url(address)
     except UrlRefused as refused:
         raise UnusableServerAddress(server, address, refused.reason) from None
+    if parsed.ip is not None and parsed.ip.is_unspecified:  # a wildcard bind's, not an address
+        raise UnusableServerAddress(server, address, f"{parsed.ip} is no address a peer can "
+                                    "reach (a server bound to a wildcard gives --base-url)")
     return address.rstrip("/")
 
 

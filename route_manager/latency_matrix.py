@@ -16,7 +16,10 @@ same order)::
 Bounds: at most ``MAX_BYTES`` of text and ``MAX_SERVERS`` servers; names 1..128 printable
 characters without commas, unique; every entry a finite number in ``[0, MAX_MS]``, the
 diagonal 0. A violation raises :class:`LatencyFileError` naming the row and column. The matrix
-need not be symmetric (a one-way latency is what a placement pays)."""
+need not be symmetric (a one-way latency is what a placement pays).
+
+``edn latency measure`` writes such a file from the live network (:func:`format_latency`):
+row i, column j is the round trip from server i to server j as i measured it."""
 from __future__ import annotations
 
 import csv
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["LatencyFileError", "LatencyMatrix", "load_latency", "parse_latency",
+__all__ = ["LatencyFileError", "LatencyMatrix", "load_latency", "parse_latency", "format_latency",
            "MAX_BYTES", "MAX_SERVERS", "MAX_MS"]
 
 MAX_BYTES = 4 * 1024 * 1024
@@ -110,6 +113,23 @@ def parse_latency(text: str, fmt: str) -> LatencyMatrix:
     else:
         raise LatencyFileError(f"unknown latency format {fmt!r} (json or csv)")
     return _validated(names, rows, text_cells=fmt == "csv")
+
+
+def format_latency(matrix: LatencyMatrix, fmt: str) -> str:
+    """``matrix`` as the text of a ``fmt`` ("json" or "csv") latency file, which
+    :func:`parse_latency` reads back to the same matrix (values rounded to 0.001 ms)."""
+    rows = [[round(float(v), 3) for v in row] for row in matrix.ms]
+    if fmt == "json":
+        body = ",\n  ".join(json.dumps(row) for row in rows)  # one line per server
+        return '{"servers": %s,\n "ms": [\n  %s\n ]}\n' % (json.dumps(list(matrix.names)), body)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["", *matrix.names])
+        for name, row in zip(matrix.names, rows):
+            writer.writerow([name, *(f"{v:g}" for v in row)])
+        return out.getvalue()
+    raise LatencyFileError(f"unknown latency format {fmt!r} (json or csv)")
 
 
 def _from_json(text: str):

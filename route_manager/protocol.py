@@ -25,6 +25,12 @@ whose format belongs to the matcher / subscription manager that makes them::
     MoveSubscriptions {Topic, Target, Id*}       -> MoveSubscriptionsResponse {Moved}
     ImportSubscriptions {Topic, Subscriptions}   -> ImportSubscriptionsResponse {Imported}
     Repartition {Topic, Algorithm}               -> RepartitionResponse {Moved, Figure*}
+    MeasureLatency {Target*, Probes?}            -> MeasureLatencyResponse {Latency* {Target,
+                                                                             Ms?, Error?}}
+
+``MeasureLatency`` asks a subscription server to time TCP connections to its peers, named as
+the dispatcher lists them (:mod:`subscription_manager.server.latency_probe`); ``edn latency
+measure`` assembles the answers into the latency file (:mod:`route_manager.latency_matrix`).
 
 Dispatch trees: a child dispatcher registers with its parent as servers do, with ``Kind``
 ``dispatcher`` (absent: ``server``); a dispatcher never lists a child dispatcher among the
@@ -61,6 +67,8 @@ __all__ = [
     "UpdateSummaryResponse", "PeerUpdate", "PeerUpdateResponse", "ExportSubscriptions",
     "ExportSubscriptionsResponse", "MoveSubscriptions", "MoveSubscriptionsResponse",
     "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
+    "MeasureLatency", "MeasureLatencyResponse", "LatencyInfo", "MAX_LATENCY_TARGETS",
+    "MAX_LATENCY_PROBES",
 ]
 
 # What operators and scrapers see of every EDN role (source, dispatcher, server, table): the
@@ -339,6 +347,33 @@ class RepartitionResponse(Contract):
                   ("Figure", repeated(Figure))]
 
 
+# --- measuring the network (edn latency measure) ---------------------------------------
+
+MAX_LATENCY_TARGETS = 64  # peers one MeasureLatency names at most
+MAX_LATENCY_PROBES = 10   # connections timed per peer at most
+
+
+class MeasureLatency(Contract):
+    """Ask a server to time ``Probes`` TCP connections (1..MAX_LATENCY_PROBES, default 5)
+    to each of its peers named in ``Target`` (1..MAX_LATENCY_TARGETS names)."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Target", repeated(Unicode, min_len=1)),
+                  ("Probes", Integer32(nillable=False, ge=1, le=MAX_LATENCY_PROBES))]
+
+
+class LatencyInfo(Contract):
+    """One peer's round trip from the answering server: ``Ms`` (the median connect time, ms)
+    or ``Error`` (why it could not be measured)."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Target", EntryName), ("Ms", optional(Unicode)), ("Error", optional(Unicode))]
+
+
+class MeasureLatencyResponse(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = [("Latency", repeated(LatencyInfo))]
+
 
 # (operation, request contract, response contract); the order of the WSDL.
 OPERATIONS = (
@@ -353,6 +388,7 @@ OPERATIONS = (
     register_operation(MoveSubscriptions, MoveSubscriptionsResponse),
     register_operation(ImportSubscriptions, ImportSubscriptionsResponse),
     register_operation(Repartition, RepartitionResponse),
+    register_operation(MeasureLatency, MeasureLatencyResponse),
 )
 
 # What the admin WSDL of an EDN role (dispatcher, server) describes.

@@ -17,8 +17,9 @@ message, it sends the same message (same ``wsa:MessageID``, same body) to the ne
 so on once round the list; the service that acknowledges becomes the current one (publishing
 stays there; it does not move back by itself). "Does not take" means:
 
-* no answer: the connection is refused or reset, the connect timeout (default 0.5 s: a dead
-  service costs at most that) or the read timeout passes (:class:`~.transport.TransportError`);
+* no answer: the connection is refused or reset, the connect timeout (default 3 s: longer
+  than TCP's first SYN retransmission, 1 s, so one lost SYN on a lossy link is not taken for
+  a dead service) or the read timeout passes (:class:`~.transport.TransportError`);
 * an HTTP 5xx answer that carries no SOAP fault (a proxy's or a crashed worker's page);
 * a **Receiver** fault (SOAP 1.1 ``Server``): by SOAP 1.2's definition the message could not
   be processed for reasons of the receiver, not of the message, and "could succeed if resent
@@ -26,6 +27,16 @@ stays there; it does not move back by itself). "Does not take" means:
   is in the publisher's ``failover_subcodes`` (by default :data:`FAILOVER_SUBCODES`,
   WS-Addressing's ``EndpointUnavailable``) whatever its code: SOAP 1.1 carries only the
   subcode, which a client reads as a Sender fault.
+
+**Retries.** With ``attempts`` > 1 (default 1), a message no service took goes round the
+list again, up to ``attempts`` times in all, after a pause that starts at ``backoff`` seconds
+and doubles each round up to ``max_backoff``: with one service, that is the same service
+again. Every attempt carries the same ``wsa:MessageID`` and body. Sending again to a service
+that never received the message is always safe; to one whose answer was lost (in doubt), it
+is safe when the service recognizes the MessageID (an EDN root dispatcher answers a Publish
+whose MessageID it accepted on that topic within the last minutes without publishing it again,
+:mod:`route_manager.dispatcher.recent_publications`; after a restart of that root, it may
+publish it twice: at least once).
 
 Everything else is the caller's problem and is raised at once, without trying another
 service, because every one would answer the same: a **Sender** fault (an unknown topic, a
@@ -45,7 +56,9 @@ doubt (:attr:`TransportError.unsent <wsframework.transport.TransportError>`).
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -60,10 +73,12 @@ from .transport import HttpTransport, TransportError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PUBLISH_ACTION", "FAILOVER_SUBCODES", "topic_address", "publish",
-           "FailoverPublisher", "Acknowledgement", "PublishRefused", "NoRootAnswered"]
+__all__ = ["PUBLISH_ACTION", "FAILOVER_SUBCODES", "MAX_ATTEMPTS", "MAX_BACKOFF", "topic_address",
+           "publish", "FailoverPublisher", "Acknowledgement", "PublishRefused", "NoRootAnswered"]
 
 PUBLISH_ACTION = ns.FRAMEWORK + ":eventing/Publish"
+MAX_ATTEMPTS = 20  # rounds over the addresses one message may make
+MAX_BACKOFF = 300.0  # seconds: the longest pause between two rounds
 # Fault subcodes that mean "this service cannot take it now, another may", whatever the code.
 FAILOVER_SUBCODES = frozenset({
     ns.qname(ns.WSA10, "EndpointUnavailable"),         # WS-Addressing: try later
@@ -84,8 +99,8 @@ def publish(base_url: str, topic: str, event: etree._Element, *, soap11: bool = 
 @dataclass(frozen=True)
 class Acknowledgement:
     """A message one root took: ``address`` answered ``status`` (2xx) to it, after ``tried``
-    roots in all; ``in_doubt``: roots tried before whose answer was lost (they may hold the
-    message too)."""
+    sends in all (every root of every round counts); ``in_doubt``: roots tried before whose
+    answer was lost (they may hold the message too)."""
 
     address: str
     status: int
@@ -123,12 +138,29 @@ class FailoverPublisher:
 
     def __init__(self, addresses: str | Sequence[str], *, transport=None,
                  soap_version: SoapVersion = SoapVersion.SOAP12,
-                 connect_timeout: float = 0.5, read_timeout: float = 10.0,
-                 failover_subcodes: Iterable[str] = FAILOVER_SUBCODES):
+                 connect_timeout: float = 3.0, read_timeout: float = 10.0,
+                 failover_subcodes: Iterable[str] = FAILOVER_SUBCODES,
+                 attempts: int = 1, backoff: float = 0.5, max_backoff: float = 8.0,
+                 sleep=None):
+        """``attempts``: rounds over the addresses (1..:data:`MAX_ATTEMPTS`); ``backoff``,
+        ``max_backoff``: the pause before the second round, doubled each round up to the
+        latter (seconds); ``sleep``: how to pause (tests pass their own; by default
+        ``time.sleep``, looked up when pausing, so gevent's patched one)."""
         roots = (addresses,) if isinstance(addresses, str) else tuple(addresses)
         self.addresses = tuple(dict.fromkeys(root.rstrip("/") for root in roots))
         if not self.addresses:
             raise ValueError("a publisher needs at least one address")
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or not (
+                1 <= attempts <= MAX_ATTEMPTS):
+            raise ValueError(f"attempts must be an integer from 1 to {MAX_ATTEMPTS}")
+        for name, value in (("backoff", backoff), ("max_backoff", max_backoff)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value)
+                    and 0 <= value <= MAX_BACKOFF):
+                raise ValueError(f"{name} must be a number of seconds from 0 to {MAX_BACKOFF}")
+        self.attempts = attempts
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self._sleep = sleep
         self._own_transport = transport is None
         self.client = SoapClient(transport or HttpTransport(timeout=(connect_timeout,
                                                                      read_timeout)),
@@ -149,13 +181,16 @@ class FailoverPublisher:
     def send(self, topic: str, body: etree._Element) -> Acknowledgement:
         """Post ``body`` to ``topic`` with the Publish action at the current service, failing
         over to the others; one service takes it, or :class:`NoRootAnswered`."""
-        message_id = new_message_id()  # the same at every root: the same message
+        message_id = new_message_id()  # the same at every root and attempt: one message
         start = self._current
         failures: list[tuple[str, str]] = []
         in_doubt: list[str] = []
-        for tried in range(1, len(self.addresses) + 1):
-            index = (start + tried - 1) % len(self.addresses)
+        count = len(self.addresses)
+        for tried in range(1, count * self.attempts + 1):
+            index = (start + tried - 1) % count
             root = self.addresses[index]
+            if tried > 1 and index == start:  # a new round: wait before trying again
+                (self._sleep or time.sleep)(self.pause_before((tried - 1) // count))
             try:
                 status = self.client.send(topic_address(root, topic), PUBLISH_ACTION, body,
                                           message_id=message_id)
@@ -173,11 +208,16 @@ class FailoverPublisher:
                     raise PublishRefused(root, status)
                 reason, doubt = f"HTTP {status}", True
             failures.append((root, reason))
-            if doubt:
+            if doubt and root not in in_doubt:
                 in_doubt.append(root)
             log.warning("publishing at %s failed (%s)%s", root, reason,
-                        "; trying the next root" if tried < len(self.addresses) else "")
+                        "" if tried == count * self.attempts else
+                        "; trying the next root" if tried % count else "; trying again")
         raise NoRootAnswered(failures, in_doubt)
+
+    def pause_before(self, round_: int) -> float:
+        """Seconds to wait before round ``round_`` (1 = the second round, the first retry)."""
+        return min(self.max_backoff, self.backoff * 2 ** (round_ - 1))
 
     def _move(self, start: int, index: int) -> None:
         if index == start:

@@ -23,7 +23,6 @@ parser (:func:`parse_bool`), which refuses anything but the usual spellings.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import types
 import typing
 from typing import Any, Callable, Iterable, Mapping
@@ -70,14 +69,12 @@ def parse_list(value: Any) -> tuple[str, ...]:
 
 
 def parse_ip_ranges(value: Any) -> tuple[str, ...]:
-    """A comma-separated list of IP networks (``10.0.0.0/8``); a bad one is refused."""
-    ranges = parse_list(value)
-    for text in ranges:
-        try:
-            ipaddress.ip_network(text, strict=False)
-        except ValueError as exc:
-            raise ValueError(f"invalid IP range: {exc}") from None
-    return ranges
+    """Private IP ranges (``10.0.0.0/8``) separated by commas, or a list of such texts;
+    checked by :func:`wsframework.urlpolicy.private_ranges` (a bad one is refused)."""
+    from .urlpolicy import private_ranges
+    if value is None:
+        return ()
+    return private_ranges(value if isinstance(value, str) else [str(v) for v in value])
 
 
 def parse_urls(value: Any) -> tuple[str, ...]:

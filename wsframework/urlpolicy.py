@@ -33,6 +33,12 @@ Refused by address (:meth:`UrlPolicy.check_address`), whatever resolved to it:
   ``allow_private`` contains the address;
 * loopback (127/8, ::1) when ``allow_loopback`` is off.
 
+Every refusal of a private or loopback address names the address and the setting that would
+allow it (``allow_private``, given to ``edn serve`` as ``--allow-private CIDR``;
+``allow_loopback``), so an operator knows what to change. :func:`private_ranges` reads and
+checks the ranges an operator allows: a range must hold private addresses (a public address
+needs no permission), and never link-local or loopback ones, which other rules govern.
+
 IPv4-mapped IPv6 addresses (``[::ffff:127.0.0.1]``) are judged as the IPv4 address they
 carry. Answers are cached for ``cache_ttl`` seconds (an approval keeps its pinned address for
 that long). The resolver is injectable (``socket.getaddrinfo`` by default) so tests never
@@ -50,11 +56,13 @@ from typing import Callable, Iterable
 from .exceptions import WsFrameworkError
 
 __all__ = ["UrlRefused", "UrlPolicy", "ApprovedUrl", "ParsedUrl", "parse_url", "Resolver",
-           "DEFAULT_MAX_URL_LENGTH"]
+           "DEFAULT_MAX_URL_LENGTH", "private_ranges", "MAX_PRIVATE_RANGES"]
 
 Resolver = Callable[..., list]
 
 DEFAULT_MAX_URL_LENGTH = 2048
+MAX_PRIVATE_RANGES = 64  # ranges one service allows; a network needs a handful
+_MAX_RANGE_TEXT = 64  # characters of one range ("ffff:...:ffff/128" is 43)
 
 _ALWAYS_REFUSED = [ipaddress.ip_network(n) for n in (
     "169.254.0.0/16", "fe80::/10",  # link-local (cloud metadata addresses: _METADATA)
@@ -62,6 +70,7 @@ _ALWAYS_REFUSED = [ipaddress.ip_network(n) for n in (
 _PRIVATE = [ipaddress.ip_network(n) for n in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7",
 )]
+_LOOPBACK = [ipaddress.ip_network(n) for n in ("127.0.0.0/8", "::1/128")]
 _METADATA = {ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -207,6 +216,58 @@ def _host_ip(host: str, shown: str):
     return None
 
 
+def _example_range(ip) -> str:
+    """The /24 (IPv4) or /64 (IPv6) around ``ip``: the range a refusal suggests allowing."""
+    return str(ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 64}", strict=False))
+
+
+def private_ranges(values: "str | Iterable[str]", *, strict: bool = True) -> tuple[str, ...]:
+    """The ranges (CIDRs, ``10.77.0.0/24``; a bare address is a /32 or /128) in ``values``: one
+    text with ranges separated by commas, or several such texts. Each, normalized, once.
+
+    Raises :class:`ValueError` naming the range for: text that is no IP network, more than
+    :data:`MAX_PRIVATE_RANGES` ranges, and a range that allows nothing (no private address in
+    it) or overlaps link-local or loopback addresses (always refused, resp. governed by
+    ``allow_loopback``); the last three only when ``strict`` (what an operator gives; a
+    :class:`UrlPolicy` built in code takes any range, and its other rules still apply)."""
+    texts = [values] if isinstance(values, str) else list(values)
+    found: list[str] = []
+    for text in texts:
+        if not isinstance(text, str):
+            raise ValueError(f"--allow-private: not text: {text!r}")
+        found.extend(part.strip() for part in text.split(",") if part.strip())
+        if len(found) > MAX_PRIVATE_RANGES:
+            raise ValueError(f"--allow-private: more than {MAX_PRIVATE_RANGES} ranges")
+    ranges = []
+    for text in found:
+        shown = text[:_MAX_RANGE_TEXT]
+        if len(text) > _MAX_RANGE_TEXT:
+            raise ValueError(f"--allow-private: invalid IP range {shown!r}... (too long)")
+        try:
+            net = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            raise ValueError(f"--allow-private: invalid IP range {shown!r} (a CIDR such as "
+                             "10.77.0.0/24)") from None
+        if strict:
+            _check_allowable(net)
+        ranges.append(str(net))
+    return tuple(dict.fromkeys(ranges))
+
+
+def _check_allowable(net) -> None:
+    """Refuse a range an operator means to allow that could not mean what it says."""
+    same = [n for n in _LOOPBACK + _ALWAYS_REFUSED + _PRIVATE if n.version == net.version]
+    if any(net.overlaps(n) for n in same if n in _LOOPBACK):
+        raise ValueError(f"--allow-private: {net} holds loopback addresses; those are "
+                         "allowed by the setting allow_loopback, not by a range")
+    if any(net.overlaps(n) for n in same if n in _ALWAYS_REFUSED):
+        raise ValueError(f"--allow-private: {net} holds link-local addresses, which are "
+                         "never contacted")
+    if not any(net.overlaps(n) for n in same if n in _PRIVATE):
+        raise ValueError(f"--allow-private: {net} holds no private address (public "
+                         "addresses need no permission)")
+
+
 class _Refusal:
     __slots__ = ("reason",)
 
@@ -221,10 +282,8 @@ class UrlPolicy:
                  resolver: Resolver | None = None, cache_ttl: float = 10.0,
                  max_length: int = DEFAULT_MAX_URL_LENGTH,
                  schemes: Iterable[str] = ("http", "https"), clock=time.monotonic):
-        try:
-            self.allow_private = tuple(ipaddress.ip_network(c, strict=False) for c in allow_private)
-        except ValueError as exc:
-            raise ValueError(f"invalid --allow-private range: {exc}") from None
+        self.allow_private = tuple(ipaddress.ip_network(c, strict=False)
+                                   for c in private_ranges(allow_private, strict=False))
         if max_length < 1:
             raise ValueError("max_length must be positive")
         self.allow_loopback = allow_loopback
@@ -285,12 +344,15 @@ class UrlPolicy:
             raise UrlRefused(f"{ip} is the unspecified address")
         if ip.is_loopback:
             if not self.allow_loopback:
-                raise UrlRefused(f"{ip} is a loopback address and loopback targets are refused")
+                raise UrlRefused(f"{ip} is a loopback address and loopback targets are refused "
+                                 "(setting allow_loopback: --set allow_loopback=true)")
             return
         if any(ip in net for net in self.allow_private if net.version == ip.version):
             return
         if any(ip in net for net in _PRIVATE if net.version == ip.version):
-            raise UrlRefused(f"{ip} is a private address (allow its range with --allow-private)")
+            raise UrlRefused(f"{ip} is a private address and its range is not allowed (allow "
+                             f"it with --allow-private {_example_range(ip)}, the setting "
+                             "allow_private)")
         if ip.is_reserved or (ip.version == 4 and ip == ipaddress.IPv4Address("255.255.255.255")):
             raise UrlRefused(f"{ip} is a reserved address")
         if ip.is_private and not ip.is_global:

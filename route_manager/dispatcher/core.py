@@ -21,7 +21,7 @@ from matchers.schema.extraction import standalone
 from matchers.vocabulary import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET, SUMMARY_DIALECT
 from wsframework.admin import AdminClient
 from wsframework.utilization import BusyMeter
-from wsframework.exceptions import sender_fault
+from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
 from wsframework.settings import read_settings
@@ -37,6 +37,7 @@ from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .console import install_console
 from .control import CounterReader, PrecisionControl
+from .recent_publications import DUPLICATE, RecentPublications, StillInProgress
 from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
 from .stats import dispatcher_figures
@@ -96,6 +97,8 @@ class Dispatcher(BaseRouteManager):
         # unless a test injects one), not a new connection pool per message.
         self.admin_transport = transport or service.transport
         self._summary_lock = threading.Lock()  # generation check, install and store are one step
+        # a publisher's retry of a message accepted already is acknowledged, not routed again
+        self.recent = RecentPublications(window=s.publish_dedup_window)
         self.counters = DispatcherCounters()
         self.counters_lock = threading.Lock()  # counters, backpressure_timeouts
         self.servers: dict[str, str] = {}
@@ -250,7 +253,20 @@ class Dispatcher(BaseRouteManager):
                                f"root dispatcher (its parents: {', '.join(self.settings.parent)})")
         body = message.body
         events = [e for e in body if isinstance(e.tag, str)] if body.tag == EVENT_BATCH else [body]
-        self.route_events(entry, events)
+        message_id = message.addressing.message_id if message.addressing is not None else None
+        try:
+            claim = self.recent.begin(entry.name, message_id)
+        except StillInProgress:
+            raise receiver_fault("a message with this MessageID is still being published; "
+                                 "send it again later") from None
+        if claim is DUPLICATE:  # a retry of a message accepted already: acknowledged again
+            return None
+        accepted = False
+        try:
+            self.route_events(entry, events)
+            accepted = True
+        finally:
+            self.recent.finish(claim, accepted)
         return None
 
     def route_events(self, entry: NamespaceEntry, events, *,

@@ -49,6 +49,9 @@ class DispatcherSettings(Settings):
     log_full: str = setting("refuse", "a full durable log refuses new events with the Receiver "
                             "fault edn:LogFull (refuse) or deletes the oldest undelivered "
                             "copies, counted and logged (drop-oldest)")
+    publish_dedup_window: float = setting(300.0, "seconds a root remembers the MessageID of "
+                                          "an accepted Publish, so that a publisher's retry "
+                                          "of it is acknowledged, not routed again (0: off)")
     initial_precision: float = setting(PRECISE, "precision at start: precise | none | 0..1 | N% "
                                        "(--precision-profile)", parse=parse_precision)
     self_tuning: bool = setting(True, "move the precision to the bottleneck (--no-self-tuning)")
@@ -100,6 +103,8 @@ class DispatcherSettings(Settings):
             raise ValueError("tree_interval and precision_poll must be > 0")
         if self.tree_report_max_bytes < 1024:
             raise ValueError("tree_report_max_bytes must be at least 1024")
+        if not 0 <= self.publish_dedup_window <= 86_400:
+            raise ValueError("publish_dedup_window must be from 0 to 86400 seconds")
         if self.link_mbps is not None and self.link_mbps < 0:
             raise ValueError("link_mbps must not be negative")
         if self.queue_capacity < 1 or self.batch_max < 1 or self.batch_max_bytes < 1:

@@ -46,6 +46,7 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
             "route_us_per_event": (c.route_seconds / c.events_in * 1e6) if c.events_in else 0.0,
             "route_calibration_seconds": c.calibration_seconds,
             "backpressure_timeouts": d.backpressure_timeouts,
+            "publish_duplicates": d.recent.duplicates,
         }
         hits = dict(c.per_server_hits)
     figures["precision"] = format_precision(control.precision)

@@ -1,7 +1,8 @@
 """The admin messages a subscription server answers beyond the base ones (``{server}/admin``,
 :mod:`route_manager.protocol`): ``PeerUpdate`` (a peer's routing summary and load),
 ``ExportSubscriptions`` / ``ImportSubscriptions`` / ``MoveSubscriptions`` (offline
-partitioning, :mod:`.moves`) and ``GetStats`` (this server's counters, :meth:`stats`).
+partitioning, :mod:`.moves`), ``MeasureLatency`` (round trips to its peers,
+:mod:`.latency_probe`) and ``GetStats`` (this server's counters, :meth:`stats`).
 
 :class:`ServerAdmin` is a part of :class:`~subscription_manager.server.EdnSubscriptionManager`,
 which builds it once the parts it answers for exist.
@@ -18,6 +19,7 @@ from wsframework.matching.errors import MatcherError
 from wsframework.messaging import IncomingMessage
 
 from .exceptions import UnusablePeerSummary
+from .latency_probe import LatencyProbe
 from .moves import Mover
 from .peer_health import PeerHealth
 
@@ -42,6 +44,8 @@ class ServerAdmin:
         admin.register(protocol.ExportSubscriptions, self._export)
         admin.register(protocol.ImportSubscriptions, self._import)
         admin.register(protocol.MoveSubscriptions, self._move)
+        self.latency = LatencyProbe(name, peers.address_of)
+        admin.register(protocol.MeasureLatency, self._measure_latency)
         admin.register(contracts.GetStats, self._get_stats)
 
     # == peers =============================================================================
@@ -70,6 +74,10 @@ class ServerAdmin:
     def _move(self, request, message):
         return protocol.MoveSubscriptionsResponse(
             Moved=self.mover.move(request.Topic, request.Target, request.Id or []))
+
+    # == the network =======================================================================
+    def _measure_latency(self, request, message):
+        return self.latency.answer(request, message)
 
     # == statistics ========================================================================
     def _get_stats(self, request, message):

@@ -78,6 +78,32 @@ def test_accepted_events_survive_a_process_that_never_delivered(tmp_path):
         first.manager.deliverer.close(0)
 
 
+def test_a_delivered_row_not_yet_deleted_at_a_crash_is_sent_again_with_its_message_id(tmp_path):
+    # Delivered rows are deleted in batches (flush_size, or the next sweep): a kill -9 just
+    # after delivery leaves them, and the next process sends them again. The deliverer is
+    # idle by then, so an "idle" server may still owe such repeats; each keeps its MessageID
+    # (docs/guarantees.md, Duplicates), which is what a sink, or a test, drops them by.
+    sink = RecordingSink()
+    first = Harness(tmp_path, sink=sink)
+    first.subscribe("2011", filter="q:price > 1", namespaces=Q)
+    first.manager.outbox.fixed_owner = DEAD  # its rows are a dead process's at the restart
+    for price in (5, 6):
+        first.publish(quote(price))
+    first.drain()
+    delivered = message_ids(sink)
+    assert len(delivered) == 2 and first.manager.deliverer.stats()["pending"] == 0
+    assert first.manager.outbox.pending() == 2  # delivered, not deleted yet
+    first.manager.deliverer.close(0)  # killed: no flush
+    second = Harness(tmp_path, sink=sink)
+    try:
+        second.drain()
+        assert message_ids(sink) == sorted(delivered * 2)  # repeats, never a new MessageID
+        second.manager.outbox.flush()
+        assert second.manager.outbox.pending() == 0
+    finally:
+        second.close()
+
+
 def test_rows_of_a_live_owner_are_claimed_only_after_its_lease_and_only_once(tmp_path):
     clock = FakeClock()
     sink = RecordingSink()

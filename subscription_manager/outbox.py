@@ -19,6 +19,12 @@ owners whose process is gone (same machine: the SQLite file is local) or whose h
 older than the lease. Claimed rows, and a process's own rows that are due and not in its
 memory (a retry after a restart, a job the full queue dropped), are loaded by :meth:`due`.
 
+Paging. The delivery queue holds a bounded number of jobs. Rows accepted beyond the room
+it has (``in_memory`` at :meth:`accept`) are *spilled*: written due at once and not handed
+to memory; rows the queue drops after all are marked due the same way (:meth:`spill`). The
+queue then takes them a page at a time as it empties (:meth:`due`, oldest first), so a
+backlog of any size waits on disk and drains as fast as the queue does.
+
 Retries are persisted: a failed attempt updates ``attempts``, ``next_attempt_at`` and the last
 error in the row, so a restart neither resets the count nor delivers early. When the
 attempts or the age run out, the notification (its rendered bytes) moves to
@@ -44,6 +50,8 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 from wsframework.store import Store
 
+from .outbox_dead_letters import (DEAD_TABLE, MAX_DEAD_LETTER_LIST, DeadLetter, DeadLetterTable,
+                                  chunks)
 from .process_owner import owner_alive, process_owner
 
 __all__ = ["Outbox", "OutboxRow", "DeadLetter", "new_message_id",
@@ -52,10 +60,8 @@ __all__ = ["Outbox", "OutboxRow", "DeadLetter", "new_message_id",
 _EVENTS = "eventing_outbox_events"
 _OUTBOX = "eventing_outbox"
 _OWNERS = "eventing_outbox_owners"
-_DEAD = "eventing_dead_letters"
 _POSITIONS = "eventing_batch_positions"
 
-MAX_DEAD_LETTER_LIST = 1000  # most entries one ListDeadLetters answers
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {_EVENTS} (
@@ -89,7 +95,7 @@ CREATE TABLE IF NOT EXISTS {_OWNERS} (
     pid INTEGER NOT NULL,
     heartbeat REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS {_DEAD} (
+CREATE TABLE IF NOT EXISTS {DEAD_TABLE} (
     id INTEGER PRIMARY KEY,
     subscription_id TEXT NOT NULL,
     topic TEXT NOT NULL,
@@ -105,8 +111,8 @@ CREATE TABLE IF NOT EXISTS {_DEAD} (
     last_attempt REAL,
     dead_at REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {_DEAD}_subscription ON {_DEAD}(subscription_id);
-CREATE INDEX IF NOT EXISTS {_DEAD}_topic ON {_DEAD}(topic);
+CREATE INDEX IF NOT EXISTS {DEAD_TABLE}_subscription ON {DEAD_TABLE}(subscription_id);
+CREATE INDEX IF NOT EXISTS {DEAD_TABLE}_topic ON {DEAD_TABLE}(topic);
 CREATE TABLE IF NOT EXISTS {_POSITIONS} (
     dispatcher TEXT PRIMARY KEY,
     last_seq INTEGER NOT NULL
@@ -156,22 +162,6 @@ class OutboxRow:
     body: bytes | None
 
 
-@dataclass(frozen=True)
-class DeadLetter:
-    id: int
-    subscription_id: str
-    topic: str
-    url: str
-    reason: str
-    attempts: int
-    created: float
-    first_attempt: float | None
-    last_attempt: float | None
-    dead_at: float
-    message_id: str
-    size: int
-
-
 class Accepted(NamedTuple):
     """One outbox row just committed: the row id and the message id its notification keeps.
     (A tuple: one is made per notification, and a frozen dataclass costs several times
@@ -183,7 +173,7 @@ class Accepted(NamedTuple):
     created: float
 
 
-class Outbox:
+class Outbox(DeadLetterTable):
     """The outbox, dead-letter and batch-position tables of one service's store."""
 
     def __init__(self, store: Store, *, clock=time.time, lease: float = 30.0,
@@ -202,7 +192,7 @@ class Outbox:
         self._owner_pid = -1
         self._owner = ""
         self.fixed_owner: str | None = None  # tests: act as another process
-        self._counts = dict.fromkeys(("accepted", "dead_lettered", "claimed",
+        self._counts = dict.fromkeys(("accepted", "dead_lettered", "claimed", "spilled",
                                       "redelivered_dead_letters", "replayed_events_skipped"), 0)
 
     @property
@@ -218,7 +208,8 @@ class Outbox:
     def accept(self, events: Sequence[tuple[str, str, bytes, Sequence[str]]], *,
                durable: bool = True, dispatcher: str | None = None,
                seqs: Sequence[int] | None = None,
-               select: Callable | None = None) -> list[list[Accepted] | None]:
+               select: Callable | None = None,
+               in_memory: int | None = None) -> list[list[Accepted] | None]:
         """Commit, in one transaction, each event (topic, action, body bytes, matched
         subscription ids) with one outbox row per subscription (none when ``durable`` is
         false: then only the position is kept). With ``dispatcher`` and ``seqs`` (each
@@ -226,10 +217,13 @@ class Outbox:
         sequence is skipped (None in the result) and the position advances in the same
         transaction. With ``select(conn, index, ids)``, an event is queued for the ids it
         returns instead (decided inside this transaction: NotifyWhen's L, see
-        :mod:`.notify_index`). Returns the rows, per event."""
+        :mod:`.notify_index`). With ``in_memory``, only that many rows (the first, in
+        order) are to be handed to the delivery queue: the rest are spilled (due at once,
+        for the queue to page in). Returns the rows, per event."""
         now = self.clock()
         owner = self.owner
         due = now + self.recheck
+        memory_room = memory_left = None if in_memory is None else max(0, in_memory)
         result: list[list[Accepted] | None] = []
         with self.store.transaction() as conn:
             last = self.position_in(conn, dispatcher) if dispatcher is not None else None
@@ -249,11 +243,14 @@ class Outbox:
                     (topic, action, body, now)).lastrowid
                 message_ids = new_message_ids(len(ids))
                 first = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_OUTBOX}").fetchone()[0]
+                kept = len(ids) if memory_left is None else min(memory_left, len(ids))
+                if memory_left is not None:
+                    memory_left -= kept
                 conn.executemany(
                     f"INSERT INTO {_OUTBOX}(event_id, subscription_id, message_id, "
                     f"next_attempt_at, created, owner) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(event_id, sid, mid, due, now, owner)
-                     for sid, mid in zip(ids, message_ids)])
+                    [(event_id, sid, mid, due if i < kept else now, now, owner)
+                     for i, (sid, mid) in enumerate(zip(ids, message_ids))])
                 # ids are assigned in order after the previous maximum (INTEGER PRIMARY KEY
                 # without AUTOINCREMENT, inside our write transaction)
                 result.append([Accepted(first + 1 + i, sid, mid, now)
@@ -262,9 +259,29 @@ class Outbox:
                 self._set_position(conn, dispatcher, max(seqs))
             if durable:
                 self._beat(conn, now)
-        self._counts["accepted"] += sum(len(r) for r in result if r)
+        accepted = sum(len(r) for r in result if r)
+        self._counts["accepted"] += accepted
         self._counts["replayed_events_skipped"] += skipped
+        if memory_room is not None:
+            self._counts["spilled"] += max(0, accepted - memory_room)
         return result
+
+    def spill(self, row_ids: Sequence[int]) -> None:
+        """Rows the delivery queue did not take after all: due at once, for it to page in
+        (one UPDATE per run of consecutive ids)."""
+        if not row_ids:
+            return
+        runs: list[list[int]] = []
+        for row_id in sorted(row_ids):
+            if runs and row_id == runs[-1][1] + 1:
+                runs[-1][1] = row_id
+            else:
+                runs.append([row_id, row_id])
+        with self.store.transaction() as conn:
+            conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = MIN(next_attempt_at, ?) "
+                             f"WHERE id BETWEEN ? AND ? AND owner = ?",
+                             [(self.clock(), low, high, self.owner) for low, high in runs])
+        self._counts["spilled"] += len(row_ids)
 
     # == batch positions ===================================================================
     def position(self, dispatcher: str) -> int:
@@ -284,6 +301,11 @@ class Outbox:
         return row[0] if row else 0
 
     # == outcomes ==========================================================================
+    def unflushed(self) -> set[int]:
+        """Rows noted delivered and not deleted yet (no page may load them again)."""
+        with self._done_lock:
+            return set(self._done)
+
     def delivered(self, row_id: int) -> None:
         """A row's notification was delivered (or is no longer wanted): delete it with the
         next batch."""
@@ -334,7 +356,7 @@ class Outbox:
             if row is None:
                 return False
             conn.execute(
-                f"INSERT INTO {_DEAD}(subscription_id, topic, url, content_type, action, "
+                f"INSERT INTO {DEAD_TABLE}(subscription_id, topic, url, content_type, action, "
                 f"message_id, payload, reason, attempts, created, first_attempt, last_attempt, "
                 f"dead_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row["subscription_id"], topic, url, content_type, action, row["message_id"],
@@ -384,15 +406,25 @@ class Outbox:
         return claimed
 
     def due(self, exclude: Iterable[int] = (), limit: int = 1000) -> list[OutboxRow]:
-        """This process's rows whose next attempt is due, except those in ``exclude`` (in
-        memory already); their ``next_attempt_at`` moves ``recheck`` ahead."""
+        """A page: this process's rows whose next attempt is due, oldest first, at most
+        ``limit``, except those in ``exclude`` (in memory already); their
+        ``next_attempt_at`` moves ``recheck`` ahead. The ids are chosen from the index
+        alone; only the page's rows are read whole."""
+        if limit <= 0:
+            return []
         now = self.clock()
-        exclude = set(exclude)
-        rows = self.store.query(
-            f"SELECT {_ROW_COLUMNS} FROM {_OUTBOX} o LEFT JOIN {_EVENTS} e ON e.id = o.event_id "
-            f"WHERE o.owner = ? AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at LIMIT ?",
-            (self.owner, now, limit + len(exclude)))
-        found = [OutboxRow(**dict(r)) for r in rows if r["id"] not in exclude][:limit]
+        exclude = exclude if isinstance(exclude, (set, frozenset)) else set(exclude)
+        ids = [r[0] for r in self.store.query(
+            f"SELECT id FROM {_OUTBOX} WHERE owner = ? AND next_attempt_at <= ? "
+            f"ORDER BY next_attempt_at, id LIMIT ?", (self.owner, now, limit + len(exclude)))
+            if r[0] not in exclude][:limit]
+        found: list[OutboxRow] = []
+        for chunk in chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            found += [OutboxRow(**dict(r)) for r in self.store.query(
+                f"SELECT {_ROW_COLUMNS} FROM {_OUTBOX} o LEFT JOIN {_EVENTS} e "
+                f"ON e.id = o.event_id WHERE o.id IN ({marks}) AND o.owner = ? "
+                f"ORDER BY o.next_attempt_at, o.id", (*chunk, self.owner))]
         if found:
             with self.store.transaction() as conn:
                 conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = ? WHERE id = ?",
@@ -403,26 +435,6 @@ class Outbox:
         return self.store.query(f"SELECT COUNT(*) FROM {_OUTBOX}")[0][0]
 
     # == dead letters ======================================================================
-    def dead_letters(self, *, topic: str | None = None, subscription: str | None = None,
-                     limit: int = 100) -> list[DeadLetter]:
-        limit = max(0, min(limit, MAX_DEAD_LETTER_LIST))
-        where, params = [], []
-        if topic:
-            where.append("topic = ?")
-            params.append(topic)
-        if subscription:
-            where.append("subscription_id = ?")
-            params.append(subscription)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self.store.query(
-            f"SELECT id, subscription_id, topic, url, reason, attempts, created, first_attempt, "
-            f"last_attempt, dead_at, message_id, LENGTH(payload) AS size FROM {_DEAD} {clause} "
-            f"ORDER BY id LIMIT ?", (*params, limit))
-        return [DeadLetter(**dict(r)) for r in rows]
-
-    def dead_letter_count(self) -> int:
-        return self.store.query(f"SELECT COUNT(*) FROM {_DEAD}")[0][0]
-
     def redeliver(self, ids: Sequence[int] | None) -> list[int]:
         """Move dead letters (``ids``, or all for None) back to the outbox, attempts reset,
         same payload and MessageID, owned by this process and due now; returns the ids
@@ -431,12 +443,12 @@ class Outbox:
         moved: list[int] = []
         with self.store.transaction() as conn:
             if ids is None:
-                rows = conn.execute(f"SELECT * FROM {_DEAD} ORDER BY id").fetchall()
+                rows = conn.execute(f"SELECT * FROM {DEAD_TABLE} ORDER BY id").fetchall()
             else:
                 rows = []
-                for chunk in _chunks(list(ids), 500):
+                for chunk in chunks(list(ids), 500):
                     marks = ",".join("?" * len(chunk))
-                    rows += conn.execute(f"SELECT * FROM {_DEAD} WHERE id IN ({marks}) "
+                    rows += conn.execute(f"SELECT * FROM {DEAD_TABLE} WHERE id IN ({marks}) "
                                          f"ORDER BY id", chunk).fetchall()
             for row in rows:
                 conn.execute(
@@ -445,27 +457,11 @@ class Outbox:
                     f"VALUES (NULL, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
                     (row["subscription_id"], row["message_id"], now, now, self.owner,
                      row["url"], row["content_type"], row["action"], row["payload"]))
-                conn.execute(f"DELETE FROM {_DEAD} WHERE id = ?", (row["id"],))
+                conn.execute(f"DELETE FROM {DEAD_TABLE} WHERE id = ?", (row["id"],))
                 moved.append(row["id"])
             self._beat(conn, now)
         self._counts["redelivered_dead_letters"] += len(moved)
         return moved
-
-    def purge(self, ids: Sequence[int] | None = None, *, older_than: float | None = None) -> int:
-        """Delete dead letters: ``ids``, or those dead before ``older_than`` (a time), or all
-        when both are None. Returns how many went."""
-        with self.store.transaction() as conn:
-            if ids is not None:
-                count = 0
-                for chunk in _chunks(list(ids), 500):
-                    marks = ",".join("?" * len(chunk))
-                    count += conn.execute(f"DELETE FROM {_DEAD} WHERE id IN ({marks})",
-                                          chunk).rowcount
-                return count
-            if older_than is not None:
-                return conn.execute(f"DELETE FROM {_DEAD} WHERE dead_at < ?",
-                                    (older_than,)).rowcount
-            return conn.execute(f"DELETE FROM {_DEAD}").rowcount
 
     def stats(self) -> dict[str, int]:
         counts = dict(self._counts)
@@ -474,7 +470,3 @@ class Outbox:
         return {("outbox_" + k if not k.startswith(("outbox", "dead_letters")) else k): v
                 for k, v in counts.items()}
 
-
-def _chunks(items: list, size: int):
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

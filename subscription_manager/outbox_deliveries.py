@@ -5,8 +5,10 @@ the delivery queue (:mod:`.delivery`), rendered from the subscription's template
 sent. This part follows the jobs' outcomes into the outbox: a delivered row is noted for
 deletion, a retry is persisted with its next attempt, a job that ran out of attempts (or
 whose target was refused) becomes a dead letter. Rows no job holds in memory (of processes
-that died, retries persisted before a restart, jobs a full queue dropped) are queued again by
-:meth:`OutboxDeliveries.recover`.
+that died, retries persisted before a restart, rows spilled past the queue's room) are queued
+again by :meth:`OutboxDeliveries.recover`, a page at a time: at most the room the queue has
+(and half its size), so memory holds a bounded part of any backlog and the queue is topped
+up at every sweep while the backlog lasts.
 """
 from __future__ import annotations
 
@@ -50,9 +52,13 @@ class OutboxDeliveries:
         subscription = self.view.subscriptions.get(subscription_id)
         return subscription is not None and not subscription.expired_at(self.clock())
 
+    def room(self) -> int:
+        """Jobs the delivery queue would take now."""
+        return self.deliverer.room()
+
     def submit(self, jobs: list[Delivery]) -> int:
-        """Queue ``jobs``; returns how many the queue took (the others' rows stay in the
-        outbox: the sweep takes them again when due)."""
+        """Queue ``jobs``; returns how many the queue took (the others' rows are marked due
+        in the outbox: a later page takes them)."""
         if not jobs:
             return 0
         durable = [job.outbox_id for job in jobs if job.outbox_id is not None]
@@ -64,19 +70,27 @@ class OutboxDeliveries:
         if dropped:
             with self._in_memory_lock:
                 self._in_memory.difference_update(dropped)
+            try:
+                self.outbox.spill(dropped)
+            except Exception:  # they are due again after the outbox's recheck anyway
+                log.exception("marking %d notifications for a later page failed", len(dropped))
         return queued
 
     def recover(self) -> int:
         """Claim the rows of processes that are gone, delete the delivered rows noted so far,
-        and queue this process's rows that are due and not in memory. Returns how many were
-        queued."""
+        and queue a page of this process's rows that are due and not in memory (as many as
+        the queue has room for, at most half its size). Returns how many were queued."""
         self.outbox.flush()
         self.outbox.heartbeat()
         self.outbox.claim()
+        page = min(self.deliverer.room(), max(1, self.deliverer.policy.queue_size // 2))
+        if page <= 0:
+            return 0
         with self._in_memory_lock:
             held = set(self._in_memory)
+        held |= self.outbox.unflushed()
         jobs = []
-        for row in self.outbox.due(held):
+        for row in self.outbox.due(held, limit=page):
             job = self._job_from_row(row)
             if job is None:  # the subscription is gone: nothing to deliver
                 self.outbox.delivered(row.id)

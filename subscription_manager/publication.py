@@ -160,14 +160,18 @@ class Publication:
             prepared.append((pairs, action, event, body))
         kept, select = notify_when_selection(
             self.notify_gate, [(event, [s for s, _ in pairs]) for pairs, _, event, _ in prepared])
+        room = None
         if not self.durable and dispatcher is None and select is None:
             accepted = None
         else:
+            # rows past the delivery queue's room stay on disk for it to page in later
+            room = self.deliveries.room() if self.durable else None
             try:
                 accepted = self.outbox.accept(
                     [(pairs[0][0].topic if pairs else "", action, body, [s.id for s, _ in pairs])
                      for pairs, action, _, body in prepared],
-                    durable=self.durable, dispatcher=dispatcher, seqs=seqs, select=select)
+                    durable=self.durable, dispatcher=dispatcher, seqs=seqs, select=select,
+                    in_memory=room)
             except BaseException:
                 if select is not None:  # L changed in memory, not in the store
                     self.notify_gate.reset()
@@ -189,5 +193,7 @@ class Publication:
                     subscription_id=subscription.id, kind=NOTIFICATION,
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic))
+        if room is not None and len(jobs) > room:  # the rest were spilled: durable, due now
+            return self.deliveries.submit(jobs[:room]) + len(jobs) - room
         return self.deliveries.submit(jobs)
 

@@ -41,6 +41,7 @@ from .eventing import ADMIN_TOKEN, SourceProcess
 _QUEUE_SIZE = 50_000  # the default delivery queue: the backlog is several times this
 _COUNTERS = {"delivered": "edn_notifications_delivered_total",
              "dropped": "edn_notifications_dropped_total",
+             "spilled": "edn_notifications_spilled_total",
              "failed": "edn_notifications_failed_total",
              "retries": "edn_notification_retries_total",
              "queue_depth": "edn_delivery_queue_depth"}
@@ -108,7 +109,8 @@ class _Source:
 
     def counters(self) -> dict[str, int]:
         """The deliverer's counters, read from the source's /metrics."""
-        text = requests.get(self.process.base_url + "/metrics", timeout=10).text
+        text = requests.get(self.process.base_url + "/metrics", timeout=10,
+                            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).text
         found = {}
         for name, metric in _COUNTERS.items():
             match = re.search(rf"^{metric}(?:{{[^}}]*}})?\s+([0-9.e+]+)$", text, re.M)

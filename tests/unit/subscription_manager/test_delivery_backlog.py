@@ -4,11 +4,15 @@ delivery queue waits in the outbox and is paged in, every row delivered exactly 
 (in-process transports, no sockets)."""
 from __future__ import annotations
 
+import re
 import threading
+
+import pytest
 
 from subscription_manager.delivery import Delivery, Deliverer, DeliveryPolicy
 from tests.support.eventing import Q, Harness, RecordingSink, quote
 from wsframework import ns
+from wsframework.settings import SettingsError
 from wsframework.transport import TransportError, TransportResponse
 
 
@@ -151,3 +155,28 @@ def test_a_backlog_past_the_queue_waits_in_the_outbox_and_is_paged_in_exactly_on
     finally:
         sink.open.set()
         h.close()
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"delivery_per_host_max": 0}, "delivery_per_host(_max)"),
+    ({"delivery_probe_interval": 0}, "delivery_probe_interval"),
+    ({"delivery_probe_interval": 61}, "delivery_probe_interval"),
+])
+def test_bad_delivery_settings_are_refused_with_their_names(tmp_path, bad, named):
+    with pytest.raises(SettingsError, match=re.escape(named)):
+        Harness(tmp_path, settings=bad)
+
+
+def test_the_host_ceiling_is_at_least_per_host_and_at_most_the_workers(tmp_path):
+    for settings, ceiling in (({"delivery_workers": 8, "delivery_per_host_max": 96}, 8),
+                              ({"delivery_workers": 32, "delivery_per_host": 16,
+                                "delivery_per_host_max": 4}, 16)):
+        h = Harness(tmp_path / str(ceiling), settings=settings)
+        try:
+            assert h.manager.deliverer.policy.per_host_max == ceiling
+        finally:
+            h.close()
+    with pytest.raises(ValueError):
+        DeliveryPolicy(per_host=8, per_host_max=4)
+    with pytest.raises(ValueError):
+        DeliveryPolicy(probe_interval=0)

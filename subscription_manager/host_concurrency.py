@@ -15,11 +15,13 @@ an overloaded one gets fewer:
   window's fastest answer becomes the baseline;
 * a window whose mean answer time exceeds ``tolerance`` times the baseline and the
   baseline plus ``min_excess`` seconds is congestion: the limit is multiplied by
-  ``decrease`` (never below ``floor``);
-* otherwise the limit grows: doubled each window until the first congestion (slow start),
-  then by one each window (additive increase), up to ``ceiling``;
-* a failed attempt (no answer: a timeout, a refused or broken connection) is congestion at
-  once.
+  ``decrease`` (never below ``floor``), and from there grows by one a window;
+* otherwise the limit grows: doubled each window while below the threshold (slow start:
+  ``ceiling`` at first), then by one each window (additive increase), up to ``ceiling``;
+* a failed attempt (no answer: a timeout, a refused or broken connection) starts over as
+  TCP does after a timeout: the threshold becomes the limit times ``decrease``, the limit
+  the floor, and slow start climbs back to the threshold within a few windows once the
+  host answers again.
 
 A pure state machine: it is fed readings (:meth:`observe`), keeps no clock and starts no
 thread; the deliverer calls it under its own lock.
@@ -33,7 +35,7 @@ class AdaptiveLimit:
     """The in-flight limit of one host (see the module docstring)."""
 
     __slots__ = ("floor", "ceiling", "tolerance", "min_excess", "decrease", "min_window",
-                 "_limit", "_slow_start", "_baseline", "_window_min", "_count", "_total",
+                 "_limit", "_threshold", "_baseline", "_window_min", "_count", "_total",
                  "_saturated")
 
     def __init__(self, initial: int, *, floor: int = 1, ceiling: int | None = None,
@@ -52,7 +54,7 @@ class AdaptiveLimit:
         self.decrease = decrease
         self.min_window = min_window
         self._limit = float(initial)
-        self._slow_start = ceiling > initial
+        self._threshold = float(ceiling)  # slow start below it
         self._baseline: float | None = None
         self._reset_window()
 
@@ -77,7 +79,8 @@ class AdaptiveLimit:
         (a transport error); ``in_flight`` is how many attempts to the host were under way
         when it started (itself included). Returns the limit after it."""
         if not answered:
-            self._shrink()
+            self._threshold = max(float(self.floor), self._limit * self.decrease)
+            self._limit = float(self.floor)
             self._reset_window()
             return self.limit
         if in_flight >= self.limit:
@@ -99,12 +102,12 @@ class AdaptiveLimit:
                 self._baseline = fastest  # slow at the floor: the path is slower now
             self._shrink()
         elif self._saturated:
-            if self._slow_start:
-                self._limit = min(float(self.ceiling), self._limit * 2)
+            if self._limit < self._threshold:
+                self._limit = min(self._threshold, self._limit * 2)
             else:
                 self._limit = min(float(self.ceiling), self._limit + 1)
         self._reset_window()
 
     def _shrink(self) -> None:
-        self._slow_start = False
         self._limit = max(float(self.floor), self._limit * self.decrease)
+        self._threshold = self._limit

@@ -177,6 +177,7 @@ class Publication:
                     self.notify_gate.reset()
                 raise
         jobs = []
+        spilled = 0  # rows past the room: durable and due, for the queue to page in
         for index, (pairs, action, _, body) in enumerate(prepared):
             rows = accepted[index] if accepted is not None else None
             if accepted is not None and rows is None:
@@ -184,6 +185,9 @@ class Publication:
             if index in kept:  # NotifyWhen decided: the rows are the kept ones, in order
                 pairs = [(s, t) for s, t in pairs if s.id in kept[index]]
             for position, (subscription, template) in enumerate(pairs):
+                if room is not None and len(jobs) >= room:
+                    spilled += 1
+                    continue
                 row = rows[position] if rows else None
                 jobs.append(Delivery(
                     template.url, template.content_type,
@@ -193,7 +197,5 @@ class Publication:
                     subscription_id=subscription.id, kind=NOTIFICATION,
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic))
-        if room is not None and len(jobs) > room:  # the rest were spilled: durable, due now
-            return self.deliveries.submit(jobs[:room]) + len(jobs) - room
-        return self.deliveries.submit(jobs)
+        return self.deliveries.submit(jobs) + spilled
 

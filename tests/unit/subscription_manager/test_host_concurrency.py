@@ -39,13 +39,20 @@ def test_answers_slowing_down_shrink_the_limit_but_never_below_the_floor():
     assert seen == [27, 20, 15, 11, 8, 8]  # down to the floor, never below
 
 
-def test_after_the_first_congestion_growth_is_additive():
+def test_after_congestion_growth_is_additive():
     limit = AdaptiveLimit(8, floor=4, ceiling=96)
-    feed(limit, 0.010, 8)  # 16
-    limit.observe(0.0, answered=False)  # no answer: congestion at once
-    assert limit.limit == 12
-    assert feed(limit, 0.010, 12) == 13
-    assert feed(limit, 0.010, 13) == 14
+    feed(limit, 0.010, 8 + 16)  # 32
+    assert feed(limit, 0.040, 32) == 24  # 4x slower, 30 ms more: congestion
+    assert feed(limit, 0.010, 24) == 25
+    assert feed(limit, 0.010, 25) == 26
+
+
+def test_no_answer_starts_over_from_the_floor_and_climbs_back_quickly():
+    limit = AdaptiveLimit(8, floor=4, ceiling=96)
+    feed(limit, 0.010, 8 + 16 + 32)  # 64
+    assert limit.observe(0.0, answered=False) == 4  # an outage, or a timeout
+    seen = [feed(limit, 0.010, max(limit.limit, 8)) for _ in range(6)]
+    assert seen == [8, 16, 32, 48, 49, 50]  # doubling up to 64 x 0.75, then by one
 
 
 def test_a_small_slowdown_within_tolerance_is_not_congestion():

@@ -49,8 +49,6 @@ in flight, and idle suspect ones), host_limit_max (the largest host limit now).
 from __future__ import annotations
 
 import collections
-import heapq
-import itertools
 import logging
 import threading
 import time
@@ -60,6 +58,7 @@ from wsframework.urlpolicy import UrlRefused
 
 from .delivery_hosts import MAX_CACHED_URLS, HostQueue, ReusedApprovals, host_of
 from .delivery_job import NOTIFICATION, SUBSCRIPTION_END, Delivery, DeliveryPolicy
+from .delivery_timer import DueTimer
 from .host_concurrency import AdaptiveLimit
 
 log = logging.getLogger(__name__)
@@ -109,10 +108,7 @@ class Deliverer:
             ("queued", "delivered", "failed", "dropped", "retries", "discarded", "refused",
              "slow"), 0)
         self._pending = 0  # accepted (incl. waiting retries) and not finished
-        # retries waiting, and parked hosts' probe times
-        self._retry_heap: list[tuple[float, int, Delivery | HostQueue]] = []
-        self._retry_wakeup = threading.Condition(threading.Lock())
-        self._sequence = itertools.count()
+        self._timer = DueTimer(self._due, clock)  # retries waiting, parked hosts' probes
         self._threads: list[threading.Thread] = []
         self._started = False
         self._closed = False
@@ -215,7 +211,7 @@ class Deliverer:
                 thread = threading.Thread(target=self._work, name=f"delivery-{index}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
-            timer = threading.Thread(target=self._retry_loop, name="delivery-retry", daemon=True)
+            timer = threading.Thread(target=self._timer.run, name="delivery-retry", daemon=True)
             timer.start()
             self._threads.append(timer)
 
@@ -283,34 +279,51 @@ class Deliverer:
             if taken is None:
                 return
             host, batch, in_flight = taken
-            approved: dict[str, str] = {}  # one approval per URL per batch
-            unsent: list[Delivery] = []
-            finished: list[tuple[str, Delivery]] = []
             readings: list[tuple[float, bool]] = []
-            for index, job in enumerate(batch):
-                try:
-                    outcome = self._deliver(job, approved, host, readings)
-                except Exception:  # a bug here must not kill the worker
-                    log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
-                    outcome = "failed"
-                if outcome is not None:
-                    finished.append((outcome, job))
-                if host.suspect and index + 1 < len(batch):
-                    unsent = batch[index + 1:]  # let others have the workers meanwhile
-                    break
+            finished, unsent = self._deliver_batch(host, batch, readings)
             self._finish_many(finished)
             self._release(host, unsent, readings, in_flight)
 
+    def _deliver_batch(self, host: HostQueue, batch: list[Delivery], readings: list
+                       ) -> tuple[list[tuple[str, Delivery]], list[Delivery]]:
+        """A worker's batch to one host, one POST after another (a subclass may send it
+        otherwise: :mod:`.delivery_pipelined`). Returns the jobs finished (with their
+        counter) and those left unsent (the host turned suspect: others may have the
+        workers meanwhile)."""
+        approved: dict[str, str] = {}  # one approval per URL per batch
+        finished: list[tuple[str, Delivery]] = []
+        for index, job in enumerate(batch):
+            try:
+                outcome = self._deliver(job, approved, host, readings)
+            except Exception:  # a bug here must not kill the worker
+                log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
+                outcome = "failed"
+            if outcome is not None:
+                finished.append((outcome, job))
+            if host.suspect and index + 1 < len(batch):
+                return finished, batch[index + 1:]
+        return finished, []
+
     def _deliver(self, job: Delivery, approved: dict[str, str],
-                 host: HostQueue | None = None,
-                 readings: list[tuple[float, bool]] | None = None) -> str | None:
-        """Deliver once. Returns the counter to bump when the job is finished, or None when
-        it was handed on (to a retry, or to the give-up handler that finishes it). Marks
-        ``host`` suspect or not by whether it answered, before any hand-off, and notes the
-        attempt's (seconds, answered) in ``readings``."""
+                 host: HostQueue | None = None, readings: list | None = None) -> str | None:
+        """Deliver once: the counter to bump when the job is finished, or None when it was
+        handed on (to a retry, or to the give-up handler that finishes it)."""
+        url, outcome = self._target(job, approved)
+        if url is None:
+            return outcome
+        started = self._clock()
+        try:
+            answer = self.transport.post(url, job.body(), job.content_type, job.action)
+        except Exception as exc:  # TransportError, or anything a custom transport raises
+            answer = exc
+        return self._settle(job, answer, self._clock() - started, host, readings)
+
+    def _target(self, job: Delivery, approved: dict[str, str]) -> tuple[str | None, str | None]:
+        """(the approved URL, None) to send ``job`` to, or (None, outcome) when it is not to
+        be sent: discarded (its subscription is gone), or refused (given up: None)."""
         if (job.kind == NOTIFICATION and job.subscription_id is not None
                 and self._is_wanted is not None and not self._is_wanted(job.subscription_id)):
-            return "discarded"
+            return None, "discarded"
         url = approved.get(job.url)
         if url is None:
             url = job.url
@@ -326,18 +339,20 @@ class Deliverer:
                 with self._cond:
                     self._counts["refused"] += 1
                 self._give_up(job)
-                return None
-        reached = True
-        started = self._clock()
-        try:
-            response = self.transport.post(url, job.body(), job.content_type, job.action)
-            ok = 200 <= response.status < 300
-            if not ok:
-                job.last_error = f"HTTP {response.status}"
-        except Exception as exc:  # TransportError, or anything a custom transport raises
-            ok = reached = False
-            job.last_error = str(exc)
-        seconds = self._clock() - started
+                return None, None
+        return url, None
+
+    def _settle(self, job: Delivery, answer, seconds: float, host: HostQueue | None,
+                readings: list | None) -> str | None:
+        """An attempt's ``answer`` (a TransportResponse, or the exception raised): marks
+        ``host`` suspect or not by whether it answered (before any hand-off), notes
+        (seconds, answered) in ``readings``, and finishes the job or hands it on."""
+        reached = not isinstance(answer, BaseException)
+        ok = reached and 200 <= answer.status < 300
+        if not reached:
+            job.last_error = str(answer)
+        elif not ok:
+            job.last_error = f"HTTP {answer.status}"
         if readings is not None:
             readings.append((seconds, reached))
         slow = reached and seconds > self.policy.slow_after
@@ -383,46 +398,27 @@ class Deliverer:
     # -- retries and probes ----------------------------------------------------------------
     def _schedule(self, item: Delivery | HostQueue, delay: float) -> None:
         """A job to queue again, or a parked host to unpark, after ``delay`` seconds."""
-        with self._retry_wakeup:
-            heapq.heappush(self._retry_heap, (self._clock() + delay, next(self._sequence), item))
-            self._retry_wakeup.notify()
+        self._timer.schedule(item, delay)
 
-    def _unpark(self, host: HostQueue) -> None:
-        """A parked host's probe time came: one worker may try it again."""
+    def _due(self, item: Delivery | HostQueue) -> None:
+        """A retry's time came (it needs a slot in the queue: it already counts as pending),
+        or a parked host's probe time (one worker may try it again)."""
+        key = item.key if isinstance(item, HostQueue) else self._host_key(item.url)
         with self._cond:
-            host.parked_until = 0.0
-            if (host.jobs and not host.ready and host.active < host.limit()
-                    and not self._closed and self._hosts.get(host.key) is host):
-                host.ready = True
-                self._ready.append(host)
-                self._cond.notify()
-
-    def _retry_loop(self) -> None:
-        while True:
-            with self._retry_wakeup:
-                while True:
-                    if self._closed and not self._retry_heap:
-                        return
-                    now = self._clock()
-                    if self._retry_heap and self._retry_heap[0][0] <= now:
-                        _, _, job = heapq.heappop(self._retry_heap)
-                        break
-                    timeout = (self._retry_heap[0][0] - now) if self._retry_heap else None
-                    if self._closed:
-                        timeout = min(timeout or 0.05, 0.05)
-                    self._retry_wakeup.wait(timeout)
-            if isinstance(job, HostQueue):
-                self._unpark(job)
-                continue
-            key = self._host_key(job.url)
-            with self._cond:
-                # A retry already counts as pending; it only needs a slot in the queue.
-                if self._queued < self.policy.queue_size and not self._closed:
-                    if self._enqueue(key, job):
-                        self._cond.notify()
-                    continue
-            self._finish("dropped", job)
-            self._log_drop(job, 1)
+            if isinstance(item, HostQueue):
+                item.parked_until = 0.0
+                if (item.jobs and not item.ready and item.active < item.limit()
+                        and not self._closed and self._hosts.get(key) is item):
+                    item.ready = True
+                    self._ready.append(item)
+                    self._cond.notify()
+                return
+            if self._queued < self.policy.queue_size and not self._closed:
+                if self._enqueue(key, item):
+                    self._cond.notify()
+                return
+        self._finish("dropped", item)
+        self._log_drop(item, 1)
 
     # -- bookkeeping -----------------------------------------------------------------------
     def _finish(self, counter: str, job: Delivery | None = None) -> None:
@@ -487,11 +483,8 @@ class Deliverer:
             self._ready.clear()
             self._queued = 0
             self._cond.notify_all()
-        with self._retry_wakeup:
-            abandoned = abandoned_queue + sum(
-                1 for *_, item in self._retry_heap if isinstance(item, Delivery))
-            self._retry_heap.clear()
-            self._retry_wakeup.notify_all()
+        abandoned = abandoned_queue + sum(
+            1 for item in self._timer.stop() if isinstance(item, Delivery))
         if abandoned:
             log.warning("abandoned %d undelivered messages at shutdown", abandoned)
         for thread in self._threads:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["DeliveryPolicy", "Delivery", "NOTIFICATION", "SUBSCRIPTION_END"]
+__all__ = ["DeliveryPolicy", "Delivery", "NOTIFICATION", "SUBSCRIPTION_END", "MAX_PIPELINE"]
 
+MAX_PIPELINE = 64  # most POSTs written on a connection before the first answer is read
 NOTIFICATION = "notification"
 SUBSCRIPTION_END = "subscription-end"
 
@@ -26,6 +27,7 @@ class DeliveryPolicy:
     # adaptive limit, :mod:`.host_concurrency`); None: per_host (no adaptation)
     per_host_max: int | None = None
     probe_interval: float = 0.5  # seconds a host that gave no answer is left before a probe
+    pipeline: int = 1  # POSTs written on a connection before the first answer (1: none)
 
     def __post_init__(self):
         if self.per_host_max is None:
@@ -37,6 +39,8 @@ class DeliveryPolicy:
             raise ValueError("per_host_max must be at least per_host")
         if self.probe_interval <= 0:
             raise ValueError("probe_interval must be positive")
+        if not 1 <= self.pipeline <= MAX_PIPELINE:
+            raise ValueError(f"pipeline must be 1 (off) to {MAX_PIPELINE}")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0:
             raise ValueError("retries and backoff must not be negative")
         if self.slow_after <= 0:

@@ -17,6 +17,7 @@ import threading
 from typing import Callable
 
 from .delivery import Deliverer
+from .delivery_pipelined import PipeliningDeliverer
 from .delivery_job import NOTIFICATION, Delivery, DeliveryPolicy
 from .notifications import notification_action
 from .outbox import Outbox, OutboxRow
@@ -42,7 +43,9 @@ class OutboxDeliveries:
         self._on_delivery_failure = on_delivery_failure
         self._in_memory: set[int] = set()  # outbox rows the deliverer holds
         self._in_memory_lock = threading.Lock()
-        self.deliverer = Deliverer(transport, policy, approve_target=approve_target,
+        # pipelining only when asked for (see delivery_pipelined's docstring for why)
+        deliverer_class = PipeliningDeliverer if policy.pipeline > 1 else Deliverer
+        self.deliverer = deliverer_class(transport, policy, approve_target=approve_target,
                                    is_wanted=self.is_wanted, on_give_up=self._gave_up,
                                    on_finish=self._finished, on_retry=self._retry,
                                    wall_clock=clock, approval_ttl=approval_ttl)

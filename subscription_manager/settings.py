@@ -24,6 +24,10 @@ delivery_per_host_max               96          most workers delivering to one h
 delivery_probe_interval             0.5         seconds a host that gave no answer is left
                                                 alone before one job probes it (its other
                                                 jobs wait, their attempts unspent)
+delivery_pipeline                   1           POSTs written on one connection before the
+                                                first answer is read (HTTP/1.1 pipelining;
+                                                1: off; opt-in, at most 64: RFC 9112 advises
+                                                against pipelining POSTs)
 delivery_client                     lean        HTTP client of deliveries when the service
                                                 uses real HTTP: ``lean`` (LeanHttpTransport)
                                                 or ``requests`` (the service's HttpTransport)
@@ -103,7 +107,7 @@ from wsframework.matching.limits import FilterLimits
 from wsframework.settings import Settings, parse_ip_ranges, setting
 from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
-from .delivery_job import DeliveryPolicy
+from .delivery_job import MAX_PIPELINE, DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
 from .store import SubscriptionLimits
 
@@ -163,6 +167,8 @@ class EventingSettings(Settings):
                                          "shrinks when they slow (capped by delivery_workers)")
     delivery_probe_interval: float = setting(0.5, "seconds a host that gave no answer is left "
                                              "alone before one job probes it")
+    delivery_pipeline: int = setting(1, "POSTs written on one connection before the first "
+                                     "answer is read (HTTP/1.1 pipelining, opt-in; 1: off)")
     delivery_client: str = setting("lean", "HTTP client of deliveries: lean (a lean "
                                    "keep-alive client) or requests")
     delivery_connect_timeout: float = setting(3.0, "seconds to connect to a notification "
@@ -229,6 +235,8 @@ class EventingSettings(Settings):
                self.max_subscriptions_per_host) < 0:
             raise ValueError("max_subscriptions(_per_topic, _per_host) must not be negative "
                              "(0: no limit)")
+        if not 1 <= self.delivery_pipeline <= MAX_PIPELINE:
+            raise ValueError(f"delivery_pipeline must be 1 (off) to {MAX_PIPELINE}")
         if not 0 < self.delivery_probe_interval <= 60:
             raise ValueError("delivery_probe_interval must be more than 0 and at most 60 "
                              "seconds")
@@ -273,6 +281,7 @@ class EventingSettings(Settings):
         return DeliveryPolicy(workers=self.delivery_workers, per_host=self.delivery_per_host,
                               per_host_max=per_host_max,
                               probe_interval=self.delivery_probe_interval,
+                              pipeline=self.delivery_pipeline,
                               queue_size=self.delivery_queue_size,
                               retries=self.delivery_retries, backoff=self.delivery_backoff,
                               backoff_max=self.delivery_backoff_max,

@@ -10,14 +10,15 @@ import threading
 import pytest
 
 from subscription_manager.delivery import Delivery, Deliverer, DeliveryPolicy
+from subscription_manager.delivery_pipelined import PipeliningDeliverer
 from tests.support.eventing import Q, Harness, RecordingSink, quote
 from wsframework import ns
 from wsframework.settings import SettingsError
 from wsframework.transport import TransportError, TransportResponse
 
 
-def job(url="http://down.test/n", **kwargs):
-    return Delivery(url, "application/soap+xml", "urn:a", payload=b"<x/>", **kwargs)
+def job(url="http://down.test/n", payload=b"<x/>", **kwargs):
+    return Delivery(url, "application/soap+xml", "urn:a", payload=payload, **kwargs)
 
 
 class SwitchedTransport:
@@ -180,3 +181,63 @@ def test_the_host_ceiling_is_at_least_per_host_and_at_most_the_workers(tmp_path)
         DeliveryPolicy(per_host=8, per_host_max=4)
     with pytest.raises(ValueError):
         DeliveryPolicy(probe_interval=0)
+
+
+class PipeliningTransport:
+    """Answers pipelined batches, recording their sizes; ``break_after`` answers, then the
+    rest of one batch are left unanswered (a connection that broke)."""
+
+    def __init__(self, break_after: int | None = None):
+        self.batches: list[int] = []
+        self.payloads: list[bytes] = []
+        self.break_after = break_after
+        self.lock = threading.Lock()
+
+    def post_pipelined(self, requests):
+        with self.lock:
+            self.batches.append(len(requests))
+            answers = []
+            for url, payload, content_type, action in requests:
+                if self.break_after is not None and len(answers) == self.break_after:
+                    self.break_after = None
+                    return answers + [TransportError("not answered")] * (len(requests)
+                                                                         - len(answers))
+                self.payloads.append(payload)
+                answers.append(TransportResponse(202, None, b""))
+            return answers
+
+    def post(self, url, payload, content_type, soap_action=None):
+        return self.post_pipelined([(url, payload, content_type, soap_action)])[0]
+
+    def close(self):
+        pass
+
+
+def test_pipelining_sends_a_batch_per_round_trip_and_retries_the_unanswered_as_they_were():
+    transport = PipeliningTransport(break_after=3)
+    policy = DeliveryPolicy(workers=1, per_host=1, retries=3, backoff=0.001, pipeline=8)
+    deliverer = PipeliningDeliverer(transport, policy)
+    jobs = [job(url="http://sink.test/n", payload=b"<m id='%d'/>" % i) for i in range(40)]
+    deliverer.submit_many(jobs)
+    assert deliverer.drain(10)
+    stats = deliverer.stats()
+    assert stats["delivered"] == 40 and stats["failed"] == 0
+    assert max(transport.batches) == 8  # up to pipeline requests per round trip
+    assert sorted(transport.payloads) == sorted(j.payload for j in jobs)  # each once, as it was
+    assert stats["retries"] == 5  # the batch's unanswered five, retried
+    deliverer.close()
+
+
+def test_a_deliverer_without_pipelining_posts_one_at_a_time():
+    transport = PipeliningTransport()
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, per_host=1))
+    deliverer.submit_many([job(url="http://sink.test/n") for _ in range(10)])
+    assert deliverer.drain(10)
+    assert transport.batches == [1] * 10
+    deliverer.close()
+
+
+@pytest.mark.parametrize("value", [0, 65, -1])
+def test_bad_pipeline_depths_are_refused(tmp_path, value):
+    with pytest.raises(SettingsError, match="delivery_pipeline"):
+        Harness(tmp_path, settings={"delivery_pipeline": value})

@@ -11,7 +11,9 @@ delivery path as the EDN server role) delivers to one sink host, the
   four times the delivery queue, so most of it waits in the outbox, not in memory;
 * ``rtt40_per_s`` -- notifications/s to one host whose every answer comes 40 ms after its
   request (the fast sink's ``answer_delay_ms``: a simulated round trip on loopback, not a
-  delayed link), from a burst of publications until the sink has them all;
+  delayed link), from a burst of publications until the sink has them all; beside it
+  ``rtt40_fixed8_per_s`` (8 per host, no adaptation: the old ceiling of 8 / RTT) and
+  ``rtt40_pipelined16_per_s`` (8 per host, 16 pipelined POSTs each: the opt-in);
 * ``outage10_drain_s`` -- under a steady ``outage_load_per_s`` notifications/s the sink
   process is stopped for 10 s and started again on the same port; the figure is the time
   from its restart until it has counted every notification accepted before the restart
@@ -152,12 +154,12 @@ def backlog_drain(backlog: int, subscriptions: int = 500, timeout: float = 600.0
 
 
 def rtt_delivery(answer_delay_ms: int, notifications: int, subscriptions: int = 100,
-                 timeout: float = 600.0) -> dict:
+                 settings: dict[str, str] | None = None, timeout: float = 600.0) -> dict:
     """Notifications/s to one sink host that answers each POST ``answer_delay_ms`` late."""
     sink = FastSink(answer_delay_ms=answer_delay_ms).start()
     source = None
     try:
-        source = _Source(sink.url, subscriptions)
+        source = _Source(sink.url, subscriptions, settings)
         cpu0 = source.cpu()
         started = time.perf_counter()
         source.publish(notifications // subscriptions)
@@ -231,6 +233,12 @@ def run(quick: bool = False) -> dict:
     rtt = rtt_delivery(40, rtt_notifications)
     figures["rtt40_per_s"] = rtt["per_s"]
     figures["rtt40"] = rtt
+    # side by side: a fixed limit of 8 per host (no adaptation), and that limit with
+    # pipelining (opt-in) instead of adaptation
+    fixed = {"delivery_per_host_max": "8"}
+    figures["rtt40_fixed8_per_s"] = rtt_delivery(40, rtt_notifications // 10, settings=fixed)["per_s"]
+    figures["rtt40_pipelined16_per_s"] = rtt_delivery(
+        40, rtt_notifications, settings={**fixed, "delivery_pipeline": "16"})["per_s"]
     outage = outage_drain(10.0 if not quick else 5.0, 2_000)
     figures["outage10_drain_s"] = outage["drain_s"]
     figures["outage"] = outage

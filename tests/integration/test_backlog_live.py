@@ -1,12 +1,15 @@
 """A backlog built while the sink's host is down, larger than the delivery queue, drains
 fully and exactly once from a real ``edn serve source`` (gunicorn, one gevent worker) to the
 fast sink started afterwards on the same port: every accepted notification arrives once,
-with the MessageID its outbox row was given at acceptance."""
+with the MessageID its outbox row was given at acceptance; one POST per round trip, and
+pipelined (opt-in)."""
 from __future__ import annotations
 
 import sqlite3
 import time
 from pathlib import Path
+
+import pytest
 
 from benchmarks.performance.backlog import _free_port, _Source
 from edn.sink import FastSink
@@ -21,10 +24,12 @@ def stored_message_ids(data_dir: str) -> set[str]:
         return {r[0] for r in db.execute("SELECT message_id FROM eventing_outbox")}
 
 
-def test_a_backlog_past_the_queue_drains_fully_and_exactly_once():
+@pytest.mark.parametrize("pipeline", ["1", "8"])  # one POST per round trip; pipelined
+def test_a_backlog_past_the_queue_drains_fully_and_exactly_once(pipeline):
     port = _free_port()
     source = _Source(f"http://127.0.0.1:{port}", SUBSCRIPTIONS,
-                     {"delivery_queue_size": "300", "sweep_interval": "0.2"})
+                     {"delivery_queue_size": "300", "sweep_interval": "0.2",
+                      "delivery_pipeline": pipeline})
     sink = None
     try:
         source.publish(EVENTS)  # nothing listens on the sink's port yet

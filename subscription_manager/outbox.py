@@ -19,11 +19,10 @@ owners whose process is gone (same machine: the SQLite file is local) or whose h
 older than the lease. Claimed rows, and a process's own rows that are due and not in its
 memory (a retry after a restart, a job the full queue dropped), are loaded by :meth:`due`.
 
-Paging. The delivery queue holds a bounded number of jobs. Rows accepted beyond the room
-it has (``in_memory`` at :meth:`accept`) are *spilled*: written due at once and not handed
-to memory; rows the queue drops after all are marked due the same way (:meth:`spill`). The
-queue then takes them a page at a time as it empties (:meth:`due`, oldest first), so a
-backlog of any size waits on disk and drains as fast as the queue does.
+Paging. Rows accepted past the delivery queue's room (``in_memory`` at :meth:`accept`) are
+*spilled*: written due at once, not handed to memory (rows the queue drops after all are
+marked so by :meth:`spill`); the queue takes them a page at a time as it empties
+(:meth:`due`, oldest first): a backlog of any size waits on disk.
 
 Retries are persisted: a failed attempt updates ``attempts``, ``next_attempt_at`` and the last
 error in the row, so a restart neither resets the count nor delivers early. When the
@@ -44,12 +43,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
-from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from wsframework.store import Store
 
+from .message_ids import new_message_id, new_message_ids
 from .outbox_dead_letters import (DEAD_TABLE, MAX_DEAD_LETTER_LIST, DeadLetter, DeadLetterTable,
                                   chunks)
 from .process_owner import owner_alive, process_owner
@@ -124,26 +122,15 @@ _ROW_COLUMNS = (f"o.id, o.subscription_id, o.message_id, o.attempts, o.next_atte
                 f"o.payload, e.topic AS event_topic, e.action AS event_action, e.body")
 
 
-def new_message_id() -> str:
-    return f"urn:uuid:{uuid.uuid4()}"
+_PAGE_COLUMNS = ("id, subscription_id, message_id, attempts, next_attempt_at, created, "
+                 "first_attempt, last_attempt, url, content_type, action, payload, event_id")
 
 
-def new_message_ids(count: int) -> list[str]:
-    """``count`` random (version 4) UUID URNs from one ``os.urandom`` call: a third of the
-    cost of ``uuid4()`` each, which is a syscall and a UUID object per notification."""
-    raw = os.urandom(16 * count).hex()
-    variant = "89ab89ab89ab89ab"
-    return [f"urn:uuid:{raw[i:i + 8]}-{raw[i + 8:i + 12]}-4{raw[i + 13:i + 16]}-"
-            f"{variant[int(raw[i + 16], 16)]}{raw[i + 17:i + 20]}-{raw[i + 20:i + 32]}"
-            for i in range(0, 32 * count, 32)]
-
-
-@dataclass(frozen=True)
-class OutboxRow:
+class OutboxRow(NamedTuple):
     """A pending notification as loaded from the outbox. ``payload`` (with ``url``,
     ``content_type``, ``action``) is set for a redelivered dead letter, which is sent as it
     was; otherwise the notification is rendered from the event (``event_action``, ``body``)
-    with the subscription's template."""
+    with the subscription's template. (A tuple: a page makes thousands.)"""
 
     id: int
     subscription_id: str
@@ -271,16 +258,11 @@ class Outbox(DeadLetterTable):
         (one UPDATE per run of consecutive ids)."""
         if not row_ids:
             return
-        runs: list[list[int]] = []
-        for row_id in sorted(row_ids):
-            if runs and row_id == runs[-1][1] + 1:
-                runs[-1][1] = row_id
-            else:
-                runs.append([row_id, row_id])
         with self.store.transaction() as conn:
             conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = MIN(next_attempt_at, ?) "
                              f"WHERE id BETWEEN ? AND ? AND owner = ?",
-                             [(self.clock(), low, high, self.owner) for low, high in runs])
+                             [(self.clock(), low, high, self.owner)
+                              for low, high in _runs(row_ids)])
         self._counts["spilled"] += len(row_ids)
 
     # == batch positions ===================================================================
@@ -409,7 +391,7 @@ class Outbox(DeadLetterTable):
         """A page: this process's rows whose next attempt is due, oldest first, at most
         ``limit``, except those in ``exclude`` (in memory already); their
         ``next_attempt_at`` moves ``recheck`` ahead. The ids are chosen from the index
-        alone; only the page's rows are read whole."""
+        alone; only the page's rows are read whole (:meth:`_rows`)."""
         if limit <= 0:
             return []
         now = self.clock()
@@ -418,18 +400,42 @@ class Outbox(DeadLetterTable):
             f"SELECT id FROM {_OUTBOX} WHERE owner = ? AND next_attempt_at <= ? "
             f"ORDER BY next_attempt_at, id LIMIT ?", (self.owner, now, limit + len(exclude)))
             if r[0] not in exclude][:limit]
-        found: list[OutboxRow] = []
-        for chunk in chunks(ids, 500):
-            marks = ",".join("?" * len(chunk))
-            found += [OutboxRow(**dict(r)) for r in self.store.query(
-                f"SELECT {_ROW_COLUMNS} FROM {_OUTBOX} o LEFT JOIN {_EVENTS} e "
-                f"ON e.id = o.event_id WHERE o.id IN ({marks}) AND o.owner = ? "
-                f"ORDER BY o.next_attempt_at, o.id", (*chunk, self.owner))]
-        if found:
+        found = self._rows(ids)
+        if found:  # by runs of ids: every id in a run was chosen, so is due and ours
             with self.store.transaction() as conn:
-                conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = ? WHERE id = ?",
-                                 [(now + self.recheck, r.id) for r in found])
+                conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = ? WHERE id BETWEEN "
+                                 f"? AND ? AND owner = ?",
+                                 [(now + self.recheck, low, high, self.owner)
+                                  for low, high in _runs([r.id for r in found])])
         return found
+
+    def _rows(self, ids: list[int]) -> list[OutboxRow]:
+        """The rows ``ids`` in full, oldest first: by runs of consecutive ids, as tuples,
+        each event's body read once (a page of a backlog is mostly one long run)."""
+        if not ids:
+            return []
+        cursor = self.store.connection().cursor()
+        cursor.row_factory = None  # tuples: a Row and a dict per row cost more than the read
+        wanted = sorted(ids)
+        runs = _runs(wanted)
+        rows: list[tuple] = []
+        if len(runs) <= 64:
+            for low, high in runs:
+                rows += cursor.execute(f"SELECT {_PAGE_COLUMNS} FROM {_OUTBOX} WHERE id BETWEEN "
+                                       f"? AND ? AND owner = ?", (low, high, self.owner)).fetchall()
+        else:
+            for chunk in chunks(wanted, 500):
+                marks = ",".join("?" * len(chunk))
+                rows += cursor.execute(f"SELECT {_PAGE_COLUMNS} FROM {_OUTBOX} WHERE id IN "
+                                       f"({marks}) AND owner = ?", (*chunk, self.owner)).fetchall()
+        events: dict[int, tuple] = {}
+        for chunk in chunks(sorted({r[-1] for r in rows if r[-1] is not None}), 500):
+            marks = ",".join("?" * len(chunk))
+            for event_id, *event in cursor.execute(
+                    f"SELECT id, topic, action, body FROM {_EVENTS} WHERE id IN ({marks})", chunk):
+                events[event_id] = tuple(event)
+        found = [OutboxRow(*r[:-1], *events.get(r[-1], (None, None, None))) for r in rows]
+        return sorted(found, key=lambda r: (r.next_attempt_at, r.id))
 
     def pending(self) -> int:
         return self.store.query(f"SELECT COUNT(*) FROM {_OUTBOX}")[0][0]
@@ -470,3 +476,13 @@ class Outbox(DeadLetterTable):
         return {("outbox_" + k if not k.startswith(("outbox", "dead_letters")) else k): v
                 for k, v in counts.items()}
 
+
+def _runs(ids) -> list[tuple[int, int]]:
+    """``ids`` as runs of consecutive ids: [(first, last), ...], ascending."""
+    runs: list[list[int]] = []
+    for row_id in sorted(ids):
+        if runs and row_id == runs[-1][1] + 1:
+            runs[-1][1] = row_id
+        else:
+            runs.append([row_id, row_id])
+    return [(low, high) for low, high in runs]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from .delivery import Deliverer
@@ -26,6 +27,8 @@ from .view import SubscriptionView
 log = logging.getLogger(__name__)
 
 __all__ = ["OutboxDeliveries"]
+
+_PAGE_PART = 5_000  # rows read from the outbox at once
 
 
 class OutboxDeliveries:
@@ -87,19 +90,28 @@ class OutboxDeliveries:
         self.outbox.heartbeat()
         self.outbox.claim()
         page = min(self.deliverer.room(), max(1, self.deliverer.policy.queue_size // 2))
-        if page <= 0:
-            return 0
-        with self._in_memory_lock:
-            held = set(self._in_memory)
-        held |= self.outbox.unflushed()
-        jobs = []
-        for row in self.outbox.due(held, limit=page):
-            job = self._job_from_row(row)
-            if job is None:  # the subscription is gone: nothing to deliver
-                self.outbox.delivered(row.id)
-            else:
-                jobs.append(job)
-        return self.submit(jobs)
+        queued = 0
+        while page > 0:
+            # in parts, yielding between them: a large page read at once would hold up the
+            # deliveries (greenlets under gevent) for as long as it takes
+            part = min(page, _PAGE_PART)
+            with self._in_memory_lock:
+                held = set(self._in_memory)
+            held |= self.outbox.unflushed()
+            jobs = []
+            rows = self.outbox.due(held, limit=part)
+            for row in rows:
+                job = self._job_from_row(row)
+                if job is None:  # the subscription is gone: nothing to deliver
+                    self.outbox.delivered(row.id)
+                else:
+                    jobs.append(job)
+            queued += self.submit(jobs)
+            if len(rows) < part:
+                break
+            page -= part
+            time.sleep(0)
+        return queued
 
     def _job_from_row(self, row: OutboxRow) -> Delivery | None:
         if row.payload is not None:  # a redelivered dead letter, sent as it was

@@ -19,9 +19,10 @@ an overloaded one gets fewer:
 * otherwise the limit grows: doubled each window while below the threshold (slow start:
   ``ceiling`` at first), then by one each window (additive increase), up to ``ceiling``;
 * a failed attempt (no answer: a timeout, a refused or broken connection) starts over as
-  TCP does after a timeout: the threshold becomes the limit times ``decrease``, the limit
-  the floor, and slow start climbs back to the threshold within a few windows once the
-  host answers again.
+  TCP does after a timeout: the threshold becomes the limit times ``decrease`` (unless the
+  limit is at the floor already: failures there tell an outage, not too many requests),
+  the limit the floor, and slow start climbs back to the threshold within a few windows
+  once the host answers again.
 
 A pure state machine: it is fed readings (:meth:`observe`), keeps no clock and starts no
 thread; the deliverer calls it under its own lock.
@@ -79,7 +80,8 @@ class AdaptiveLimit:
         (a transport error); ``in_flight`` is how many attempts to the host were under way
         when it started (itself included). Returns the limit after it."""
         if not answered:
-            self._threshold = max(float(self.floor), self._limit * self.decrease)
+            if self._limit > self.floor:  # at the floor it says "outage", not "too many"
+                self._threshold = max(float(self.floor), self._limit * self.decrease)
             self._limit = float(self.floor)
             self._reset_window()
             return self.limit

@@ -94,3 +94,10 @@ def test_bad_parameters_are_refused(kwargs):
     initial = kwargs.pop("initial")
     with pytest.raises(ValueError):
         AdaptiveLimit(initial, **kwargs)
+
+
+def test_failures_at_the_floor_are_an_outage_and_keep_slow_start_to_the_ceiling():
+    limit = AdaptiveLimit(8, floor=8, ceiling=96)
+    for _ in range(20):  # a sink down from the start: every probe fails
+        limit.observe(0.0, answered=False)
+    assert [feed(limit, 0.001, limit.limit) for _ in range(4)] == [16, 32, 64, 96]

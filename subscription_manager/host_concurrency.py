@@ -16,8 +16,12 @@ an overloaded one gets fewer:
 * a window whose mean answer time exceeds ``tolerance`` times the baseline and the
   baseline plus ``min_excess`` seconds is congestion: the limit is multiplied by
   ``decrease`` (never below ``floor``), and from there grows by one a window;
-* otherwise the limit grows: doubled each window while below the threshold (slow start:
-  ``ceiling`` at first), then by one each window (additive increase), up to ``ceiling``;
+* otherwise, if answers take at least ``grow_above`` seconds (a round trip worth filling),
+  the limit grows: doubled each window while below the threshold (slow start: ``ceiling``
+  at first), then by one each window (additive increase), up to ``ceiling``. A host that
+  answers faster keeps its limit: there the floor already carries thousands a second and
+  more requests in flight only cost the sender CPU (measured on loopback: a 10 s outage's
+  backlog drained in 4 s at 8 in flight, in 11 s when the limit grew to 96);
 * a failed attempt (no answer: a timeout, a refused or broken connection) starts over as
   TCP does after a timeout: the threshold becomes the limit times ``decrease`` (unless the
   limit is at the floor already: failures there tell an outage, not too many requests),
@@ -36,12 +40,12 @@ class AdaptiveLimit:
     """The in-flight limit of one host (see the module docstring)."""
 
     __slots__ = ("floor", "ceiling", "tolerance", "min_excess", "decrease", "min_window",
-                 "_limit", "_threshold", "_baseline", "_window_min", "_count", "_total",
-                 "_saturated")
+                 "grow_above", "_limit", "_threshold", "_baseline", "_window_min", "_count",
+                 "_total", "_saturated")
 
     def __init__(self, initial: int, *, floor: int = 1, ceiling: int | None = None,
-                 tolerance: float = 2.0, min_excess: float = 0.005, decrease: float = 0.75,
-                 min_window: int = 8):
+                 tolerance: float = 2.0, min_excess: float = 0.002, decrease: float = 0.75,
+                 min_window: int = 8, grow_above: float = 0.002):
         ceiling = initial if ceiling is None else ceiling
         if not 1 <= floor <= initial <= ceiling:
             raise ValueError("need 1 <= floor <= initial <= ceiling")
@@ -54,6 +58,7 @@ class AdaptiveLimit:
         self.min_excess = min_excess
         self.decrease = decrease
         self.min_window = min_window
+        self.grow_above = grow_above
         self._limit = float(initial)
         self._threshold = float(ceiling)  # slow start below it
         self._baseline: float | None = None
@@ -103,7 +108,7 @@ class AdaptiveLimit:
             if self._limit <= self.floor:
                 self._baseline = fastest  # slow at the floor: the path is slower now
             self._shrink()
-        elif self._saturated:
+        elif self._saturated and mean >= self.grow_above:
             if self._limit < self._threshold:
                 self._limit = min(self._threshold, self._limit * 2)
             else:

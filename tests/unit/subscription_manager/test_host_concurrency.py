@@ -56,10 +56,16 @@ def test_no_answer_starts_over_from_the_floor_and_climbs_back_quickly():
 
 
 def test_a_small_slowdown_within_tolerance_is_not_congestion():
-    """Twice the baseline but only 1 ms over it (below ``min_excess``): loopback jitter."""
-    limit = AdaptiveLimit(8, ceiling=16)
-    feed(limit, 0.0005, 8)
-    assert feed(limit, 0.0015, 16) == 16
+    """Three times the baseline but only 1 ms over it (below ``min_excess``): jitter."""
+    limit = AdaptiveLimit(8, ceiling=32)
+    feed(limit, 0.0025, 8)
+    assert feed(limit, 0.0035, 16) == 32
+
+
+def test_a_host_that_answers_fast_keeps_its_limit():
+    """Answers under ``grow_above`` (loopback): the floor carries thousands a second."""
+    limit = AdaptiveLimit(8, floor=8, ceiling=96)
+    assert feed(limit, 0.0005, 400) == 8
 
 
 def test_a_sink_that_queues_settles_where_its_answers_stay_within_tolerance():
@@ -74,10 +80,10 @@ def test_a_sink_that_queues_settles_where_its_answers_stay_within_tolerance():
 
 def test_a_path_that_got_slower_becomes_the_baseline_once_the_limit_is_at_its_floor():
     limit = AdaptiveLimit(8, floor=8, ceiling=64)
-    feed(limit, 0.001, 8 + 16)  # 32
-    assert limit.baseline == pytest.approx(0.001)
+    feed(limit, 0.003, 8 + 16)  # 32
+    assert limit.baseline == pytest.approx(0.003)
     feed(limit, 0.030, 32)  # slower: congestion, 24
-    assert (limit.limit, limit.baseline) == (24, pytest.approx(0.001))
+    assert (limit.limit, limit.baseline) == (24, pytest.approx(0.003))
     while limit.limit > 8:
         feed(limit, 0.030, limit.limit)
     feed(limit, 0.030, 8)  # still slow at the floor: the path is slower now
@@ -100,4 +106,4 @@ def test_failures_at_the_floor_are_an_outage_and_keep_slow_start_to_the_ceiling(
     limit = AdaptiveLimit(8, floor=8, ceiling=96)
     for _ in range(20):  # a sink down from the start: every probe fails
         limit.observe(0.0, answered=False)
-    assert [feed(limit, 0.001, limit.limit) for _ in range(4)] == [16, 32, 64, 96]
+    assert [feed(limit, 0.010, limit.limit) for _ in range(4)] == [16, 32, 64, 96]

@@ -59,6 +59,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                                 "(batch path beside the event-by-event one)"),
     "delivery": ("benchmarks.performance.delivery:run", "notifications/s from a source to a fast sink, and "
                                             "the sink's own ceiling"),
+    "backlog": ("benchmarks.performance.backlog:run",
+                "delivery behind: a 200,000-notification durable backlog drained to one sink "
+                "host, one host 40 ms away (simulated by the sink), a 10 s outage's drain"),
     "brokers": ("benchmarks.reproductions.brokers:run", "Gryphon's 39-broker wide-area simulation: flooding, "
                                           "link matching, summaries, Kyra (overload rate, "
                                           "steps, hops, bytes, exactness)"),

@@ -147,7 +147,10 @@ class _CountingProtocol(asyncio.Protocol):
     """HTTP/1.1 keep-alive (pipelining too) for the fast sink: every POST is answered 202
     and counted; ``GET /count`` answers the count, ``GET /wait?n=N&t=T`` answers it once
     the count reaches N or after T seconds. Headers and body of each answer go in one
-    write (and all answers to what one read brought, in one write)."""
+    write (and all answers to what one read brought, in one write). With an answer delay
+    (``state.answer_delay``, seconds), the answers to POSTs are written that much later, in
+    order: a sink across a link with that round trip, as a client sees it (the count
+    moves when the POST arrives)."""
 
     def __init__(self, state: "_SinkState"):
         self.state = state
@@ -198,9 +201,17 @@ class _CountingProtocol(asyncio.Protocol):
                 answers.append(_text_answer(str(state.count)))
         self.buffer = buffer
         if answers:
-            self.transport.write(b"".join(answers))
+            if state.answer_delay > 0:
+                asyncio.get_running_loop().call_later(state.answer_delay, self._write_late,
+                                                      b"".join(answers))
+            else:
+                self.transport.write(b"".join(answers))
         if state.waiters:
             state.wake()
+
+    def _write_late(self, data: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
 
     def _messages(self, head: bytes) -> bytes:
         """The recorded POSTs from number ``from`` on, each as ``<path length> <body
@@ -240,8 +251,9 @@ _MAX_BODY = 64 * 1024 * 1024  # bytes of one POST the fast sink takes
 
 
 class _SinkState:
-    def __init__(self, record: bool = False):
+    def __init__(self, record: bool = False, answer_delay: float = 0.0):
         self.count = 0
+        self.answer_delay = answer_delay
         self.waiters: dict = {}
         self.record: list | None = [] if record else None  # (path, body) of each POST
 
@@ -259,11 +271,16 @@ def _text_answer(text: str) -> bytes:
         len(body), body)
 
 
-def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print, record: bool = False) -> None:
+MAX_ANSWER_DELAY_MS = 10_000  # the longest answer delay the fast sink takes
+
+
+def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print, record: bool = False,
+               answer_delay: float = 0.0) -> None:
     """Run the fast sink in this process until it is killed; ``ready(port)`` is called
-    once it listens. ``record``: keep every POST's path and body (``GET /messages``)."""
+    once it listens. ``record``: keep every POST's path and body (``GET /messages``);
+    ``answer_delay``: seconds each POST's answer is held (a simulated round trip)."""
     async def main():
-        state = _SinkState(record)
+        state = _SinkState(record, answer_delay)
         server = await asyncio.get_running_loop().create_server(
             lambda: _CountingProtocol(state), host, port, backlog=1024)
         ready(server.sockets[0].getsockname()[1])
@@ -279,11 +296,17 @@ class FastSink:
     read it from outside."""
 
     def __init__(self, host: str = "127.0.0.1", *, record: bool = False,
-                 advertised_host: str | None = None):
+                 advertised_host: str | None = None, port: int = 0, answer_delay_ms: int = 0):
+        """``advertised_host``: the address in ``url`` (default: ``host``); ``port``: 0 for
+        any free one; ``answer_delay_ms``: each POST's answer is held that long (a link's
+        round trip as the delivering client sees it)."""
+        if not 0 <= answer_delay_ms <= MAX_ANSWER_DELAY_MS:
+            raise ValueError(f"answer_delay_ms must be 0..{MAX_ANSWER_DELAY_MS}")
         self.host = host
         self.advertised_host = advertised_host  # the address in url (default: host)
-        self.port = 0
+        self.port = port
         self.record = record
+        self.answer_delay_ms = answer_delay_ms
         self.proc: subprocess.Popen | None = None
         self._fetched: list[ReceivedMessage] = []
 
@@ -293,7 +316,9 @@ class FastSink:
 
     def start(self) -> "FastSink":
         self.proc = subprocess.Popen([sys.executable, "-m", "edn.sink", "--fast", "--host",
-                                      self.host] + (["--record"] if self.record else []),
+                                      self.host, "--port", str(self.port),
+                                      "--answer-delay-ms", str(self.answer_delay_ms)]
+                                     + (["--record"] if self.record else []),
                                      stdout=subprocess.PIPE, text=True,
                                      # its own session: a terminal's Ctrl-C goes to the demo,
                                      # which stops the sink itself (no second traceback)
@@ -379,11 +404,19 @@ def main(argv=None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--record", action="store_true", help="keep paths and bodies")
+    parser.add_argument("--answer-delay-ms", type=int, default=0,
+                        help="hold each POST's answer this many milliseconds (a simulated "
+                             f"round trip; 0..{MAX_ANSWER_DELAY_MS})")
     args = parser.parse_args(argv)
     if not args.fast:
         parser.error("only --fast runs as a command")
+    if not 0 <= args.answer_delay_ms <= MAX_ANSWER_DELAY_MS:
+        parser.error(f"--answer-delay-ms must be 0..{MAX_ANSWER_DELAY_MS}, "
+                     f"not {args.answer_delay_ms}")
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be 0..65535, not {args.port}")
     serve_fast(args.host, args.port, ready=lambda port: print(f"PORT {port}", flush=True),
-               record=args.record)
+               record=args.record, answer_delay=args.answer_delay_ms / 1000.0)
 
 
 if __name__ == "__main__":

@@ -9,16 +9,15 @@ keep-alive connections in production, an in-process transport in tests).
 
 Hosts
 -----
-Jobs wait in one queue per target host (the URL's authority, ``host:port``). At most
-``per_host`` workers deliver to one host at once, so a slow sink holds at most that many
-workers and the others go on delivering to the other hosts. A host whose last attempt was
-a transport error (a timeout, a refused or broken connection) or took longer than
-``slow_after`` seconds is *suspect*: one worker at a time tries it, taking one job at a time,
-until an attempt gets a timely answer again; so a silent or slow sink holds one worker, not
-``per_host`` workers times a batch, and it takes about ``workers`` such hosts, not
-``workers / per_host``, to hold every worker. A host's queue is forgotten when it is empty
-and idle (memory does not grow with hosts seen); an idle suspect host is remembered (up to
-10,000 of them) so that its next jobs start suspect.
+Jobs wait in one queue per target host (the URL's authority; :mod:`.delivery_hosts`). At
+most the host's limit of workers deliver to it at once: ``per_host`` at first, adapted up
+to ``per_host_max`` by its answers (:mod:`.host_concurrency`), so a far host gets enough
+requests in flight to fill its round trip and a slow sink holds a bounded number of
+workers. A host whose last attempt got no answer (a timeout, a refused or broken
+connection) or a slower one than ``slow_after`` is *suspect*: one worker, one job at a
+time, until it answers in time again; after no answer it is also parked: its jobs wait (no
+attempt spent) until a probe ``probe_interval`` (at most ``backoff``) later. An idle host's
+queue is forgotten; an idle suspect host is remembered (up to 10,000) and starts suspect.
 
 A target is approved once per URL per worker batch, and an approval is reused for
 ``approval_ttl`` seconds (the manager passes at most 1 s, and 0 when the URL policy's
@@ -45,22 +44,22 @@ Policies
 
 Counters (``stats()``): queued, delivered, failed, dropped, retries, discarded, refused,
 slow (answers slower than ``slow_after``); pending, queue_depth, hosts (with jobs waiting or
-in flight, and idle suspect ones).
+in flight, and idle suspect ones), host_limit_max (the largest host limit now).
 """
 from __future__ import annotations
 
 import collections
-import heapq
-import itertools
 import logging
-import re
 import threading
 import time
 from typing import Callable
 
 from wsframework.urlpolicy import UrlRefused
 
+from .delivery_hosts import MAX_CACHED_URLS, HostQueue, ReusedApprovals, host_of
 from .delivery_job import NOTIFICATION, SUBSCRIPTION_END, Delivery, DeliveryPolicy
+from .delivery_timer import DueTimer
+from .host_concurrency import AdaptiveLimit
 
 log = logging.getLogger(__name__)
 
@@ -69,28 +68,6 @@ __all__ = ["DeliveryPolicy", "Delivery", "Deliverer", "NOTIFICATION", "SUBSCRIPT
 _DROP_LOG_INTERVAL = 5.0
 _BATCH = 16  # most jobs a worker takes from one host at a time
 _MAX_SUSPECTS_KEPT = 10_000  # idle suspect hosts remembered (beyond: forgotten when idle)
-_MAX_CACHED_URLS = 10_000  # URLs whose host key and approval are remembered
-_AUTHORITY = re.compile(r"[^/?#]*")
-
-
-def host_of(url: str) -> str:
-    """The queue a job waits in: its URL's authority, lower-cased (no resolution here; the
-    URL policy judges the address when the job is delivered)."""
-    rest = url.partition("://")[2]
-    return _AUTHORITY.match(rest).group().lower()
-
-
-class _Host:
-    """One target host's waiting jobs and how many workers deliver to it now."""
-
-    __slots__ = ("key", "jobs", "active", "ready", "suspect")
-
-    def __init__(self, key: str):
-        self.key = key
-        self.jobs: collections.deque[Delivery] = collections.deque()
-        self.active = 0
-        self.ready = False  # in the deliverer's ready queue
-        self.suspect = False  # the last attempt failed to connect or answered slowly
 
 
 class Deliverer:
@@ -105,8 +82,7 @@ class Deliverer:
         """``approval_ttl``: seconds an approval of a URL (by ``approve_target``) is reused
         for later jobs to the same URL (0: each batch of jobs has its URLs approved anew)."""
         self.transport = transport
-        self._approval_ttl = approval_ttl
-        self._approvals: dict[str, tuple[float, str]] = {}  # url -> (until, approved)
+        self._approvals = ReusedApprovals(approve_target, approval_ttl, clock)
         self._host_keys: dict[str, str] = {}  # url -> its host queue
         self.policy = policy
         self._approve_target = approve_target
@@ -124,16 +100,15 @@ class Deliverer:
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # workers wait here for a ready host
         self._idle = threading.Condition(lock)  # drain() waits here for pending == 0
-        self._hosts: dict[str, _Host] = {}
-        self._ready: collections.deque[_Host] = collections.deque()
+        self._hosts: dict[str, HostQueue] = {}
+        self._limits: dict[str, AdaptiveLimit] = {}  # host -> its limit, kept while idle
+        self._ready: collections.deque[HostQueue] = collections.deque()
         self._queued = 0  # jobs waiting in host queues
         self._counts = dict.fromkeys(
             ("queued", "delivered", "failed", "dropped", "retries", "discarded", "refused",
              "slow"), 0)
         self._pending = 0  # accepted (incl. waiting retries) and not finished
-        self._retry_heap: list[tuple[float, int, Delivery]] = []
-        self._retry_wakeup = threading.Condition(threading.Lock())
-        self._sequence = itertools.count()
+        self._timer = DueTimer(self._due, clock)  # retries waiting, parked hosts' probes
         self._threads: list[threading.Thread] = []
         self._started = False
         self._closed = False
@@ -141,8 +116,7 @@ class Deliverer:
 
     # -- submission ------------------------------------------------------------------------
     def submit(self, job: Delivery) -> bool:
-        """Queue ``job`` without waiting; False (and counted as dropped) if the queue is full
-        or the deliverer is closed."""
+        """Queue ``job`` without waiting; False (counted dropped) if full or closed."""
         return self.submit_many((job,)) == 1
 
     def submit_many(self, jobs) -> int:
@@ -163,7 +137,8 @@ class Deliverer:
                 self._pending += accepted
                 self._counts["queued"] += accepted
                 if woken:
-                    self._cond.notify(min(woken * self.policy.per_host, self.policy.workers))
+                    self._cond.notify(min(woken * self.policy.per_host_max,
+                                          self.policy.workers))
             if dropped:
                 self._counts["dropped"] += dropped
         if dropped:
@@ -173,7 +148,7 @@ class Deliverer:
     def _host_key(self, url: str) -> str:
         key = self._host_keys.get(url)
         if key is None:
-            if len(self._host_keys) >= _MAX_CACHED_URLS:
+            if len(self._host_keys) >= MAX_CACHED_URLS:
                 self._host_keys.clear()
             key = self._host_keys[url] = host_of(url)
         return key
@@ -182,20 +157,26 @@ class Deliverer:
         """Put ``job`` in its host's queue (under the lock); 1 if the host became ready."""
         host = self._hosts.get(key)
         if host is None:
-            host = self._hosts[key] = _Host(key)
+            control = self._limits.get(key)
+            if control is None:
+                if len(self._limits) >= MAX_CACHED_URLS:
+                    self._limits.clear()
+                control = self._limits[key] = HostQueue.new_limit(self.policy)
+            host = self._hosts[key] = HostQueue(key, control)
         if front:
             host.jobs.appendleft(job)
         else:
             host.jobs.append(job)
         self._queued += 1
-        if not host.ready and host.active < self._limit(host):
+        if not host.ready and host.active < host.limit() and not host.parked_until:
             host.ready = True
             self._ready.append(host)
             return 1
         return 0
 
-    def _limit(self, host: _Host) -> int:
-        return 1 if host.suspect else self.policy.per_host
+    def room(self) -> int:
+        """Jobs the queue would take now (``queue_size`` less those waiting)."""
+        return max(0, self.policy.queue_size - self._queued)
 
     def submit_later(self, job: Delivery, delay: float) -> bool:
         """Accept ``job`` for a first try after ``delay`` seconds (a persisted retry loaded
@@ -207,19 +188,18 @@ class Deliverer:
                 return False
             self._pending += 1
             self._counts["queued"] += 1
-        self._schedule_retry(job, max(0.0, delay))
+        self._schedule(job, max(0.0, delay))
         return True
 
     def _log_drop(self, job: Delivery, dropped: int) -> None:
-        now = self._clock()
         with self._cond:
-            total = self._counts["dropped"]
+            total, now = self._counts["dropped"], self._clock()
             if now - self._last_drop_log < _DROP_LOG_INTERVAL:
                 return
             self._last_drop_log = now
-        log.warning("delivery queue full (%d slots): dropped %d message(s), e.g. a %s to %s "
-                    "(%d dropped so far)", self.policy.queue_size, dropped, job.kind, job.url,
-                    total)
+        log.warning("delivery queue full (%d slots): %d message(s) not taken, e.g. a %s to %s "
+                    "(%d so far; durable ones wait in the outbox)", self.policy.queue_size,
+                    dropped, job.kind, job.url, total)
 
     # -- workers ---------------------------------------------------------------------------
     def _start(self) -> None:
@@ -231,12 +211,13 @@ class Deliverer:
                 thread = threading.Thread(target=self._work, name=f"delivery-{index}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
-            timer = threading.Thread(target=self._retry_loop, name="delivery-retry", daemon=True)
+            timer = threading.Thread(target=self._timer.run, name="delivery-retry", daemon=True)
             timer.start()
             self._threads.append(timer)
 
-    def _take(self) -> tuple[_Host, list[Delivery]] | None:
-        """The next ready host and a fair share of its jobs (under the lock)."""
+    def _take(self) -> tuple[HostQueue, list[Delivery], int] | None:
+        """The next ready host, a fair share of its jobs, and how many workers deliver to
+        it with this one (under the lock)."""
         with self._cond:
             while True:
                 while not self._ready:
@@ -245,10 +226,11 @@ class Deliverer:
                     self._cond.wait()
                 host = self._ready.popleft()
                 host.ready = False
-                limit = self._limit(host)
-                if host.active < limit:
+                limit = host.limit()
+                if host.active < limit and not host.parked_until:
                     break
-                # it turned suspect while it waited: _release makes it ready again
+                # it turned suspect or was parked while it waited: _release or the probe
+                # timer makes it ready again
             jobs = host.jobs
             # A fair share of the host's jobs among the workers it may have: low lock
             # traffic without leaving those workers idle; one at a time to a suspect host.
@@ -260,18 +242,29 @@ class Deliverer:
                 host.ready = True
                 self._ready.append(host)
                 self._cond.notify()
-            return host, batch
+            return host, batch, host.active
 
-    def _release(self, host: _Host, unsent: list[Delivery]) -> None:
+    def _release(self, host: HostQueue, unsent: list[Delivery],
+                 readings: list[tuple[float, bool]], in_flight: int) -> None:
+        """A worker is done with ``host``: ``unsent`` jobs back to the head of its queue,
+        ``readings`` (seconds, answered) to its limit; parked if the last got no answer."""
         with self._cond:
             host.active -= 1
+            for seconds, answered in readings:
+                host.control.observe(seconds, answered=answered, in_flight=in_flight)
+            if readings and not readings[-1][1] and not host.parked_until and not self._closed:
+                # the probe is a retry: never later than a first retry would be
+                park = max(0.001, min(self.policy.probe_interval, self.policy.backoff))
+                host.parked_until = self._clock() + park
+                self._schedule(host, park)
             if self._closed:
                 return  # close() abandoned what was queued; ``unsent`` with it
             for job in reversed(unsent):  # back at the head of the host's queue
                 host.jobs.appendleft(job)
                 self._queued += 1
             if host.jobs:
-                if not host.ready and host.active < self._limit(host) and not self._closed:
+                if (not host.ready and host.active < host.limit() and not host.parked_until
+                        and not self._closed):
                     host.ready = True
                     self._ready.append(host)
                     self._cond.notify()
@@ -285,32 +278,52 @@ class Deliverer:
             taken = self._take()
             if taken is None:
                 return
-            host, batch = taken
-            approved: dict[str, str] = {}  # one approval per URL per batch
-            unsent: list[Delivery] = []
-            finished: list[tuple[str, Delivery]] = []
-            for index, job in enumerate(batch):
-                try:
-                    outcome = self._deliver(job, approved, host)
-                except Exception:  # a bug here must not kill the worker
-                    log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
-                    outcome = "failed"
-                if outcome is not None:
-                    finished.append((outcome, job))
-                if host.suspect and index + 1 < len(batch):
-                    unsent = batch[index + 1:]  # let others have the workers meanwhile
-                    break
+            host, batch, in_flight = taken
+            readings: list[tuple[float, bool]] = []
+            finished, unsent = self._deliver_batch(host, batch, readings)
             self._finish_many(finished)
-            self._release(host, unsent)
+            self._release(host, unsent, readings, in_flight)
+
+    def _deliver_batch(self, host: HostQueue, batch: list[Delivery], readings: list
+                       ) -> tuple[list[tuple[str, Delivery]], list[Delivery]]:
+        """A worker's batch to one host, one POST after another (a subclass may send it
+        otherwise: :mod:`.delivery_pipelined`). Returns the jobs finished (with their
+        counter) and those left unsent (the host turned suspect: others may have the
+        workers meanwhile)."""
+        approved: dict[str, str] = {}  # one approval per URL per batch
+        finished: list[tuple[str, Delivery]] = []
+        for index, job in enumerate(batch):
+            try:
+                outcome = self._deliver(job, approved, host, readings)
+            except Exception:  # a bug here must not kill the worker
+                log.exception("delivery of a %s to %s failed unexpectedly", job.kind, job.url)
+                outcome = "failed"
+            if outcome is not None:
+                finished.append((outcome, job))
+            if host.suspect and index + 1 < len(batch):
+                return finished, batch[index + 1:]
+        return finished, []
 
     def _deliver(self, job: Delivery, approved: dict[str, str],
-                 host: _Host | None = None) -> str | None:
-        """Deliver once. Returns the counter to bump when the job is finished, or None when
-        it was handed on (to a retry, or to the give-up handler that finishes it). Marks
-        ``host`` suspect or not by whether it answered, before any hand-off."""
+                 host: HostQueue | None = None, readings: list | None = None) -> str | None:
+        """Deliver once: the counter to bump when the job is finished, or None when it was
+        handed on (to a retry, or to the give-up handler that finishes it)."""
+        url, outcome = self._target(job, approved)
+        if url is None:
+            return outcome
+        started = self._clock()
+        try:
+            answer = self.transport.post(url, job.body(), job.content_type, job.action)
+        except Exception as exc:  # TransportError, or anything a custom transport raises
+            answer = exc
+        return self._settle(job, answer, self._clock() - started, host, readings)
+
+    def _target(self, job: Delivery, approved: dict[str, str]) -> tuple[str | None, str | None]:
+        """(the approved URL, None) to send ``job`` to, or (None, outcome) when it is not to
+        be sent: discarded (its subscription is gone), or refused (given up: None)."""
         if (job.kind == NOTIFICATION and job.subscription_id is not None
                 and self._is_wanted is not None and not self._is_wanted(job.subscription_id)):
-            return "discarded"
+            return None, "discarded"
         url = approved.get(job.url)
         if url is None:
             url = job.url
@@ -318,7 +331,7 @@ class Deliverer:
                 if self._approve_target is not None:
                     # The approved URL carries the checked address: the transport connects
                     # there and does not resolve the name again (no DNS-rebinding window).
-                    url = approved[job.url] = self._approve(job.url)
+                    url = approved[job.url] = self._approvals.approve(job.url)
             except UrlRefused as refused:
                 job.last_error = refused.reason
                 log.warning("refusing to deliver a %s to %s: %s", job.kind, job.url,
@@ -326,18 +339,23 @@ class Deliverer:
                 with self._cond:
                     self._counts["refused"] += 1
                 self._give_up(job)
-                return None
-        reached = True
-        started = self._clock()
-        try:
-            response = self.transport.post(url, job.body(), job.content_type, job.action)
-            ok = 200 <= response.status < 300
-            if not ok:
-                job.last_error = f"HTTP {response.status}"
-        except Exception as exc:  # TransportError, or anything a custom transport raises
-            ok = reached = False
-            job.last_error = str(exc)
-        slow = reached and self._clock() - started > self.policy.slow_after
+                return None, None
+        return url, None
+
+    def _settle(self, job: Delivery, answer, seconds: float, host: HostQueue | None,
+                readings: list | None) -> str | None:
+        """An attempt's ``answer`` (a TransportResponse, or the exception raised): marks
+        ``host`` suspect or not by whether it answered (before any hand-off), notes
+        (seconds, answered) in ``readings``, and finishes the job or hands it on."""
+        reached = not isinstance(answer, BaseException)
+        ok = reached and 200 <= answer.status < 300
+        if not reached:
+            job.last_error = str(answer)
+        elif not ok:
+            job.last_error = f"HTTP {answer.status}"
+        if readings is not None:
+            readings.append((seconds, reached))
+        slow = reached and seconds > self.policy.slow_after
         if slow:
             with self._cond:
                 self._counts["slow"] += 1
@@ -359,27 +377,12 @@ class Deliverer:
                     self._on_retry(job, delay)
                 except Exception:
                     log.exception("could not persist the retry of a %s to %s", job.kind, job.url)
-            self._schedule_retry(job, delay)
+            self._schedule(job, delay)
             return None
         if too_old:
             job.last_error = f"older than {self.policy.max_age:g} s (last: {job.last_error})"
         self._give_up(job)
         return None
-
-    def _approve(self, url: str) -> str:
-        """``approve_target(url)``, reused for ``approval_ttl`` seconds (refusals are never
-        reused: they give the job up, and the next job asks again)."""
-        if self._approval_ttl <= 0:
-            return self._approve_target(url)
-        now = self._clock()
-        cached = self._approvals.get(url)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        approved = self._approve_target(url)
-        if len(self._approvals) >= _MAX_CACHED_URLS:
-            self._approvals.clear()
-        self._approvals[url] = (now + self._approval_ttl, approved)
-        return approved
 
     def _give_up(self, job: Delivery) -> None:
         log.info("gave up on a %s to %s after %d attempt(s): %s", job.kind, job.url,
@@ -392,35 +395,30 @@ class Deliverer:
         finally:
             self._finish("failed", job)
 
-    # -- retries ---------------------------------------------------------------------------
-    def _schedule_retry(self, job: Delivery, delay: float) -> None:
-        with self._retry_wakeup:
-            heapq.heappush(self._retry_heap, (self._clock() + delay, next(self._sequence), job))
-            self._retry_wakeup.notify()
+    # -- retries and probes ----------------------------------------------------------------
+    def _schedule(self, item: Delivery | HostQueue, delay: float) -> None:
+        """A job to queue again, or a parked host to unpark, after ``delay`` seconds."""
+        self._timer.schedule(item, delay)
 
-    def _retry_loop(self) -> None:
-        while True:
-            with self._retry_wakeup:
-                while True:
-                    if self._closed and not self._retry_heap:
-                        return
-                    now = self._clock()
-                    if self._retry_heap and self._retry_heap[0][0] <= now:
-                        _, _, job = heapq.heappop(self._retry_heap)
-                        break
-                    timeout = (self._retry_heap[0][0] - now) if self._retry_heap else None
-                    if self._closed:
-                        timeout = min(timeout or 0.05, 0.05)
-                    self._retry_wakeup.wait(timeout)
-            key = self._host_key(job.url)
-            with self._cond:
-                # A retry already counts as pending; it only needs a slot in the queue.
-                if self._queued < self.policy.queue_size and not self._closed:
-                    if self._enqueue(key, job):
-                        self._cond.notify()
-                    continue
-            self._finish("dropped", job)
-            self._log_drop(job, 1)
+    def _due(self, item: Delivery | HostQueue) -> None:
+        """A retry's time came (it needs a slot in the queue: it already counts as pending),
+        or a parked host's probe time (one worker may try it again)."""
+        key = item.key if isinstance(item, HostQueue) else self._host_key(item.url)
+        with self._cond:
+            if isinstance(item, HostQueue):
+                item.parked_until = 0.0
+                if (item.jobs and not item.ready and item.active < item.limit()
+                        and not self._closed and self._hosts.get(key) is item):
+                    item.ready = True
+                    self._ready.append(item)
+                    self._cond.notify()
+                return
+            if self._queued < self.policy.queue_size and not self._closed:
+                if self._enqueue(key, item):
+                    self._cond.notify()
+                return
+        self._finish("dropped", item)
+        self._log_drop(item, 1)
 
     # -- bookkeeping -----------------------------------------------------------------------
     def _finish(self, counter: str, job: Delivery | None = None) -> None:
@@ -458,6 +456,7 @@ class Deliverer:
             counts["pending"] = self._pending
             counts["queue_depth"] = self._queued
             counts["hosts"] = len(self._hosts)
+            counts["host_limit_max"] = max((c.limit for c in self._limits.values()), default=0)
         return counts
 
     def drain(self, timeout: float | None = None) -> bool:
@@ -484,10 +483,8 @@ class Deliverer:
             self._ready.clear()
             self._queued = 0
             self._cond.notify_all()
-        with self._retry_wakeup:
-            abandoned = len(self._retry_heap) + abandoned_queue
-            self._retry_heap.clear()
-            self._retry_wakeup.notify_all()
+        abandoned = abandoned_queue + sum(
+            1 for item in self._timer.stop() if isinstance(item, Delivery))
         if abandoned:
             log.warning("abandoned %d undelivered messages at shutdown", abandoned)
         for thread in self._threads:

@@ -1,13 +1,14 @@
 """One delivery job (:class:`Delivery`: a message to one endpoint, rendered lazily) and the
 policy the delivery queue (:mod:`.delivery`) sends it under (:class:`DeliveryPolicy`:
-workers, queue size, retries with backoff, age)."""
+workers, per-host limits, queue size, retries with backoff, age, probes of silent hosts)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["DeliveryPolicy", "Delivery", "NOTIFICATION", "SUBSCRIPTION_END"]
+__all__ = ["DeliveryPolicy", "Delivery", "NOTIFICATION", "SUBSCRIPTION_END", "MAX_PIPELINE"]
 
+MAX_PIPELINE = 64  # most POSTs written on a connection before the first answer is read
 NOTIFICATION = "notification"
 SUBSCRIPTION_END = "subscription-end"
 
@@ -15,18 +16,31 @@ SUBSCRIPTION_END = "subscription-end"
 @dataclass(frozen=True)
 class DeliveryPolicy:
     workers: int = 32
-    per_host: int = 8  # workers delivering to one host at once
+    per_host: int = 8  # workers delivering to one host at once (at first, and at least)
     queue_size: int = 50_000
     retries: int = 3
     backoff: float = 0.5
     backoff_max: float = 30.0
     max_age: float | None = None  # seconds after acceptance a job may still be retried
     slow_after: float = 1.0  # an attempt longer than this makes its host suspect
+    # most workers delivering to one host once its answers showed it takes more (an
+    # adaptive limit, :mod:`.host_concurrency`); None: per_host (no adaptation)
+    per_host_max: int | None = None
+    probe_interval: float = 0.5  # seconds a host that gave no answer is left before a probe
+    pipeline: int = 1  # POSTs written on a connection before the first answer (1: none)
 
     def __post_init__(self):
+        if self.per_host_max is None:
+            object.__setattr__(self, "per_host_max", self.per_host)
         if self.workers < 1 or self.queue_size < 1 or self.per_host < 1:
             raise ValueError("delivery needs at least one worker (per host too) and one "
                              "queue slot")
+        if self.per_host_max < self.per_host:
+            raise ValueError("per_host_max must be at least per_host")
+        if self.probe_interval <= 0:
+            raise ValueError("probe_interval must be positive")
+        if not 1 <= self.pipeline <= MAX_PIPELINE:
+            raise ValueError(f"pipeline must be 1 (off) to {MAX_PIPELINE}")
         if self.retries < 0 or self.backoff < 0 or self.backoff_max < 0:
             raise ValueError("retries and backoff must not be negative")
         if self.slow_after <= 0:

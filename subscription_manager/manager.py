@@ -230,7 +230,7 @@ class SubscriptionManager:
             return transport
         self._own_delivery_transport = LeanHttpTransport(
             timeout=(self.settings.delivery_connect_timeout, self.settings.delivery_read_timeout),
-            pool_size=self.settings.delivery_per_host)
+            pool_size=self.settings.delivery_policy().per_host_max)
         return self._own_delivery_transport
 
     # == the outbox ========================================================================

@@ -28,6 +28,9 @@ _DELIVERY_COUNTERS = {
     "retries": ("edn_notification_retries_total", "Delivery retries"),
     "refused": ("edn_notifications_refused_total", "Notifications a sink refused"),
     "filter_failures": ("edn_filter_failures_total", "Filters that failed on an event"),
+    "outbox_spilled": ("edn_notifications_spilled_total",
+                       "Notifications left in the outbox past the delivery queue's room "
+                       "(paged in as it empties)"),
     "outbox_dead_lettered": ("edn_notifications_dead_lettered_total",
                              "Notifications moved to the dead letters"),
     "outbox_redelivered_dead_letters": ("edn_dead_letters_redelivered_total",

@@ -19,6 +19,11 @@ owners whose process is gone (same machine: the SQLite file is local) or whose h
 older than the lease. Claimed rows, and a process's own rows that are due and not in its
 memory (a retry after a restart, a job the full queue dropped), are loaded by :meth:`due`.
 
+Paging. Rows accepted past the delivery queue's room (``in_memory`` at :meth:`accept`) are
+*spilled*: written due at once, not handed to memory (rows the queue drops after all are
+marked so by :meth:`spill`); the queue takes them a page at a time as it empties
+(:meth:`due`, oldest first): a backlog of any size waits on disk.
+
 Retries are persisted: a failed attempt updates ``attempts``, ``next_attempt_at`` and the last
 error in the row, so a restart neither resets the count nor delivers early. When the
 attempts or the age run out, the notification (its rendered bytes) moves to
@@ -38,12 +43,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
-from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 from wsframework.store import Store
 
+from .message_ids import new_message_id, new_message_ids
+from .outbox_dead_letters import (DEAD_TABLE, MAX_DEAD_LETTER_LIST, DeadLetter, DeadLetterTable,
+                                  chunks)
 from .process_owner import owner_alive, process_owner
 
 __all__ = ["Outbox", "OutboxRow", "DeadLetter", "new_message_id",
@@ -52,10 +58,8 @@ __all__ = ["Outbox", "OutboxRow", "DeadLetter", "new_message_id",
 _EVENTS = "eventing_outbox_events"
 _OUTBOX = "eventing_outbox"
 _OWNERS = "eventing_outbox_owners"
-_DEAD = "eventing_dead_letters"
 _POSITIONS = "eventing_batch_positions"
 
-MAX_DEAD_LETTER_LIST = 1000  # most entries one ListDeadLetters answers
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {_EVENTS} (
@@ -89,7 +93,7 @@ CREATE TABLE IF NOT EXISTS {_OWNERS} (
     pid INTEGER NOT NULL,
     heartbeat REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS {_DEAD} (
+CREATE TABLE IF NOT EXISTS {DEAD_TABLE} (
     id INTEGER PRIMARY KEY,
     subscription_id TEXT NOT NULL,
     topic TEXT NOT NULL,
@@ -105,8 +109,8 @@ CREATE TABLE IF NOT EXISTS {_DEAD} (
     last_attempt REAL,
     dead_at REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {_DEAD}_subscription ON {_DEAD}(subscription_id);
-CREATE INDEX IF NOT EXISTS {_DEAD}_topic ON {_DEAD}(topic);
+CREATE INDEX IF NOT EXISTS {DEAD_TABLE}_subscription ON {DEAD_TABLE}(subscription_id);
+CREATE INDEX IF NOT EXISTS {DEAD_TABLE}_topic ON {DEAD_TABLE}(topic);
 CREATE TABLE IF NOT EXISTS {_POSITIONS} (
     dispatcher TEXT PRIMARY KEY,
     last_seq INTEGER NOT NULL
@@ -118,26 +122,15 @@ _ROW_COLUMNS = (f"o.id, o.subscription_id, o.message_id, o.attempts, o.next_atte
                 f"o.payload, e.topic AS event_topic, e.action AS event_action, e.body")
 
 
-def new_message_id() -> str:
-    return f"urn:uuid:{uuid.uuid4()}"
+_PAGE_COLUMNS = ("id, subscription_id, message_id, attempts, next_attempt_at, created, "
+                 "first_attempt, last_attempt, url, content_type, action, payload, event_id")
 
 
-def new_message_ids(count: int) -> list[str]:
-    """``count`` random (version 4) UUID URNs from one ``os.urandom`` call: a third of the
-    cost of ``uuid4()`` each, which is a syscall and a UUID object per notification."""
-    raw = os.urandom(16 * count).hex()
-    variant = "89ab89ab89ab89ab"
-    return [f"urn:uuid:{raw[i:i + 8]}-{raw[i + 8:i + 12]}-4{raw[i + 13:i + 16]}-"
-            f"{variant[int(raw[i + 16], 16)]}{raw[i + 17:i + 20]}-{raw[i + 20:i + 32]}"
-            for i in range(0, 32 * count, 32)]
-
-
-@dataclass(frozen=True)
-class OutboxRow:
+class OutboxRow(NamedTuple):
     """A pending notification as loaded from the outbox. ``payload`` (with ``url``,
     ``content_type``, ``action``) is set for a redelivered dead letter, which is sent as it
     was; otherwise the notification is rendered from the event (``event_action``, ``body``)
-    with the subscription's template."""
+    with the subscription's template. (A tuple: a page makes thousands.)"""
 
     id: int
     subscription_id: str
@@ -156,22 +149,6 @@ class OutboxRow:
     body: bytes | None
 
 
-@dataclass(frozen=True)
-class DeadLetter:
-    id: int
-    subscription_id: str
-    topic: str
-    url: str
-    reason: str
-    attempts: int
-    created: float
-    first_attempt: float | None
-    last_attempt: float | None
-    dead_at: float
-    message_id: str
-    size: int
-
-
 class Accepted(NamedTuple):
     """One outbox row just committed: the row id and the message id its notification keeps.
     (A tuple: one is made per notification, and a frozen dataclass costs several times
@@ -183,7 +160,7 @@ class Accepted(NamedTuple):
     created: float
 
 
-class Outbox:
+class Outbox(DeadLetterTable):
     """The outbox, dead-letter and batch-position tables of one service's store."""
 
     def __init__(self, store: Store, *, clock=time.time, lease: float = 30.0,
@@ -202,7 +179,7 @@ class Outbox:
         self._owner_pid = -1
         self._owner = ""
         self.fixed_owner: str | None = None  # tests: act as another process
-        self._counts = dict.fromkeys(("accepted", "dead_lettered", "claimed",
+        self._counts = dict.fromkeys(("accepted", "dead_lettered", "claimed", "spilled",
                                       "redelivered_dead_letters", "replayed_events_skipped"), 0)
 
     @property
@@ -218,7 +195,8 @@ class Outbox:
     def accept(self, events: Sequence[tuple[str, str, bytes, Sequence[str]]], *,
                durable: bool = True, dispatcher: str | None = None,
                seqs: Sequence[int] | None = None,
-               select: Callable | None = None) -> list[list[Accepted] | None]:
+               select: Callable | None = None,
+               in_memory: int | None = None) -> list[list[Accepted] | None]:
         """Commit, in one transaction, each event (topic, action, body bytes, matched
         subscription ids) with one outbox row per subscription (none when ``durable`` is
         false: then only the position is kept). With ``dispatcher`` and ``seqs`` (each
@@ -226,10 +204,13 @@ class Outbox:
         sequence is skipped (None in the result) and the position advances in the same
         transaction. With ``select(conn, index, ids)``, an event is queued for the ids it
         returns instead (decided inside this transaction: NotifyWhen's L, see
-        :mod:`.notify_index`). Returns the rows, per event."""
+        :mod:`.notify_index`). With ``in_memory``, only that many rows (the first, in
+        order) are to be handed to the delivery queue: the rest are spilled (due at once,
+        for the queue to page in). Returns the rows, per event."""
         now = self.clock()
         owner = self.owner
         due = now + self.recheck
+        memory_room = memory_left = None if in_memory is None else max(0, in_memory)
         result: list[list[Accepted] | None] = []
         with self.store.transaction() as conn:
             last = self.position_in(conn, dispatcher) if dispatcher is not None else None
@@ -249,11 +230,14 @@ class Outbox:
                     (topic, action, body, now)).lastrowid
                 message_ids = new_message_ids(len(ids))
                 first = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_OUTBOX}").fetchone()[0]
+                kept = len(ids) if memory_left is None else min(memory_left, len(ids))
+                if memory_left is not None:
+                    memory_left -= kept
                 conn.executemany(
                     f"INSERT INTO {_OUTBOX}(event_id, subscription_id, message_id, "
                     f"next_attempt_at, created, owner) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(event_id, sid, mid, due, now, owner)
-                     for sid, mid in zip(ids, message_ids)])
+                    [(event_id, sid, mid, due if i < kept else now, now, owner)
+                     for i, (sid, mid) in enumerate(zip(ids, message_ids))])
                 # ids are assigned in order after the previous maximum (INTEGER PRIMARY KEY
                 # without AUTOINCREMENT, inside our write transaction)
                 result.append([Accepted(first + 1 + i, sid, mid, now)
@@ -262,9 +246,24 @@ class Outbox:
                 self._set_position(conn, dispatcher, max(seqs))
             if durable:
                 self._beat(conn, now)
-        self._counts["accepted"] += sum(len(r) for r in result if r)
+        accepted = sum(len(r) for r in result if r)
+        self._counts["accepted"] += accepted
         self._counts["replayed_events_skipped"] += skipped
+        if memory_room is not None:
+            self._counts["spilled"] += max(0, accepted - memory_room)
         return result
+
+    def spill(self, row_ids: Sequence[int]) -> None:
+        """Rows the delivery queue did not take after all: due at once, for it to page in
+        (one UPDATE per run of consecutive ids)."""
+        if not row_ids:
+            return
+        with self.store.transaction() as conn:
+            conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = MIN(next_attempt_at, ?) "
+                             f"WHERE id BETWEEN ? AND ? AND owner = ?",
+                             [(self.clock(), low, high, self.owner)
+                              for low, high in _runs(row_ids)])
+        self._counts["spilled"] += len(row_ids)
 
     # == batch positions ===================================================================
     def position(self, dispatcher: str) -> int:
@@ -284,6 +283,11 @@ class Outbox:
         return row[0] if row else 0
 
     # == outcomes ==========================================================================
+    def unflushed(self) -> set[int]:
+        """Rows noted delivered and not deleted yet (no page may load them again)."""
+        with self._done_lock:
+            return set(self._done)
+
     def delivered(self, row_id: int) -> None:
         """A row's notification was delivered (or is no longer wanted): delete it with the
         next batch."""
@@ -334,7 +338,7 @@ class Outbox:
             if row is None:
                 return False
             conn.execute(
-                f"INSERT INTO {_DEAD}(subscription_id, topic, url, content_type, action, "
+                f"INSERT INTO {DEAD_TABLE}(subscription_id, topic, url, content_type, action, "
                 f"message_id, payload, reason, attempts, created, first_attempt, last_attempt, "
                 f"dead_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row["subscription_id"], topic, url, content_type, action, row["message_id"],
@@ -384,45 +388,59 @@ class Outbox:
         return claimed
 
     def due(self, exclude: Iterable[int] = (), limit: int = 1000) -> list[OutboxRow]:
-        """This process's rows whose next attempt is due, except those in ``exclude`` (in
-        memory already); their ``next_attempt_at`` moves ``recheck`` ahead."""
+        """A page: this process's rows whose next attempt is due, oldest first, at most
+        ``limit``, except those in ``exclude`` (in memory already); their
+        ``next_attempt_at`` moves ``recheck`` ahead. The ids are chosen from the index
+        alone; only the page's rows are read whole (:meth:`_rows`)."""
+        if limit <= 0:
+            return []
         now = self.clock()
-        exclude = set(exclude)
-        rows = self.store.query(
-            f"SELECT {_ROW_COLUMNS} FROM {_OUTBOX} o LEFT JOIN {_EVENTS} e ON e.id = o.event_id "
-            f"WHERE o.owner = ? AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at LIMIT ?",
-            (self.owner, now, limit + len(exclude)))
-        found = [OutboxRow(**dict(r)) for r in rows if r["id"] not in exclude][:limit]
-        if found:
+        exclude = exclude if isinstance(exclude, (set, frozenset)) else set(exclude)
+        ids = [r[0] for r in self.store.query(
+            f"SELECT id FROM {_OUTBOX} WHERE owner = ? AND next_attempt_at <= ? "
+            f"ORDER BY next_attempt_at, id LIMIT ?", (self.owner, now, limit + len(exclude)))
+            if r[0] not in exclude][:limit]
+        found = self._rows(ids)
+        if found:  # by runs of ids: every id in a run was chosen, so is due and ours
             with self.store.transaction() as conn:
-                conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = ? WHERE id = ?",
-                                 [(now + self.recheck, r.id) for r in found])
+                conn.executemany(f"UPDATE {_OUTBOX} SET next_attempt_at = ? WHERE id BETWEEN "
+                                 f"? AND ? AND owner = ?",
+                                 [(now + self.recheck, low, high, self.owner)
+                                  for low, high in _runs([r.id for r in found])])
         return found
+
+    def _rows(self, ids: list[int]) -> list[OutboxRow]:
+        """The rows ``ids`` in full, oldest first: by runs of consecutive ids, as tuples,
+        each event's body read once (a page of a backlog is mostly one long run)."""
+        if not ids:
+            return []
+        cursor = self.store.connection().cursor()
+        cursor.row_factory = None  # tuples: a Row and a dict per row cost more than the read
+        wanted = sorted(ids)
+        runs = _runs(wanted)
+        rows: list[tuple] = []
+        if len(runs) <= 64:
+            for low, high in runs:
+                rows += cursor.execute(f"SELECT {_PAGE_COLUMNS} FROM {_OUTBOX} WHERE id BETWEEN "
+                                       f"? AND ? AND owner = ?", (low, high, self.owner)).fetchall()
+        else:
+            for chunk in chunks(wanted, 500):
+                marks = ",".join("?" * len(chunk))
+                rows += cursor.execute(f"SELECT {_PAGE_COLUMNS} FROM {_OUTBOX} WHERE id IN "
+                                       f"({marks}) AND owner = ?", (*chunk, self.owner)).fetchall()
+        events: dict[int, tuple] = {}
+        for chunk in chunks(sorted({r[-1] for r in rows if r[-1] is not None}), 500):
+            marks = ",".join("?" * len(chunk))
+            for event_id, *event in cursor.execute(
+                    f"SELECT id, topic, action, body FROM {_EVENTS} WHERE id IN ({marks})", chunk):
+                events[event_id] = tuple(event)
+        found = [OutboxRow(*r[:-1], *events.get(r[-1], (None, None, None))) for r in rows]
+        return sorted(found, key=lambda r: (r.next_attempt_at, r.id))
 
     def pending(self) -> int:
         return self.store.query(f"SELECT COUNT(*) FROM {_OUTBOX}")[0][0]
 
     # == dead letters ======================================================================
-    def dead_letters(self, *, topic: str | None = None, subscription: str | None = None,
-                     limit: int = 100) -> list[DeadLetter]:
-        limit = max(0, min(limit, MAX_DEAD_LETTER_LIST))
-        where, params = [], []
-        if topic:
-            where.append("topic = ?")
-            params.append(topic)
-        if subscription:
-            where.append("subscription_id = ?")
-            params.append(subscription)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self.store.query(
-            f"SELECT id, subscription_id, topic, url, reason, attempts, created, first_attempt, "
-            f"last_attempt, dead_at, message_id, LENGTH(payload) AS size FROM {_DEAD} {clause} "
-            f"ORDER BY id LIMIT ?", (*params, limit))
-        return [DeadLetter(**dict(r)) for r in rows]
-
-    def dead_letter_count(self) -> int:
-        return self.store.query(f"SELECT COUNT(*) FROM {_DEAD}")[0][0]
-
     def redeliver(self, ids: Sequence[int] | None) -> list[int]:
         """Move dead letters (``ids``, or all for None) back to the outbox, attempts reset,
         same payload and MessageID, owned by this process and due now; returns the ids
@@ -431,12 +449,12 @@ class Outbox:
         moved: list[int] = []
         with self.store.transaction() as conn:
             if ids is None:
-                rows = conn.execute(f"SELECT * FROM {_DEAD} ORDER BY id").fetchall()
+                rows = conn.execute(f"SELECT * FROM {DEAD_TABLE} ORDER BY id").fetchall()
             else:
                 rows = []
-                for chunk in _chunks(list(ids), 500):
+                for chunk in chunks(list(ids), 500):
                     marks = ",".join("?" * len(chunk))
-                    rows += conn.execute(f"SELECT * FROM {_DEAD} WHERE id IN ({marks}) "
+                    rows += conn.execute(f"SELECT * FROM {DEAD_TABLE} WHERE id IN ({marks}) "
                                          f"ORDER BY id", chunk).fetchall()
             for row in rows:
                 conn.execute(
@@ -445,27 +463,11 @@ class Outbox:
                     f"VALUES (NULL, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
                     (row["subscription_id"], row["message_id"], now, now, self.owner,
                      row["url"], row["content_type"], row["action"], row["payload"]))
-                conn.execute(f"DELETE FROM {_DEAD} WHERE id = ?", (row["id"],))
+                conn.execute(f"DELETE FROM {DEAD_TABLE} WHERE id = ?", (row["id"],))
                 moved.append(row["id"])
             self._beat(conn, now)
         self._counts["redelivered_dead_letters"] += len(moved)
         return moved
-
-    def purge(self, ids: Sequence[int] | None = None, *, older_than: float | None = None) -> int:
-        """Delete dead letters: ``ids``, or those dead before ``older_than`` (a time), or all
-        when both are None. Returns how many went."""
-        with self.store.transaction() as conn:
-            if ids is not None:
-                count = 0
-                for chunk in _chunks(list(ids), 500):
-                    marks = ",".join("?" * len(chunk))
-                    count += conn.execute(f"DELETE FROM {_DEAD} WHERE id IN ({marks})",
-                                          chunk).rowcount
-                return count
-            if older_than is not None:
-                return conn.execute(f"DELETE FROM {_DEAD} WHERE dead_at < ?",
-                                    (older_than,)).rowcount
-            return conn.execute(f"DELETE FROM {_DEAD}").rowcount
 
     def stats(self) -> dict[str, int]:
         counts = dict(self._counts)
@@ -475,6 +477,12 @@ class Outbox:
                 for k, v in counts.items()}
 
 
-def _chunks(items: list, size: int):
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
+def _runs(ids) -> list[tuple[int, int]]:
+    """``ids`` as runs of consecutive ids: [(first, last), ...], ascending."""
+    runs: list[list[int]] = []
+    for row_id in sorted(ids):
+        if runs and row_id == runs[-1][1] + 1:
+            runs[-1][1] = row_id
+        else:
+            runs.append([row_id, row_id])
+    return [(low, high) for low, high in runs]

@@ -5,16 +5,20 @@ the delivery queue (:mod:`.delivery`), rendered from the subscription's template
 sent. This part follows the jobs' outcomes into the outbox: a delivered row is noted for
 deletion, a retry is persisted with its next attempt, a job that ran out of attempts (or
 whose target was refused) becomes a dead letter. Rows no job holds in memory (of processes
-that died, retries persisted before a restart, jobs a full queue dropped) are queued again by
-:meth:`OutboxDeliveries.recover`.
+that died, retries persisted before a restart, rows spilled past the queue's room) are queued
+again by :meth:`OutboxDeliveries.recover`, a page at a time: at most the room the queue has
+(and half its size), so memory holds a bounded part of any backlog and the queue is topped
+up at every sweep while the backlog lasts.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from .delivery import Deliverer
+from .delivery_pipelined import PipeliningDeliverer
 from .delivery_job import NOTIFICATION, Delivery, DeliveryPolicy
 from .notifications import notification_action
 from .outbox import Outbox, OutboxRow
@@ -23,6 +27,8 @@ from .view import SubscriptionView
 log = logging.getLogger(__name__)
 
 __all__ = ["OutboxDeliveries"]
+
+_PAGE_PART = 5_000  # rows read from the outbox at once
 
 
 class OutboxDeliveries:
@@ -40,7 +46,9 @@ class OutboxDeliveries:
         self._on_delivery_failure = on_delivery_failure
         self._in_memory: set[int] = set()  # outbox rows the deliverer holds
         self._in_memory_lock = threading.Lock()
-        self.deliverer = Deliverer(transport, policy, approve_target=approve_target,
+        # pipelining only when asked for (see delivery_pipelined's docstring for why)
+        deliverer_class = PipeliningDeliverer if policy.pipeline > 1 else Deliverer
+        self.deliverer = deliverer_class(transport, policy, approve_target=approve_target,
                                    is_wanted=self.is_wanted, on_give_up=self._gave_up,
                                    on_finish=self._finished, on_retry=self._retry,
                                    wall_clock=clock, approval_ttl=approval_ttl)
@@ -50,9 +58,13 @@ class OutboxDeliveries:
         subscription = self.view.subscriptions.get(subscription_id)
         return subscription is not None and not subscription.expired_at(self.clock())
 
+    def room(self) -> int:
+        """Jobs the delivery queue would take now."""
+        return self.deliverer.room()
+
     def submit(self, jobs: list[Delivery]) -> int:
-        """Queue ``jobs``; returns how many the queue took (the others' rows stay in the
-        outbox: the sweep takes them again when due)."""
+        """Queue ``jobs``; returns how many the queue took (the others' rows are marked due
+        in the outbox: a later page takes them)."""
         if not jobs:
             return 0
         durable = [job.outbox_id for job in jobs if job.outbox_id is not None]
@@ -64,25 +76,42 @@ class OutboxDeliveries:
         if dropped:
             with self._in_memory_lock:
                 self._in_memory.difference_update(dropped)
+            try:
+                self.outbox.spill(dropped)
+            except Exception:  # they are due again after the outbox's recheck anyway
+                log.exception("marking %d notifications for a later page failed", len(dropped))
         return queued
 
     def recover(self) -> int:
         """Claim the rows of processes that are gone, delete the delivered rows noted so far,
-        and queue this process's rows that are due and not in memory. Returns how many were
-        queued."""
+        and queue a page of this process's rows that are due and not in memory (as many as
+        the queue has room for, at most half its size). Returns how many were queued."""
         self.outbox.flush()
         self.outbox.heartbeat()
         self.outbox.claim()
-        with self._in_memory_lock:
-            held = set(self._in_memory)
-        jobs = []
-        for row in self.outbox.due(held):
-            job = self._job_from_row(row)
-            if job is None:  # the subscription is gone: nothing to deliver
-                self.outbox.delivered(row.id)
-            else:
-                jobs.append(job)
-        return self.submit(jobs)
+        page = min(self.deliverer.room(), max(1, self.deliverer.policy.queue_size // 2))
+        queued = 0
+        while page > 0:
+            # in parts, yielding between them: a large page read at once would hold up the
+            # deliveries (greenlets under gevent) for as long as it takes
+            part = min(page, _PAGE_PART)
+            with self._in_memory_lock:
+                held = set(self._in_memory)
+            held |= self.outbox.unflushed()
+            jobs = []
+            rows = self.outbox.due(held, limit=part)
+            for row in rows:
+                job = self._job_from_row(row)
+                if job is None:  # the subscription is gone: nothing to deliver
+                    self.outbox.delivered(row.id)
+                else:
+                    jobs.append(job)
+            queued += self.submit(jobs)
+            if len(rows) < part:
+                break
+            page -= part
+            time.sleep(0)
+        return queued
 
     def _job_from_row(self, row: OutboxRow) -> Delivery | None:
         if row.payload is not None:  # a redelivered dead letter, sent as it was

@@ -160,19 +160,24 @@ class Publication:
             prepared.append((pairs, action, event, body))
         kept, select = notify_when_selection(
             self.notify_gate, [(event, [s for s, _ in pairs]) for pairs, _, event, _ in prepared])
+        room = None
         if not self.durable and dispatcher is None and select is None:
             accepted = None
         else:
+            # rows past the delivery queue's room stay on disk for it to page in later
+            room = self.deliveries.room() if self.durable else None
             try:
                 accepted = self.outbox.accept(
                     [(pairs[0][0].topic if pairs else "", action, body, [s.id for s, _ in pairs])
                      for pairs, action, _, body in prepared],
-                    durable=self.durable, dispatcher=dispatcher, seqs=seqs, select=select)
+                    durable=self.durable, dispatcher=dispatcher, seqs=seqs, select=select,
+                    in_memory=room)
             except BaseException:
                 if select is not None:  # L changed in memory, not in the store
                     self.notify_gate.reset()
                 raise
         jobs = []
+        spilled = 0  # rows past the room: durable and due, for the queue to page in
         for index, (pairs, action, _, body) in enumerate(prepared):
             rows = accepted[index] if accepted is not None else None
             if accepted is not None and rows is None:
@@ -180,6 +185,9 @@ class Publication:
             if index in kept:  # NotifyWhen decided: the rows are the kept ones, in order
                 pairs = [(s, t) for s, t in pairs if s.id in kept[index]]
             for position, (subscription, template) in enumerate(pairs):
+                if room is not None and len(jobs) >= room:
+                    spilled += 1
+                    continue
                 row = rows[position] if rows else None
                 jobs.append(Delivery(
                     template.url, template.content_type,
@@ -189,5 +197,5 @@ class Publication:
                     subscription_id=subscription.id, kind=NOTIFICATION,
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic))
-        return self.deliveries.submit(jobs)
+        return self.deliveries.submit(jobs) + spilled
 

@@ -13,10 +13,21 @@ default_expires                     --          2011 Subscribe without Expires (
 accept_datetime                     true        accept xs:dateTime expirations
 sweep_interval                      1.0         seconds between expiry sweeps (0: no sweeper)
 purge_after                         604800      seconds terminal rows are kept before purging
-delivery_workers                    32          delivery workers per process (threads;
+delivery_workers                    128         delivery workers per process (threads;
                                                 greenlets under the gevent worker)
 delivery_per_host                   8           workers delivering to one target host at
-                                                once (a slow sink holds at most these)
+                                                once at first (and at least)
+delivery_per_host_max               96          most workers delivering to one host: its
+                                                limit grows from delivery_per_host while
+                                                its answers stay fast, shrinks when they
+                                                slow (capped by delivery_workers)
+delivery_probe_interval             0.5         seconds a host that gave no answer is left
+                                                alone before one job probes it (its other
+                                                jobs wait, their attempts unspent)
+delivery_pipeline                   1           POSTs written on one connection before the
+                                                first answer is read (HTTP/1.1 pipelining;
+                                                1: off; opt-in, at most 64: RFC 9112 advises
+                                                against pipelining POSTs)
 delivery_client                     lean        HTTP client of deliveries when the service
                                                 uses real HTTP: ``lean`` (LeanHttpTransport)
                                                 or ``requests`` (the service's HttpTransport)
@@ -24,7 +35,8 @@ delivery_connect_timeout / _read    3 / 10      seconds to connect; to get a who
 delivery_slow_after                 1.0         an answer slower than this (or a transport
                                                 error) limits its host to one worker until
                                                 it answers in time again
-delivery_queue_size                 50000       bounded queue; full -> newest dropped
+delivery_queue_size                 50000       jobs in memory; the rest of a backlog waits
+                                                in the outbox and is paged in
 delivery_retries                    9           retries after the first attempt (10
                                                 deliveries, as Service Bus's MaxDeliveryCount;
                                                 ActiveMQ redelivers 6 times)
@@ -95,7 +107,7 @@ from wsframework.matching.limits import FilterLimits
 from wsframework.settings import Settings, parse_ip_ranges, setting
 from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
-from .delivery_job import DeliveryPolicy
+from .delivery_job import MAX_PIPELINE, DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
 from .store import SubscriptionLimits
 
@@ -146,10 +158,17 @@ class EventingSettings(Settings):
     accept_datetime: bool = setting(True, "accept xs:dateTime expirations")
     sweep_interval: float = setting(1.0, "seconds between expiry sweeps (0: no sweeper)")
     purge_after: float = setting(7 * 86400.0, "seconds terminal rows are kept before purging")
-    delivery_workers: int = setting(32, "delivery workers per process (threads; greenlets "
+    delivery_workers: int = setting(128, "delivery workers per process (threads; greenlets "
                                     "under the gevent worker)")
-    delivery_per_host: int = setting(8, "workers delivering to one target host at once (a "
-                                     "slow sink holds at most these)")
+    delivery_per_host: int = setting(8, "workers delivering to one target host at once at "
+                                     "first (and at least)")
+    delivery_per_host_max: int = setting(96, "most workers delivering to one target host: "
+                                         "its limit grows while its answers stay fast and "
+                                         "shrinks when they slow (capped by delivery_workers)")
+    delivery_probe_interval: float = setting(0.5, "seconds a host that gave no answer is left "
+                                             "alone before one job probes it")
+    delivery_pipeline: int = setting(1, "POSTs written on one connection before the first "
+                                     "answer is read (HTTP/1.1 pipelining, opt-in; 1: off)")
     delivery_client: str = setting("lean", "HTTP client of deliveries: lean (a lean "
                                    "keep-alive client) or requests")
     delivery_connect_timeout: float = setting(3.0, "seconds to connect to a notification "
@@ -159,7 +178,8 @@ class EventingSettings(Settings):
     delivery_slow_after: float = setting(1.0, "seconds after which an answer counts as slow: "
                                          "a slow or unreachable host gets one delivery worker "
                                          "until it answers in time again")
-    delivery_queue_size: int = setting(50_000, "bounded delivery queue; full -> newest dropped")
+    delivery_queue_size: int = setting(50_000, "jobs held in memory; the rest of a backlog "
+                                       "waits in the outbox and is paged in")
     delivery_retries: int = setting(9, "retries after the first delivery attempt (9: 10 "
                                     "deliveries, as Service Bus's MaxDeliveryCount)")
     delivery_backoff: float = setting(0.5, "first retry delay (seconds, doubling)")
@@ -215,9 +235,15 @@ class EventingSettings(Settings):
                self.max_subscriptions_per_host) < 0:
             raise ValueError("max_subscriptions(_per_topic, _per_host) must not be negative "
                              "(0: no limit)")
-        if min(self.delivery_workers, self.delivery_queue_size, self.delivery_per_host) < 1:
-            raise ValueError("delivery_workers, delivery_per_host and delivery_queue_size "
-                             "must be >= 1")
+        if not 1 <= self.delivery_pipeline <= MAX_PIPELINE:
+            raise ValueError(f"delivery_pipeline must be 1 (off) to {MAX_PIPELINE}")
+        if not 0 < self.delivery_probe_interval <= 60:
+            raise ValueError("delivery_probe_interval must be more than 0 and at most 60 "
+                             "seconds")
+        if min(self.delivery_workers, self.delivery_queue_size, self.delivery_per_host,
+               self.delivery_per_host_max) < 1:
+            raise ValueError("delivery_workers, delivery_per_host(_max) and "
+                             "delivery_queue_size must be >= 1")
         if self.delivery_client not in ("lean", "requests"):
             raise ValueError("delivery_client must be lean or requests")
         if min(self.delivery_connect_timeout, self.delivery_read_timeout,
@@ -250,7 +276,12 @@ class EventingSettings(Settings):
                             accept_datetime=self.accept_datetime)
 
     def delivery_policy(self) -> DeliveryPolicy:
+        per_host_max = max(self.delivery_per_host,
+                           min(self.delivery_per_host_max, self.delivery_workers))
         return DeliveryPolicy(workers=self.delivery_workers, per_host=self.delivery_per_host,
+                              per_host_max=per_host_max,
+                              probe_interval=self.delivery_probe_interval,
+                              pipeline=self.delivery_pipeline,
                               queue_size=self.delivery_queue_size,
                               retries=self.delivery_retries, backoff=self.delivery_backoff,
                               backoff_max=self.delivery_backoff_max,

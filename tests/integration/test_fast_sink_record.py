@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import http.client
 import socket
+import time
+
+import pytest
 
 from edn.sink import FastSink
+from edn.sink import main as sink_main
 from wsframework.transport import LeanHttpTransport
 
 
@@ -52,3 +56,33 @@ def test_the_fast_sink_drops_a_connection_announcing_an_oversized_or_negative_bo
         connection.request("GET", "/messages?from=x")
         assert connection.getresponse().read().endswith(b"/yz")
         connection.close()
+
+
+def test_an_answer_delay_holds_each_answer_and_keeps_the_order():
+    with FastSink(answer_delay_ms=150) as sink:
+        transport = LeanHttpTransport()
+        started = time.monotonic()
+        assert transport.post(f"{sink.url}/n", b"<a/>", "application/soap+xml").status == 202
+        assert time.monotonic() - started >= 0.15
+        with socket.create_connection((sink.host, sink.port)) as raw:  # pipelined: in order
+            raw.sendall(b"POST /a HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+                        b"GET /count HTTP/1.1\r\n\r\n")
+            raw.settimeout(5)
+            answers = b""
+            while answers.count(b"HTTP/1.1") < 2:
+                answers += raw.recv(4096)
+        assert answers.startswith(b"HTTP/1.1 202")  # the POST's answer first, held
+        transport.close()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--answer-delay-ms", "-1"], "--answer-delay-ms must be 0..10000"),
+    (["--answer-delay-ms", "10001"], "--answer-delay-ms must be 0..10000"),
+    (["--port", "70000"], "--port must be 0..65535"),
+])
+def test_bad_fast_sink_options_are_refused_with_the_flag_named(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        sink_main(["--fast", *argv])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(ValueError):
+        FastSink(answer_delay_ms=10_001)

@@ -48,6 +48,7 @@ import socket
 import ssl
 import threading
 import time
+from typing import Sequence
 
 from ..urlpolicy import ApprovedUrl, UrlRefused, parse_url
 from .base import TransportError, TransportResponse
@@ -103,6 +104,105 @@ class LeanHttpTransport:
     # -- the Transport interface ----------------------------------------------------------
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse:
+        key, head, request = self._request(url, payload, content_type, soap_action)
+        for _ in range(2):
+            connection = self._take(key)
+            if connection is None:
+                connection = self._connect(key, url)
+            try:
+                response, keep = self._exchange(connection, request, head, payload, url)
+            except _StaleConnection:
+                connection.close()
+                continue  # the peer closed an idle connection: once more, on a new one
+            except BaseException:
+                connection.close()
+                raise
+            if keep:
+                self._give_back(key, connection)
+            else:
+                connection.close()
+            return response
+        raise TransportError(f"POST {url} failed: the connection was closed twice")
+
+    def post_pipelined(self, requests: Sequence[tuple[str, bytes, str, str | None]]
+                       ) -> list[TransportResponse | TransportError]:
+        """Several POSTs ``(url, payload, content_type, soap_action)`` on one keep-alive
+        connection, all written before the first answer is read (HTTP/1.1 pipelining, RFC
+        9112 section 9.3.2): one round trip for all of them. Every URL must lead to the same
+        connection (scheme, address, port, name). Answers are matched in order; when the
+        connection fails or the peer closes it, each request not answered gets a
+        TransportError (it may or may not have been acted on: the caller decides whether
+        to send it again). Opt-in only: RFC 9112 advises against pipelining non-idempotent
+        requests such as POST for that reason; a caller that delivers at least once with
+        one MessageID per message tolerates it."""
+        if not requests:
+            return []
+        built = [self._request(*request) for request in requests]
+        key = built[0][0]
+        if any(other[0] != key for other in built):
+            raise ValueError("pipelined requests must share one connection")
+        data = b"".join(request if request is not None else head + payload
+                        for (_, head, request), (_, payload, _, _) in zip(built, requests))
+        urls = [request[0] for request in requests]
+        for _ in range(2):
+            connection = self._take(key) or self._connect(key, urls[0])
+            answers: list[TransportResponse | TransportError] = []
+            try:
+                reusable = self._exchange_many(connection, data, urls, answers)
+            except _StaleConnection:
+                connection.close()
+                continue  # nothing was answered on an idle connection the peer closed
+            except BaseException:
+                connection.close()
+                raise
+            if reusable:
+                self._give_back(key, connection)
+            else:
+                connection.close()
+            return answers
+        raise TransportError(f"POST {urls[0]} failed: the connection was closed twice")
+
+    def _exchange_many(self, connection: _Connection, data: bytes, urls: list[str],
+                       answers: list) -> bool:
+        """Write every request, then read the answers in order into ``answers``; from the
+        first that fails (or after an answer that closes the connection) each request left
+        gets a TransportError. Returns whether the connection may be used again."""
+        sock = connection.sock
+        try:
+            sock.settimeout(self.timeout[1])
+            sock.sendall(data)
+        except (OSError, ssl.SSLError) as exc:
+            if connection.reused and isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+                raise _StaleConnection() from exc
+            answers.extend(TransportError(f"POST {url} failed sending: {exc}") for url in urls)
+            return False
+        for index, url in enumerate(urls):
+            try:
+                response, keep = self._read_response(
+                    connection, time.monotonic() + self.timeout[1], url,
+                    more=index + 1 < len(urls))
+            except _StaleConnection:
+                if index == 0:
+                    raise
+                failure = "the peer closed the connection"
+            except TransportError as exc:
+                failure = str(exc)
+            except (OSError, ssl.SSLError, ValueError) as exc:
+                failure = f"failed reading the answer: {exc}"
+            else:
+                answers.append(response)
+                if keep:
+                    continue
+                index += 1  # answered, then closed: the rest are not
+                failure = "the peer closed the connection"
+            answers.extend(TransportError(f"POST {left}: not answered ({failure})")
+                           for left in urls[index:])
+            return False
+        return True
+
+    def _request(self, url: str, payload: bytes, content_type: str,
+                 soap_action: str | None):
+        """(connection key, head, head + payload or None when large) of one POST."""
         if isinstance(url, ApprovedUrl):
             parsed, address = url.parsed, url.address
         else:
@@ -123,25 +223,7 @@ class LeanHttpTransport:
             self._heads[head_key] = prefix
         head = b"%sContent-Length: %d\r\n\r\n" % (prefix, len(payload))
         request = head + payload if len(payload) < 65536 else None
-        key = (parsed.scheme, address, parsed.port, parsed.host)
-        for _ in range(2):
-            connection = self._take(key)
-            if connection is None:
-                connection = self._connect(key, url)
-            try:
-                response, keep = self._exchange(connection, request, head, payload, url)
-            except _StaleConnection:
-                connection.close()
-                continue  # the peer closed an idle connection: once more, on a new one
-            except BaseException:
-                connection.close()
-                raise
-            if keep:
-                self._give_back(key, connection)
-            else:
-                connection.close()
-            return response
-        raise TransportError(f"POST {url} failed: the connection was closed twice")
+        return (parsed.scheme, address, parsed.port, parsed.host), head, request
 
     def close(self) -> None:
         with self._lock:
@@ -229,7 +311,9 @@ class LeanHttpTransport:
             raise TransportError(
                 f"POST {url}: no complete answer within {self.timeout[1]:g} s") from None
 
-    def _read_response(self, connection: _Connection, deadline: float, url):
+    def _read_response(self, connection: _Connection, deadline: float, url,
+                       more: bool = False):
+        """One answer; ``more``: answers to further pipelined requests may follow it."""
         while True:  # skip interim 1xx answers
             status, headers, keep = self._read_head(connection, deadline, url)
             if status >= 200 or status == 101:
@@ -264,7 +348,7 @@ class LeanHttpTransport:
             if size > max_body:
                 raise TransportError(f"response from {url} exceeds {max_body} bytes")
             body = b"".join(parts)
-        if connection.buffer:  # bytes after the answer: out of step with the peer
+        if connection.buffer and not more:  # bytes after the answer: out of step
             keep = False
         return TransportResponse(status, headers.get("content-type"), body), keep
 

@@ -327,7 +327,8 @@ def test_a_slow_host_holds_at_most_per_host_workers_and_the_others_flow():
 def test_a_silent_host_after_a_transport_error_gets_one_worker_at_a_time():
     transport = HostTransport()
     given_up = []
-    deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, retries=0),
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, retries=0,
+                                                    probe_interval=0.01),
                           on_give_up=given_up.append)
     try:
         deliverer.submit(job(url="http://dead.test/n"))  # fails at once: suspect
@@ -413,16 +414,19 @@ def test_real_http_services_deliver_through_the_chosen_client(tmp_path, client, 
     service = build_source(ServiceConfig(BASE, Path(tmp_path), TOKEN,
                                          settings={"delivery_client": client,
                                                    "delivery_read_timeout": 4,
-                                                   "delivery_per_host": 3}),
+                                                   "delivery_per_host": 3,
+                                                   "delivery_per_host_max": 40}),
                            resolver=fake_resolver(), start_sweeper=False)
     try:
         transport = service.subscription_manager.deliverer.transport
         assert type(transport).__name__ == expected
         if client == "lean":
-            assert transport.timeout == (3.0, 4.0) and transport.pool_size == 3
+            # idle connections kept per host: as many as workers may deliver to it
+            assert transport.timeout == (3.0, 4.0) and transport.pool_size == 40
         else:
             assert transport is service.transport
-        assert service.subscription_manager.deliverer.policy.per_host == 3
+        policy = service.subscription_manager.deliverer.policy
+        assert (policy.per_host, policy.per_host_max) == (3, 40)
     finally:
         service.close()
 

@@ -1,0 +1,120 @@
+"""How many deliveries one target host may have in flight: an AIMD limit fed latencies.
+
+Theory of operation. One HTTP request per notification caps a host at ``limit / RTT``
+notifications per second: 8 requests in flight to a host 40 ms away make 200/s whatever
+the sink could take. :class:`AdaptiveLimit` raises the limit while the host's answers stay
+as fast as the fastest seen (the round trip, not a queue at the sink) and lowers it when they
+slow down or fail, so a far host gets enough requests in flight to fill its round trip and
+an overloaded one gets fewer:
+
+* readings come in windows of ``max(limit, min_window)`` answers; a window counts only if
+  the host was using its limit (some attempt started with ``limit`` in flight): an idle
+  host's limit says nothing about what it could take and is left as it is;
+* the baseline is the fastest answer seen; when answers stay slow with the limit already at
+  its floor, the path itself got slower (there is no queue of ours left to blame) and that
+  window's fastest answer becomes the baseline;
+* a window whose mean answer time exceeds ``tolerance`` times the baseline and the
+  baseline plus ``min_excess`` seconds is congestion: the limit is multiplied by
+  ``decrease`` (never below ``floor``), and from there grows by one a window;
+* otherwise, if answers take at least ``grow_above`` seconds (a round trip worth filling),
+  the limit grows: doubled each window while below the threshold (slow start: ``ceiling``
+  at first), then by one each window (additive increase), up to ``ceiling``. A host that
+  answers faster keeps its limit: there the floor already carries thousands a second and
+  more requests in flight only cost the sender CPU (measured on loopback: a 10 s outage's
+  backlog drained in 4 s at 8 in flight, in 11 s when the limit grew to 96);
+* a failed attempt (no answer: a timeout, a refused or broken connection) starts over as
+  TCP does after a timeout: the threshold becomes the limit times ``decrease`` (unless the
+  limit is at the floor already: failures there tell an outage, not too many requests),
+  the limit the floor, and slow start climbs back to the threshold within a few windows
+  once the host answers again.
+
+A pure state machine: it is fed readings (:meth:`observe`), keeps no clock and starts no
+thread; the deliverer calls it under its own lock.
+"""
+from __future__ import annotations
+
+__all__ = ["AdaptiveLimit"]
+
+
+class AdaptiveLimit:
+    """The in-flight limit of one host (see the module docstring)."""
+
+    __slots__ = ("floor", "ceiling", "tolerance", "min_excess", "decrease", "min_window",
+                 "grow_above", "_limit", "_threshold", "_baseline", "_window_min", "_count",
+                 "_total", "_saturated")
+
+    def __init__(self, initial: int, *, floor: int = 1, ceiling: int | None = None,
+                 tolerance: float = 2.0, min_excess: float = 0.002, decrease: float = 0.75,
+                 min_window: int = 8, grow_above: float = 0.002):
+        ceiling = initial if ceiling is None else ceiling
+        if not 1 <= floor <= initial <= ceiling:
+            raise ValueError("need 1 <= floor <= initial <= ceiling")
+        if tolerance <= 1 or min_excess < 0 or not 0 < decrease < 1 or min_window < 1:
+            raise ValueError("need tolerance > 1, min_excess >= 0, 0 < decrease < 1, "
+                             "min_window >= 1")
+        self.floor = floor
+        self.ceiling = ceiling
+        self.tolerance = tolerance
+        self.min_excess = min_excess
+        self.decrease = decrease
+        self.min_window = min_window
+        self.grow_above = grow_above
+        self._limit = float(initial)
+        self._threshold = float(ceiling)  # slow start below it
+        self._baseline: float | None = None
+        self._reset_window()
+
+    def _reset_window(self) -> None:
+        self._window_min: float | None = None
+        self._count = 0
+        self._total = 0.0
+        self._saturated = False
+
+    @property
+    def limit(self) -> int:
+        """Deliveries the host may have in flight now."""
+        return int(self._limit)
+
+    @property
+    def baseline(self) -> float | None:
+        """The fastest recent answer (seconds), or None before the first window."""
+        return self._baseline
+
+    def observe(self, seconds: float, *, answered: bool = True, in_flight: int = 0) -> int:
+        """One attempt ended after ``seconds``; ``answered`` is false when no answer came
+        (a transport error); ``in_flight`` is how many attempts to the host were under way
+        when it started (itself included). Returns the limit after it."""
+        if not answered:
+            if self._limit > self.floor:  # at the floor it says "outage", not "too many"
+                self._threshold = max(float(self.floor), self._limit * self.decrease)
+            self._limit = float(self.floor)
+            self._reset_window()
+            return self.limit
+        if in_flight >= self.limit:
+            self._saturated = True
+        self._count += 1
+        self._total += seconds
+        if self._window_min is None or seconds < self._window_min:
+            self._window_min = seconds
+        if self._count >= max(self.limit, self.min_window):
+            self._close_window()
+        return self.limit
+
+    def _close_window(self) -> None:
+        mean = self._total / self._count
+        fastest = self._window_min
+        self._baseline = fastest if self._baseline is None else min(self._baseline, fastest)
+        if mean > self._baseline * self.tolerance and mean > self._baseline + self.min_excess:
+            if self._limit <= self.floor:
+                self._baseline = fastest  # slow at the floor: the path is slower now
+            self._shrink()
+        elif self._saturated and mean >= self.grow_above:
+            if self._limit < self._threshold:
+                self._limit = min(self._threshold, self._limit * 2)
+            else:
+                self._limit = min(float(self.ceiling), self._limit + 1)
+        self._reset_window()
+
+    def _shrink(self) -> None:
+        self._limit = max(float(self.floor), self._limit * self.decrease)
+        self._threshold = self._limit

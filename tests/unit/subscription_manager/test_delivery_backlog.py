@@ -1,0 +1,243 @@
+"""Delivery behind: a host that gave no answer is parked and probed (its other jobs wait,
+their attempts unspent); a far host gets more requests in flight; a backlog larger than the
+delivery queue waits in the outbox and is paged in, every row delivered exactly once
+(in-process transports, no sockets)."""
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from subscription_manager.delivery import Delivery, Deliverer, DeliveryPolicy
+from subscription_manager.delivery_pipelined import PipeliningDeliverer
+from tests.support.eventing import Q, Harness, RecordingSink, quote
+from wsframework import ns
+from wsframework.settings import SettingsError
+from wsframework.transport import TransportError, TransportResponse
+
+
+def job(url="http://down.test/n", payload=b"<x/>", **kwargs):
+    return Delivery(url, "application/soap+xml", "urn:a", payload=payload, **kwargs)
+
+
+class SwitchedTransport:
+    """``down.test`` gives no answer while ``down`` is set; every call is counted."""
+
+    def __init__(self):
+        self.down = True
+        self.calls = 0
+        self.cond = threading.Condition()
+
+    def post(self, url, payload, content_type, soap_action=None):
+        with self.cond:
+            self.calls += 1
+            self.cond.notify_all()
+            down = self.down
+        if down:
+            raise TransportError("connection refused")
+        return TransportResponse(202, None, b"")
+
+    def close(self):
+        pass
+
+
+def test_jobs_of_a_host_that_gives_no_answer_wait_for_a_probe_instead_of_failing():
+    transport = SwitchedTransport()
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, retries=9,
+                                                    backoff=0.2, probe_interval=0.2))
+    deliverer.submit_many([job() for _ in range(50)])
+    with transport.cond:  # the first attempt, then a probe a parking interval later
+        assert transport.cond.wait_for(lambda: transport.calls >= 2, 5)
+        calls = transport.calls
+    stats = deliverer.stats()
+    # without parking one worker would have tried (and failed) every job by now
+    assert calls <= 4 and stats["queue_depth"] >= 50 - 4, (calls, stats)
+    assert stats["failed"] == 0
+    transport.down = False  # the host answers again: the whole queue flows
+    assert deliverer.drain(10)
+    stats = deliverer.stats()
+    assert stats["delivered"] == 50 and stats["failed"] == 0
+    assert stats["retries"] <= calls  # only the probes spent an attempt
+    deliverer.close()
+
+
+class FarHost:
+    """A host far away: a request is answered once the host's whole limit is in flight (or
+    after a short bounded wait), and each attempt measures 40 ms on the deliverer's
+    per-thread clock. Records the most requests in flight at once."""
+
+    def __init__(self, limit):
+        self.limit = limit  # -> the deliverer's current largest host limit
+        self.cond = threading.Condition()
+        self.in_flight = 0
+        self.most = 0
+        self.round = 0
+        self.local = threading.local()
+
+    def clock(self) -> float:
+        return getattr(self.local, "now", 0.0)
+
+    def post(self, url, payload, content_type, soap_action=None):
+        with self.cond:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            mine = self.round
+            if self.in_flight >= self.limit():
+                self.round += 1
+                self.cond.notify_all()
+            else:
+                self.cond.wait_for(lambda: self.round != mine, 0.05)
+            self.in_flight -= 1
+        self.local.now = self.clock() + 0.040
+        return TransportResponse(202, None, b"")
+
+    def close(self):
+        pass
+
+
+def test_a_far_host_gets_more_requests_in_flight_than_per_host():
+    deliverer = None
+    transport = FarHost(lambda: deliverer.stats()["host_limit_max"] or 1)
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=32, per_host=2, per_host_max=24),
+                          clock=transport.clock)
+    deliverer.submit_many([job(url="http://far.test/n") for _ in range(3000)])
+    assert deliverer.drain(30)
+    assert deliverer.stats()["delivered"] == 3000
+    assert deliverer.stats()["host_limit_max"] == 24
+    assert transport.most > 2 * 2  # well past per_host
+    deliverer.close()
+
+
+class HeldSink(RecordingSink):
+    """A sink that answers nothing until released (the deliverer's workers wait on it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.open = threading.Event()
+
+    def __call__(self, url, payload, content_type, soap_action):
+        assert self.open.wait(10), "the sink was never released"
+        return super().__call__(url, payload, content_type, soap_action)
+
+
+def message_ids(sink) -> list[str]:
+    """The wsa:MessageID of every notification the sink accepted (2011: WSA 1.0)."""
+    return [env.header(ns.qname(ns.WSA10, "MessageID")).text for env in sink.envelopes()]
+
+
+def test_a_backlog_past_the_queue_waits_in_the_outbox_and_is_paged_in_exactly_once(tmp_path):
+    sink = HeldSink()
+    h = Harness(tmp_path, sink=sink, settings={"delivery_queue_size": 20,
+                                               "delivery_workers": 2})
+    try:
+        for n in range(5):
+            h.subscribe("2011", filter="q:price > 0", namespaces={"q": Q}, notify_path=f"/n{n}")
+        for price in range(1, 41):  # 200 notifications; 2 in flight + 20 fit in memory
+            assert h.publish(quote(price)).status == 202
+        outbox = h.manager.outbox
+        assert outbox.pending() == 200
+        stats = h.manager.counters
+        assert stats["queue_depth"] <= 20 and stats["dropped"] == 0
+        assert stats["outbox_spilled"] >= 200 - 22  # written due, not held in memory
+        stored = {r[0] for r in h.service.store.query("SELECT message_id FROM eventing_outbox")}
+        assert h.manager.recover_outbox() == 0  # no room: nothing paged in yet
+        sink.open.set()
+        for _ in range(100):  # each sweep pages in at most the room the queue has
+            h.drain(10)
+            if len(sink.messages) >= 200:
+                break
+            assert h.manager.recover_outbox() <= 20
+        h.drain(10)
+        delivered = message_ids(sink)
+        assert len(delivered) == 200 and set(delivered) == stored  # each once, ids kept
+        outbox.flush()
+        assert outbox.pending() == 0
+    finally:
+        sink.open.set()
+        h.close()
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"delivery_per_host_max": 0}, "delivery_per_host(_max)"),
+    ({"delivery_probe_interval": 0}, "delivery_probe_interval"),
+    ({"delivery_probe_interval": 61}, "delivery_probe_interval"),
+])
+def test_bad_delivery_settings_are_refused_with_their_names(tmp_path, bad, named):
+    with pytest.raises(SettingsError, match=re.escape(named)):
+        Harness(tmp_path, settings=bad)
+
+
+def test_the_host_ceiling_is_at_least_per_host_and_at_most_the_workers(tmp_path):
+    for settings, ceiling in (({"delivery_workers": 8, "delivery_per_host_max": 96}, 8),
+                              ({"delivery_workers": 32, "delivery_per_host": 16,
+                                "delivery_per_host_max": 4}, 16)):
+        h = Harness(tmp_path / str(ceiling), settings=settings)
+        try:
+            assert h.manager.deliverer.policy.per_host_max == ceiling
+        finally:
+            h.close()
+    with pytest.raises(ValueError):
+        DeliveryPolicy(per_host=8, per_host_max=4)
+    with pytest.raises(ValueError):
+        DeliveryPolicy(probe_interval=0)
+
+
+class PipeliningTransport:
+    """Answers pipelined batches, recording their sizes; ``break_after`` answers, then the
+    rest of one batch are left unanswered (a connection that broke)."""
+
+    def __init__(self, break_after: int | None = None):
+        self.batches: list[int] = []
+        self.payloads: list[bytes] = []
+        self.break_after = break_after
+        self.lock = threading.Lock()
+
+    def post_pipelined(self, requests):
+        with self.lock:
+            self.batches.append(len(requests))
+            answers = []
+            for url, payload, content_type, action in requests:
+                if self.break_after is not None and len(answers) == self.break_after:
+                    self.break_after = None
+                    return answers + [TransportError("not answered")] * (len(requests)
+                                                                         - len(answers))
+                self.payloads.append(payload)
+                answers.append(TransportResponse(202, None, b""))
+            return answers
+
+    def post(self, url, payload, content_type, soap_action=None):
+        return self.post_pipelined([(url, payload, content_type, soap_action)])[0]
+
+    def close(self):
+        pass
+
+
+def test_pipelining_sends_a_batch_per_round_trip_and_retries_the_unanswered_as_they_were():
+    transport = PipeliningTransport(break_after=3)
+    policy = DeliveryPolicy(workers=1, per_host=1, retries=3, backoff=0.001, pipeline=8)
+    deliverer = PipeliningDeliverer(transport, policy)
+    jobs = [job(url="http://sink.test/n", payload=b"<m id='%d'/>" % i) for i in range(40)]
+    deliverer.submit_many(jobs)
+    assert deliverer.drain(10)
+    stats = deliverer.stats()
+    assert stats["delivered"] == 40 and stats["failed"] == 0
+    assert max(transport.batches) == 8  # up to pipeline requests per round trip
+    assert sorted(transport.payloads) == sorted(j.payload for j in jobs)  # each once, as it was
+    assert stats["retries"] == 5  # the batch's unanswered five, retried
+    deliverer.close()
+
+
+def test_a_deliverer_without_pipelining_posts_one_at_a_time():
+    transport = PipeliningTransport()
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, per_host=1))
+    deliverer.submit_many([job(url="http://sink.test/n") for _ in range(10)])
+    assert deliverer.drain(10)
+    assert transport.batches == [1] * 10
+    deliverer.close()
+
+
+@pytest.mark.parametrize("value", [0, 65, -1])
+def test_bad_pipeline_depths_are_refused(tmp_path, value):
+    with pytest.raises(SettingsError, match="delivery_pipeline"):
+        Harness(tmp_path, settings={"delivery_pipeline": value})

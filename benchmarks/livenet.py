@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import secrets
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -136,10 +138,20 @@ def batch_payloads(network: LocalNetwork, points: np.ndarray, batch: int,
     return payloads
 
 
+_MESSAGE_ID = re.compile(rb"(<wsa:MessageID[^>]*>)[^<]*(</wsa:MessageID>)")
+
+
+def with_fresh_message_id(payload: bytes) -> bytes:
+    """``payload`` with a new ``wsa:MessageID``: a root dispatcher publishes a repeated
+    MessageID once (it is a publisher's retry), so every post of a pre-built batch is new."""
+    return _MESSAGE_ID.sub(rb"\g<1>urn:uuid:" + str(uuid.uuid4()).encode() + rb"\g<2>",
+                           payload, count=1)
+
+
 class Publisher:
     """``threads`` closed-loop publishers, each POSTing pre-built batches over one keep-alive
-    connection as fast as the dispatcher answers. ``payloads`` can be swapped while running
-    (the event distribution change of Fig. 17)."""
+    connection as fast as the dispatcher answers, each post with a fresh MessageID.
+    ``payloads`` can be swapped while running (the event distribution change of Fig. 17)."""
 
     def __init__(self, base_url: str, payloads: list[bytes], batch: int, threads: int = 3):
         parts = urlsplit(base_url)
@@ -165,7 +177,7 @@ class Publisher:
         i = k
         while not self._stop.is_set():
             payloads = self.payloads
-            payload = payloads[i % len(payloads)]
+            payload = with_fresh_message_id(payloads[i % len(payloads)])
             i += len(self._threads)
             try:
                 if connection is None:

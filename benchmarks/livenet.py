@@ -90,32 +90,43 @@ def xpath_filter(lo, hi, symbol: int | None) -> str:
     return ranges if symbol is None else f"{ranges} and @sym = 'S{symbol}'"
 
 
-def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi: np.ndarray,
-                         first: int, *, symbols: np.ndarray | None = None,
-                         chunk: int = 2500) -> None:
-    """Store one subscription per row on ``server`` (NotifyTo: the sink) in bulk."""
+def range_subscriptions(lo: np.ndarray, hi: np.ndarray, rows, notify_base: str, *,
+                        first: int = 0, symbols: np.ndarray | None = None,
+                        created: float) -> list:
+    """One durable subscription (WS-Eventing 2011, unwrapped) per row of ``rows``: the range
+    filter of ``lo[i]..hi[i]`` (with ``symbols``, the XPath filter with the symbol test),
+    NotifyTo ``{notify_base}/n/{first + i}``, id ``b{first + i}``."""
     from matchers import FilterSpec
-    from subscription_manager.server.moves import subscriptions_element
     from subscription_manager.messages import UNWRAP
     from subscription_manager.store import Subscription
     from subscription_manager.versions import VERSIONS
     from wsframework.addressing import EndpointReference
     from wsframework.soap import SoapVersion
+
+    return [Subscription(
+        id=f"b{first + i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
+        soap_version=SoapVersion.SOAP12.value,
+        filter=(FilterSpec(RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
+                else FilterSpec(XPATH10, xpath_filter(lo[i], hi[i], int(symbols[i])),
+                                (("e", GRID_EVENTS),))),
+        notify_to=EndpointReference(f"{notify_base}/n/{first + i}"), end_to=None,
+        format=UNWRAP, expires=None, expires_kind="duration", created=created) for i in rows]
+
+
+def import_subscriptions(network: LocalNetwork, server: str, lo: np.ndarray, hi: np.ndarray,
+                         first: int, *, symbols: np.ndarray | None = None,
+                         chunk: int = 2500) -> None:
+    """Store one subscription per row on ``server`` (NotifyTo: the sink) in bulk."""
+    from subscription_manager.server.moves import subscriptions_element
     from wsframework.transport import HttpTransport
 
     admin = AdminClient(network.servers[server].base_url, network.token,
                         transport=HttpTransport(timeout=(3.0, 600.0)))
     now = time.time()
     for start in range(0, len(lo), chunk):
-        rows = range(start, min(start + chunk, len(lo)))
-        subscriptions = [Subscription(
-            id=f"b{first + i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
-            soap_version=SoapVersion.SOAP12.value,
-            filter=(FilterSpec(RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
-                    else FilterSpec(XPATH10, xpath_filter(lo[i], hi[i], int(symbols[i])),
-                                    (("e", GRID_EVENTS),))),
-            notify_to=EndpointReference(f"{network.sink.url}/n/{first + i}"), end_to=None,
-            format=UNWRAP, expires=None, expires_kind="duration", created=now) for i in rows]
+        subscriptions = range_subscriptions(lo, hi, range(start, min(start + chunk, len(lo))),
+                                            network.sink.url, first=first, symbols=symbols,
+                                            created=now)
         admin.call(protocol.ImportSubscriptions(
             Topic=TOPIC, Subscriptions=subscriptions_element(TOPIC, subscriptions)))
 

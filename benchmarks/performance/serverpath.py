@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from benchmarks.livenet import D, TOPIC, Setup, event_workload, narrow_rectangles, xpath_filter
+from benchmarks.livenet import (D, TOPIC, Setup, event_workload, narrow_rectangles,
+                               range_subscriptions)
 from route_manager.forwarding.batch import batch_envelope
-from route_manager.workloads.grid_xml import event_element, range_filter, schema_element
+from route_manager.workloads.grid_xml import event_element, schema_element
 from wsframework import ns
-from matchers.vocabulary import MATCHER_CELL_BITMAP, MATCHER_RTREE_ENGINE, RANGES_DIALECT
-from route_manager.workloads.grid_xml import GRID_EVENTS
+from matchers.vocabulary import MATCHER_CELL_BITMAP, MATCHER_RTREE_ENGINE
 from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.transport.base import TransportResponse
 from wsframework.wsgi import WsgiApplication
@@ -69,15 +69,9 @@ def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | 
           name: str, engine: str = MATCHER_RTREE_ENGINE):
     """A server service on an in-process transport holding one subscription per row, its
     topic matched by ``engine``."""
-    from matchers import FilterSpec
     from subscription_manager.server import build_server
     from subscription_manager.server.moves import subscriptions_element
-    from subscription_manager.messages import UNWRAP
-    from subscription_manager.store import Subscription
-    from subscription_manager.versions import VERSIONS
-    from wsframework.addressing import EndpointReference
     from wsframework.service import ServiceConfig
-    from wsframework.soap import SoapVersion
     from wsframework.transport import InProcessTransport
 
     transport = InProcessTransport()
@@ -96,15 +90,8 @@ def build(data_dir: Path, lo: np.ndarray, hi: np.ndarray, symbols: np.ndarray | 
     chunk = 5000
     for start in range(0, len(lo), chunk):
         rows = range(start, min(start + chunk, len(lo)))
-        subscriptions = [Subscription(
-            id=f"b{i}", topic=TOPIC, topic_uid="", version=VERSIONS["2011"],
-            soap_version=SoapVersion.SOAP12.value,
-            filter=(FilterSpec(RANGES_DIALECT, range_filter(lo[i], hi[i])) if symbols is None
-                    else FilterSpec(ns.XPATH10_DIALECT_2011,
-                                    xpath_filter(lo[i], hi[i], int(symbols[i])),
-                                    (("e", GRID_EVENTS),))),
-            notify_to=EndpointReference(f"{_SINK}/n/{i}"), end_to=None, format=UNWRAP,
-            expires=None, expires_kind="duration", created=now) for i in rows]
+        subscriptions = range_subscriptions(lo, hi, rows, _SINK, symbols=symbols,
+                                            created=now)
         manager.mover.import_(TOPIC, subscriptions_element(TOPIC, subscriptions))
     return service
 

@@ -44,6 +44,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),
     "placement": ("benchmarks.robustness.placement:run", "50 concurrent Subscribes across 3 EDN servers (real processes): failures, p99 latency, one subscription per MessageID"),
+    "faults": ("benchmarks.robustness.faults:run",
+               "a fault campaign across a lab of hosts (partitions of every link kind, one-way "
+               "cuts, loss, reordering, latency, SIGSTOP, kill -9, clock skew, a full disk), "
+               "then its history checked: acknowledged notifications lost, unexpected, "
+               "duplicates, subscriptions lost, recovery times (needs root)"),
     "kill": ("benchmarks.robustness.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
     "eventpath": ("benchmarks.performance.eventpath:run",
                   "the event path's figures: dispatcher CPU per event, server CPU per copy, T_c at "
@@ -78,7 +83,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "fuzz": ("benchmarks.robustness.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)
-WRITES_FILES = {"throughput", "selftuning", "brokers"}
+WRITES_FILES = {"throughput", "selftuning", "brokers", "faults"}
 DEFAULT_OUT = "edn-bench-out"
 
 

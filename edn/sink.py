@@ -19,7 +19,8 @@ import socket
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from edn.addresses import is_wildcard, url_host
@@ -34,10 +35,16 @@ class ReceivedMessage:
     path: str
     headers: dict
     body: bytes
+    at: float = field(default_factory=time.time)  # when it arrived (wall clock)
 
     @property
     def envelope(self) -> Envelope:
         return parse_envelope(self.body, _LIMITS)
+
+
+def _quiet_handle_error(self, request, client_address) -> None:
+    if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+        ThreadingHTTPServer.handle_error(self, request, client_address)
 
 
 def sink_url(host: str, port: int, advertised_host: str | None = None) -> str:
@@ -91,6 +98,9 @@ class NotificationSink:
         if ":" in host:  # an IPv6 literal binds an AF_INET6 socket
             server_class = type("ThreadingHTTPServer6", (ThreadingHTTPServer,),
                                 {"address_family": socket.AF_INET6})
+        # a client that hangs up mid-request (a cut link, a killed server) is not an error
+        # worth a traceback
+        server_class = type("QuietServer", (server_class,), {"handle_error": _quiet_handle_error})
         self.server = server_class((host.strip("[]"), port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]

@@ -56,7 +56,7 @@ from typing import Callable
 
 from wsframework.urlpolicy import UrlRefused
 
-from .delivery_hosts import MAX_CACHED_URLS, HostQueue, ReusedApprovals, host_of
+from .delivery_hosts import MAX_CACHED_URLS, HostQueue, ReusedApprovals, StallCheck, host_of
 from .delivery_job import NOTIFICATION, SUBSCRIPTION_END, Delivery, DeliveryPolicy
 from .delivery_timer import DueTimer
 from .host_concurrency import AdaptiveLimit
@@ -215,9 +215,9 @@ class Deliverer:
             timer.start()
             self._threads.append(timer)
 
-    def _take(self) -> tuple[HostQueue, list[Delivery], int] | None:
-        """The next ready host, a fair share of its jobs, and how many workers deliver to
-        it with this one (under the lock)."""
+    def _take(self) -> tuple[HostQueue, list[Delivery], int, int] | None:
+        """The next ready host, a fair share of its jobs, how many workers deliver to it
+        with this one, and this take's number (under the lock)."""
         with self._cond:
             while True:
                 while not self._ready:
@@ -237,24 +237,26 @@ class Deliverer:
             take = 1 if host.suspect else min(_BATCH, max(1, len(jobs) // limit), len(jobs))
             batch = [jobs.popleft() for _ in range(take)]
             self._queued -= take
-            host.active += 1
+            number = host.take()
+            if not host.check_due:  # stalled if no attempt settles for a probe interval
+                host.check_due = True
+                self._schedule(StallCheck(host), self._probe_interval())
             if jobs and host.active < limit:
                 host.ready = True
                 self._ready.append(host)
                 self._cond.notify()
-            return host, batch, host.active
+            return host, batch, host.active, number
 
     def _release(self, host: HostQueue, unsent: list[Delivery],
-                 readings: list[tuple[float, bool]], in_flight: int) -> None:
+                 readings: list[tuple[float, bool]], in_flight: int, number: int) -> None:
         """A worker is done with ``host``: ``unsent`` jobs back to the head of its queue,
         ``readings`` (seconds, answered) to its limit; parked if the last got no answer."""
         with self._cond:
-            host.active -= 1
+            host.release(number)
             for seconds, answered in readings:
                 host.control.observe(seconds, answered=answered, in_flight=in_flight)
             if readings and not readings[-1][1] and not host.parked_until and not self._closed:
-                # the probe is a retry: never later than a first retry would be
-                park = max(0.001, min(self.policy.probe_interval, self.policy.backoff))
+                park = self._probe_interval()
                 host.parked_until = self._clock() + park
                 self._schedule(host, park)
             if self._closed:
@@ -278,11 +280,11 @@ class Deliverer:
             taken = self._take()
             if taken is None:
                 return
-            host, batch, in_flight = taken
+            host, batch, in_flight, number = taken
             readings: list[tuple[float, bool]] = []
             finished, unsent = self._deliver_batch(host, batch, readings)
             self._finish_many(finished)
-            self._release(host, unsent, readings, in_flight)
+            self._release(host, unsent, readings, in_flight, number)
 
     def _deliver_batch(self, host: HostQueue, batch: list[Delivery], readings: list
                        ) -> tuple[list[tuple[str, Delivery]], list[Delivery]]:
@@ -360,7 +362,8 @@ class Deliverer:
             with self._cond:
                 self._counts["slow"] += 1
         if host is not None:
-            host.suspect = not reached or slow
+            with self._cond:
+                host.settled(reached, slow)
         if ok:
             return "delivered"
         if job.first_attempt is None:
@@ -396,13 +399,38 @@ class Deliverer:
             self._finish("failed", job)
 
     # -- retries and probes ----------------------------------------------------------------
+    def _check_stall(self, check: StallCheck) -> None:
+        """(Under the lock.) Stall ``check.host``'s hanging workers if it answered nothing
+        for an interval; checked again each interval while workers are at it."""
+        host = check.host
+        host.check_due = False
+        if self._closed or self._hosts.get(host.key) is not host or not host.active:
+            return
+        if check.due() and not host.parked_until:
+            host.stall()
+            if not host.ready and host.active < host.limit():
+                host.ready = True
+                self._ready.append(host)
+                self._cond.notify()
+        host.check_due = True
+        self._schedule(StallCheck(host), self._probe_interval())
+
+    def _probe_interval(self) -> float:
+        # a probe is a retry: never later than a first retry would be
+        return max(0.001, min(self.policy.probe_interval, self.policy.backoff))
+
     def _schedule(self, item: Delivery | HostQueue, delay: float) -> None:
         """A job to queue again, or a parked host to unpark, after ``delay`` seconds."""
         self._timer.schedule(item, delay)
 
-    def _due(self, item: Delivery | HostQueue) -> None:
+    def _due(self, item: Delivery | HostQueue | StallCheck) -> None:
         """A retry's time came (it needs a slot in the queue: it already counts as pending),
-        or a parked host's probe time (one worker may try it again)."""
+        a parked host's probe time (one worker may try it again), or a stall check's (a
+        host's hanging workers stop counting against its limit)."""
+        if isinstance(item, StallCheck):
+            with self._cond:
+                self._check_stall(item)
+            return
         key = item.key if isinstance(item, HostQueue) else self._host_key(item.url)
         with self._cond:
             if isinstance(item, HostQueue):

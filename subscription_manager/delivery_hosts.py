@@ -10,6 +10,18 @@ its jobs until then, so the jobs wait in the queue instead of each failing and m
 the retry timer with a growing backoff; at the probe time one job tries again. When the
 host answers again, its whole queue flows at once at the host's limit, with no job waiting
 out a backoff it did not need.
+
+A request into a cut link hangs: its packets are dropped, and TCP sends them again only
+after a backoff that grows with the cut (0.2 s, 0.6 s, 1.4 s, 3 s, 6.2 s ... for an open
+connection; 1 s, 3 s ... for a SYN), so workers whose requests went out during a cut learn
+of the heal seconds late, and the host's jobs wait behind them. When a host with jobs
+waiting has settled no attempt for a probe interval although workers are at it, those
+workers are *stalled*: they stop counting against the host's limit (up to
+:data:`MAX_STALLED` of them), so another worker tries it on a connection of its own, and so
+each interval. A fresh attempt thus starts at most a probe interval after a link heals, and
+the host's whole limit of fresh workers follows the first answer. A stalled attempt that is
+answered late says nothing about the host's speed (it does not make the host suspect);
+a host that answers slowly is never stalled: it is suspect, one worker at a time.
 """
 from __future__ import annotations
 
@@ -20,10 +32,14 @@ from typing import Callable
 from .delivery_job import Delivery, DeliveryPolicy
 from .host_concurrency import AdaptiveLimit
 
-__all__ = ["HostQueue", "ReusedApprovals", "host_of", "MAX_CACHED_URLS"]
+__all__ = ["HostQueue", "StallCheck", "ReusedApprovals", "host_of", "MAX_CACHED_URLS", "MAX_STALLED"]
 
 _AUTHORITY = re.compile(r"[^/?#]*")
 MAX_CACHED_URLS = 10_000  # URLs whose host key and approval are remembered
+# stalled workers a host may have beyond its limit, each held by a hanging attempt: its
+# limit's worth of requests sent into a cut (read timeout 10 s) and a probe each interval
+# that hangs on its connect (3 s): 8 + 6 at the defaults
+MAX_STALLED = 16
 
 
 def host_of(url: str) -> str:
@@ -36,7 +52,8 @@ def host_of(url: str) -> str:
 class HostQueue:
     """One target host's waiting jobs and how many workers deliver to it now."""
 
-    __slots__ = ("key", "jobs", "active", "ready", "suspect", "parked_until", "control")
+    __slots__ = ("key", "jobs", "active", "ready", "suspect", "unanswered", "takes",
+                 "in_flight", "stalled", "check_due", "answers", "parked_until", "control")
 
     def __init__(self, key: str, control: AdaptiveLimit):
         self.key = key
@@ -44,6 +61,12 @@ class HostQueue:
         self.active = 0
         self.ready = False  # in the deliverer's ready queue
         self.suspect = False  # the last attempt failed to connect or answered slowly
+        self.unanswered = False  # the last attempt got no answer at all
+        self.takes = 0  # workers that took jobs of it so far (a take's number)
+        self.in_flight: set[int] = set()  # the takes of the workers at it now
+        self.stalled: set[int] = set()  # those found stalled (not counted against the limit)
+        self.check_due = False  # a StallCheck for this host is in the timer
+        self.answers = 0  # attempts answered: a stall check looks for news
         self.parked_until = 0.0  # no worker takes a job before (the deliverer's clock)
         self.control = control  # outlives the queue: a host's limit is remembered
 
@@ -54,11 +77,55 @@ class HostQueue:
 
     def limit(self) -> int:
         """Workers that may deliver to this host at once."""
-        return 1 if self.suspect else self.control.limit
+        return (1 if self.suspect else self.control.limit) + len(self.stalled)
+
+    def take(self) -> int:
+        """A worker takes jobs: its take's number."""
+        self.active += 1
+        self.takes += 1
+        self.in_flight.add(self.takes)
+        return self.takes
+
+    def release(self, take: int) -> None:
+        self.active -= 1
+        self.in_flight.discard(take)
+        self.stalled.discard(take)
+
+    def stall(self) -> None:
+        """The workers at it now are stalled (the oldest first, up to the most allowed)."""
+        for take in sorted(self.in_flight - self.stalled):
+            if len(self.stalled) >= MAX_STALLED:
+                break
+            self.stalled.add(take)
+
+    def settled(self, answered: bool, slow: bool) -> None:
+        """An attempt ended: suspect unless answered in time (a slow answer while workers
+        are stalled is a stalled one's, late because of the network)."""
+        self.suspect = not answered or (slow and not self.stalled)
+        self.unanswered = not answered
+        self.answers += answered
 
     def can_take(self, now: float) -> bool:
         """Whether another worker may take jobs of this host now."""
         return self.active < self.limit() and self.parked_until <= now
+
+
+class StallCheck:
+    """A timer item: if ``host`` has answered no attempt since ``answers`` was read while
+    workers not yet stalled were at it and jobs wait (and it is not merely slow), its active
+    workers are stalled."""
+
+    __slots__ = ("host", "answers")
+
+    def __init__(self, host: HostQueue):
+        self.host = host
+        self.answers = host.answers
+
+    def due(self) -> bool:
+        host = self.host
+        slow = host.suspect and not host.unanswered
+        return (host.active > len(host.stalled) and bool(host.jobs)
+                and host.answers == self.answers and len(host.stalled) < MAX_STALLED and not slow)
 
 
 class ReusedApprovals:

@@ -267,12 +267,14 @@ class Lab:
         return process
 
     def serve(self, host: str | Host, role: str, *args: str, port: int | None = None,
-              name: str | None = None, **options) -> LabServer:
-        """``edn serve ROLE`` in ``host``, healthy on return; stopped at close."""
+              name: str | None = None, data_dir: Path | None = None, **options) -> LabServer:
+        """``edn serve ROLE`` in ``host``, healthy on return; stopped at close. Its data
+        lives in the lab's data directory unless ``data_dir`` says where (a small mount, say)."""
         host = self.host(host)
         port = port or host.next_port()
         server = LabServer(host, role, port=port, extra_args=args,
-                           data_dir=self.data_dir / f"{host.name}-{name or role}-{port}", **options)
+                           data_dir=data_dir or self.data_dir / f"{host.name}-{name or role}-{port}",
+                           **options)
         self.processes.append(server)
         return server.start()
 

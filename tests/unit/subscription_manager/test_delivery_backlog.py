@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from subscription_manager.delivery import Delivery, Deliverer, DeliveryPolicy
+from subscription_manager.delivery_hosts import MAX_STALLED
 from subscription_manager.delivery_pipelined import PipeliningDeliverer
 from tests.support.eventing import Q, Harness, RecordingSink, quote
 from wsframework import ns
@@ -241,3 +242,53 @@ def test_a_deliverer_without_pipelining_posts_one_at_a_time():
 def test_bad_pipeline_depths_are_refused(tmp_path, value):
     with pytest.raises(SettingsError, match="delivery_pipeline"):
         Harness(tmp_path, settings={"delivery_pipeline": value})
+
+
+class CutLink:
+    """``cut.test`` behind a link that drops packets: the first attempt gets no answer; an
+    attempt begun while ``cut`` is set hangs until the end of the test (its packets wait
+    out TCP's backoff), one begun after the heal is answered at once."""
+
+    def __init__(self):
+        self.cut = True
+        self.hanging = 0
+        self.calls = 0
+        self.cond = threading.Condition()
+        self.release = threading.Event()
+
+    def post(self, url, payload, content_type, soap_action=None):
+        with self.cond:
+            self.calls += 1
+            first, cut = self.calls == 1, self.cut
+            if cut and not first:
+                self.hanging += 1
+            self.cond.notify_all()
+        if first:
+            raise TransportError("connect timed out")
+        if cut:
+            self.release.wait(30)
+            raise TransportError("read timed out")
+        return TransportResponse(202, None, b"")
+
+    def close(self):
+        pass
+
+
+def test_a_probe_hanging_in_a_cut_does_not_hold_the_host_back_after_the_heal():
+    link = CutLink()
+    deliverer = Deliverer(link, DeliveryPolicy(workers=16, per_host=4, retries=9,
+                                               backoff=0.05, probe_interval=0.05))
+    try:
+        deliverer.submit_many([job(url="http://cut.test/n") for _ in range(40)])
+        with link.cond:  # probes that hang: one more each probe interval, a bounded number
+            assert link.cond.wait_for(lambda: link.hanging >= 3, 5)
+        link.cut = False
+        # a fresh probe gets through while the earlier ones still hang, and the rest follow
+        with link.cond:
+            assert link.cond.wait_for(lambda: link.calls - 1 - link.hanging >= 40 - link.hanging, 5), (
+                link.calls, link.hanging, deliverer.stats())
+        assert 3 <= link.hanging <= MAX_STALLED + 1
+        assert deliverer.stats()["failed"] == 0
+    finally:
+        link.release.set()
+        deliverer.close()

@@ -1,0 +1,168 @@
+"""The faults a campaign injects, each a begin and an end on a :class:`CampaignNetwork`.
+
+- partitions of every link kind (both ways, and one way);
+- link damage: loss, reordering, latency with jitter;
+- a process paused (SIGSTOP) longer than every timeout, and ``kill -9`` with a restart;
+- a host's clock an hour ahead or behind (the role restarted under Debian's
+  ``faketime``; its monotonic clock is shifted too, which only moves its arbitrary base:
+  libfaketime with ``FAKETIME_DONT_FAKE_MONOTONIC`` makes every absolute-deadline sleep
+  fail with EINVAL);
+- a full disk (the role's data directory is a small tmpfs, filled up, then emptied).
+
+A fault may act while it holds (``during``): Subscribes that placement forwards, or an
+``edn partition`` move, between two servers that cannot reach each other.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from route_manager import protocol
+
+from .network import TOPIC, CampaignNetwork
+
+FAKETIME_LIBRARY = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+DISK_MB = 48
+
+
+@dataclass
+class Fault:
+    name: str
+    kind: str
+    begin: Callable[[CampaignNetwork], None]
+    end: Callable[[CampaignNetwork], None]
+    seconds: float = 10.0
+    during: Callable[[CampaignNetwork], None] | None = None
+    needs: tuple[str, ...] = field(default=())  # hosts it needs (the tree's child, s3)
+
+
+def cut(a: str, b: str, *, one_way: bool = False, seconds: float = 10.0, during=None,
+        kind: str = "partition") -> Fault:
+    arrow = "->" if one_way else "<->"
+    return Fault(f"cut {a}{arrow}{b}", kind if not one_way else "one-way partition",
+                 lambda net: net.lab.cut(a, b, one_way=one_way), lambda net: net.lab.heal(),
+                 seconds, during, needs=(a, b))
+
+
+def damage(host: str, label: str, seconds: float = 10.0, **link) -> Fault:
+    return Fault(f"{label} at {host}", "link damage",
+                 lambda net: net.lab.damage(host, **link), lambda net: net.lab.repair(host),
+                 seconds, needs=(host,))
+
+
+def pause(name: str, seconds: float = 30.0) -> Fault:
+    return Fault(f"SIGSTOP {name} {seconds:.0f} s", "pause",
+                 lambda net: net.lab.pause(net.processes[name]),
+                 lambda net: net.lab.resume(net.processes[name]), seconds, needs=(name,))
+
+
+def kill(name: str, seconds: float = 5.0) -> Fault:
+    """``kill -9``; the same role on the same data is started again at the end."""
+    return Fault(f"kill -9 {name}", "kill -9",
+                 lambda net: net.lab.kill(net.processes[name]),
+                 lambda net: net.processes[name].start(), seconds, needs=(name,))
+
+
+def clock(name: str, offset: str, seconds: float = 10.0) -> Fault:
+    """The role restarted with its host's wall clock ``offset`` (``+1h``, ``-1h``), then
+    restarted again on the true clock."""
+    def begin(net):
+        restart(net, name, {"LD_PRELOAD": FAKETIME_LIBRARY, "FAKETIME": offset,
+                            "FAKETIME_NO_CACHE": "1"})
+
+    return Fault(f"clock {offset} at {name}", "clock skew", begin,
+                 lambda net: restart(net, name, None), seconds, needs=(name,))
+
+
+def restart(net: CampaignNetwork, name: str, env: dict | None) -> None:
+    process = net.processes[name]
+    process.stop()
+    process.env = env
+    process.start()
+
+
+def full_disk(name: str, seconds: float = 10.0) -> Fault:
+    """The role's data directory (a tmpfs of its own, see :func:`disk_mount`) filled to the
+    last byte by a ballast file; the end removes it."""
+    def begin(net):
+        ballast = Path(net.data_dirs[name]) / "ballast"
+        free = shutil.disk_usage(ballast.parent).free
+        with open(ballast, "wb") as out:
+            os.posix_fallocate(out.fileno(), 0, max(free - 4096, 1))
+            # tmpfs counts in pages: top up to the last one
+            try:
+                while True:
+                    out.write(b"\0" * 4096)
+                    out.flush()
+            except OSError:
+                pass
+
+    def end(net):
+        (Path(net.data_dirs[name]) / "ballast").unlink(missing_ok=True)
+
+    return Fault(f"full disk at {name}", "full disk", begin, end, seconds, needs=(name,))
+
+
+def disk_mount(path: Path, megabytes: int = DISK_MB) -> Path:
+    """A tmpfs of ``megabytes`` at ``path`` (root), for a role's data directory."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)],
+                   check=True)
+    return path
+
+
+def unmount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def subscribe_during(count: int, at: str, seed: int):
+    """Subscribes made at ``at`` while the fault holds (placement may forward them)."""
+    def act(net: CampaignNetwork):
+        net.pending_routes.append(net.subscribe(count, seed=seed, at=[at], wait_routed=False))
+    return act
+
+
+def repartition_during(net: CampaignNetwork) -> None:
+    """``edn partition``: the R-tree partitioner moves subscriptions between the servers."""
+    try:
+        net.admin(net.roots[0], lambda a: a.call(
+            protocol.Repartition(Topic=TOPIC, Algorithm="kmeans")))
+    except Exception as exc:  # a move that cannot reach its target is refused: recorded
+        net.notes.append(f"repartition during the cut: {type(exc).__name__}: {exc}"[:300])
+
+
+def catalogue(tree: bool, quick: bool) -> list[Fault]:
+    """Every fault, each alone, in the order the campaign runs them."""
+    if quick:
+        return [cut("s1", "subscriber", seconds=4), cut("publisher", "root1", seconds=4),
+                damage("root1", "10% loss", loss=0.10, seconds=4),
+                pause("s2", seconds=6), kill("s1", seconds=2),
+                clock("s2", "+1h", seconds=4)]
+    faults = [
+        cut("root1", "s1"),
+        cut("root1", "child"),
+        cut("root1", "root2"),
+        cut("publisher", "root1"),
+        cut("s1", "subscriber"),
+        cut("s1", "s2", during=subscribe_during(20, "s1", seed=101)),
+        cut("s1", "s2", during=repartition_during),
+        cut("s2", "subscriber", one_way=True),
+        cut("subscriber", "s2", one_way=True),
+        cut("root1", "s2", one_way=True),
+        damage("root1", "5% loss", loss=0.05),
+        damage("s1", "30% loss", loss=0.30),
+        damage("s2", "25% reordering", delay_ms=20, reorder=0.25),
+        damage("subscriber", "150 ms +-30 ms", delay_ms=150, jitter_ms=30),
+        pause("s2", seconds=30),
+        kill("s1"),
+        kill("root1"),
+        clock("s2", "+1h"),
+        clock("s2", "-1h"),
+    ]
+    if tree:
+        faults.append(full_disk("s3"))
+    return [f for f in faults if tree or "child" not in f.needs and "s3" not in f.needs]

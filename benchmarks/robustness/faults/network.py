@@ -1,0 +1,284 @@
+"""The fault campaign's network: an EDN across the hosts of a lab, with a paced publisher
+and a recording subscriber.
+
+Hosts (one role each, on the lab's bridge with the campaign's link settings):
+
+- ``publisher``: a paced publisher (``rate`` events/s) failing over between the roots, each
+  event one message with its own MessageID, retried with it (``attempts`` rounds);
+- ``root1``, ``root2``: two root dispatchers, every server (and the child) registered with
+  both;
+- ``child`` (the full campaign): a child dispatcher under both roots, ``s3`` below it;
+- ``s1``, ``s2`` (and ``s3``): subscription servers, placement by the R-tree partitioner;
+- ``subscriber``: a notification sink every subscription points at (``/n/K``), recording
+  each notification's arrival time and MessageID.
+
+Everything the campaign does goes into a :class:`~.history.History`.
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from lxml import etree
+
+from benchmarks.lab import Lab, Link
+from edn.localnet.network import stats
+from matchers.vocabulary import RANGES_DIALECT
+from route_manager import protocol
+from route_manager.publisher import Publisher
+from route_manager.workloads.grid_xml import GRID_EVENTS, event_element, range_filter, schema_element
+from subscription_manager.client import EventingClient
+from subscription_manager.server.moved_subscriptions import parse_subscriptions
+from wsframework.admin import AdminClient
+
+from .history import History, Notification
+
+TOPIC = "grid"
+D = 2
+EXPIRES = "PT24H"  # far beyond any skew the campaign gives a host's clock
+
+
+class CampaignNetwork:
+    def __init__(self, lab: Lab, *, tree: bool, rate: float, server_args=(),
+                 dispatcher_args=()):
+        self.lab = lab
+        self.tree = tree
+        self.rate = rate
+        self.token = secrets.token_hex(16)
+        self.history = History()
+        self.private = ("--allow-private", str(lab.subnet))
+        self.server_args = [*self.private, *server_args]
+        self.dispatcher_args = [*self.private, *dispatcher_args]
+        self.processes: dict[str, object] = {}
+        self.data_dirs: dict[str, Path] = {}
+        self._stop = threading.Event()
+        self._publisher_thread: threading.Thread | None = None
+        self.next_event = 0
+        self.handles: list = []
+        self.pending_routes: list[range] = []  # subscriptions made during a fault
+        self.notes: list[str] = []
+
+    # -- building ------------------------------------------------------------------------------
+    @staticmethod
+    def host_names(tree: bool) -> list[str]:
+        return ["publisher", "root1", "root2", *(["child"] if tree else []),
+                "s1", "s2", *(["s3"] if tree else []), "subscriber"]
+
+    @property
+    def server_names(self) -> list[str]:
+        return ["s1", "s2", *(["s3"] if self.tree else [])]
+
+    @property
+    def roots(self) -> list:
+        return [self.processes["root1"], self.processes["root2"]]
+
+    def start(self, data_dirs: dict[str, Path] | None = None) -> "CampaignNetwork":
+        self.data_dirs = dict(data_dirs or {})
+        for name in ("root1", "root2"):
+            self._serve(name, "dispatcher", *self.dispatcher_args)
+        root_urls = [root.base_url for root in self.roots]
+        if self.tree:
+            self._serve("child", "dispatcher", *(a for u in root_urls for a in ("--parent", u)),
+                        "--name", "child", *self.dispatcher_args)
+        for name in self.server_names:
+            ups = [self.processes["child"].base_url] if name == "s3" else root_urls
+            self._serve(name, "server", *(a for u in ups for a in ("--dispatcher", u)),
+                        "--name", name, "--partitioner", "rtree", *self.server_args)
+        self.sink = self.lab.sink("subscriber")
+        below_roots = 3 if self.tree else 2
+        for root in self.roots:
+            self.wait(lambda root=root: self.figure(root, "servers") == below_roots,
+                      f"every node registered at {root.base_url}")
+        for root in self.roots:
+            self.admin(root, lambda a: a.create_topic(TOPIC, None, schema_element(D)))
+        for name in self.server_names:
+            self.wait(lambda name=name: self.hosts_topic(name), f"the topic on {name}")
+        return self
+
+    def _serve(self, name: str, role: str, *args: str):
+        options = {"data_dir": self.data_dirs[name]} if name in self.data_dirs else {}
+        process = self.lab.serve(name, role, *args, name=name, admin_token=self.token, **options)
+        self.processes[name] = process
+        return process
+
+    def recover(self) -> None:
+        """After a fault's end failed: every cut healed, every link repaired, every process
+        resumed, and any that is not running started again on the true clock."""
+        self.lab.heal()
+        self.lab.repair()
+        for name, process in self.processes.items():
+            process.resume()
+            if not process.alive():
+                process.env = None
+                try:
+                    process.start()
+                except Exception as exc:
+                    self.notes.append(f"{name} did not start again: {exc}"[:400])
+
+    # -- reading the network -------------------------------------------------------------------
+    def admin(self, process, call, host: str = "subscriber"):
+        """``call(AdminClient)`` for ``process``, from inside ``host``."""
+        return self.lab[host].run(lambda: call(AdminClient(process.base_url, self.token)))
+
+    def figures(self, process, prefix: str | None = None) -> dict[str, str]:
+        return self.lab["subscriber"].run(stats, process.base_url, self.token, prefix)
+
+    def figure(self, process, name: str) -> int:
+        return int(self.figures(process, name).get(name, 0))
+
+    def hosts_topic(self, name: str) -> bool:
+        topics = self.admin(self.processes[name], lambda a: a.list_topics())
+        return any(t["name"] == TOPIC for t in topics)
+
+    def wait(self, condition, what: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if condition():
+                    return
+            except Exception:
+                pass  # a host still cut or restarting: ask again
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+            time.sleep(0.1)
+
+    def holders(self) -> dict[int, list[str]]:
+        """subscriber -> the servers whose export holds its subscription."""
+        out: dict[int, list[str]] = {}
+        for name in self.server_names:
+            response = self.admin(self.processes[name],
+                                  lambda a: a.call(protocol.ExportSubscriptions(Topic=TOPIC)))
+            for subscription in parse_subscriptions(response.Subscriptions, topic=TOPIC, topic_uid=""):
+                subscriber = int(subscription.notify_to.address.rsplit("/", 1)[1])
+                out.setdefault(subscriber, []).append(name)
+        return out
+
+    def everyone_routing(self) -> bool:
+        """Every role answers its health check and both roots see every node below them."""
+        if not all(p.healthy() for p in self.processes.values()):
+            return False
+        below_roots = 3 if self.tree else 2
+        return all(self.figure(root, "servers") == below_roots for root in self.roots)
+
+    def routed_load(self, root) -> int:
+        figures = self.figures(root, "server.")
+        return sum(int(v) for k, v in figures.items() if k.endswith(".load"))
+
+    # -- subscriptions -------------------------------------------------------------------------
+    def subscribe(self, count: int, *, seed: int = 7, width: float = 0.2,
+                  at: list[str] | None = None, wait_routed: bool = True) -> range:
+        """``count`` range subscriptions (``width`` per dimension), made at the servers
+        ``at`` (default all) in turn from the subscriber's host; with ``wait_routed``,
+        until both roots route them (the history counts events from then on)."""
+        rng = np.random.default_rng(seed)
+        lo = rng.uniform(0, 1 - width, size=(count, D))
+        hi = lo + width
+        added = self.history.subscribed(lo, hi, active_from=float("inf"))
+        names = at or self.server_names
+
+        def one(k):
+            server = self.processes[names[k % len(names)]]
+            return EventingClient("2011").subscribe(
+                f"{server.base_url}/topics/{TOPIC}", f"{self.sink.url}/n/{k}",
+                filter=range_filter(self.history.lo[k], self.history.hi[k]),
+                dialect=RANGES_DIALECT, expires=EXPIRES)
+
+        def all_of_them():
+            with ThreadPoolExecutor(8) as pool:
+                return list(pool.map(one, added))
+        self.handles.extend(self.lab["subscriber"].run(all_of_them))
+        if wait_routed:
+            self.wait_routed(added)
+        return added
+
+    def wait_routed(self, added: range, timeout: float = 60.0) -> None:
+        live = len(self.history.lo) - len(self.history.ended)
+        for root in self.roots:
+            self.wait(lambda root=root: self.routed_load(root) == live,
+                      f"{live} subscriptions routed at {root.base_url}", timeout)
+        self.history.routed(added, time.time())
+
+    def unsubscribe(self, subscriber: int) -> None:
+        """End one subscription on purpose (it must never come back)."""
+        handle = self.handles[subscriber]
+        self.lab["subscriber"].run(handle.unsubscribe)
+        self.history.ended.add(subscriber)
+
+    # -- publishing ----------------------------------------------------------------------------
+    def start_publishing(self, seed: int = 11, attempts: int = 3) -> None:
+        """Events at ``rate`` per second from the publisher's host, each one message sent
+        from a pool (so a slow or failing root holds no later event back), recorded."""
+        rng = np.random.default_rng(seed)
+        publisher = self.lab["publisher"].run(
+            lambda: Publisher([r.base_url for r in self.roots], connect_timeout=3.0,
+                              read_timeout=10.0, attempts=attempts))
+
+        def one(event_id, point):
+            self.history.sent(event_id, point, time.time())
+            try:
+                publisher.publish(TOPIC, event_element(point, event_id))
+            except Exception as exc:
+                self.history.failed(event_id, f"{type(exc).__name__}: {exc}"[:200])
+            else:
+                self.history.acknowledged(event_id, time.time())
+
+        def pace():
+            with ThreadPoolExecutor(32, thread_name_prefix="campaign-publish") as pool:
+                began = time.monotonic()
+                while not self._stop.is_set():
+                    due = began + self.next_event / self.rate
+                    delay = due - time.monotonic()
+                    if delay > 0 and self._stop.wait(delay):
+                        break
+                    pool.submit(one, self.next_event, rng.uniform(0, 1, size=D))
+                    self.next_event += 1
+            publisher.close()
+        self._publisher_thread = self.lab["publisher"].start_thread(pace, name="campaign-pacer")
+
+    def stop_publishing(self) -> None:
+        self._stop.set()
+        if self._publisher_thread is not None:
+            self._publisher_thread.join(60)
+
+    # -- the history ---------------------------------------------------------------------------
+    def record_notifications(self) -> None:
+        """Every notification the sink took, into the history (read once, at the end)."""
+        wsa = "{http://www.w3.org/2005/08/addressing}MessageID"
+        for message in list(self.sink.messages):
+            envelope = etree.fromstring(message.body)
+            event = envelope.find(f".//{{{GRID_EVENTS}}}event")
+            message_id = envelope.find(f".//{wsa}")
+            self.history.notified(Notification(
+                int(message.path.rsplit("/", 1)[1]), int(event.get("id")),
+                message_id.text if message_id is not None else "", message.at))
+
+    def delivered(self) -> int:
+        return self.sink.count
+
+    def quiet(self) -> bool:
+        """Nothing queued at any live dispatcher, nothing pending at any server."""
+        for name in ("root1", "root2", *(["child"] if self.tree else [])):
+            process = self.processes[name]
+            if not process.alive():
+                continue
+            figures = self.figures(process, "server.")
+            queued = sum(int(v) for k, v in figures.items() if k.endswith(".queued"))
+            sent = sum(int(v) for k, v in figures.items() if k.endswith(".sent"))
+            dropped = sum(int(v) for k, v in figures.items() if k.endswith(".dropped"))
+            if queued != sent + dropped:
+                return False
+        return all(self.figure(self.processes[n], "pending") == 0 for n in self.server_names)
+
+    def drained(self) -> bool:
+        """Every expected notification has arrived (counted from the sink's bodies)."""
+        expected = self.history.expected()
+        got = set()
+        for message in list(self.sink.messages):
+            envelope = etree.fromstring(message.body)
+            event = envelope.find(f".//{{{GRID_EVENTS}}}event")
+            got.add((int(message.path.rsplit("/", 1)[1]), int(event.get("id"))))
+        return expected <= got

@@ -1,0 +1,25 @@
+"""The quick fault campaign (``edn bench faults --quick``) across a lab of hosts: its
+history holds every guarantee. Needs root (network namespaces), iptables and faketime."""
+import shutil
+
+import pytest
+
+from benchmarks.lab import why_not_available
+
+reason = why_not_available() or (None if shutil.which("faketime") else "no faketime")
+pytestmark = pytest.mark.skipif(bool(reason), reason=f"the fault campaign cannot run here: {reason}")
+
+
+def test_the_quick_campaign_loses_nothing_acknowledged():
+    from benchmarks.robustness.faults import run
+    verdict = run(quick=True)
+    assert verdict["acknowledged"] > 0 and verdict["expected_notifications"] > 0
+    assert verdict["lost"] == 0, verdict["lost_examples"]
+    assert verdict["unexpected"] == 0, verdict["unexpected_examples"]
+    assert verdict["duplicates_with_new_message_id"] == 0, verdict["duplicate_examples"]
+    assert verdict["subscriptions_lost"] == verdict["subscriptions_resurrected"] == []
+    assert verdict["subscriptions_held_twice"] == []
+    assert all(verdict["alive"].values()), verdict["alive"]
+    assert verdict["drained_after_final_heal"]
+    for fault in verdict["faults"]:
+        assert fault["back_in_view_s"] is not None, fault

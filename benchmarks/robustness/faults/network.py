@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from benchmarks.lab import Lab, Link
+from benchmarks.lab import Lab
 from edn.localnet.network import stats
 from matchers.vocabulary import RANGES_DIALECT
 from route_manager import protocol

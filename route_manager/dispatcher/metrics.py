@@ -150,6 +150,9 @@ def dispatcher_readings(d) -> list[Reading]:
                     "Events appended to the log", figures.get("log.appended", 0)),
             Reading("edn_dispatcher_log_dropped_total", "counter",
                     "Events dropped from a full log", figures.get("log.dropped", 0)),
+            Reading("edn_dispatcher_log_expired_total", "counter",
+                    "Undelivered copies that expired after log_max_age",
+                    figures.get("log.expired", 0)),
             Reading("edn_dispatcher_log_refused_total", "counter",
                     "Messages refused with edn:LogFull", figures.get("log.refused", 0)),
         ]

@@ -44,8 +44,8 @@ class DispatcherSettings(Settings):
     log_max_events: int = setting(1_000_000, "undelivered copies the durable log holds at most")
     log_max_bytes: int = setting(1 << 30, "bytes of undelivered events the durable log holds "
                                  "at most")
-    log_max_age: float = setting(86_400.0, "seconds an undelivered copy may wait in the log "
-                                 "before the log counts as full")
+    log_max_age: float = setting(86_400.0, "seconds an undelivered copy waits in the log for "
+                                 "its server; then it expires, counted and logged")
     log_full: str = setting("refuse", "a full durable log refuses new events with the Receiver "
                             "fault edn:LogFull (refuse) or deletes the oldest undelivered "
                             "copies, counted and logged (drop-oldest)")

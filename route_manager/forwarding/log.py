@@ -9,12 +9,14 @@ Sequence numbers start at 1 per server and never repeat for one dispatcher id: t
 is one past the larger of the highest logged and the highest acknowledged. A dispatcher
 re-created on an empty data dir gets a new id (so a server does not skip its events).
 
-Bounds (``log_max_events``, ``log_max_bytes``, ``log_max_age``): an append that would exceed
-them is refused with :class:`LogFull` (``log_full=refuse``) or makes room by deleting the
-oldest events with undelivered copies (``log_full=drop-oldest``; their copies are counted in
-``dropped`` and logged). ``log_max_events`` counts undelivered copies, ``log_max_bytes`` the
-bytes of the events held. Age: a log whose oldest event is older than ``log_max_age`` is
-full until it is delivered.
+Bounds (``log_max_events``, ``log_max_bytes``): an append that would exceed them is refused
+with :class:`LogFull` (``log_full=refuse``) or makes room by deleting the oldest events with
+undelivered copies (``log_full=drop-oldest``; their copies are counted in ``dropped`` and
+logged). ``log_max_events`` counts undelivered copies, ``log_max_bytes`` the bytes of the
+events held. Age (``log_max_age``): a copy waits that long for its server; then, whatever the
+policy, the event's undelivered copies expire (counted in ``expired``, logged with their
+servers). Age never refuses new events: a server that never comes back would otherwise stop
+the whole network's publications once its oldest copy was ``log_max_age`` old.
 
 One dispatcher process owns the log (one gunicorn worker, the dispatcher's default): it holds
 an exclusive ``flock`` on ``{store}.log-lock`` (released by the kernel when the process dies,
@@ -139,6 +141,7 @@ class EventLog:
         self._next_event = top + 1
         self.appended = 0
         self.dropped = 0
+        self.expired = 0
         self.refused = 0
 
     # -- writing -----------------------------------------------------------------------------
@@ -253,17 +256,13 @@ class EventLog:
                     request.offer(request.logged)
 
     def _make_room(self, count: int, size: int, now: float) -> None:
+        self._expire(now)
+
         def full() -> str | None:
             if self.events + count > self.max_events:
                 return f"{self.events} events (log_max_events {self.max_events})"
             if self.bytes + size > self.max_bytes:
                 return f"{self.bytes} bytes (log_max_bytes {self.max_bytes})"
-            oldest = self._oldest_created()
-            if oldest is not None and now - oldest > self.max_age and self._acks:
-                self.flush_acks()  # the oldest row may be delivered already
-                oldest = self._oldest_created()
-            if oldest is not None and now - oldest > self.max_age:
-                return f"an undelivered event {now - oldest:.0f} s old (log_max_age {self.max_age:g})"
             return None
 
         reason = full()
@@ -275,25 +274,54 @@ class EventLog:
         self.flush_acks()  # never drop (and count twice) a copy delivered meanwhile
         dropped = 0
         while reason is not None and self.events:
-            with self.store.transaction() as conn:
-                gone = conn.execute(
-                    "DELETE FROM edn_log_event WHERE id IN (SELECT id FROM edn_log_event "
-                    "ORDER BY id LIMIT 256) RETURNING id, copies, length(event)").fetchall()
-            if not gone:
+            removed = self._delete_oldest("ORDER BY id LIMIT 256")
+            if removed is None:
                 break
-            rows = []  # (event id, server, seq, event id) of the undelivered copies dropped
-            for event_id, copies, size in sorted(tuple(row) for row in gone):
-                self.events -= self._left.pop(event_id, 0)
-                self.bytes -= size
-                for server, seq in copies_named(copies):
-                    if seq > self.acked.get(server, 0):
-                        rows.append((event_id, server, seq, event_id))
-                        self.acked[server] = max(self.acked.get(server, 0), seq)
-            dropped += len(rows)
-            self.on_drop(rows)
+            dropped += removed
             reason = full()
         self.dropped += dropped
         log.warning("durable log full: dropped the %d oldest undelivered copies", dropped)
+
+    def _expire(self, now: float) -> None:
+        """Events older than ``max_age`` leave the log with their undelivered copies."""
+        oldest = self._oldest_created()
+        if oldest is None or now - oldest <= self.max_age:
+            return
+        self.flush_acks()  # the oldest rows may be delivered already
+        expired, servers = 0, set()
+        while True:
+            removed = self._delete_oldest("WHERE created < ? ORDER BY id LIMIT 256",
+                                          (now - self.max_age,), servers)
+            if removed is None:
+                break
+            expired += removed
+        self.expired += expired
+        if expired:
+            log.warning("durable log: %d undelivered copies older than log_max_age (%g s) "
+                        "expired, for %s", expired, self.max_age, ", ".join(sorted(servers)))
+
+    def _delete_oldest(self, selection: str, args=(), servers: set | None = None) -> int | None:
+        """Delete the events ``selection`` picks (oldest first); their undelivered copies
+        leave the channels (:meth:`on_drop`). Returns how many copies went, or None when
+        nothing was selected."""
+        with self.store.transaction() as conn:
+            gone = conn.execute(
+                f"DELETE FROM edn_log_event WHERE id IN (SELECT id FROM edn_log_event {selection}) "
+                "RETURNING id, copies, length(event)", args).fetchall()
+        if not gone:
+            return None
+        rows = []  # (event id, server, seq, event id) of the undelivered copies deleted
+        for event_id, copies, size in sorted(tuple(row) for row in gone):
+            self.events -= self._left.pop(event_id, 0)
+            self.bytes -= size
+            for server, seq in copies_named(copies):
+                if seq > self.acked.get(server, 0):
+                    rows.append((event_id, server, seq, event_id))
+                    self.acked[server] = max(self.acked.get(server, 0), seq)
+                    if servers is not None:
+                        servers.add(server)
+        self.on_drop(rows)
+        return len(rows)
 
     def on_drop(self, rows) -> None:
         """Called with the (id, server, seq, event id) rows dropped to make room (the
@@ -429,6 +457,7 @@ class EventLog:
         figures = {"log.events": self.events, "log.bytes": self.bytes,
                    "log.oldest_age_s": (self.clock() - oldest) if oldest is not None else 0.0,
                    "log.appended": self.appended, "log.dropped": self.dropped,
+                   "log.expired": self.expired,
                    "log.refused": self.refused, "log.commits": self.commits}
         with self._lock:
             for server, nxt in self._next.items():

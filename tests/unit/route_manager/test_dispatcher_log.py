@@ -220,12 +220,29 @@ def test_bytes_and_age_bounds(tmp_path):
     log.append([("t", b"12345", ["s1"])])
     with pytest.raises(LogFull, match="log_max_bytes"):
         log.append([("t", b"123456", ["s1"])])
-    now[0] += 61
-    with pytest.raises(LogFull, match="log_max_age"):
-        log.append([("t", b"1", ["s1"])])
     log.acknowledge("s1", 1, 1, 5)
     assert log.append([("t", b"1", ["s1"])])[0].seq == 2
     assert log.figures()["log.bytes"] == 1
+
+
+def test_a_server_that_never_comes_back_does_not_stop_publication_its_old_copies_expire(tmp_path):
+    now = [1000.0]
+    log = EventLog(Store(tmp_path / "s.db"), max_age=60, clock=lambda: now[0])
+    discarded = []
+    log.on_drop = lambda rows: discarded.extend((server, seq) for _, server, seq, _ in rows)
+    log.append([("t", b"a", ["live", "dead"]), ("t", b"b", ["live", "dead"])])
+    log.acknowledge("live", 2, 2, 2)
+    now[0] += 61  # "dead" never acknowledged: its copies are older than log_max_age
+    [fresh] = [c for c in log.append([("t", b"c", ["live", "dead"])]) if c.server == "dead"]
+    assert fresh.seq == 3  # accepted, never refused: age is no reason to stop the network
+    assert discarded == [("dead", 1), ("dead", 2)]
+    figures = log.figures()
+    assert figures["log.expired"] == 2 and figures["log.refused"] == 0
+    assert log.copies() == [("live", 3), ("dead", 3)]
+    log.close()
+    # the expiry is durable: a restarted log does not bring the expired copies back
+    again = EventLog(Store(tmp_path / "s.db"), max_age=60, clock=lambda: now[0])
+    assert again.copies() == [("live", 3), ("dead", 3)]
 
 
 def test_drop_oldest_makes_room_counted_and_leaves_the_channel(tmp_path):

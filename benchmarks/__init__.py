@@ -49,6 +49,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                "cuts, loss, reordering, latency, SIGSTOP, kill -9, clock skew, a full disk), "
                "then its history checked: acknowledged notifications lost, unexpected, "
                "duplicates, subscriptions lost, recovery times (needs root)"),
+    "wan": ("benchmarks.performance.wan:run",
+            "the EDN across a lab of hosts at 0, 20 and 50 ms per hop: events/s, latency "
+            "before and after a cut, one server's notifications/s to a host, summary "
+            "propagation, and distance-aware against R-tree placement on measured latencies "
+            "(needs root)"),
     "kill": ("benchmarks.robustness.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
     "eventpath": ("benchmarks.performance.eventpath:run",
                   "the event path's figures: dispatcher CPU per event, server CPU per copy, T_c at "

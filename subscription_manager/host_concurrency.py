@@ -11,8 +11,10 @@ an overloaded one gets fewer:
   the host was using its limit (some attempt started with ``limit`` in flight): an idle
   host's limit says nothing about what it could take and is left as it is;
 * the baseline is the fastest answer seen; when answers stay slow with the limit already at
-  its floor, the path itself got slower (there is no queue of ours left to blame) and that
-  window's fastest answer becomes the baseline;
+  its floor, the path itself got slower (there is no queue of ours left to blame): that
+  window's fastest answer becomes the baseline and slow start begins again (a new path's
+  room is unknown: a link whose round trip grew from 80 to 340 ms needs four times the
+  requests in flight for the same rate);
 * a window whose mean answer time exceeds ``tolerance`` times the baseline and the
   baseline plus ``min_excess`` seconds is congestion: the limit is multiplied by
   ``decrease`` (never below ``floor``), and from there grows by one a window;
@@ -22,11 +24,12 @@ an overloaded one gets fewer:
   answers faster keeps its limit: there the floor already carries thousands a second and
   more requests in flight only cost the sender CPU (measured on loopback: a 10 s outage's
   backlog drained in 4 s at 8 in flight, in 11 s when the limit grew to 96);
-* a failed attempt (no answer: a timeout, a refused or broken connection) starts over as
-  TCP does after a timeout: the threshold becomes the limit times ``decrease`` (unless the
-  limit is at the floor already: failures there tell an outage, not too many requests),
-  the limit the floor, and slow start climbs back to the threshold within a few windows
-  once the host answers again.
+* a failed attempt (no answer: a timeout, a refused or broken connection) sets the limit to
+  the floor, and slow start climbs back to the threshold within a few windows once the host
+  answers again. The threshold stays: no answer tells of an outage or a cut link, not of a
+  host with too many requests (that shows as slower answers, above). Lowering it, as TCP
+  does after a timeout, left a host that had been cut off for 10 s at a dozen requests in
+  flight over an 80 ms round trip, draining its backlog at about 150 a second.
 
 A pure state machine: it is fed readings (:meth:`observe`), keeps no clock and starts no
 thread; the deliverer calls it under its own lock.
@@ -85,8 +88,6 @@ class AdaptiveLimit:
         (a transport error); ``in_flight`` is how many attempts to the host were under way
         when it started (itself included). Returns the limit after it."""
         if not answered:
-            if self._limit > self.floor:  # at the floor it says "outage", not "too many"
-                self._threshold = max(float(self.floor), self._limit * self.decrease)
             self._limit = float(self.floor)
             self._reset_window()
             return self.limit
@@ -105,9 +106,11 @@ class AdaptiveLimit:
         fastest = self._window_min
         self._baseline = fastest if self._baseline is None else min(self._baseline, fastest)
         if mean > self._baseline * self.tolerance and mean > self._baseline + self.min_excess:
-            if self._limit <= self.floor:
-                self._baseline = fastest  # slow at the floor: the path is slower now
-            self._shrink()
+            if self._limit <= self.floor:  # slow at the floor: the path is slower now
+                self._baseline = fastest
+                self._threshold = float(self.ceiling)
+            else:
+                self._shrink()
         elif self._saturated and mean >= self.grow_above:
             if self._limit < self._threshold:
                 self._limit = min(self._threshold, self._limit * 2)

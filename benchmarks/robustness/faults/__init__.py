@@ -1,7 +1,7 @@
 """``edn bench faults``: a fault campaign across the hosts of a lab, and a check of its
-history (see :mod:`.history`).
+history (see :mod:`benchmarks.lab.history`).
 
-The network (:mod:`.network`) runs with its subscriptions routed and a paced publisher; each
+The network (:mod:`benchmarks.lab.edn_network`) runs with its subscriptions routed and a paced publisher; each
 fault of :mod:`.catalogue` is injected alone after a normal period, held, and healed; then a
 random schedule of them; then a final heal and drain, after which the history is checked:
 acknowledged notifications lost, notifications no filter selects, duplicates (with their
@@ -25,8 +25,8 @@ from pathlib import Path
 from benchmarks.lab import Lab, Link, why_not_available
 
 from .catalogue import Fault, catalogue, disk_mount, unmount
-from .history import FaultWindow, check
-from .network import CampaignNetwork
+from benchmarks.lab.history import FaultWindow, check
+from benchmarks.lab.edn_network import LabNetwork
 
 
 def run(quick: bool = False, out: str | None = None) -> dict:
@@ -54,10 +54,11 @@ def campaign(*, tree: bool, subscriptions: int, rate: float, normal_s: float,
     disk_dir = Path(tempfile.mkdtemp(prefix="edn-faults-disk-"))
     mounted = any(f.kind == "full disk" for f in schedule)
     started = time.time()
-    with Lab(CampaignNetwork.host_names(tree), link=link) as lab:
+    servers = 3 if tree else 2  # with the tree, s3 is behind the child dispatcher
+    with Lab(LabNetwork.host_names(servers, tree), link=link) as lab:
         try:
             data_dirs = {"s3": disk_mount(disk_dir)} if mounted else {}
-            net = CampaignNetwork(lab, tree=tree, rate=rate).start(data_dirs)
+            net = LabNetwork(lab, servers=servers, tree=tree, rate=rate).start(data_dirs)
             net.subscribe(subscriptions)
             net.start_publishing()
             recovery = []
@@ -84,7 +85,7 @@ def campaign(*, tree: bool, subscriptions: int, rate: float, normal_s: float,
     for figures, seconds in zip(verdict["faults"], recovery):
         figures["back_in_view_s"] = seconds
     verdict.update({
-        "hosts": len(CampaignNetwork.host_names(tree)),
+        "hosts": len(LabNetwork.host_names(servers, tree)),
         "link": f"{link.delay_ms:g} ms +-{link.jitter_ms:g} ms",
         "subscriptions": subscriptions, "rate_events_per_s": rate,
         "faults_alone": alone, "faults_random": random_faults,
@@ -101,11 +102,11 @@ def _randomized(fault: Fault, rng: random.Random) -> Fault:
                  fault.during, fault.needs)
 
 
-def _wait_normal(net: CampaignNetwork, seconds: float) -> None:
+def _wait_normal(net: LabNetwork, seconds: float) -> None:
     time.sleep(seconds)  # a period of normal traffic: what it measures is the time itself
 
 
-def _inject(net: CampaignNetwork, fault: Fault, random_part: bool) -> float | None:
+def _inject(net: LabNetwork, fault: Fault, random_part: bool) -> float | None:
     """Begin, hold, act, end; returns seconds from the end until every dispatcher and
     server is answering and routing again (None: not within a minute)."""
     window: FaultWindow = net.history.began(fault.name, time.time())
@@ -128,7 +129,7 @@ def _inject(net: CampaignNetwork, fault: Fault, random_part: bool) -> float | No
     return round(time.monotonic() - began, 2)
 
 
-def _step(net: CampaignNetwork, fault: Fault, what: str, action) -> bool:
+def _step(net: LabNetwork, fault: Fault, what: str, action) -> bool:
     """One step of a fault; a failure is noted (the campaign goes on) and False."""
     try:
         action(net)

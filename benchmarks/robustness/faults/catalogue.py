@@ -1,4 +1,4 @@
-"""The faults a campaign injects, each a begin and an end on a :class:`CampaignNetwork`.
+"""The faults a campaign injects, each a begin and an end on a :class:`LabNetwork`.
 
 - partitions of every link kind (both ways, and one way);
 - link damage: loss, reordering, latency with jitter;
@@ -14,8 +14,7 @@ A fault may act while it holds (``during``): Subscribes that placement forwards,
 """
 from __future__ import annotations
 
-import os
-import shutil
+import errno
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Callable
 
 from route_manager import protocol
 
-from .network import TOPIC, CampaignNetwork
+from benchmarks.lab.edn_network import TOPIC, LabNetwork
 
 FAKETIME_LIBRARY = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 DISK_MB = 48
@@ -33,10 +32,10 @@ DISK_MB = 48
 class Fault:
     name: str
     kind: str
-    begin: Callable[[CampaignNetwork], None]
-    end: Callable[[CampaignNetwork], None]
+    begin: Callable[[LabNetwork], None]
+    end: Callable[[LabNetwork], None]
     seconds: float = 10.0
-    during: Callable[[CampaignNetwork], None] | None = None
+    during: Callable[[LabNetwork], None] | None = None
     needs: tuple[str, ...] = field(default=())  # hosts it needs (the tree's child, s3)
 
 
@@ -78,7 +77,7 @@ def clock(name: str, offset: str, seconds: float = 10.0) -> Fault:
                  lambda net: restart(net, name, None), seconds, needs=(name,))
 
 
-def restart(net: CampaignNetwork, name: str, env: dict | None) -> None:
+def restart(net: LabNetwork, name: str, env: dict | None) -> None:
     process = net.processes[name]
     process.stop()
     process.env = env
@@ -90,16 +89,15 @@ def full_disk(name: str, seconds: float = 10.0) -> Fault:
     last byte by a ballast file; the end removes it."""
     def begin(net):
         ballast = Path(net.data_dirs[name]) / "ballast"
-        free = shutil.disk_usage(ballast.parent).free
-        with open(ballast, "wb") as out:
-            os.posix_fallocate(out.fileno(), 0, max(free - 4096, 1))
-            # tmpfs counts in pages: top up to the last one
-            try:
-                while True:
-                    out.write(b"\0" * 4096)
-                    out.flush()
-            except OSError:
-                pass
+        block = b"\0" * (1 << 20)
+        with open(ballast, "wb", buffering=0) as out:
+            for size in (1 << 20, 4096):  # megabytes, then the last pages
+                try:
+                    while True:
+                        out.write(block[:size])
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
 
     def end(net):
         (Path(net.data_dirs[name]) / "ballast").unlink(missing_ok=True)
@@ -121,12 +119,12 @@ def unmount(path: Path) -> None:
 
 def subscribe_during(count: int, at: str, seed: int):
     """Subscribes made at ``at`` while the fault holds (placement may forward them)."""
-    def act(net: CampaignNetwork):
+    def act(net: LabNetwork):
         net.pending_routes.append(net.subscribe(count, seed=seed, at=[at], wait_routed=False))
     return act
 
 
-def repartition_during(net: CampaignNetwork) -> None:
+def repartition_during(net: LabNetwork) -> None:
     """``edn partition``: the R-tree partitioner moves subscriptions between the servers."""
     try:
         net.admin(net.roots[0], lambda a: a.call(

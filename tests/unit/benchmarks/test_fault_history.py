@@ -1,7 +1,7 @@
 """The fault campaign's history checker, on histories written by hand."""
 import numpy as np
 
-from benchmarks.robustness.faults.history import History, Notification, check, period_figures
+from benchmarks.lab.history import History, Notification, check, period_figures
 
 
 def history(points, acknowledged=None):
@@ -97,3 +97,16 @@ def test_period_figures_time_the_heal_and_split_latency_during_and_after():
     # sent before the heal, arrived after it: events 1 (at 104.0), 2 (104.5), 3 (104.1)
     assert figures["heal_to_first_held_delivery_s"] == 0.5 and figures["heal_to_drained_s"] == 1.0
     assert figures["during"]["n"] == 2 and figures["after"]["n"] == 2
+
+
+def test_period_figures_count_a_faults_duplicates_by_message_id():
+    h = history([[0.1, 0.1]] * 4)
+    window = h.began("cut", at=100.5)
+    window.healed_at = 101.5
+    note(h, 0, 1, "a")
+    note(h, 0, 1, "a")  # redelivered
+    note(h, 0, 2, "b")
+    note(h, 0, 2, "c")  # published twice
+    note(h, 0, 0, "z")
+    note(h, 0, 0, "z")  # sent before the fault began: not its duplicate
+    assert period_figures(h, 0)["duplicates"] == {"same_message_id": 1, "new_message_id": 1}

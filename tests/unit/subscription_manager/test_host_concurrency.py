@@ -52,7 +52,16 @@ def test_no_answer_starts_over_from_the_floor_and_climbs_back_quickly():
     feed(limit, 0.010, 8 + 16 + 32)  # 64
     assert limit.observe(0.0, answered=False) == 4  # an outage, or a timeout
     seen = [feed(limit, 0.010, max(limit.limit, 8)) for _ in range(6)]
-    assert seen == [8, 16, 32, 48, 49, 50]  # doubling up to 64 x 0.75, then by one
+    assert seen == [8, 16, 32, 64, 96, 96]  # the threshold stayed: slow start to the ceiling
+
+
+def test_no_answer_keeps_what_congestion_taught():
+    limit = AdaptiveLimit(8, floor=4, ceiling=96)
+    feed(limit, 0.010, 8 + 16)  # 32
+    assert feed(limit, 0.040, 32) == 24  # congestion: the threshold is 24
+    assert limit.observe(0.0, answered=False) == 4
+    seen = [feed(limit, 0.010, max(limit.limit, 8)) for _ in range(5)]
+    assert seen == [8, 16, 24, 25, 26]
 
 
 def test_a_small_slowdown_within_tolerance_is_not_congestion():
@@ -88,7 +97,8 @@ def test_a_path_that_got_slower_becomes_the_baseline_once_the_limit_is_at_its_fl
         feed(limit, 0.030, limit.limit)
     feed(limit, 0.030, 8)  # still slow at the floor: the path is slower now
     assert limit.baseline == pytest.approx(0.030)
-    assert feed(limit, 0.030, 8) == 9  # and the limit grows from there again
+    # and the limit grows from there again, in slow start: the new path's room is unknown
+    assert [feed(limit, 0.030, limit.limit) for _ in range(3)] == [16, 32, 64]
 
 
 @pytest.mark.parametrize("kwargs", [

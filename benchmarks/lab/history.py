@@ -195,14 +195,21 @@ def _percentiles(values: np.ndarray) -> dict:
             "p99_s": round(float(np.percentile(values, 99)), 3)}
 
 
+# Events sent this close before the next fault began belong to it, not to the normal period:
+# their notifications are still on their way when it strikes.
+NEXT_FAULT_MARGIN_S = 1.0
+
+
 def period_figures(history: History, k: int) -> dict:
     """One fault's figures: how long it lasted; after its heal, when the first notification
-    held back by it arrived (an event sent during the fault, delivered after the heal) and
-    when the last one did (the backlog drained); the latency of events sent during it and in
-    the normal period after it (until the next fault began)."""
+    held back by it arrived (an event sent before the heal, delivered after it) and when the
+    last one did (the backlog drained); the latency of events sent during it and in the
+    normal period after it (until :data:`NEXT_FAULT_MARGIN_S` before the next fault); the
+    duplicates of events sent during it or in that normal period."""
     window = history.faults[k]
     healed = window.healed_at if window.healed_at is not None else window.began_at
-    following = history.faults[k + 1].began_at if k + 1 < len(history.faults) else float("inf")
+    following = (history.faults[k + 1].began_at - NEXT_FAULT_MARGIN_S
+                 if k + 1 < len(history.faults) else float("inf"))
     held = [n.arrived_at for n in history.notifications
             if n.arrived_at >= healed and n.event_id in history.publications
             and history.publications[n.event_id].sent_at < healed]
@@ -213,4 +220,24 @@ def period_figures(history: History, k: int) -> dict:
         "heal_to_drained_s": round(max(held) - healed, 3) if held else 0.0,
         "during": _percentiles(latencies(history, window.began_at, healed)),
         "after": _percentiles(latencies(history, healed, following)),
+        "duplicates": _duplicates(history, window.began_at, following),
     }
+
+
+def _duplicates(history: History, began: float, ended: float) -> dict:
+    """Notifications beyond the first of one (subscriber, event), for events sent in
+    [began, ended): with the MessageID of an earlier copy (redelivered) or a new one."""
+    seen: dict[tuple[int, int], set[str]] = defaultdict(set)
+    redelivered = new_id = 0
+    for n in history.notifications:
+        publication = history.publications.get(n.event_id)
+        if publication is None or not began <= publication.sent_at < ended:
+            continue
+        ids = seen[(n.subscriber, n.event_id)]
+        if ids:
+            if n.message_id in ids:
+                redelivered += 1
+            else:
+                new_id += 1
+        ids.add(n.message_id)
+    return {"same_message_id": redelivered, "new_message_id": new_id}

@@ -10,15 +10,41 @@ process crash; only a power failure can lose the last transactions).
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 import weakref
 from pathlib import Path
 from typing import Iterator
 
+from .exceptions import SoapFault, receiver_fault
+from .faults import UNEXPECTED_REASON, translate
+
 _BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
+
+
+log = logging.getLogger(__name__)
+
+STORAGE_FULL_REASON = ("the service's storage is full (no space left on its disk); nothing "
+                       "was accepted: retry later")
+
+
+def storage_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database or disk is full" (SQLITE_FULL)."""
+    return isinstance(exc, sqlite3.OperationalError) and (
+        getattr(exc, "sqlite_errorname", None) == "SQLITE_FULL" or "is full" in str(exc))
+
+
+@translate(sqlite3.OperationalError)
+def _operational_error(exc: sqlite3.OperationalError) -> SoapFault:
+    """A full disk is the peer's business (it should retry later, or elsewhere); any other
+    store failure says nothing about the service's insides."""
+    if storage_full(exc):
+        return receiver_fault(STORAGE_FULL_REASON)
+    log.error("store failure: %s", exc)
+    return receiver_fault(UNEXPECTED_REASON)
 
 
 class Store:
@@ -66,9 +92,17 @@ class Store:
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite rolls back by itself on some errors (SQLITE_FULL among them): a second
+            # ROLLBACK would raise and hide the error that matters
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # a COMMIT that failed (a full disk) leaves it open
+                conn.execute("ROLLBACK")
+            raise
 
     def query(self, sql: str, params=()) -> list[sqlite3.Row]:
         return self.connection().execute(sql, params).fetchall()

@@ -64,6 +64,7 @@ class LabNetwork:
         self.pending_routes: list[range] = []  # subscriptions made during a fault
         self._read, self._got = 0, set()  # sink messages read by drained(), their pairs
         self.notes: list[str] = []
+        self.disk_answers: list[str] = []  # what a Subscribe got while a disk was full
 
     # -- building ------------------------------------------------------------------------------
     @staticmethod

@@ -52,12 +52,13 @@ def campaign(*, tree: bool, subscriptions: int, rate: float, normal_s: float,
     alone = len(schedule)
     schedule += [_randomized(rng.choice(schedule), rng) for _ in range(random_faults)]
     disk_dir = Path(tempfile.mkdtemp(prefix="edn-faults-disk-"))
-    mounted = any(f.kind == "full disk" for f in schedule)
+    full = [f.needs[0] for f in schedule if f.kind == "full disk"]
+    mounted = full[0] if full else None  # the server whose data lives on a small tmpfs
     started = time.time()
     servers = 3 if tree else 2  # with the tree, s3 is behind the child dispatcher
     with Lab(LabNetwork.host_names(servers, tree), link=link) as lab:
         try:
-            data_dirs = {"s3": disk_mount(disk_dir)} if mounted else {}
+            data_dirs = {mounted: disk_mount(disk_dir)} if mounted else {}
             net = LabNetwork(lab, servers=servers, tree=tree, rate=rate).start(data_dirs)
             net.subscribe(subscriptions)
             net.start_publishing()
@@ -91,6 +92,7 @@ def campaign(*, tree: bool, subscriptions: int, rate: float, normal_s: float,
         "faults_alone": alone, "faults_random": random_faults,
         "drained_after_final_heal": drained,
         "notes": net.notes,
+        "full_disk_subscribe_answers": net.disk_answers,
         "seconds": round(time.time() - started, 1),
     })
     return verdict

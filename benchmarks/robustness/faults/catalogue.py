@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from route_manager import protocol
+from subscription_manager.client import EventingClient
+from wsframework.exceptions import SoapFault
 
 from benchmarks.lab.edn_network import TOPIC, LabNetwork
 
@@ -102,7 +104,20 @@ def full_disk(name: str, seconds: float = 10.0) -> Fault:
     def end(net):
         (Path(net.data_dirs[name]) / "ballast").unlink(missing_ok=True)
 
-    return Fault(f"full disk at {name}", "full disk", begin, end, seconds, needs=(name,))
+    def probe(net):
+        """What a new Subscribe at the full server is answered (recorded in the notes)."""
+        server = net.processes[name]
+        try:
+            net.lab["subscriber"].run(lambda: EventingClient("2011").subscribe(
+                f"{server.base_url}/topics/{TOPIC}", f"{net.sink.url}/full-disk",
+                expires="PT1M"))
+            net.disk_answers.append("accepted")
+        except SoapFault as fault:
+            net.disk_answers.append(f"{fault.code}: {fault.reason}")
+        except Exception as exc:
+            net.disk_answers.append(f"{type(exc).__name__}: {exc}"[:300])
+
+    return Fault(f"full disk at {name}", "full disk", begin, end, seconds, probe, needs=(name,))
 
 
 def disk_mount(path: Path, megabytes: int = DISK_MB) -> Path:
@@ -139,7 +154,7 @@ def catalogue(tree: bool, quick: bool) -> list[Fault]:
         return [cut("s1", "subscriber", seconds=4), cut("publisher", "root1", seconds=4),
                 damage("root1", "10% loss", loss=0.10, seconds=4),
                 pause("s2", seconds=6), kill("s1", seconds=2),
-                clock("s2", "+1h", seconds=4)]
+                clock("s2", "+1h", seconds=4), full_disk("s2", seconds=4)]
     faults = [
         cut("root1", "s1"),
         cut("root1", "child"),

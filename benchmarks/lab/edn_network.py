@@ -43,6 +43,12 @@ D = 2
 EXPIRES = "PT24H"  # far beyond any skew the campaign gives a host's clock
 
 
+def subscriber_of(url_or_path: str) -> int | None:
+    """K of a history subscription's ``.../n/K``; None for any other target."""
+    head, _, tail = url_or_path.rpartition("/")
+    return int(tail) if head.endswith("/n") and tail.isdigit() else None
+
+
 class LabNetwork:
     def __init__(self, lab: Lab, *, servers: int = 2, tree: bool = False, rate: float = 20.0,
                  server_args=(), dispatcher_args=()):
@@ -174,7 +180,9 @@ class LabNetwork:
             response = self.admin(self.processes[name],
                                   lambda a: a.call(protocol.ExportSubscriptions(Topic=TOPIC)))
             for subscription in parse_subscriptions(response.Subscriptions, topic=TOPIC, topic_uid=""):
-                subscriber = int(subscription.notify_to.address.rsplit("/", 1)[1])
+                subscriber = subscriber_of(subscription.notify_to.address)
+                if subscriber is None:
+                    continue  # not one of the history's (a probe's)
                 out.setdefault(subscriber, []).append(name)
         return out
 
@@ -281,6 +289,8 @@ class LabNetwork:
         """Every notification the sink took, into the history (read once, at the end)."""
         wsa = "{http://www.w3.org/2005/08/addressing}MessageID"
         for message in list(self.sink.messages):
+            if subscriber_of(message.path) is None:
+                continue
             envelope = etree.fromstring(message.body)
             event = envelope.find(f".//{{{GRID_EVENTS}}}event")
             message_id = envelope.find(f".//{wsa}")
@@ -310,6 +320,8 @@ class LabNetwork:
         once)."""
         messages = list(self.sink.messages)
         for message in messages[self._read:]:
+            if subscriber_of(message.path) is None:
+                continue
             event = etree.fromstring(message.body).find(f".//{{{GRID_EVENTS}}}event")
             self._got.add((int(message.path.rsplit("/", 1)[1]), int(event.get("id"))))
         self._read = len(messages)

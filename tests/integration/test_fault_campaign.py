@@ -23,7 +23,9 @@ def test_the_quick_campaign_loses_nothing_acknowledged():
     assert verdict["drained_after_final_heal"]
     for fault in verdict["faults"]:
         assert fault["back_in_view_s"] is not None, fault
-    # a new Subscribe at the server whose disk is full is refused, and told why
-    assert verdict["full_disk_subscribe_answers"], verdict["notes"]
-    assert all("Receiver" in answer and "storage is full" in answer
-               for answer in verdict["full_disk_subscribe_answers"]), verdict["full_disk_subscribe_answers"]
+    # a new Subscribe at the server whose disk is full is refused, and told why, unless
+    # placement put it on a server with room
+    answers = verdict["full_disk_subscribe_answers"]
+    assert answers, verdict["notes"]
+    assert all(("Receiver" in a and "storage is full" in a) or a == "accepted elsewhere"
+               for a in answers), answers

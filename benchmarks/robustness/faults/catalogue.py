@@ -108,10 +108,14 @@ def full_disk(name: str, seconds: float = 10.0) -> Fault:
         """What a new Subscribe at the full server is answered (recorded in the notes)."""
         server = net.processes[name]
         try:
-            net.lab["subscriber"].run(lambda: EventingClient("2011").subscribe(
+            handle = net.lab["subscriber"].run(lambda: EventingClient("2011").subscribe(
                 f"{server.base_url}/topics/{TOPIC}", f"{net.sink.url}/full-disk",
                 expires="PT1M"))
-            net.disk_answers.append("accepted")
+            # placed on a server with room (placement forwards it): a probe, ended at once
+            at_full = handle.manager.address.startswith(server.base_url)
+            net.disk_answers.append("accepted by the full server itself" if at_full
+                                    else "accepted elsewhere")
+            net.lab["subscriber"].run(handle.unsubscribe)
         except SoapFault as fault:
             net.disk_answers.append(f"{fault.code}: {fault.reason}")
         except Exception as exc:

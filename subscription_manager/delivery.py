@@ -188,6 +188,7 @@ class Deliverer:
                 return False
             self._pending += 1
             self._counts["queued"] += 1
+            job.retry_due = True
         self._schedule(job, max(0.0, delay))
         return True
 
@@ -363,7 +364,10 @@ class Deliverer:
                 self._counts["slow"] += 1
         if host is not None:
             with self._cond:
+                came_back = reached and host.unanswered
                 host.settled(reached, slow)
+                if came_back:
+                    self._retry_now(host)
         if ok:
             return "delivered"
         if job.first_attempt is None:
@@ -380,6 +384,10 @@ class Deliverer:
                     self._on_retry(job, delay)
                 except Exception:
                     log.exception("could not persist the retry of a %s to %s", job.kind, job.url)
+            with self._cond:
+                job.retry_due = True
+                if host is not None:
+                    host.retrying.add(job)
             self._schedule(job, delay)
             return None
         if too_old:
@@ -399,6 +407,19 @@ class Deliverer:
             self._finish("failed", job)
 
     # -- retries and probes ----------------------------------------------------------------
+    def _retry_now(self, host: HostQueue) -> None:
+        """(Under the lock.) ``host`` answers again: its jobs waiting out a backoff join its
+        queue now (the timer skips them when their time comes)."""
+        for job in host.retrying:
+            if job.retry_due and self._queued < self.policy.queue_size and not self._closed:
+                job.retry_due = False
+                self._enqueue(host.key, job)
+        host.retrying.clear()
+        if host.jobs and not host.ready and host.can_take(self._clock()):
+            host.ready = True
+            self._ready.append(host)
+            self._cond.notify()
+
     def _check_stall(self, check: StallCheck) -> None:
         """(Under the lock.) Stall ``check.host``'s hanging workers if it answered nothing
         for an interval; checked again each interval while workers are at it."""
@@ -441,6 +462,12 @@ class Deliverer:
                     self._ready.append(item)
                     self._cond.notify()
                 return
+            if not item.retry_due:
+                return  # taken out early: its host answered again
+            item.retry_due = False
+            host = self._hosts.get(key)
+            if host is not None:
+                host.retrying.discard(item)
             if self._queued < self.policy.queue_size and not self._closed:
                 if self._enqueue(key, item):
                     self._cond.notify()
@@ -512,7 +539,7 @@ class Deliverer:
             self._queued = 0
             self._cond.notify_all()
         abandoned = abandoned_queue + sum(
-            1 for item in self._timer.stop() if isinstance(item, Delivery))
+            1 for item in self._timer.stop() if isinstance(item, Delivery) and item.retry_due)
         if abandoned:
             log.warning("abandoned %d undelivered messages at shutdown", abandoned)
         for thread in self._threads:

@@ -53,7 +53,8 @@ class HostQueue:
     """One target host's waiting jobs and how many workers deliver to it now."""
 
     __slots__ = ("key", "jobs", "active", "ready", "suspect", "unanswered", "takes",
-                 "in_flight", "stalled", "check_due", "answers", "parked_until", "control")
+                 "in_flight", "stalled", "check_due", "answers", "retrying", "parked_until",
+                 "control")
 
     def __init__(self, key: str, control: AdaptiveLimit):
         self.key = key
@@ -67,6 +68,7 @@ class HostQueue:
         self.stalled: set[int] = set()  # those found stalled (not counted against the limit)
         self.check_due = False  # a StallCheck for this host is in the timer
         self.answers = 0  # attempts answered: a stall check looks for news
+        self.retrying: set[Delivery] = set()  # its jobs waiting out a retry backoff
         self.parked_until = 0.0  # no worker takes a job before (the deliverer's clock)
         self.control = control  # outlives the queue: a host's limit is remembered
 

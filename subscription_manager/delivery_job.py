@@ -74,6 +74,7 @@ class Delivery:
     first_attempt: float | None = None
     topic: str = ""
     render_args: tuple | None = None
+    retry_due: bool = False  # waiting in the retry timer (False once taken out early)
 
     def body(self) -> bytes:
         if self.payload is None:

@@ -292,3 +292,19 @@ def test_a_probe_hanging_in_a_cut_does_not_hold_the_host_back_after_the_heal():
     finally:
         link.release.set()
         deliverer.close()
+
+
+def test_jobs_waiting_out_a_backoff_go_at_once_when_their_host_answers_again():
+    transport = SwitchedTransport()
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, retries=9,
+                                                    backoff=30.0, probe_interval=0.05))
+    try:
+        deliverer.submit_many([job() for _ in range(20)])
+        with transport.cond:  # several probes failed: their jobs wait out a 30 s backoff
+            assert transport.cond.wait_for(lambda: transport.calls >= 3, 5)
+        assert deliverer.stats()["retries"] >= 1
+        transport.down = False
+        assert deliverer.drain(5), deliverer.stats()  # not 30 s later
+        assert deliverer.stats()["delivered"] == 20
+    finally:
+        deliverer.close()

@@ -245,7 +245,7 @@ class LabNetwork:
     def unsubscribe(self, subscriber: int) -> None:
         """End one subscription on purpose (it must never come back)."""
         handle = self.handles[subscriber]
-        self.lab["subscriber"].run(handle.unsubscribe)
+        self.lab["subscriber"].run(lambda: EventingClient("2011").unsubscribe(handle))
         self.history.ended.add(subscriber)
 
     # -- publishing ----------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def full_disk(name: str, seconds: float = 10.0) -> Fault:
             at_full = handle.manager.address.startswith(server.base_url)
             net.disk_answers.append("accepted by the full server itself" if at_full
                                     else "accepted elsewhere")
-            net.lab["subscriber"].run(handle.unsubscribe)
+            net.lab["subscriber"].run(lambda: EventingClient("2011").unsubscribe(handle))
         except SoapFault as fault:
             net.disk_answers.append(f"{fault.code}: {fault.reason}")
         except Exception as exc:

@@ -45,10 +45,11 @@ class SwitchedTransport:
 
 def test_jobs_of_a_host_that_gives_no_answer_wait_for_a_probe_instead_of_failing():
     transport = SwitchedTransport()
+    # a probe interval long enough that a test thread woken late sees no second probe yet
     deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, retries=9,
-                                                    backoff=0.2, probe_interval=0.2))
+                                                    backoff=2.0, probe_interval=2.0))
     deliverer.submit_many([job() for _ in range(50)])
-    with transport.cond:  # the first attempt, then a probe a parking interval later
+    with transport.cond:  # the first attempts, then a probe a parking interval later
         assert transport.cond.wait_for(lambda: transport.calls >= 2, 5)
         calls = transport.calls
     stats = deliverer.stats()

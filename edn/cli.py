@@ -83,6 +83,10 @@ def _add_serve(sub):
                             help="run as a child in a dispatch tree: register with this parent "
                                  "dispatcher and report sub-tree summaries to it (repeatable: "
                                  "one per root)")
+    dispatcher.add_argument("--peer-root", dest="peer_roots", action="append", default=None,
+                            metavar="URL",
+                            help="another root dispatcher of the network (repeatable): topics "
+                                 "created or deleted at any root reach every other")
     dispatcher.add_argument("--link-mbps", type=float, default=None, metavar="MBPS",
                             help="cap the outgoing link to the servers at MBPS megabits/s "
                                  "(the throughput model's B; default: uncapped)")
@@ -117,14 +121,15 @@ def cmd_serve(args) -> int:
         base_url = advertised_base_url(args.host, args.port, args.base_url)
     except AddressError as exc:
         raise SystemExit(f"edn serve {args.role}: {exc}") from None
-    warning = loopback_warning(base_url, [*(args.dispatcher or ()), *(args.parent or ())])
+    warning = loopback_warning(base_url, [*(args.dispatcher or ()), *(args.parent or ()),
+                                          *(getattr(args, "peer_roots", None) or ())])
     if warning:
         print(f"edn serve {args.role}: warning: {warning}", file=sys.stderr)
     allow_private = args.allow_private
     if allow_private is None:  # one setting for every role a host runs
         allow_private = [os.environ.get(ALLOW_PRIVATE_ENV, "")]
     settings = {"allow_private": allow_private}
-    for key in ("dispatcher", "parent", "name", "partitioner", "load_threshold", "link_mbps",
+    for key in ("dispatcher", "parent", "peer_roots", "name", "partitioner", "load_threshold", "link_mbps",
                 "self_tuning", "routing"):
         value = getattr(args, key, None)
         if isinstance(value, list):  # repeatable URLs: one stays a plain value

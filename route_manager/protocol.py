@@ -27,6 +27,14 @@ whose format belongs to the matcher / subscription manager that makes them::
     Repartition {Topic, Algorithm}               -> RepartitionResponse {Moved, Figure*}
     MeasureLatency {Target*, Probes?}            -> MeasureLatencyResponse {Latency* {Target,
                                                                              Ms?, Error?}}
+    SyncTopics {Topic* {Name, Version, Deleted?, -> SyncTopicsResponse {Topic*}
+                Matcher?, Options?}}
+
+``SyncTopics`` is the exchange between peer root dispatchers (``--peer-root``,
+:mod:`route_manager.dispatcher.peer_roots`): the sender's topic catalog (live topics and
+tombstones of deleted ones, each with its version) in, the receiver's catalog after merging
+out. At most :data:`MAX_SYNC_TOPICS` records, each ``Options`` at most
+:data:`MAX_SYNC_OPTIONS_BYTES` serialized.
 
 ``MeasureLatency`` asks a subscription server to time TCP connections to its peers, named as
 the dispatcher lists them (:mod:`subscription_manager.server.latency_probe`); ``edn latency
@@ -68,7 +76,8 @@ __all__ = [
     "ExportSubscriptionsResponse", "MoveSubscriptions", "MoveSubscriptionsResponse",
     "ImportSubscriptions", "ImportSubscriptionsResponse", "Repartition", "RepartitionResponse",
     "MeasureLatency", "MeasureLatencyResponse", "LatencyInfo", "MAX_LATENCY_TARGETS",
-    "MAX_LATENCY_PROBES",
+    "MAX_LATENCY_PROBES", "TopicVersion", "SyncTopics", "SyncTopicsResponse", "MAX_SYNC_TOPICS",
+    "MAX_SYNC_OPTIONS_BYTES",
 ]
 
 # What operators and scrapers see of every EDN role (source, dispatcher, server, table): the
@@ -375,6 +384,39 @@ class MeasureLatencyResponse(Contract):
     _type_info = [("Latency", repeated(LatencyInfo))]
 
 
+# --- topics among peer root dispatchers -------------------------------------------------
+
+MAX_SYNC_TOPICS = 10_000          # topic records (live and deleted) one SyncTopics carries
+MAX_SYNC_OPTIONS_BYTES = 1 << 16  # serialized matcher Options of one record at most
+
+
+class TopicVersion(Contract):
+    """One topic as a root dispatcher knows it: ``Version`` grows with every create or
+    delete of the name; ``Deleted`` 1 is a tombstone (no Matcher, no Options), so that a
+    delete reaches a root that was down when it happened."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [
+        ("Name", EntryName),
+        ("Version", Integer32(min_occurs=1, nillable=False, ge=1)),
+        ("Deleted", Integer32(nillable=False, ge=0, le=1)),
+        ("Matcher", optional(AnyUri)),
+        ("Options", optional(AnyXml)),
+    ]
+
+
+class SyncTopics(Contract):
+    """A root's topic catalog, sent to a peer root; answered with the peer's, merged."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Topic", repeated(TopicVersion))]
+
+
+class SyncTopicsResponse(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = [("Topic", repeated(TopicVersion))]
+
+
 # (operation, request contract, response contract); the order of the WSDL.
 OPERATIONS = (
     register_operation(CreateRoute, CreateRouteResponse),
@@ -389,6 +431,7 @@ OPERATIONS = (
     register_operation(ImportSubscriptions, ImportSubscriptionsResponse),
     register_operation(Repartition, RepartitionResponse),
     register_operation(MeasureLatency, MeasureLatencyResponse),
+    register_operation(SyncTopics, SyncTopicsResponse),
 )
 
 # What the admin WSDL of an EDN role (dispatcher, server) describes.

@@ -47,8 +47,9 @@ def stats(address: str, token: str, prefix: str | None = None) -> dict[str, str]
 class LocalNetwork:
     """``servers`` is a list of (name, partitioner, workers).
 
-    Topologies: ``roots`` root dispatchers (every node below registers with each; events are
-    published at the first that answers) and ``children``: child dispatcher name -> the
+    Topologies: ``roots`` root dispatchers (every node below registers with each; each
+    lists the others with ``--peer-root``, so a topic created at one reaches all; events
+    are published at the first that answers) and ``children``: child dispatcher name -> the
     names of the servers under it (``edn serve dispatcher --parent ...``, a dispatch tree);
     servers under no child register with the roots."""
 
@@ -66,6 +67,9 @@ class LocalNetwork:
         self.roots = [ServerProcess("dispatcher", data_dir=self.data_dir / _root_dir(k),
                                     admin_token=token, extra_args=list(dispatcher_args))
                       for k in range(roots)]
+        for root in self.roots:  # topics created at one root reach the others
+            root.extra_args += [arg for other in self.roots if other is not root
+                                for arg in ("--peer-root", other.base_url)]
         self.dispatcher = self.roots[0]
         children = dict(children or {})
         parent_of = {node: child for child, below in children.items() for node in below}
@@ -169,14 +173,17 @@ class LocalNetwork:
         return stats(self.servers[name].base_url, self.token, prefix)
 
     def create_topic(self, topic: str = TOPIC):
-        """The topic at every root (each passes it down to the nodes registered with it)."""
-        for root in self.roots:
-            AdminClient(root.base_url, self.token).create_topic(topic, None,
-                                                               schema_element(self.d))
+        """The topic at the first root; the peer roots take it from there, and each passes
+        it down to the nodes registered with it."""
+        AdminClient(self.dispatcher.base_url, self.token).create_topic(topic, None,
+                                                                      schema_element(self.d))
+        wait_until(lambda: all(self.hosts_topic(r, topic) for r in self.roots),
+                   what="the topic at every root")
         wait_until(lambda: all(self.hosts_topic(s, topic) for s in self.servers.values()),
                    what="the topic on every server")
 
     def hosts_topic(self, server: ServerProcess, topic: str = TOPIC) -> bool:
+        """Whether ``server`` (a server or a dispatcher) lists ``topic``."""
         return any(t["name"] == topic for t in AdminClient(server.base_url, self.token).list_topics())
 
     def repartition(self, algorithm: str, topic: str = TOPIC):
@@ -216,12 +223,13 @@ class LocalNetwork:
 
     # -- events --------------------------------------------------------------------------------
     def publish(self, points: np.ndarray, topic: str = TOPIC, *, batch: int = 50,
-                threads: int = 2, on_ack=None) -> tuple[int, int]:
+                threads: int = 2, on_ack=None, at=None) -> tuple[int, int]:
         """Publish one event per row at the roots, ``batch`` events per message (an
         ``edn:EventBatch``; ``batch=1``: one event per message), from ``threads`` clients
         sharing one failover publisher (:class:`route_manager.publisher.Publisher`: at the
         first root, at the next when one dies); returns the range of event ids used.
-        ``on_ack(rows, acknowledgement)``: called as each message is acknowledged."""
+        ``on_ack(rows, acknowledgement)``: called as each message is acknowledged. ``at``:
+        the roots to publish at (default every root)."""
         first = self.next_event
         self.next_event += len(points)
         messages = []  # (its events, its (event id, point) pairs)
@@ -230,8 +238,9 @@ class LocalNetwork:
             messages.append(([event_element(point, event_id) for event_id, point in rows], rows))
         lock = threading.Lock()
         # one root: nowhere to fail over to, so a slow connect gets as long as it always had
-        publisher = Publisher([root.base_url for root in self.roots],
-                              connect_timeout=0.5 if len(self.roots) > 1 else 3.0)
+        roots = list(at or self.roots)
+        publisher = Publisher([root.base_url for root in roots],
+                              connect_timeout=0.5 if len(roots) > 1 else 3.0)
 
         def send(part):
             for events, rows in part:

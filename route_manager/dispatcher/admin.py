@@ -3,7 +3,11 @@
 =======================================  =======================================================
 ``CreateTopic`` / ``DeleteTopic``        the whole network: the route here and the topic on
                                          every registered server (a server that is down gets
-                                         it when it registers)
+                                         it when it registers) and, through the topic
+                                         catalog, at every peer root (:mod:`.peer_roots`).
+                                         Creating a topic that exists with the same
+                                         definition succeeds (the same create made at two
+                                         roots); with another definition it is TopicExists
 ``ListTopics``                           the routes, as topics
 ``RegisterServer`` / ``ListServers``     membership (a new server learns the topics and peers)
 ``UpdateSummary``                        the route update message
@@ -17,17 +21,19 @@ manager's (:mod:`route_manager.base`).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Callable, Mapping
 
 from lxml import etree
 
 from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault, sender_fault
-from wsframework.namespace import InvalidName
+from wsframework.namespace import EntryExists, InvalidName, validate_name
 
 from .. import protocol
 from ..exceptions import server_address
 from ..precision import format_precision
+from .topic_catalog import TopicRecord, canonical_options
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,10 @@ class DispatcherAdmin:
         self.precision = precision
         self.figures = figures
         self.configure = configure
+        # create, delete and a peer root's records are applied one at a time: each reads the
+        # name's version and writes the next
+        self.topics_lock = threading.RLock()
+        self.on_topics_changed: Callable[[], None] = lambda: None  # peer roots: send now
         endpoint.register(contracts.CreateTopic, self._create_topic)
         endpoint.register(contracts.DeleteTopic, self._delete_topic)
         endpoint.register(contracts.ListTopics, self._list_topics)
@@ -87,16 +97,29 @@ class DispatcherAdmin:
 
     def _create_topic(self, request, message):
         entry, server_matcher = self.create_topic(request.Name, request.Matcher, request.Options)
+        self.on_topics_changed()
         return contracts.CreateTopicResponse(Name=entry.name, Matcher=server_matcher,
                                              Address=self.routes.address_of(entry.name))
 
-    def create_topic(self, name: str, matcher: str | None, options):
+    def create_topic(self, name: str, matcher: str | None, options, *,
+                     version: int | None = None):
         """The route here, the topic stored, and the topic on every node below (a child
-        dispatcher passes it on to its own); (entry, server matcher)."""
+        dispatcher passes it on to its own); (entry, server matcher). ``version``: a peer
+        root's (else the name's next). An existing topic of the same definition is
+        returned as it is; one of another definition is :class:`EntryExists`."""
+        name = validate_name(name)
         server_matcher = matcher or self.default_server_matcher
-        entry = self.create_route(name, None, options)
-        stored = etree.tostring(options) if options is not None else None
-        self.tables.save_topic(entry.name, server_matcher, stored)
+        with self.topics_lock:
+            known = self.tables.topic_records().get(name)
+            if known is not None and not known.deleted and name in self.routes:
+                if known.defines(server_matcher, canonical_options(options)):
+                    return self.routes.get(name), server_matcher
+                raise EntryExists(f"topic {name} exists with another definition "
+                                  f"(matcher {known.matcher}); delete it first to redefine it")
+            entry = self.create_route(name, None, options)
+            stored = etree.tostring(options) if options is not None else None
+            self.tables.save_topic(entry.name, server_matcher, stored,
+                                   version or (known.next_version() if known else 1))
         for server, address in sorted(self.servers.items()):
             self._propagate_topic(server, address, entry.name, server_matcher, options)
         return entry, server_matcher
@@ -112,15 +135,45 @@ class DispatcherAdmin:
             log.warning("server %s unreachable for topic %s: %s", server, name, exc)
 
     def _delete_topic(self, request, message):
-        name = self.route_admin.delete(request.Name)
-        self.tables.delete_topic(name)
+        name = self.delete_topic(request.Name)
+        self.on_topics_changed()
+        return contracts.DeleteTopicResponse(Name=name)
+
+    def delete_topic(self, name: str, *, version: int | None = None) -> str:
+        """The route and topic here and on every node below; a tombstone at ``version`` (a
+        peer root's, else the name's next) tells the peer roots."""
+        with self.topics_lock:
+            known = self.tables.topic_records().get(validate_name(name))
+            name = self.route_admin.delete(name)
+            self.tables.delete_topic(name, version or (known.next_version() if known else 1))
         for server, address in sorted(self.servers.items()):
             client = self.client_for(address)
             try:
                 client.delete_topic(name)
             except Exception as exc:
                 log.warning("server %s: deleting topic %s failed: %s", server, name, exc)
-        return contracts.DeleteTopicResponse(Name=name)
+        return name
+
+    def take(self, record: TopicRecord) -> None:
+        """A peer root's record, newer than ours: the topic created, redefined or deleted
+        here (and below), at the peer's version."""
+        with self.topics_lock:
+            if record.deleted:
+                if record.name in self.routes:
+                    self.delete_topic(record.name, version=record.version)
+                else:
+                    self.tables.delete_topic(record.name, record.version)
+                return
+            known = self.tables.topic_records().get(record.name)
+            if known is not None and known.defines(record.matcher, record.options) \
+                    and record.name in self.routes:
+                self.tables.save_topic(record.name, record.matcher, record.options,
+                                       record.version)
+                return
+            if record.name in self.routes:  # redefined at the peer: deleted, then created
+                self.delete_topic(record.name, version=record.version)
+            options = etree.fromstring(record.options) if record.options else None
+            self.create_topic(record.name, record.matcher, options, version=record.version)
 
     def _list_topics(self, request, message):
         return contracts.ListTopicsResponse(Topic=[

@@ -36,6 +36,7 @@ from ..forwarding import EventLog, Forwarder, TokenBucket
 from ..selftuning import SelfTuningSettings
 from .admin import DispatcherAdmin
 from .console import install_console
+from .peer_roots import PeerRoots
 from .control import CounterReader, PrecisionControl
 from .recent_publications import DUPLICATE, RecentPublications, StillInProgress
 from .routing import route_matcher_for, settings_for_mode
@@ -144,10 +145,21 @@ class Dispatcher(BaseRouteManager):
             summary_version=self.summary_version, entry_for=self.entry_for,
             route_events=self.route_events, event_log=self.event_log,
         ) if self.settings.parent else None
+        # a root with peer roots (--peer-root): topics created or deleted at any root reach
+        # every other (.peer_roots)
+        own = service.base_url.rstrip("/")
+        peers = [url for url in self.settings.peer_roots if url != own]
+        self.peer_roots = PeerRoots(
+            service.admin, peers=peers, interval=self.settings.topic_sync_interval,
+            catalog=self.tables.topic_records, take=self.admin.take,
+            lock=self.admin.topics_lock, client_for=self.admin_client) if peers else None
         service.add_component(self)
         self.control.start()
         if self.tree is not None:
             self.tree.start()
+        if self.peer_roots is not None:
+            self.admin.on_topics_changed = self.peer_roots.wake
+            self.peer_roots.start()
 
     def admin_client(self, address: str) -> AdminClient:
         """An admin client to the node at ``address``, with the network's credential, over
@@ -341,6 +353,8 @@ class Dispatcher(BaseRouteManager):
         return dispatcher_figures(self, with_trace)
 
     def close(self) -> None:
+        if self.peer_roots is not None:
+            self.peer_roots.stop()
         if self.tree is not None:
             self.tree.stop()
         self.control.stop()

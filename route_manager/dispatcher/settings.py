@@ -89,6 +89,14 @@ class DispatcherSettings(Settings):
                                          "bytes of boxes (a larger union is cut to fit, still "
                                          "covering it; keep it under the parents' --max-body)")
 
+    # Several roots (route_manager.dispatcher.peer_roots): topics kept the same at each.
+    peer_roots: tuple[str, ...] = setting((), "base URLs of the other root dispatchers of the "
+                                          "network (--peer-root, repeatable): topics created "
+                                          "or deleted at one root reach the others",
+                                          parse=parse_urls)
+    topic_sync_interval: float = setting(2.0, "seconds between topic catalog exchanges with "
+                                         "the peer roots (a change here is sent at once)")
+
     # Distance-aware placement: the server-to-server latencies (--latency FILE;
     # Kyra's cliques at Repartition). Parsed at start so a bad file stops the dispatcher.
     latency_file: str | None = setting(None, "server latency matrix file, ms (--latency; "
@@ -99,6 +107,11 @@ class DispatcherSettings(Settings):
             load_latency(self.latency_file)  # LatencyFileError (a ValueError): refused
         if self.routing not in ROUTING_MODES:
             raise ValueError(f"routing must be one of {', '.join(ROUTING_MODES)}")
+        if self.peer_roots and self.parent:
+            raise ValueError("a child dispatcher (parent) takes its topics from its parents: "
+                             "peer_roots is for root dispatchers")
+        if not 0 < self.topic_sync_interval <= 3600:
+            raise ValueError("topic_sync_interval must be more than 0 and at most 3600 seconds")
         if self.tree_interval <= 0 or self.precision_poll <= 0:
             raise ValueError("tree_interval and precision_poll must be > 0")
         if self.tree_report_max_bytes < 1024:

@@ -18,6 +18,9 @@ server.NAME.*               each server's channel, hits and load; ``lag``: logge
 tree.*                      a child dispatcher: its name, ``tree.parent.N.*`` (address,
                             registered, the precision that parent routes it with, routes
                             reported), batches of a parent skipped as replays
+topic_sync.*                a root with peer roots: peers, exchanges answered, peer records
+                            taken and skipped, ``peer.N.*`` (address, failures in a row),
+                            ``conflict.NAME`` (a topic two roots define differently)
 log.*                       the durable log: events, bytes, oldest_age_s, appended,
                             dropped (log_full=drop-oldest), refused (edn:LogFull)
 ==========================  ================================================================
@@ -95,6 +98,8 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
         figures[f"server.{server}.kind"] = d.kinds.get(server, "server")
     if d.tree is not None:  # a child of a dispatch tree: its parents and what they ask
         figures.update(d.tree.figures())
+    if d.peer_roots is not None:  # topics kept the same at the peer roots
+        figures.update(d.peer_roots.figures())
     return figures
 
 

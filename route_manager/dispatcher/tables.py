@@ -1,11 +1,16 @@
 """The dispatcher's durable state in the service store (SQLite): registered servers (and
 child dispatchers, by kind), every
 server's latest summary per route (with its generation, so a reordered update never wins over
-a newer one) and the topics with the matcher and options the servers host them with. A
-restarted dispatcher reloads all of it: it loses no route."""
+a newer one), the topics with the matcher and options the servers host them with, and
+the version of every topic name, deleted ones included (:mod:`.topic_catalog`: what peer
+roots merge). A restarted dispatcher reloads all of it: it loses no route."""
 from __future__ import annotations
 
 import time
+
+from lxml import etree
+
+from .topic_catalog import TopicRecord, canonical_options
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_servers (
@@ -16,11 +21,13 @@ CREATE TABLE IF NOT EXISTS edn_summaries (
     load INTEGER NOT NULL DEFAULT 0, summary BLOB NOT NULL, PRIMARY KEY (route, server));
 CREATE TABLE IF NOT EXISTS edn_topics (
     name TEXT PRIMARY KEY, server_matcher TEXT, options BLOB);
+CREATE TABLE IF NOT EXISTS edn_topic_versions (
+    name TEXT PRIMARY KEY, version INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0);
 """
 
 
 class DispatcherTables:
-    """The three tables, one method per statement the dispatcher runs."""
+    """The tables, one method per statement the dispatcher runs."""
 
     def __init__(self, store):
         self.store = store
@@ -68,13 +75,33 @@ class DispatcherTables:
         """Rows (name, server_matcher, options) of every topic, by name."""
         return self.store.query("SELECT name, server_matcher, options FROM edn_topics ORDER BY name")
 
-    def save_topic(self, name: str, server_matcher: str, options: bytes | None) -> None:
+    def save_topic(self, name: str, server_matcher: str, options: bytes | None,
+                   version: int = 1) -> None:
         with self.store.transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO edn_topics(name, server_matcher, options) "
                          "VALUES (?, ?, ?)", (name, server_matcher, options))
+            conn.execute("INSERT OR REPLACE INTO edn_topic_versions(name, version, deleted) "
+                         "VALUES (?, ?, 0)", (name, version))
 
-    def delete_topic(self, name: str) -> None:
-        """The topic and every summary of its route."""
+    def delete_topic(self, name: str, version: int = 1) -> None:
+        """The topic and every summary of its route; its tombstone at ``version`` stays."""
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM edn_topics WHERE name = ?", (name,))
             conn.execute("DELETE FROM edn_summaries WHERE route = ?", (name,))
+            conn.execute("INSERT OR REPLACE INTO edn_topic_versions(name, version, deleted) "
+                         "VALUES (?, ?, 1)", (name, version))
+
+    def topic_records(self) -> dict[str, TopicRecord]:
+        """name -> record of every topic and tombstone. A topic stored before versions
+        were kept is at version 1."""
+        records = {}
+        for row in self.store.query(
+                "SELECT t.name, t.server_matcher, t.options, v.version FROM edn_topics t "
+                "LEFT JOIN edn_topic_versions v ON v.name = t.name"):
+            options = canonical_options(etree.fromstring(row["options"])) if row["options"] else None
+            records[row["name"]] = TopicRecord(row["name"], row["version"] or 1,
+                                               matcher=row["server_matcher"], options=options)
+        for row in self.store.query("SELECT name, version FROM edn_topic_versions "
+                                    "WHERE deleted = 1"):
+            records.setdefault(row["name"], TopicRecord(row["name"], row["version"], True))
+        return records

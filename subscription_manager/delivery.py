@@ -67,7 +67,19 @@ __all__ = ["DeliveryPolicy", "Delivery", "Deliverer", "NOTIFICATION", "SUBSCRIPT
 
 _DROP_LOG_INTERVAL = 5.0
 _BATCH = 16  # most jobs a worker takes from one host at a time
+# A worker sends its jobs one after another, so a batch to a host 80 ms away would hold them
+# (and the readings that adapt the host's limit) for 16 round trips: a take is sized to
+# about this many seconds of the host's latest answer time.
+_BATCH_SECONDS = 0.02
 _MAX_SUSPECTS_KEPT = 10_000  # idle suspect hosts remembered (beyond: forgotten when idle)
+
+
+def _batch_for(host: HostQueue) -> int:
+    """Jobs one worker takes from ``host`` at a time (see :data:`_BATCH_SECONDS`)."""
+    answer = host.control.last_answer
+    if answer is None:
+        return 1  # nothing known yet: one, and the first answer tells
+    return max(1, min(_BATCH, int(_BATCH_SECONDS / max(answer, 1e-4))))
 
 
 class Deliverer:
@@ -235,7 +247,8 @@ class Deliverer:
             jobs = host.jobs
             # A fair share of the host's jobs among the workers it may have: low lock
             # traffic without leaving those workers idle; one at a time to a suspect host.
-            take = 1 if host.suspect else min(_BATCH, max(1, len(jobs) // limit), len(jobs))
+            take = 1 if host.suspect else min(_batch_for(host), max(1, len(jobs) // limit),
+                                              len(jobs))
             batch = [jobs.popleft() for _ in range(take)]
             self._queued -= take
             number = host.take()

@@ -44,7 +44,7 @@ class AdaptiveLimit:
 
     __slots__ = ("floor", "ceiling", "tolerance", "min_excess", "decrease", "min_window",
                  "grow_above", "_limit", "_threshold", "_baseline", "_window_min", "_count",
-                 "_total", "_saturated")
+                 "_total", "_saturated", "last_answer")
 
     def __init__(self, initial: int, *, floor: int = 1, ceiling: int | None = None,
                  tolerance: float = 2.0, min_excess: float = 0.002, decrease: float = 0.75,
@@ -65,6 +65,7 @@ class AdaptiveLimit:
         self._limit = float(initial)
         self._threshold = float(ceiling)  # slow start below it
         self._baseline: float | None = None
+        self.last_answer: float | None = None  # seconds the latest answer took
         self._reset_window()
 
     def _reset_window(self) -> None:
@@ -91,6 +92,7 @@ class AdaptiveLimit:
             self._limit = float(self.floor)
             self._reset_window()
             return self.limit
+        self.last_answer = seconds
         if in_flight >= self.limit:
             self._saturated = True
         self._count += 1

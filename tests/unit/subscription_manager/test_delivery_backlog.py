@@ -309,3 +309,18 @@ def test_jobs_waiting_out_a_backoff_go_at_once_when_their_host_answers_again():
         assert deliverer.stats()["delivered"] == 20
     finally:
         deliverer.close()
+
+
+def test_a_worker_takes_from_a_far_host_one_job_at_a_time_and_from_a_near_one_a_batch():
+    """A worker sends its take one job after another: a take to a host 80 ms away holds its
+    readings (and the growth of the host's limit) one round trip, not sixteen."""
+    from subscription_manager.delivery import _BATCH, _batch_for
+    from subscription_manager.delivery_hosts import HostQueue
+    host = HostQueue("far.test", HostQueue.new_limit(DeliveryPolicy()))
+    assert _batch_for(host) == 1  # nothing known yet
+    host.control.observe(0.080)
+    assert _batch_for(host) == 1
+    host.control.observe(0.005)
+    assert _batch_for(host) == 4
+    host.control.observe(0.0004)
+    assert _batch_for(host) == _BATCH

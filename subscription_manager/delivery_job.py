@@ -26,7 +26,7 @@ class DeliveryPolicy:
     # most workers delivering to one host once its answers showed it takes more (an
     # adaptive limit, :mod:`.host_concurrency`); None: per_host (no adaptation)
     per_host_max: int | None = None
-    probe_interval: float = 0.5  # seconds a host that gave no answer is left before a probe
+    probe_interval: float = 0.25  # seconds a host that gave no answer is left before a probe
     pipeline: int = 1  # POSTs written on a connection before the first answer (1: none)
 
     def __post_init__(self):

@@ -21,7 +21,7 @@ delivery_per_host_max               96          most workers delivering to one h
                                                 limit grows from delivery_per_host while
                                                 its answers stay fast, shrinks when they
                                                 slow (capped by delivery_workers)
-delivery_probe_interval             0.5         seconds a host that gave no answer is left
+delivery_probe_interval             0.25        seconds a host that gave no answer is left
                                                 alone before one job probes it (its other
                                                 jobs wait, their attempts unspent)
 delivery_pipeline                   1           POSTs written on one connection before the
@@ -165,7 +165,7 @@ class EventingSettings(Settings):
     delivery_per_host_max: int = setting(96, "most workers delivering to one target host: "
                                          "its limit grows while its answers stay fast and "
                                          "shrinks when they slow (capped by delivery_workers)")
-    delivery_probe_interval: float = setting(0.5, "seconds a host that gave no answer is left "
+    delivery_probe_interval: float = setting(0.25, "seconds a host that gave no answer is left "
                                              "alone before one job probes it")
     delivery_pipeline: int = setting(1, "POSTs written on one connection before the first "
                                      "answer is read (HTTP/1.1 pipelining, opt-in; 1: off)")

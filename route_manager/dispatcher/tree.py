@@ -10,7 +10,9 @@ summary and every cut covers its input, so a parent's summary of a child covers 
 whole subtree: no event a leaf server's subscriptions match is ever withheld on the way
 down. Reports go out every ``tree_interval`` seconds when something changed (a burst of
 route updates below costs one report), and again to a parent that restarted, forgot this
-child, or routes it at another precision (``precision_poll``).
+child, or routes it at another precision (``precision_poll``). Each parent's calls run on
+its own lane (:mod:`route_manager.lanes`) and the loop waits for none, so a parent that is
+down or hangs in a cut link never delays the reports to another.
 
 Downwards, the parent's ``edn:EventBatch`` messages (the network credential, the parent's
 ``Dispatcher`` id and ``FirstSeq``) are routed through this dispatcher's own route set and
@@ -161,12 +163,15 @@ class TreeLink:
         element.set("rectangles", str(max(rectangles, len(subtree))))
         return element, load
 
-    def step(self) -> int:
-        """One round, synchronously: register where needed, send the reports due; returns
-        how many were sent. Rounds never overlap (the thread's and a caller's)."""
+    def step(self, *, wait: float | None = None) -> int:
+        """One round: register where needed, send the reports due; returns how many were
+        sent by the parents done within ``wait`` (None: synchronously, every parent). Rounds
+        are made one at a time (the thread's and a caller's) and reach each parent in that
+        order."""
         with self._step_lock:
-            self.uplink.register_missing()
-            return self.uplink.push(self.reports(), generation=self.generations.next)
+            self.uplink.register_missing(wait=wait)
+            return self.uplink.push(self.reports(), generation=self.generations.next,
+                                    wait=wait)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="edn-tree-uplink", daemon=True)
@@ -183,8 +188,8 @@ class TreeLink:
             try:
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + self.precision_poll
-                    self.uplink.poll_precisions()
-                self.step()
+                    self.uplink.poll_precisions(wait=0)
+                self.step(wait=0)
             except Exception:
                 log.exception("sub-tree report round failed")
 
@@ -193,6 +198,7 @@ class TreeLink:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self.uplink.close()
 
     # -- downwards: the parents' event batches -------------------------------------------------
     def _on_parent_batch(self, message: IncomingMessage) -> None:

@@ -4,8 +4,8 @@ subscription-routing summaries (paper II, III-A, V-A).
 
 A server registers with, and reports every summary to, each of its root dispatchers
 (``edn serve server --dispatcher URL1 --dispatcher URL2``) through one
-:class:`route_manager.uplink.Uplink`: each root is independent, so one that is down or
-refuses never holds back the others, and a root that answers again, or restarted without our
+:class:`route_manager.uplink.Uplink`: each root is independent (its calls run on its own
+lane), so one that is down, refuses or hangs in a cut link never holds back the others, and a root that answers again, or restarted without our
 registration, is registered again and gets every summary. Publishers may publish at any
 root; each event is routed by the root it was published at, with the same summaries.
 
@@ -20,11 +20,14 @@ Every step is a plain method, so tests run them synchronously (:meth:`NetworkAge
 * **summaries**: register where not registered yet (retrying each root with backoff until it
   answers), then every ``summary_interval`` seconds send an ``UpdateSummary`` for each topic
   whose summary (or load) changed since the last one that root accepted: N subscribes in a
-  burst cost one or a few route updates per root, never one each;
+  burst cost one or a few route updates per root, never one each. The loop waits for no
+  root: each root's lane sends at its own pace, and a round made while a root's lane is still
+  busy reaches that root once the lane is free, merged with any later one;
 * **peers**: every ``peer_interval`` seconds ask every registered root for the servers it
   knows (``ListServers``; a root that does not list us forgot us: we register there again)
-  and send each peer a ``PeerUpdate`` per topic (when something changed, and at least every
-  ``HEARTBEAT`` intervals).
+  (each root on its lane, waiting at most ``peer_interval`` for the answers) and send each
+  peer a ``PeerUpdate`` per topic (when something changed, and at least every ``HEARTBEAT``
+  intervals).
 
 One worker per server: gunicorn may run several worker processes over one data directory;
 the one holding an exclusive ``flock`` on ``DATA/edn-server.lock`` runs the threads (the
@@ -106,12 +109,14 @@ class NetworkAgent:
         self.uplink = Uplink(name=self.edn.name, address=base_url,
                              kind=KIND_SERVER, upstreams=self.edn.dispatchers,
                              client_for=admin_client,
-                             on_registered=self._on_registered, cuts=False)
+                             on_registered=self._on_registered,
+                             on_sent=lambda n: self.count("summary_updates_sent", n),
+                             cuts=False)
         self.registered = threading.Event()  # with at least one root: the peers can be asked
         self.election = Election(Path(data_dir) / "edn-server.lock")
         self._told: dict[tuple[str, str], tuple] = {}    # (peer, topic) -> (what, when)
         self._routing: dict[str, str | None] = {}  # root -> the routing mode it announced
-        self._push_lock = threading.Lock()
+        self._push_lock = threading.Lock()  # one view of the subscriptions read at a time
         self._stop = threading.Event()
         self._wake_peers = threading.Event()  # a new topic: tell the peers now
         self._threads: list[threading.Thread] = []
@@ -119,14 +124,15 @@ class NetworkAgent:
                          if event == "added" else None)
 
     # -- registration ----------------------------------------------------------------------
-    def register(self) -> bool:
+    def register(self, *, wait: float | None = None) -> bool:
         """RegisterServer at every root not registered yet whose retry time has come (each
         answer: the topics to host, the peers), then send every root the route updates due
         to it: all of them to a root that just registered us (a restarted server re-announces
-        its summaries, a restarted root learns them again). True when registered with every
-        root."""
-        self.uplink.register_missing()
-        self.push_summaries()
+        its summaries, a restarted root learns them again). Each root's calls run on its own
+        lane, registration first; ``wait``: how long to wait for the roots (None: until each
+        answered or failed). True when registered with every root."""
+        self.uplink.register_missing(wait=wait)
+        self.push_summaries(wait=wait)
         return self.uplink.is_registered()
 
     def _on_registered(self, root: str, response) -> None:
@@ -152,6 +158,7 @@ class NetworkAgent:
         self.count("registrations")
         log.info("registered with %s as %s (%d topics, %d peers)", root, self.edn.name,
                  len(topics), len(peers))
+        self.registered.set()  # the topics are hosted: the peers can be asked now
 
     def _note_registration(self) -> None:
         if self.uplink.any_registered():
@@ -193,24 +200,34 @@ class NetworkAgent:
                                                        engine.schema), load))
                     for entry in entries for engine in (summaries.matcher_for(entry),)]
 
-    def push_summaries(self, *, topics=None, force: bool = False) -> int:
+    def push_summaries(self, *, topics=None, force: bool = False,
+                       wait: float | None = None) -> int:
         """Send each registered root an UpdateSummary for every topic (of ``topics``, default
         all) whose summary or load changed since the last one it accepted (every one with
-        ``force``); returns how many were sent. A root that does not answer gets them next
-        call; one that no longer knows us is registered again first."""
-        if not self.uplink.any_registered():
-            self._note_registration()
-            return 0
-        with self._push_lock:
-            # before syncing: the view the summaries are cut from covers every change up to G
-            generation = min(self._offset + self.subscriptions.generation(), _INT32_MAX)
-            self.sync()
-            load = self.summaries.load()
-            reports = self._reports([entry for entry in list(self.topics.entries())
-                                     if topics is None or entry.name in topics], load)
-            sent = self.uplink.push(reports, generation=generation, force=force)
+        ``force``); returns how many were sent by the roots that answered within ``wait``
+        (None: every root; the counter ``summary_updates_sent`` counts them all). A root that
+        does not answer gets them next call; one that no longer knows us is registered again
+        first. The view is read once per call, by the first root's lane that needs it (none
+        when no root is registered), so every root gets the same generation for it."""
+        view: dict[str, object] = {}
+
+        def read() -> dict[str, object]:
+            with self._push_lock:
+                if not view:
+                    # before syncing: the view the summaries are cut from covers every change
+                    # up to G
+                    view["generation"] = min(self._offset + self.subscriptions.generation(),
+                                             _INT32_MAX)
+                    self.sync()
+                    load = self.summaries.load()
+                    view["reports"] = self._reports(
+                        [entry for entry in list(self.topics.entries())
+                         if topics is None or entry.name in topics], load)
+                return view
+
+        sent = self.uplink.push(lambda: read()["reports"], generation=lambda: read()["generation"],
+                                force=force, wait=wait)
         self._note_registration()
-        self.count("summary_updates_sent", sent)
         return sent
 
     def _summary(self, engine, load: int):
@@ -272,24 +289,30 @@ class NetworkAgent:
         root knows every server that registered with it, normally all); a root that does not
         list us forgot us (it restarted without our registration) and is registered with
         again next round. Asking each root, not one, matters: a root that forgot us routes
-        nothing to us, and an unchanged summary would never tell us so."""
-        listed = None
-        for root in [u.address for u in self.uplink.upstreams.values() if u.registered]:
-            try:
-                servers = (self.admin_client(root).call(protocol.ListServers()).Server
-                           or [])[:MAX_LISTED]
-            except (TransportError, SoapFault) as exc:
-                log.warning("peer list not read from %s: %s", root, getattr(exc, "reason", exc))
-                continue
-            if self.edn.name not in {s.Name for s in servers}:
-                log.warning("%s forgot us: registering again", root)
-                self.uplink.forget(root)
-            if listed is None:
-                listed = servers
+        nothing to us, and an unchanged summary would never tell us so. The roots are asked
+        concurrently, each on its lane; one that has not answered within ``peer_interval``
+        (a cut link) is left out of this round."""
+        answers = self.uplink.ask("list-servers", self._list_servers,
+                                  wait=self.edn.peer_interval)
+        listed = next((servers for servers in answers.values() if servers is not None), None)
         if listed is not None:
             self.peers.set_servers([(s.Name, s.Address, s.Load) for s in listed],
                                 exclude=self.edn.name)
         self._note_registration()
+
+    def _list_servers(self, root: str):
+        """The servers ``root`` lists (None: it did not answer); forgets it when it does not
+        list us."""
+        try:
+            servers = (self.admin_client(root).call(protocol.ListServers()).Server
+                       or [])[:MAX_LISTED]
+        except (TransportError, SoapFault) as exc:
+            log.warning("peer list not read from %s: %s", root, getattr(exc, "reason", exc))
+            return None
+        if self.edn.name not in {s.Name for s in servers}:
+            log.warning("%s forgot us: registering again", root)
+            self.uplink.forget(root)
+        return servers
 
     def figures(self) -> dict[str, object]:
         """``registered`` (roots we are registered with) and ``root.N.*`` of GetStats."""
@@ -316,8 +339,9 @@ class NetworkAgent:
                 continue
             try:
                 # each root not registered yet is tried when its own backoff allows (the
-                # uplink's), so a root that is down costs the others nothing
-                self.register()
+                # uplink's), and each root's calls run on its own lane: the loop waits for
+                # none, so a root that is down or hangs costs the others nothing
+                self.register(wait=0)
             except Exception:
                 log.exception("route update round failed")
             self._stop.wait(self.edn.summary_interval)
@@ -340,4 +364,5 @@ class NetworkAgent:
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
+        self.uplink.close()
         self.election.release()

@@ -30,6 +30,7 @@ Modules, one idea each:
                        outbox transaction (``manager.publish_many``)
 ``event_limits``       the bounds on a published event (elements, depth)
 ``strikes``            strikes against filters that fail or overrun their budget
+``strike_table``       the strike counts, durable and shared by the workers
 ``view``               the process's in-memory view (installed filters, templates) that follows
                        the store and the namespace
 ``messages``           Subscribe/Renew/... parsing and response building (pure)

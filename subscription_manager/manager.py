@@ -75,6 +75,7 @@ from .publication import Publication, Published
 from .settings import EventingSettings
 from .notify_state import NotifyState
 from .store import Subscription, SubscriptionStore
+from .strike_table import StrikeTable
 from .strikes import FilterStrikes
 from .versions import (END_CANCELLING, END_DELIVERY_FAILURE, END_SHUTTING_DOWN, V2004, V2011,
                        EventingVersion, check_pairing, version_of)
@@ -141,9 +142,10 @@ class SubscriptionManager:
         self.deliverer = self.deliveries.deliverer
         self.event_limits = EventLimits(self.settings.event_max_elements,
                                         self.settings.event_max_depth)
-        self.strikes = FilterStrikes(self.settings.filter_strikes,
+        # counted in the store: shared by every worker, kept across restarts
+        self.strikes = FilterStrikes(self.settings.filter_strikes, StrikeTable(self.store),
                                      active=lambda: self.view.subscriptions,
-                                     struck_out=self._struck_out)
+                                     struck_out=self._struck_out, clock=clock)
         self.publication = Publication(
             self.view, self.outbox, self.deliveries, self.notify_gate,
             event_limits=self.event_limits, strikes=self.strikes,
@@ -329,15 +331,13 @@ class SubscriptionManager:
             entry, events, action=action if action is not None else self.default_action(entry),
             position=position)
 
-    def _struck_out(self, subscription_id: str, reason: str, strikes: int) -> None:
-        """End a subscription whose filter reached ``filter_strikes``. The status is
-        SourceCancelling: the source ends it for a reason of its own (DeliveryFailure would
-        blame the sink, which did nothing wrong)."""
-        ended = self.store.end(subscription_id, END_CANCELLING)
-        if ended is not None:
-            self._end([ended], END_CANCELLING,
-                      f"the subscription's filter failed or overran its time budget on "
-                      f"{strikes} events (last: {reason})")
+    def _struck_out(self, ended: Subscription, reason: str, strikes: int) -> None:
+        """This process ended a subscription whose filter reached ``filter_strikes``
+        (:mod:`.strikes`). The status is SourceCancelling: the source ends it for a reason
+        of its own (DeliveryFailure would blame the sink, which did nothing wrong)."""
+        self._end([ended], END_CANCELLING,
+                  f"the subscription's filter failed or overran its time budget on "
+                  f"{strikes} events (last: {reason})")
 
     # == following the store and the namespace =============================================
     def sync(self) -> bool:

@@ -346,6 +346,12 @@ class SubscriptionStore:
         rows = self._transition(Event.END, "id = ?", (subscription_id,), reason=reason)
         return rows[0] if rows else None
 
+    def end_in(self, conn, subscription_id: str, reason: str) -> Subscription | None:
+        """:meth:`end`, inside the caller's write transaction ``conn`` (so the decision to end
+        commits with whatever the caller wrote alongside)."""
+        rows = self._transition_in(conn, Event.END, "id = ?", (subscription_id,), reason=reason)
+        return _from_row(rows[0]) if rows else None
+
     def end_topic(self, topic_uid: str, reason: str) -> list[Subscription]:
         return self._transition(Event.END, "topic_uid = ?", (topic_uid,), reason=reason)
 
@@ -361,6 +367,17 @@ class SubscriptionStore:
 
     def _transition(self, event: Event, where: str, params: tuple, *, reason: str | None = None,
                     extra_set: tuple[str, tuple] | None = None) -> list[Subscription]:
+        with self.store.transaction() as conn:
+            rows = self._transition_in(conn, event, where, params, reason=reason,
+                                       extra_set=extra_set)
+        return [_from_row(row) for row in rows]  # parsed once the write lock is released
+
+    @staticmethod
+    def _transition_in(conn, event: Event, where: str, params: tuple, *,
+                       reason: str | None = None,
+                       extra_set: tuple[str, tuple] | None = None) -> list:
+        """The transition's conditional UPDATE in the write transaction ``conn``; the rows
+        it changed, unparsed."""
         allowed = sources(event)
         target = next_state(State(allowed[0]), event).value
         assignments = "status = ?, updated = ?, seq = ?, end_reason = COALESCE(?, end_reason)"
@@ -371,15 +388,13 @@ class SubscriptionStore:
         placeholders = ",".join("?" * len(allowed))
         sql = (f"UPDATE {_TABLE} SET {assignments} WHERE status IN ({placeholders}) AND ({where}) "
                "RETURNING *")
-        with self.store.transaction() as conn:
-            # Bump only when something changes, so idle sweeps do not wake every process.
-            probe = conn.execute(f"SELECT 1 FROM {_TABLE} WHERE status IN ({placeholders}) "
-                                 f"AND ({where}) LIMIT 1", (*allowed, *params)).fetchone()
-            if probe is None:
-                return []
-            values[2] = Store.bump(conn, GENERATION)
-            rows = conn.execute(sql, (*values, *allowed, *params)).fetchall()
-        return [_from_row(row) for row in rows]
+        # Bump only when something changes, so idle sweeps do not wake every process.
+        probe = conn.execute(f"SELECT 1 FROM {_TABLE} WHERE status IN ({placeholders}) "
+                             f"AND ({where}) LIMIT 1", (*allowed, *params)).fetchone()
+        if probe is None:
+            return []
+        values[2] = Store.bump(conn, GENERATION)
+        return conn.execute(sql, (*values, *allowed, *params)).fetchall()
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, subscription_id: str) -> Subscription | None:

@@ -1,9 +1,19 @@
 """Strikes against subscription filters that fail or overrun their time budget.
 
 A filter that raises on an event, or takes longer than ``filter_budget`` on it, earns its
-subscription a strike; at ``filter_strikes`` strikes the subscription ends. Counted per
-process (each worker judges the filters it runs). Warnings are rate-limited: a hostile
-filter must not flood the log either.
+subscription a strike; at ``filter_strikes`` strikes the subscription ends with
+SubscriptionEnd/SourceCancelling. The counts live in the service's store
+(:mod:`.strike_table`), so every worker adds to one count and a restart keeps it: a bad
+filter gets ``filter_strikes`` strikes in all, not that many per worker and again after
+each restart.
+
+Matching never reads the store for this: a strike is rare, and only a strike opens a write
+transaction, in which the strike is added, the count read back and, at the threshold, the
+subscription ended by a conditional UPDATE. Transactions of every worker are serialized, so
+when two workers strike the same subscription at once one of them ends it and the other
+finds it no longer active (its strike is not even written): one SubscriptionEnd.
+
+Warnings are rate-limited: a hostile filter must not flood the log either.
 """
 from __future__ import annotations
 
@@ -11,6 +21,10 @@ import logging
 import threading
 import time
 from typing import Callable, Collection
+
+from .store import Subscription
+from .strike_table import StrikeTable
+from .versions import END_CANCELLING
 
 log = logging.getLogger(__name__)
 
@@ -20,35 +34,29 @@ _LOG_INTERVAL = 10.0  # seconds between warnings about failing filters
 
 
 class FilterStrikes:
-    """Counts strikes; ``struck_out(subscription_id, reason, count)`` ends a subscription
-    that reached ``threshold``. ``active()`` is the collection of the ids still in the
-    view (strikes of subscriptions that left are forgotten)."""
+    """Counts strikes in ``table``; ends a subscription that reaches ``threshold`` and then
+    calls ``struck_out(subscription, reason, strikes)`` (this process ended it: it is to
+    leave the view and its EndTo to be told). ``active()`` is the collection of the ids in
+    this process's view: a failure of a subscription that already left it (ended by an
+    earlier event of the same batch, say) opens no transaction."""
 
-    def __init__(self, threshold: int, *, active: Callable[[], Collection[str]],
-                 struck_out: Callable[[str, str, int], None]):
+    def __init__(self, threshold: int, table: StrikeTable, *,
+                 active: Callable[[], Collection[str]],
+                 struck_out: Callable[[Subscription, str, int], None],
+                 clock: Callable[[], float] = time.time):
         self.threshold = threshold
+        self.table = table
         self._active = active
         self._struck_out = struck_out
-        self.counts: dict[str, int] = {}
-        self.failures = 0  # filter failures so far, all subscriptions
+        self._clock = clock
+        self.failures = 0  # filter failures seen by this process, all subscriptions
         self._lock = threading.Lock()
         self._logged = float("-inf")
 
     def count(self, failed: dict[str, str]) -> None:
         """One strike against each subscription of ``failed`` (id -> reason) on one event."""
-        ending = []
         with self._lock:
-            for subscription_id, reason in failed.items():
-                self.failures += 1
-                strikes = self.counts.get(subscription_id, 0) + 1
-                self.counts[subscription_id] = strikes
-                if strikes >= self.threshold:
-                    del self.counts[subscription_id]
-                    ending.append((subscription_id, reason, strikes))
-            active = self._active()
-            if len(self.counts) > 2 * len(active) + 100:
-                # strikes of subscriptions that left meanwhile (unsubscribed, expired, moved)
-                self.counts = {i: n for i, n in self.counts.items() if i in active}
+            self.failures += len(failed)
             now = time.monotonic()
             loud = now - self._logged >= _LOG_INTERVAL
             if loud:
@@ -58,5 +66,18 @@ class FilterStrikes:
             log.warning("filters of %d subscription(s) failed on an event (e.g. %s: %s); "
                         "%d filter failures so far", len(failed), subscription_id, reason,
                         self.failures)
-        for subscription_id, reason, strikes in ending:
-            self._struck_out(subscription_id, reason, strikes)
+        in_view = self._active()
+        struck = {i: reason for i, reason in failed.items() if i in in_view}
+        if not struck:
+            return
+        subscriptions = self.table.subscriptions
+        ended = []
+        with self.table.store.transaction() as conn:
+            for subscription_id, strikes in StrikeTable.add(conn, struck, self._clock()).items():
+                if strikes < self.threshold:
+                    continue
+                subscription = subscriptions.end_in(conn, subscription_id, END_CANCELLING)
+                if subscription is not None:
+                    ended.append((subscription, struck[subscription_id], strikes))
+        for subscription, reason, strikes in ended:
+            self._struck_out(subscription, reason, strikes)

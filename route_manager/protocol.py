@@ -29,6 +29,7 @@ whose format belongs to the matcher / subscription manager that makes them::
                                                                              Ms?, Error?}}
     SyncTopics {Topic* {Name, Version, Deleted?, -> SyncTopicsResponse {Topic*}
                 Matcher?, Options?}}
+    ClaimPlacement {Key, Target}                 -> ClaimPlacementResponse {Target}
 
 ``SyncTopics`` is the exchange between peer root dispatchers (``--peer-root``,
 :mod:`route_manager.dispatcher.peer_roots`): the sender's topic catalog (live topics and
@@ -39,6 +40,11 @@ out. At most :data:`MAX_SYNC_TOPICS` records, each ``Options`` at most
 ``MeasureLatency`` asks a subscription server to time TCP connections to its peers, named as
 the dispatcher lists them (:mod:`subscription_manager.server.latency_probe`); ``edn latency
 measure`` assembles the answers into the latency file (:mod:`route_manager.latency_matrix`).
+
+``ClaimPlacement`` asks the server that owns a Subscribe's placement key (a SHA-256 digest in
+lowercase hexadecimal) to keep ``Target`` as the request's server unless a claim for the key
+came first; the answer names the server that stands
+(:mod:`subscription_manager.server.placement_claims`).
 
 Dispatch trees: a child dispatcher registers with its parent as servers do, with ``Kind``
 ``dispatcher`` (absent: ``server``); a dispatcher never lists a child dispatcher among the
@@ -78,6 +84,8 @@ __all__ = [
     "MeasureLatency", "MeasureLatencyResponse", "LatencyInfo", "MAX_LATENCY_TARGETS",
     "MAX_LATENCY_PROBES", "TopicVersion", "SyncTopics", "SyncTopicsResponse", "MAX_SYNC_TOPICS",
     "MAX_SYNC_OPTIONS_BYTES",
+    "MAX_LATENCY_PROBES", "ClaimPlacement", "ClaimPlacementResponse", "PLACEMENT_KEY_LENGTH",
+    "MAX_SERVER_NAME",
 ]
 
 # What operators and scrapers see of every EDN role (source, dispatcher, server, table): the
@@ -415,6 +423,25 @@ class SyncTopics(Contract):
 class SyncTopicsResponse(Contract):
     __namespace__ = ns.ADMIN
     _type_info = [("Topic", repeated(TopicVersion))]
+# --- settling where a Subscribe goes --------------------------------------------------
+
+PLACEMENT_KEY_LENGTH = 64   # a placement key: a SHA-256 digest in lowercase hexadecimal
+MAX_SERVER_NAME = 128       # characters of a server name a claim may carry
+
+
+class ClaimPlacement(Contract):
+    """Keep ``Target`` (a server name) for the placement key ``Key``, unless a claim for
+    the key came first."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Key", EntryName), ("Target", EntryName)]
+
+
+class ClaimPlacementResponse(Contract):
+    """The server that stands for the key (the first claim's)."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Target", EntryName)]
 
 
 # (operation, request contract, response contract); the order of the WSDL.
@@ -432,6 +459,7 @@ OPERATIONS = (
     register_operation(Repartition, RepartitionResponse),
     register_operation(MeasureLatency, MeasureLatencyResponse),
     register_operation(SyncTopics, SyncTopicsResponse),
+    register_operation(ClaimPlacement, ClaimPlacementResponse),
 )
 
 # What the admin WSDL of an EDN role (dispatcher, server) describes.

@@ -45,10 +45,14 @@ __all__ = ["SubscriptionOperations", "request_key", "MAX_MESSAGE_ID"]
 MAX_MESSAGE_ID = 256
 
 
-def request_key(message: IncomingMessage, topic_uid: str) -> str | None:
+def request_key(message: IncomingMessage, topic: str) -> str | None:
     """The idempotency key of a Subscribe: a digest of the topic, the wsa:MessageID and the
     whole Subscribe body (exclusive C14N: NotifyTo, EndTo, filter, expiry, format). None
     without a MessageID, or with one longer than :data:`MAX_MESSAGE_ID` characters.
+
+    ``topic`` is the topic's uid for the store's key (a topic deleted and created again is
+    another topic), its name for the placement key an EDN server settles the request's
+    server under (the name is the same on every server, the uid is each server's own).
 
     A repeated request (a client's retry, a forward retried after a timeout) has the same
     key; another client that reuses a MessageID it saw has another NotifyTo, or another
@@ -58,7 +62,7 @@ def request_key(message: IncomingMessage, topic_uid: str) -> str | None:
     if not message_id or len(message_id) > MAX_MESSAGE_ID or message.body is None:
         return None
     digest = hashlib.sha256()
-    for part in (topic_uid.encode(), message_id.encode("utf-8", "replace"),
+    for part in (topic.encode(), message_id.encode("utf-8", "replace"),
                  etree.tostring(message.body, method="c14n", exclusive=True)):
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)

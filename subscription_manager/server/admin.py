@@ -2,7 +2,9 @@
 :mod:`route_manager.protocol`): ``PeerUpdate`` (a peer's routing summary and load),
 ``ExportSubscriptions`` / ``ImportSubscriptions`` / ``MoveSubscriptions`` (offline
 partitioning, :mod:`.moves`), ``MeasureLatency`` (round trips to its peers,
-:mod:`.latency_probe`) and ``GetStats`` (this server's counters, :meth:`stats`).
+:mod:`.latency_probe`), ``ClaimPlacement`` (where a Subscribe whose placement key this
+server owns is made, :mod:`.placement_claims`) and ``GetStats`` (this server's counters,
+:meth:`stats`).
 
 :class:`ServerAdmin` is a part of :class:`~subscription_manager.server.EdnSubscriptionManager`,
 which builds it once the parts it answers for exist.
@@ -29,15 +31,17 @@ __all__ = ["ServerAdmin"]
 class ServerAdmin:
     """Registers the server's admin operations with ``admin``: peer updates go to
     ``peers`` (``health`` learns the peer answers), moves to ``mover``, and ``GetStats``
-    answers ``stats()``. ``name``: this server's; ``count(name)``: its counters."""
+    answers ``stats()``; ``claim(key, target)`` settles a placement claim (the standing
+    server). ``name``: this server's; ``count(name)``: its counters."""
 
     def __init__(self, admin: AdminEndpoint, *, name: str, peers: PeerTable, health: PeerHealth,
                  mover: Mover, stats: Callable[[], dict[str, object]],
-                 count: Callable[..., None]):
+                 claim: Callable[[str, str], str], count: Callable[..., None]):
         self.name = name
         self.peers = peers
         self.health = health
         self.mover = mover
+        self.claim = claim
         self.stats = stats
         self.count = count
         admin.register(protocol.PeerUpdate, self._peer_update)
@@ -46,6 +50,7 @@ class ServerAdmin:
         admin.register(protocol.MoveSubscriptions, self._move)
         self.latency = LatencyProbe(name, peers.address_of)
         admin.register(protocol.MeasureLatency, self._measure_latency)
+        admin.register(protocol.ClaimPlacement, self._claim_placement)
         admin.register(contracts.GetStats, self._get_stats)
 
     # == peers =============================================================================
@@ -78,6 +83,10 @@ class ServerAdmin:
     # == the network =======================================================================
     def _measure_latency(self, request, message):
         return self.latency.answer(request, message)
+
+    def _claim_placement(self, request, message):
+        self.count("placement_claims_answered")
+        return protocol.ClaimPlacementResponse(Target=self.claim(request.Key, request.Target))
 
     # == statistics ========================================================================
     def _get_stats(self, request, message):

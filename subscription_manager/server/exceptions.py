@@ -14,6 +14,8 @@ TopicNotHere           Sender adm:UnknownTopic "no topic named 'T' here" (an
 PlacementRefused       Sender adm:AccessDenied (an ``edn:Placed`` Subscribe without the
                        network's admin credential)
 UnusablePeerSummary    Sender adm:InvalidRequest (a PeerUpdate whose summary cannot be read)
+UnusableClaim          Sender adm:InvalidRequest (a ClaimPlacement whose key or server name no
+                       server makes)
 UnusableImport         Sender adm:InvalidRequest (ImportSubscriptions this server cannot hold)
 IncompleteImport       Sender, no subcode (the target of a move imported fewer subscriptions)
 UnansweredImport       Receiver, no subcode (the target of a move never answered the import)
@@ -28,6 +30,7 @@ from wsframework.faults import translate
 from wsframework.namespace import UnknownEntry
 
 __all__ = ["EdnServerError", "TopicNotHere", "PlacementRefused", "UnusablePeerSummary",
+           "UnusableClaim",
            "UnusableImport", "IncompleteImport", "UnansweredImport"]
 
 
@@ -59,6 +62,14 @@ class UnusablePeerSummary(EdnServerError):
         super().__init__(f"unusable peer summary from {server}: {error}")
         self.server = server
         self.error = error
+
+
+class UnusableClaim(EdnServerError):
+    """A ClaimPlacement whose key or server name no server makes (``reason`` says which)."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"unusable placement claim: {reason}")
+        self.reason = reason
 
 
 class UnusableImport(EdnServerError):
@@ -97,8 +108,9 @@ def _placement_refused(exc: PlacementRefused) -> SoapFault:
 
 
 @translate(UnusablePeerSummary)
+@translate(UnusableClaim)
 @translate(UnusableImport)
-def _invalid_request(exc: UnusablePeerSummary | UnusableImport) -> SoapFault:
+def _invalid_request(exc: UnusablePeerSummary | UnusableClaim | UnusableImport) -> SoapFault:
     return sender_fault(str(exc), contracts.FAULT_INVALID_REQUEST)
 
 

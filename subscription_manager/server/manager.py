@@ -9,7 +9,8 @@ module, each a part the manager holds (built with what it uses):
   one built from its options, :meth:`matcher_for`); the subscriptions' centres, the load,
   and the summary told to peers;
 * :mod:`.subscribe_placement` -- ``manager.placement``: the server a Subscribe is made on
-  (:mod:`route_manager.placement_router`: the best one under the load threshold);
+  (:mod:`route_manager.placement_router`: the best one under the load threshold), settled
+  for a request with a wsa:MessageID by the owner of its key (:mod:`.placement_claims`);
 * :mod:`.relay` -- ``manager.relay``: a Subscribe placed on another server is forwarded
   there, and Renew / GetStatus / Unsubscribe for a subscription that moved away are
   forwarded to where it lives;
@@ -51,6 +52,7 @@ from .admin import ServerAdmin
 from .exceptions import PlacementRefused, TopicNotHere
 from .moves import Mover
 from .network import NetworkAgent
+from .placement_claims import PlacementClaims
 from .subscribe_placement import SubscriptionPlacement
 from .relay import SubscriptionRelay
 from .settings import EdnSettings
@@ -97,15 +99,19 @@ class EdnSubscriptionManager(SubscriptionManager):
             base_url=service.base_url, topic=self.topic, matcher_for=self.matcher_for,
             clock=self.clock, sync=self.sync, admin_client=self.admin_client, count=self.count,
             move_chunk=self.edn.move_chunk, routes_changed=self._routes_changed)
-        self.placement = SubscriptionPlacement(
-            service.store, name=self.edn.name, router=self.router, peers=self.peers,
-            health=self.health, summaries=self.summaries, filter_limits=self.view.filter_limits,
-            routing_precision=self.edn.routing_precision)
         self.relay = SubscriptionRelay(
             peers=self.peers, peer_transport=peer_transport,
             admin_token=service.config.admin_token, forward_timeout=self.edn.forward_timeout,
             subscriptions=self.store, forwarding=self.mover.forwarding, health=self.health,
             count=self.count)
+        claims = PlacementClaims(
+            name=self.edn.name, peers=self.peers, health=self.health,
+            transport=self.relay.forward_transport, admin_token=service.config.admin_token,
+            timeout=self.edn.forward_timeout, count=self.count)
+        self.placement = SubscriptionPlacement(
+            service.store, name=self.edn.name, router=self.router, peers=self.peers,
+            health=self.health, summaries=self.summaries, filter_limits=self.view.filter_limits,
+            routing_precision=self.edn.routing_precision, claims=claims)
         self.network = NetworkAgent(
             self.edn, store=service.store, subscriptions=self.store, topics=self.topics,
             peers=self.peers, summaries=self.summaries, health=self.health,
@@ -118,7 +124,7 @@ class EdnSubscriptionManager(SubscriptionManager):
                                 self._on_event_batch, priority=20)
         self.server_admin = ServerAdmin(service.admin, name=self.edn.name, peers=self.peers,
                                  health=self.health, mover=self.mover, stats=self.stats,
-                                 count=self.count)
+                                 claim=self.placement.claim, count=self.count)
 
     def topic(self, name: str) -> NamespaceEntry:
         """The local topic ``name``; :class:`~.exceptions.TopicNotHere` if there is none."""

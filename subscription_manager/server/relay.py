@@ -29,6 +29,7 @@ from typing import Callable
 from lxml import etree
 
 from route_manager.peers import PeerTable
+from route_manager.protocol import PLACED
 from wsframework import ns
 from matchers.vocabulary import EDN
 from wsframework.addressing import new_message_id, request_headers
@@ -48,11 +49,10 @@ from ..store import SubscriptionStore
 from ..versions import EventingVersion
 from .moves import ForwardingTable
 from .peer_health import PeerHealth
-from .subscribe_placement import PLACED
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SubscriptionRelay", "MessageIdClient", "forward_message_id"]
+__all__ = ["SubscriptionRelay", "MessageIdClient", "forward_message_id", "maybe_delivered"]
 
 
 class SubscriptionRelay:
@@ -90,11 +90,11 @@ class SubscriptionRelay:
         if address is None:
             return None
         message_id = forward_message_id(message)
-        client = MessageIdClient(self._forward_transport(), message_id,
+        client = MessageIdClient(self.forward_transport(), message_id,
                                 soap_version=message.soap_version, wsa_version=version.wsa)
         body = detached(message.body)
         deadline = time.monotonic() + self.forward_timeout
-        maybe_delivered = False
+        may_have_arrived = False
         attempt = 0
         while True:
             attempt += 1
@@ -107,15 +107,15 @@ class SubscriptionRelay:
                 self.count("forward_faults")
                 raise _as_eventing_fault(fault, version)
             except TransportError as exc:
-                delivered = _maybe_delivered(exc)
-                maybe_delivered = maybe_delivered or delivered
+                delivered = maybe_delivered(exc)
+                may_have_arrived = may_have_arrived or delivered
                 if delivered and time.monotonic() < deadline:
                     # the same request again: the owner answers with what the first made
                     self.count("forward_retries")
                     log.info("placement on %s timed out (attempt %d): sending it again under "
                              "%s", target, attempt, message_id)
                     continue
-                if maybe_delivered:
+                if may_have_arrived:
                     raise version.faults.unable_to_process(
                         f"the server chosen for the subscription ({target}) did not answer in "
                         f"time ({attempt} attempts); the subscription may exist there") from None
@@ -130,9 +130,10 @@ class SubscriptionRelay:
         self.count("forwarded_subscribes")
         return Reply(version.action("SubscribeResponse"), detached(reply.body))
 
-    def _forward_transport(self):
-        """The peer transport, reading each forwarded Subscribe's answer for a third of
-        ``forward_timeout`` at most (the forward is retried within ``forward_timeout``)."""
+    def forward_transport(self):
+        """The peer transport, reading each answer for a third of ``forward_timeout`` at most:
+        the transport of a forwarded Subscribe and of a placement claim, each retried within
+        ``forward_timeout``."""
         if not isinstance(self.peer_transport, HttpTransport):
             return self.peer_transport  # injected (tests): as it is
         transport = self._subscribe_transport
@@ -201,7 +202,7 @@ def _as_eventing_fault(fault: SoapFault, version: EventingVersion) -> SoapFault:
     return fault
 
 
-def _maybe_delivered(exc: TransportError) -> bool:
+def maybe_delivered(exc: TransportError) -> bool:
     """True when the request may have reached the peer (it timed out reading the answer)."""
     try:
         import requests

@@ -1,12 +1,15 @@
 """Where a Subscribe goes (paper III-A): the best server under the load threshold, chosen by
 :class:`~route_manager.placement_router.PlacementRouter` from this server's summary and its peers'.
 
-A Subscribe with a wsa:MessageID is placed once: the choice is kept in this server's store
-under the request's idempotency key (:func:`~subscription_manager.operations.request_key`,
-for :data:`PLACEMENT_MEMORY` seconds), so a client that repeats the request here reaches the
-server that made the subscription and gets it back (that server answers a repeated request
-with the existing subscription), although the summaries and loads may choose another
-server by then. Two copies racing here agree too: the first choice committed wins.
+A Subscribe with a wsa:MessageID is placed once, network-wide: its placement key
+(:func:`~subscription_manager.operations.request_key` over the topic's name) has an owner
+among the servers (:mod:`.placement_claims`), which keeps the first choice claimed for the
+key; this server keeps the choice that stands too, in its store, for
+:data:`PLACEMENT_MEMORY` seconds. So a client that repeats the request, here or at another
+server, reaches the server that made the subscription and gets it back (that server answers
+a repeated request with the existing subscription), although the summaries and loads may
+choose another server by then. Two copies racing agree too: the first claim committed at the
+owner wins.
 
 When the choice is another server the Subscribe is relayed there (:mod:`.relay`) marked
 ``edn:Placed`` and carrying the network's admin credential; the server that receives a
@@ -25,7 +28,7 @@ import time
 import numpy as np
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager.protocol import PLACED
+from route_manager.protocol import MAX_SERVER_NAME, PLACED
 from route_manager.peers import PeerTable
 from route_manager.placement_router import Candidate, PlacementRouter, Space, subscription_box
 from wsframework.exceptions import SoapFault
@@ -38,7 +41,9 @@ from wsframework.store import Store
 from .. import messages as msg
 from ..operations import request_key
 from ..versions import EventingVersion
+from .exceptions import UnusableClaim
 from .peer_health import PeerHealth
+from .placement_claims import PlacementClaims, valid_key, valid_server_name
 from .summaries import RoutingSummaries
 
 __all__ = ["SubscriptionPlacement", "PLACED", "PLACEMENT_MEMORY"]
@@ -64,16 +69,18 @@ class SubscriptionPlacement:
     """The server a Subscribe goes to, remembered per request in ``store`` (the service's
     store). ``name``: this server's; ``router``: the placement rule; ``peers`` and
     ``health``: the other servers and which of them answer; ``summaries``: this server's
-    engines, centres and load; ``filter_limits``: the bounds a filter must keep."""
+    engines, centres and load; ``filter_limits``: the bounds a filter must keep;
+    ``claims``: the owners of placement keys, which settle the choice network-wide."""
 
     def __init__(self, store: Store, *, name: str, router: PlacementRouter, peers: PeerTable,
                  health: PeerHealth, summaries: RoutingSummaries, filter_limits: FilterLimits,
-                 routing_precision: float):
+                 routing_precision: float, claims: PlacementClaims):
         self.store = store
         self.name = name
         self.router = router
         self.peers = peers
         self.health = health
+        self.claims = claims
         self.summaries = summaries
         self.filter_limits = filter_limits
         self.routing_precision = routing_precision
@@ -83,19 +90,37 @@ class SubscriptionPlacement:
     def target(self, entry: NamespaceEntry, message: IncomingMessage,
                version: EventingVersion) -> str:
         """The name of the server ``message`` (a Subscribe to ``entry``) is to be made on:
-        the one chosen for an earlier copy of the request, or the router's choice now."""
-        key = request_key(message, entry.uid)
-        target = self._remembered(key) if key is not None else None
+        the one chosen for an earlier copy of the request (here or at any server, as the
+        key's owner settled it), or the router's choice now. An invalid request stays here
+        unremembered: the local answer is its fault."""
+        key = request_key(message, entry.name)
+        remembered = self._remembered(key) if key is not None else None
+        if remembered is not None:
+            return remembered
+        target = self._place(entry, message, version)
         if target is None:
-            target = self._place(entry, message, version)
-            if key is not None:
-                target = self._remember(key, target)
+            return self.name
+        if key is not None:
+            standing = self.claims.settle(key, target, version)
+            target = self._remember(key, standing if standing is not None else target)
         return target
 
+    def claim(self, key: str, target: str) -> str:
+        """A peer's claim of ``target`` for the placement key ``key`` (this server owns the
+        key): the choice that stands, the first claimed. :class:`~.exceptions.UnusableClaim`
+        for a key or a server name no server makes."""
+        if not valid_key(key):
+            raise UnusableClaim("the key is no SHA-256 digest in lowercase hexadecimal")
+        if not valid_server_name(target):
+            raise UnusableClaim(f"the target is no server name (1 to {MAX_SERVER_NAME} "
+                                "printable characters, no white space)")
+        return self._remember(key, target)
+
     def _place(self, entry: NamespaceEntry, message: IncomingMessage,
-               version: EventingVersion) -> str:
+               version: EventingVersion) -> str | None:
+        """The router's choice for a valid Subscribe; None for an invalid one."""
         if message.action != version.action("Subscribe"):
-            return self.name  # the base answers with the right fault
+            return None  # the base answers with the right fault
         try:
             request = msg.parse_subscribe(message.body, version)
             engine = self.summaries.matcher_for(entry)
@@ -105,7 +130,7 @@ class SubscriptionPlacement:
                 check_filter_limits(request.filter, self.filter_limits)
             lo, hi = subscription_box(engine.schema, request.filter)
         except (SoapFault, MatcherError):
-            return self.name  # an invalid request: the local answer is the fault
+            return None  # an invalid request: the local answer is the fault
         return self.router.choose(entry.name, lo, hi, _RouteView(self, entry, engine))
 
     # -- placements remembered for repeated Subscribes ------------------------------------

@@ -27,7 +27,7 @@ import numpy as np
 from lxml import etree
 
 from benchmarks.lab.hosts import Lab
-from edn.localnet.network import stats
+from edn.localnet.network import forwarded_all, stats
 from matchers.vocabulary import RANGES_DIALECT
 from route_manager import protocol
 from route_manager.publisher import Publisher
@@ -307,11 +307,7 @@ class LabNetwork:
             process = self.processes[name]
             if not process.alive():
                 continue
-            figures = self.figures(process, "server.")
-            queued = sum(int(v) for k, v in figures.items() if k.endswith(".queued"))
-            sent = sum(int(v) for k, v in figures.items() if k.endswith(".sent"))
-            dropped = sum(int(v) for k, v in figures.items() if k.endswith(".dropped"))
-            if queued != sent + dropped:
+            if not forwarded_all(self.figures(process, "server.")):
                 return False
         return all(self.figure(self.processes[n], "pending") == 0 for n in self.server_names)
 

@@ -305,13 +305,18 @@ class LocalNetwork:
         for dispatcher in self.dispatchers():
             if not dispatcher.alive():
                 continue
-            figures = self.node_stats(dispatcher, "server.")
-            queued = sum(int(v) for k, v in figures.items() if k.endswith(".queued"))
-            sent = sum(int(v) for k, v in figures.items() if k.endswith(".sent"))
-            dropped = sum(int(v) for k, v in figures.items() if k.endswith(".dropped"))
-            if queued != sent + dropped:
+            if not forwarded_all(self.node_stats(dispatcher, "server.")):
                 return False
         return all(int(self.server_stats(n, "pending").get("pending", 1)) == 0 for n in self.servers)
+
+
+def forwarded_all(figures: dict[str, str]) -> bool:
+    """Whether a dispatcher's ``server.*`` figures say every copy it queued was sent or
+    dropped (nothing left to forward)."""
+    queued = sum(int(v) for k, v in figures.items() if k.endswith(".queued"))
+    sent = sum(int(v) for k, v in figures.items() if k.endswith(".sent"))
+    dropped = sum(int(v) for k, v in figures.items() if k.endswith(".dropped"))
+    return queued == sent + dropped
 
 
 def _root_dir(k: int) -> str:

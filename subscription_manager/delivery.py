@@ -254,7 +254,7 @@ class Deliverer:
             number = host.take()
             if not host.check_due:  # stalled if no attempt settles for a probe interval
                 host.check_due = True
-                self._schedule(StallCheck(host), self._probe_interval())
+                self._schedule(StallCheck(host), self._stall_interval(host))
             if jobs and host.active < limit:
                 host.ready = True
                 self._ready.append(host)
@@ -447,7 +447,14 @@ class Deliverer:
                 self._ready.append(host)
                 self._cond.notify()
         host.check_due = True
-        self._schedule(StallCheck(host), self._probe_interval())
+        self._schedule(StallCheck(host), self._stall_interval(host))
+
+    def _stall_interval(self, host: HostQueue) -> float:
+        """How long a host may answer nothing before its workers count as stalled: a probe
+        interval, or twice its latest answer time on a link slower than that (a healthy
+        host 300 ms away is not stalled by one round trip)."""
+        answer = host.control.last_answer or 0.0
+        return max(self._probe_interval(), 2 * answer)
 
     def _probe_interval(self) -> float:
         # a probe is a retry: never later than a first retry would be

@@ -324,3 +324,13 @@ def test_a_worker_takes_from_a_far_host_one_job_at_a_time_and_from_a_near_one_a_
     assert _batch_for(host) == 4
     host.control.observe(0.0004)
     assert _batch_for(host) == _BATCH
+
+
+def test_a_far_healthy_host_is_not_found_stalled_within_one_round_trip():
+    from subscription_manager.delivery_hosts import HostQueue
+    deliverer = Deliverer(SwitchedTransport(), DeliveryPolicy(probe_interval=0.25))
+    host = HostQueue("far.test", HostQueue.new_limit(DeliveryPolicy()))
+    assert deliverer._stall_interval(host) == 0.25
+    host.control.observe(0.300)  # its answers take 300 ms
+    assert deliverer._stall_interval(host) == pytest.approx(0.600)
+    deliverer.close()

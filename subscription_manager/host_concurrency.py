@@ -27,9 +27,9 @@ an overloaded one gets fewer:
 * a failed attempt (no answer: a timeout, a refused or broken connection) sets the limit to
   the floor, and slow start climbs back to the threshold within a few windows once the host
   answers again. The threshold stays: no answer tells of an outage or a cut link, not of a
-  host with too many requests (that shows as slower answers, above). Lowering it, as TCP
-  does after a timeout, left a host that had been cut off for 10 s at a dozen requests in
-  flight over an 80 ms round trip, draining its backlog at about 150 a second.
+  host with too many requests (that shows as slower answers, above); lowering it, as TCP
+  does after a timeout, would keep a host back from an outage at a fraction of what its
+  round trip allows while it drains its backlog.
 
 A pure state machine: it is fed readings (:meth:`observe`), keeps no clock and starts no
 thread; the deliverer calls it under its own lock.

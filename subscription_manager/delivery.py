@@ -369,18 +369,19 @@ class Deliverer:
             job.last_error = str(answer)
         elif not ok:
             job.last_error = f"HTTP {answer.status}"
-        if readings is not None:
-            readings.append((seconds, reached))
         slow = reached and seconds > self.policy.slow_after
         if slow:
             with self._cond:
                 self._counts["slow"] += 1
+        current = True  # False: an overtaken attempt (delivery_hosts), retried at once
         if host is not None:
             with self._cond:
                 came_back = reached and host.unanswered
-                host.settled(reached, slow)
+                current = host.settled(reached, slow, self._clock() - seconds)
                 if came_back:
                     self._retry_now(host)
+        if readings is not None and current:
+            readings.append((seconds, reached))
         if ok:
             return "delivered"
         if job.first_attempt is None:
@@ -391,7 +392,7 @@ class Deliverer:
             job.attempt += 1
             with self._cond:
                 self._counts["retries"] += 1
-            delay = self.policy.delay(job.attempt)
+            delay = self.policy.delay(job.attempt) if current else 0.0
             if self._on_retry is not None:
                 try:
                     self._on_retry(job, delay)

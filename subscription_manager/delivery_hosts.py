@@ -22,6 +22,12 @@ each interval. A fresh attempt thus starts at most a probe interval after a link
 the host's whole limit of fresh workers follows the first answer. A stalled attempt that is
 answered late says nothing about the host's speed (it does not make the host suspect);
 a host that answers slowly is never stalled: it is suspect, one worker at a time.
+
+An attempt that gets no answer after the host has answered one started later is
+*overtaken*: it met an outage that is already over (a request sent into a cut times out
+seconds after the heal). It says nothing of the host now: it neither makes the host suspect
+nor parks it nor lowers its limit, and its job is tried again at once rather than after a
+backoff, so a backlog drains at the host's full limit from the first answer after a heal.
 """
 from __future__ import annotations
 
@@ -53,8 +59,8 @@ class HostQueue:
     """One target host's waiting jobs and how many workers deliver to it now."""
 
     __slots__ = ("key", "jobs", "active", "ready", "suspect", "unanswered", "takes",
-                 "in_flight", "stalled", "check_due", "answers", "retrying", "parked_until",
-                 "control")
+                 "in_flight", "stalled", "check_due", "answers", "answered_start", "retrying",
+                 "parked_until", "control")
 
     def __init__(self, key: str, control: AdaptiveLimit):
         self.key = key
@@ -68,6 +74,7 @@ class HostQueue:
         self.stalled: set[int] = set()  # those found stalled (not counted against the limit)
         self.check_due = False  # a StallCheck for this host is in the timer
         self.answers = 0  # attempts answered: a stall check looks for news
+        self.answered_start = float("-inf")  # when the latest-started answered attempt began
         self.retrying: set[Delivery] = set()  # its jobs waiting out a retry backoff
         self.parked_until = 0.0  # no worker takes a job before (the deliverer's clock)
         self.control = control  # outlives the queue: a host's limit is remembered
@@ -100,12 +107,19 @@ class HostQueue:
                 break
             self.stalled.add(take)
 
-    def settled(self, answered: bool, slow: bool) -> None:
-        """An attempt ended: suspect unless answered in time (a slow answer while workers
-        are stalled is a stalled one's, late because of the network)."""
+    def settled(self, answered: bool, slow: bool, started: float) -> bool:
+        """An attempt begun at ``started`` ended: suspect unless answered in time (a slow
+        answer while workers are stalled is a stalled one's, late because of the network).
+        False, with nothing changed, when it got no answer but was overtaken (see the
+        module docstring)."""
+        if answered:
+            self.answered_start = max(self.answered_start, started)
+        elif started < self.answered_start:
+            return False
         self.suspect = not answered or (slow and not self.stalled)
         self.unanswered = not answered
         self.answers += answered
+        return True
 
     def can_take(self, now: float) -> bool:
         """Whether another worker may take jobs of this host now."""

@@ -179,10 +179,23 @@ def check(history: History, holders: dict[int, list[str]] | None = None) -> dict
     return verdict
 
 
+def first_arrivals(history: History) -> list[Notification]:
+    """The first copy of each (subscriber, event) to arrive: when the subscriber had it.
+    A later copy is a duplicate (counted as such); it does not make delivery later (a
+    request sent into a cut may still reach the sink long after its retry did)."""
+    first: dict[tuple[int, int], Notification] = {}
+    for n in history.notifications:
+        key = (n.subscriber, n.event_id)
+        if key not in first or n.arrived_at < first[key].arrived_at:
+            first[key] = n
+    return list(first.values())
+
+
 def latencies(history: History, began: float, ended: float) -> np.ndarray:
-    """Seconds from publication to each notification of the events sent in [began, ended)."""
+    """Seconds from publication to the first notification of each (subscriber, event) for
+    the events sent in [began, ended)."""
     out = [n.arrived_at - history.publications[n.event_id].sent_at
-           for n in history.notifications
+           for n in first_arrivals(history)
            if n.event_id in history.publications
            and began <= history.publications[n.event_id].sent_at < ended]
     return np.array(out, dtype=float)
@@ -210,7 +223,7 @@ def period_figures(history: History, k: int) -> dict:
     healed = window.healed_at if window.healed_at is not None else window.began_at
     following = (history.faults[k + 1].began_at - NEXT_FAULT_MARGIN_S
                  if k + 1 < len(history.faults) else float("inf"))
-    held = [n.arrived_at for n in history.notifications
+    held = [n.arrived_at for n in first_arrivals(history)
             if n.arrived_at >= healed and n.event_id in history.publications
             and history.publications[n.event_id].sent_at < healed]
     return {

@@ -110,3 +110,18 @@ def test_period_figures_count_a_faults_duplicates_by_message_id():
     note(h, 0, 0, "z")
     note(h, 0, 0, "z")  # sent before the fault began: not its duplicate
     assert period_figures(h, 0)["duplicates"] == {"same_message_id": 1, "new_message_id": 1}
+
+
+def test_a_late_copy_of_a_delivered_notification_does_not_delay_the_drain():
+    """A request sent into a cut reaches the sink long after its retry did: a duplicate, not
+    a later delivery."""
+    h = history([[0.1, 0.1]] * 3)
+    window = h.began("cut", at=100.5)
+    window.healed_at = 101.5
+    note(h, 0, 1, "a", at=101.8)
+    note(h, 0, 1, "a", at=109.0)  # the copy sent into the cut, retransmitted by TCP
+    note(h, 0, 2, "b", at=102.3)
+    figures = period_figures(h, 0)
+    assert figures["heal_to_drained_s"] == 0.3
+    assert figures["during"] == {"n": 1, "p50_s": 0.8, "p99_s": 0.8}
+    assert figures["duplicates"] == {"same_message_id": 1, "new_message_id": 0}

@@ -295,6 +295,38 @@ def test_a_probe_hanging_in_a_cut_does_not_hold_the_host_back_after_the_heal():
         deliverer.close()
 
 
+def test_attempts_failing_late_after_the_heal_are_tried_again_at_once():
+    """Requests sent into a cut time out after the heal: the host answers fresh attempts by
+    then, so those late failures neither set the host back nor wait out a 30 s backoff."""
+    link = CutLink()
+    deliverer = Deliverer(link, DeliveryPolicy(workers=16, per_host=4, retries=9,
+                                               backoff=30.0, probe_interval=0.05))
+    try:
+        deliverer.submit_many([job(url="http://cut.test/n") for _ in range(40)])
+        with link.cond:
+            assert link.cond.wait_for(lambda: link.hanging >= 3, 20)
+        link.cut = False
+        with link.cond:  # every job not hanging is delivered
+            assert link.cond.wait_for(lambda: link.calls - 1 - link.hanging >= 40 - link.hanging, 20)
+        link.release.set()  # the hanging ones time out now, after the heal
+        assert deliverer.drain(10), deliverer.stats()  # not 30 s later
+        stats = deliverer.stats()
+        assert stats["delivered"] == 40 and stats["failed"] == 0
+    finally:
+        link.release.set()
+        deliverer.close()
+
+
+def test_a_failure_overtaken_by_a_later_answer_leaves_the_host_as_it_was():
+    from subscription_manager.delivery_hosts import HostQueue
+    host = HostQueue("cut.test", HostQueue.new_limit(DeliveryPolicy()))
+    assert host.settled(True, False, started=10.0)
+    assert not host.settled(False, False, started=9.0)  # sent before the answered one
+    assert not host.suspect and not host.unanswered
+    assert host.settled(False, False, started=11.0)  # sent after it: news of the host
+    assert host.suspect and host.unanswered
+
+
 def test_jobs_waiting_out_a_backoff_go_at_once_when_their_host_answers_again():
     transport = SwitchedTransport()
     deliverer = Deliverer(transport, DeliveryPolicy(workers=4, per_host=4, retries=9,

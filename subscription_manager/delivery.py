@@ -373,11 +373,13 @@ class Deliverer:
         if slow:
             with self._cond:
                 self._counts["slow"] += 1
-        current = True  # False: an overtaken attempt (delivery_hosts), retried at once
+        current, overtaken = True, False  # old news, overtaken: see delivery_hosts
         if host is not None:
+            started = self._clock() - seconds
             with self._cond:
                 came_back = reached and host.unanswered
-                current = host.settled(reached, slow, self._clock() - seconds)
+                current = host.settled(reached, slow, started)
+                overtaken = not reached and host.overtaken(started)
                 if came_back:
                     self._retry_now(host)
         if readings is not None and current:
@@ -392,7 +394,7 @@ class Deliverer:
             job.attempt += 1
             with self._cond:
                 self._counts["retries"] += 1
-            delay = self.policy.delay(job.attempt) if current else 0.0
+            delay = 0.0 if overtaken else self.policy.delay(job.attempt)
             if self._on_retry is not None:
                 try:
                     self._on_retry(job, delay)

@@ -23,11 +23,12 @@ the host's whole limit of fresh workers follows the first answer. A stalled atte
 answered late says nothing about the host's speed (it does not make the host suspect);
 a host that answers slowly is never stalled: it is suspect, one worker at a time.
 
-An attempt that gets no answer after the host has answered one started later is
-*overtaken*: it met an outage that is already over (a request sent into a cut times out
-seconds after the heal). It says nothing of the host now: it neither makes the host suspect
-nor parks it nor lowers its limit, and its job is tried again at once rather than after a
-backoff, so a backlog drains at the host's full limit from the first answer after a heal.
+An attempt that gets no answer after one started later has settled is *old news*: what it
+says is known already (the later one failed too), or no longer true (the later one was
+answered: the attempt is *overtaken*; a request sent into a cut times out seconds after the
+heal). It neither makes the host suspect nor parks it again nor counts against its limit,
+and an overtaken attempt's job is tried again at once rather than after a backoff, so a
+backlog drains at the host's full limit from the first answer after a heal.
 """
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ class HostQueue:
     """One target host's waiting jobs and how many workers deliver to it now."""
 
     __slots__ = ("key", "jobs", "active", "ready", "suspect", "unanswered", "takes",
-                 "in_flight", "stalled", "check_due", "answers", "answered_start", "retrying",
-                 "parked_until", "control")
+                 "in_flight", "stalled", "check_due", "answers", "answered_start", "settled_start",
+                 "retrying", "parked_until", "control")
 
     def __init__(self, key: str, control: AdaptiveLimit):
         self.key = key
@@ -75,6 +76,7 @@ class HostQueue:
         self.check_due = False  # a StallCheck for this host is in the timer
         self.answers = 0  # attempts answered: a stall check looks for news
         self.answered_start = float("-inf")  # when the latest-started answered attempt began
+        self.settled_start = float("-inf")  # ... and the latest-started attempt of news
         self.retrying: set[Delivery] = set()  # its jobs waiting out a retry backoff
         self.parked_until = 0.0  # no worker takes a job before (the deliverer's clock)
         self.control = control  # outlives the queue: a host's limit is remembered
@@ -110,16 +112,21 @@ class HostQueue:
     def settled(self, answered: bool, slow: bool, started: float) -> bool:
         """An attempt begun at ``started`` ended: suspect unless answered in time (a slow
         answer while workers are stalled is a stalled one's, late because of the network).
-        False, with nothing changed, when it got no answer but was overtaken (see the
-        module docstring)."""
+        False, with nothing changed, when it got no answer and is old news (see the module
+        docstring)."""
         if answered:
             self.answered_start = max(self.answered_start, started)
-        elif started < self.answered_start:
+        elif started < self.settled_start:
             return False
+        self.settled_start = max(self.settled_start, started)
         self.suspect = not answered or (slow and not self.stalled)
         self.unanswered = not answered
         self.answers += answered
         return True
+
+    def overtaken(self, started: float) -> bool:
+        """Whether the host answered an attempt begun after ``started``."""
+        return started < self.answered_start
 
     def can_take(self, now: float) -> bool:
         """Whether another worker may take jobs of this host now."""

@@ -24,12 +24,13 @@ an overloaded one gets fewer:
   answers faster keeps its limit: there the floor already carries thousands a second and
   more requests in flight only cost the sender CPU (measured on loopback: a 10 s outage's
   backlog drained in 4 s at 8 in flight, in 11 s when the limit grew to 96);
-* a failed attempt (no answer: a timeout, a refused or broken connection) sets the limit to
-  the floor, and slow start climbs back to the threshold within a few windows once the host
-  answers again. The threshold stays: no answer tells of an outage or a cut link, not of a
-  host with too many requests (that shows as slower answers, above); lowering it, as TCP
-  does after a timeout, would keep a host back from an outage at a fraction of what its
-  round trip allows while it drains its backlog.
+* a failed attempt (no answer: a timeout, a refused or broken connection) leaves the limit
+  and the threshold as they are: no answer tells of an outage or a cut link, not of a host
+  with too many requests (that shows as slower answers, above), and while it lasts the
+  deliverer sends one attempt at a time anyway (the host is suspect). When the host answers
+  again its backlog goes at the limit it had, not from the floor up, and the first window
+  after the outage is never taken for congestion: its requests open new connections (one
+  round trip more each) after the old ones broke.
 
 A pure state machine: it is fed readings (:meth:`observe`), keeps no clock and starts no
 thread; the deliverer calls it under its own lock.
@@ -44,7 +45,7 @@ class AdaptiveLimit:
 
     __slots__ = ("floor", "ceiling", "tolerance", "min_excess", "decrease", "min_window",
                  "grow_above", "_limit", "_threshold", "_baseline", "_window_min", "_count",
-                 "_total", "_saturated", "last_answer")
+                 "_total", "_saturated", "_reconnecting", "last_answer")
 
     def __init__(self, initial: int, *, floor: int = 1, ceiling: int | None = None,
                  tolerance: float = 2.0, min_excess: float = 0.002, decrease: float = 0.75,
@@ -66,6 +67,7 @@ class AdaptiveLimit:
         self._threshold = float(ceiling)  # slow start below it
         self._baseline: float | None = None
         self.last_answer: float | None = None  # seconds the latest answer took
+        self._reconnecting = False  # the window after an outage (new connections)
         self._reset_window()
 
     def _reset_window(self) -> None:
@@ -89,7 +91,7 @@ class AdaptiveLimit:
         (a transport error); ``in_flight`` is how many attempts to the host were under way
         when it started (itself included). Returns the limit after it."""
         if not answered:
-            self._limit = float(self.floor)
+            self._reconnecting = True
             self._reset_window()
             return self.limit
         self.last_answer = seconds
@@ -107,7 +109,9 @@ class AdaptiveLimit:
         mean = self._total / self._count
         fastest = self._window_min
         self._baseline = fastest if self._baseline is None else min(self._baseline, fastest)
-        if mean > self._baseline * self.tolerance and mean > self._baseline + self.min_excess:
+        reconnecting, self._reconnecting = self._reconnecting, False
+        if (not reconnecting and mean > self._baseline * self.tolerance
+                and mean > self._baseline + self.min_excess):
             if self._limit <= self.floor:  # slow at the floor: the path is slower now
                 self._baseline = fastest
                 self._threshold = float(self.ceiling)

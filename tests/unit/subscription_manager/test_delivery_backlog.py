@@ -317,14 +317,17 @@ def test_attempts_failing_late_after_the_heal_are_tried_again_at_once():
         deliverer.close()
 
 
-def test_a_failure_overtaken_by_a_later_answer_leaves_the_host_as_it_was():
+def test_a_failure_older_than_a_settled_attempt_leaves_the_host_as_it_was():
     from subscription_manager.delivery_hosts import HostQueue
     host = HostQueue("cut.test", HostQueue.new_limit(DeliveryPolicy()))
     assert host.settled(True, False, started=10.0)
     assert not host.settled(False, False, started=9.0)  # sent before the answered one
     assert not host.suspect and not host.unanswered
+    assert host.overtaken(9.0) and not host.overtaken(10.0)
     assert host.settled(False, False, started=11.0)  # sent after it: news of the host
     assert host.suspect and host.unanswered
+    assert not host.settled(False, False, started=10.5)  # known already: old news
+    assert not host.overtaken(10.5)  # and not overtaken: the host is down
 
 
 def test_jobs_waiting_out_a_backoff_go_at_once_when_their_host_answers_again():

@@ -47,21 +47,30 @@ def test_after_congestion_growth_is_additive():
     assert feed(limit, 0.010, 25) == 26
 
 
-def test_no_answer_starts_over_from_the_floor_and_climbs_back_quickly():
+def test_no_answer_keeps_the_limit_for_when_the_host_answers_again():
     limit = AdaptiveLimit(8, floor=4, ceiling=96)
     feed(limit, 0.010, 8 + 16 + 32)  # 64
-    assert limit.observe(0.0, answered=False) == 4  # an outage, or a timeout
-    seen = [feed(limit, 0.010, max(limit.limit, 8)) for _ in range(6)]
-    assert seen == [8, 16, 32, 64, 96, 96]  # the threshold stayed: slow start to the ceiling
+    assert limit.observe(0.0, answered=False) == 64  # an outage, or a timeout
+    # the first window after it opens new connections: slower, and not congestion
+    assert feed(limit, 0.025, 64) == 96
+    assert feed(limit, 0.010, 96) == 96
 
 
 def test_no_answer_keeps_what_congestion_taught():
     limit = AdaptiveLimit(8, floor=4, ceiling=96)
     feed(limit, 0.010, 8 + 16)  # 32
     assert feed(limit, 0.040, 32) == 24  # congestion: the threshold is 24
-    assert limit.observe(0.0, answered=False) == 4
-    seen = [feed(limit, 0.010, max(limit.limit, 8)) for _ in range(5)]
-    assert seen == [8, 16, 24, 25, 26]
+    assert limit.observe(0.0, answered=False) == 24
+    seen = [feed(limit, 0.010, max(limit.limit, 8)) for _ in range(3)]
+    assert seen == [25, 26, 27]  # additive above the threshold, as before the outage
+
+
+def test_slow_answers_after_the_first_window_past_an_outage_are_congestion_again():
+    limit = AdaptiveLimit(8, floor=4, ceiling=96)
+    feed(limit, 0.010, 8 + 16 + 32)  # 64
+    limit.observe(0.0, answered=False)
+    feed(limit, 0.025, 64)  # reconnecting: grows
+    assert feed(limit, 0.040, 96) == 72
 
 
 def test_a_small_slowdown_within_tolerance_is_not_congestion():

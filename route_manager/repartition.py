@@ -83,6 +83,8 @@ from .partitioning import KMeansPartitioner, OfflineRTreePartitioner
 
 log = logging.getLogger(__name__)
 
+MAX_FAILURE_TEXT = 300  # characters of a failed move's reason in the answer
+
 __all__ = ["Repartitioner", "ALGORITHMS", "KyraParameters", "InvalidRepartition",
            "algorithm_text", "parse_algorithm"]
 
@@ -224,7 +226,8 @@ class Repartitioner:
         for name, labels_ in (("hit_ratio_before", owner), ("hit_ratio_after", target)):
             figures[name] = float(hit_ratio.hit_ratio(
                 events, hit_ratio.precise_summaries(n_mins, n_maxs, labels_, k)))
-        moved = 0
+        moved = not_moved = 0
+        failures: list[str] = []
         for source in range(k):
             for destination in range(k):
                 if source == destination:
@@ -232,8 +235,18 @@ class Repartitioner:
                 chosen = np.flatnonzero((owner == source) & (target == destination))
                 for start in range(0, len(chosen), self.chunk):
                     batch = [ids[i] for i in chosen[start:start + self.chunk]]
-                    moved += self._move(servers[source], servers[destination], topic, batch)
+                    count, failure = self._move(servers[source], servers[destination], topic,
+                                                batch)
+                    moved += count
+                    if failure is not None:
+                        not_moved += len(batch) - count
+                        failures.append(failure)
         figures["moved"] = moved
+        if failures:
+            # the operator sees what stayed where it was, and why (the first reason)
+            figures["not_moved"] = not_moved
+            figures["failed_moves"] = len(failures)
+            figures["first_failure"] = failures[0]
         figures["seconds"] = time.perf_counter() - started
         log.info("repartitioned %s with %s: %d of %d subscriptions moved (hit ratio %.3f -> %.3f)",
                  topic, algorithm, moved, len(ids), figures["hit_ratio_before"],
@@ -311,16 +324,19 @@ class Repartitioner:
             raise RepartitionFailed(f"the servers disagree on the dimensions of {topic}")
         return ids, np.vstack(boxes_lo), np.vstack(boxes_hi), np.asarray(owner, dtype=np.int64)
 
-    def _move(self, source, destination, topic: str, batch: list[str]) -> int:
+    def _move(self, source, destination, topic: str, batch: list[str]) -> tuple[int, str | None]:
+        """Subscriptions moved, and None or what went wrong (they stay at the source)."""
         (source_name, source_address), (destination_name, destination_address) = source, destination
         try:
             response = self._client(source_address).call(protocol.MoveSubscriptions(
                 Topic=topic, Target=destination_address, Id=batch))
         except (TransportError, SoapFault) as exc:
-            log.error("moving %d subscriptions of %s from %s to %s failed: %s", len(batch), topic,
-                      source_name, destination_name, getattr(exc, "reason", exc))
-            return 0
-        return int(response.Moved)
+            reason = (f"{source_name} -> {destination_name}: "
+                      f"{getattr(exc, 'reason', exc)}")[:MAX_FAILURE_TEXT]
+            log.error("moving %d subscriptions of %s failed (%s); they stay where they are",
+                      len(batch), topic, reason)
+            return 0, reason
+        return int(response.Moved), None
 
 
 def _hull(element) -> tuple[np.ndarray, np.ndarray] | None:

@@ -22,7 +22,9 @@ from typing import Callable
 
 from route_manager import protocol
 from subscription_manager.client import EventingClient
+from wsframework.admin import AdminClient
 from wsframework.exceptions import SoapFault
+from wsframework.transport import HttpTransport
 
 from benchmarks.lab.edn_network import TOPIC, LabNetwork
 
@@ -143,13 +145,29 @@ def subscribe_during(count: int, at: str, seed: int):
     return act
 
 
+# seconds ``edn partition`` waits for the dispatcher's answer (its --timeout default)
+PARTITION_TIMEOUT_S = 600.0
+
+
 def repartition_during(net: LabNetwork) -> None:
-    """``edn partition``: the R-tree partitioner moves subscriptions between the servers."""
+    """``edn partition`` as the CLI sends it (its patience too): the dispatcher moves
+    subscriptions between the servers; what it could not move, and why, is noted."""
+    def call():
+        transport = HttpTransport(timeout=(3.0, PARTITION_TIMEOUT_S))
+        try:
+            return AdminClient(net.roots[0].base_url, net.token, transport=transport).call(
+                protocol.Repartition(Topic=TOPIC, Algorithm="kmeans"))
+        finally:
+            transport.close()
     try:
-        net.admin(net.roots[0], lambda a: a.call(
-            protocol.Repartition(Topic=TOPIC, Algorithm="kmeans")))
-    except Exception as exc:  # a move that cannot reach its target is refused: recorded
+        response = net.lab["subscriber"].run(call)
+    except Exception as exc:
         net.notes.append(f"repartition during the cut: {type(exc).__name__}: {exc}"[:300])
+        return
+    figures = {f.Name: f.Value for f in response.Figure or []}
+    net.notes.append(f"repartition during the cut: moved {response.Moved}, not moved "
+                     f"{figures.get('not_moved', 0)} ({figures.get('first_failure', 'no failure')})"
+                     [:400])
 
 
 def catalogue(tree: bool, quick: bool) -> list[Fault]:

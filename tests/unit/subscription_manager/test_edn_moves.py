@@ -251,3 +251,36 @@ def test_repartition_with_a_silent_server_moves_nothing(net):
     assert net.manager(0).load() == 9 and net.manager(0).mover.forwarding.count() == 0
 
 
+
+
+def test_repartition_across_a_cut_between_servers_says_what_did_not_move(tmp_path, monkeypatch):
+    """The dispatcher reaches every server, but server 0 cannot reach the others: its moves
+    fail, the subscriptions stay with it, and the answer says how many and why."""
+    from wsframework.transport import TransportError
+    net = Network(tmp_path, ("random", "random", "random"))
+    try:
+        net.create_topic()
+        n = 60
+        lo, hi = random_boxes(n, 3, seed=43)
+        handles = [net.subscribe(0, lo[i], hi[i], i) for i in range(n)]
+        net.step()
+
+        class Cut:
+            def post(self, url, *args, **kwargs):
+                raise TransportError(f"POST {url} failed: connect timed out")
+
+        mover = net.manager(0).mover
+        monkeypatch.setattr(mover, "admin_client",
+                            lambda address: AdminClient(address, TOKEN, transport=Cut()))
+        monkeypatch.setattr("subscription_manager.server.moves.time.sleep", lambda s: None)
+        response = net.admin.call(protocol.Repartition(Topic=TOPIC, Algorithm="rtree"))
+        figures = {f.Name: f.Value for f in response.Figure}
+        assert response.Moved == 0
+        assert int(figures["not_moved"]) > 0 and int(figures["failed_moves"]) >= 1
+        assert " -> " in figures["first_failure"]  # which servers, and why
+        assert "connect timed out" in figures["first_failure"]
+        assert net.manager(0).load() == n and mover.forwarding.count() == 0
+        assert all(EventingClient("2011", transport=net.transport).get_status(h) is not None
+                   for h in handles)
+    finally:
+        net.close()

@@ -39,6 +39,11 @@ Policies
   address policy -- ``on_give_up(job)`` is called (the manager dead-letters it and ends the
   subscription with SubscriptionEnd/DeliveryFailure); jobs for a subscription that is no
   longer wanted when they reach a worker are discarded without a POST.
+* **A backlog does not hold back what is new** (adaptive LIFO). While a host's queue is
+  longer than its limit (after an outage, a pause, a restart), every other take is of its
+  newest jobs instead of its oldest: a notification published after a host came back goes
+  at once rather than behind the whole backlog, and the backlog drains from both ends at
+  the host's full rate. A queue within its limit is taken in order.
 * Ordering between notifications of one subscription is not guaranteed (WS-Eventing
   promises none); several workers may deliver to the same sink at once.
 
@@ -249,7 +254,10 @@ class Deliverer:
             # traffic without leaving those workers idle; one at a time to a suspect host.
             take = 1 if host.suspect else min(_batch_for(host), max(1, len(jobs) // limit),
                                               len(jobs))
-            batch = [jobs.popleft() for _ in range(take)]
+            if host.newest_next(limit):  # a backlog: every other take is of the newest
+                batch = [jobs.pop() for _ in range(take)]
+            else:
+                batch = [jobs.popleft() for _ in range(take)]
             self._queued -= take
             number = host.take()
             if not host.check_due:  # stalled if no attempt settles for a probe interval

@@ -61,7 +61,7 @@ class HostQueue:
 
     __slots__ = ("key", "jobs", "active", "ready", "suspect", "unanswered", "takes",
                  "in_flight", "stalled", "check_due", "answers", "answered_start", "settled_start",
-                 "retrying", "parked_until", "control")
+                 "retrying", "parked_until", "control", "_newest_last")
 
     def __init__(self, key: str, control: AdaptiveLimit):
         self.key = key
@@ -80,6 +80,7 @@ class HostQueue:
         self.retrying: set[Delivery] = set()  # its jobs waiting out a retry backoff
         self.parked_until = 0.0  # no worker takes a job before (the deliverer's clock)
         self.control = control  # outlives the queue: a host's limit is remembered
+        self._newest_last = False  # the last take of a backlog was of the newest jobs
 
     @staticmethod
     def new_limit(policy: DeliveryPolicy) -> AdaptiveLimit:
@@ -123,6 +124,15 @@ class HostQueue:
         self.unanswered = not answered
         self.answers += answered
         return True
+
+    def newest_next(self, limit: int) -> bool:
+        """Whether the next take is of the newest jobs: while more jobs wait than ``limit``
+        workers take at once (a backlog), every other take; else none (in order)."""
+        if len(self.jobs) <= limit:
+            self._newest_last = False
+            return False
+        self._newest_last = not self._newest_last
+        return self._newest_last
 
     def overtaken(self, started: float) -> bool:
         """Whether the host answered an attempt begun after ``started``."""

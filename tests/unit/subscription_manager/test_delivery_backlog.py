@@ -369,3 +369,57 @@ def test_a_far_healthy_host_is_not_found_stalled_within_one_round_trip():
     host.control.observe(0.300)  # its answers take 300 ms
     assert deliverer._stall_interval(host) == pytest.approx(0.600)
     deliverer.close()
+
+
+class GatedSink:
+    """Holds the first POST until ``gate`` is set; records each payload in answer order."""
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.held = threading.Event()
+        self.order: list[bytes] = []
+        self.lock = threading.Lock()
+
+    def post(self, url, payload, content_type, soap_action=None):
+        if not self.held.is_set():
+            self.held.set()
+            self.gate.wait(20)
+        with self.lock:
+            self.order.append(payload)
+        return TransportResponse(202, None, b"")
+
+    def close(self):
+        pass
+
+
+def test_a_new_notification_is_not_held_behind_a_backlog():
+    """Adaptive LIFO: while a host's queue exceeds its limit every other take is of its
+    newest jobs; the oldest still go in order on the takes between."""
+    sink = GatedSink()
+    deliverer = Deliverer(sink, DeliveryPolicy(workers=1, per_host=1))
+    try:
+        deliverer.submit(job(url="http://sink.test/n", payload=b"first"))
+        assert sink.held.wait(10)  # the host's one worker is held: a backlog builds
+        deliverer.submit_many([job(url="http://sink.test/n", payload=b"old%d" % k)
+                               for k in range(50)])
+        deliverer.submit(job(url="http://sink.test/n", payload=b"new"))
+        sink.gate.set()
+        assert deliverer.drain(10)
+        order = sink.order
+        assert len(order) == 52 and order[0] == b"first"
+        assert order[1] == b"new"  # not 52nd, behind the whole backlog
+        # the next take is of the oldest (a take is up to 16 jobs to a host this near)
+        assert order.index(b"old0") <= 1 + 16
+        assert sorted(order[1:]) == sorted([b"new", *(b"old%d" % k for k in range(50))])
+    finally:
+        sink.gate.set()
+        deliverer.close()
+
+
+def test_a_queue_within_the_limit_is_taken_in_order():
+    from subscription_manager.delivery_hosts import HostQueue
+    host = HostQueue("sink.test", HostQueue.new_limit(DeliveryPolicy(per_host=4)))
+    host.jobs.extend(job() for _ in range(4))
+    assert [host.newest_next(4) for _ in range(3)] == [False, False, False]
+    host.jobs.extend(job() for _ in range(4))  # a backlog: every other take
+    assert [host.newest_next(4) for _ in range(3)] == [True, False, True]

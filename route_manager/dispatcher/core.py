@@ -217,6 +217,9 @@ class Dispatcher(BaseRouteManager):
         address = address.rstrip("/")
         self.tables.save_server(name, address, kind)
         self.add_server(name, address, kind)
+        # a node registers when it starts: one that was down is up, so what waits for it
+        # goes now rather than after its channel's backoff (up to 2 s)
+        self.forwarder.retry_now(name)
         log.info("%s %s registered at %s", kind, name, address)
 
     def subscription_servers(self) -> dict[str, str]:

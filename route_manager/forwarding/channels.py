@@ -132,6 +132,7 @@ class ServerChannel:
         self._cond = threading.Condition()
         self._closing = False
         self._inflight = False  # a batch is being sent (drain waits for it too)
+        self._retry_now = False  # the server said it is up: the backoff is cut short
         self._clock = _GreenletClock.installed() if _threads_are_greenlets() else None
         self._greenlet = None  # the sender's greenlet, under gevent
         self.event_log = event_log
@@ -216,6 +217,13 @@ class ServerChannel:
         complete a batch it lingers for -- not at every copy (a wake-up costs a thread
         switch)."""
         if before == 0 or before < self.batch_max <= len(self._queue):
+            self._cond.notify_all()
+
+    def retry_now(self) -> None:
+        """The server is up again (it registered): a send waiting out its backoff goes now,
+        and the backoff starts again from its first step."""
+        with self._cond:
+            self._retry_now = True
             self._cond.notify_all()
 
     @property
@@ -323,8 +331,12 @@ class ServerChannel:
                 if not ok:
                     if self._closing:
                         return
-                    self._cond.wait(delay)
-                    delay = min(delay * 2, self.backoff[1])
+                    self._cond.wait_for(lambda: self._retry_now or self._closing, delay)
+                    if self._retry_now:
+                        delay = self.backoff[0]
+                    else:
+                        delay = min(delay * 2, self.backoff[1])
+                self._retry_now = False
 
     def _send(self, batch: list[LogCopy]) -> bool:
         payload = self.envelope(batch[0].topic, [item.event for item in batch], batch[0].seq)
@@ -386,6 +398,13 @@ class Forwarder:
                 channel = ServerChannel(server_id, address, self.transport, **self.channel_options)
                 self.channels[server_id] = channel
             return channel
+
+    def retry_now(self, server_id: str) -> None:
+        """``server_id`` registered again: its channel stops waiting out a backoff."""
+        with self._lock:
+            channel = self.channels.get(server_id)
+        if channel is not None:
+            channel.retry_now()
 
     def remove(self, server_id: str) -> None:
         with self._lock:

@@ -100,6 +100,21 @@ def test_down_server_keeps_its_events_and_gets_them_when_back(server):
     channel.close()
 
 
+def test_a_server_that_registers_again_gets_its_events_without_waiting_out_the_backoff(server):
+    server.down = True
+    forwarder = Forwarder(server, backoff=(3.0, 60.0))
+    forwarder.ensure("s1", "http://s1")
+    forwarder.forward("t", event(0), ["s1"])
+    channel = forwarder.channels["s1"]
+    with channel._cond:  # the first send failed: the next waits 3 s
+        assert channel._cond.wait_for(lambda: channel.stats.failures >= 1, 5)
+    server.down = False
+    forwarder.retry_now("s1")  # what the dispatcher does when the server registers
+    server.wait_events(1, timeout=2.0)  # now, not 3 s after the failure
+    assert server.events() == [0]
+    forwarder.close()
+
+
 @pytest.mark.parametrize("policy,delivered", [("drop-newest", [0, 1, 2, 3]),
                                              ("drop-oldest", [0, 3, 4, 5])])
 def test_overflow_policy_is_explicit_and_counted(server, policy, delivered):

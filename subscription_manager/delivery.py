@@ -463,8 +463,11 @@ class Deliverer:
     def _stall_interval(self, host: HostQueue) -> float:
         """How long a host may answer nothing before its workers count as stalled: a probe
         interval, or twice its latest answer time on a link slower than that (a healthy
-        host 300 ms away is not stalled by one round trip)."""
-        answer = host.control.last_answer or 0.0
+        host 300 ms away is not stalled by one round trip); for a host answering slowly,
+        twice its fastest answer (the slow ones are what is being waited out)."""
+        control = host.control
+        answer = (control.baseline if host.slow and control.baseline is not None
+                  else control.last_answer) or 0.0
         return max(self._probe_interval(), 2 * answer)
 
     def _probe_interval(self) -> float:

@@ -20,8 +20,12 @@ workers are *stalled*: they stop counting against the host's limit (up to
 :data:`MAX_STALLED` of them), so another worker tries it on a connection of its own, and so
 each interval. A fresh attempt thus starts at most a probe interval after a link heals, and
 the host's whole limit of fresh workers follows the first answer. A stalled attempt that is
-answered late says nothing about the host's speed (it does not make the host suspect);
-a host that answers slowly is never stalled: it is suspect, one worker at a time.
+answered late says nothing about the host's speed (it does not make the host suspect).
+A host that answers slowly is suspect, one worker at a time; its worker may be stalled too,
+but only :data:`MAX_STALLED_SLOW` of them and only after twice the host's fastest answer:
+on a lossy link a request may wait seconds for TCP to send it again, and when the loss
+ends a fresh connection gets through at once, while a sink that is merely slow gets at
+most that many more requests.
 
 An attempt that gets no answer after one started later has settled is *old news*: what it
 says is known already (the later one failed too), or no longer true (the later one was
@@ -39,7 +43,8 @@ from typing import Callable
 from .delivery_job import Delivery, DeliveryPolicy
 from .host_concurrency import AdaptiveLimit
 
-__all__ = ["HostQueue", "StallCheck", "ReusedApprovals", "host_of", "MAX_CACHED_URLS", "MAX_STALLED"]
+__all__ = ["HostQueue", "StallCheck", "ReusedApprovals", "host_of", "MAX_CACHED_URLS", "MAX_STALLED",
+           "MAX_STALLED_SLOW"]
 
 _AUTHORITY = re.compile(r"[^/?#]*")
 MAX_CACHED_URLS = 10_000  # URLs whose host key and approval are remembered
@@ -47,6 +52,7 @@ MAX_CACHED_URLS = 10_000  # URLs whose host key and approval are remembered
 # limit's worth of requests sent into a cut (read timeout 10 s) and a probe each interval
 # that hangs on its connect (3 s): 8 + 6 at the defaults
 MAX_STALLED = 16
+MAX_STALLED_SLOW = 2  # ... of a host that answers, slowly
 
 
 def host_of(url: str) -> str:
@@ -103,10 +109,20 @@ class HostQueue:
         self.in_flight.discard(take)
         self.stalled.discard(take)
 
+    @property
+    def slow(self) -> bool:
+        """Suspect for answering slowly (not for giving no answer)."""
+        return self.suspect and not self.unanswered
+
+    def stall_cap(self) -> int:
+        """Most stalled workers it may have now."""
+        return MAX_STALLED_SLOW if self.slow else MAX_STALLED
+
     def stall(self) -> None:
         """The workers at it now are stalled (the oldest first, up to the most allowed)."""
+        cap = self.stall_cap()
         for take in sorted(self.in_flight - self.stalled):
-            if len(self.stalled) >= MAX_STALLED:
+            if len(self.stalled) >= cap:
                 break
             self.stalled.add(take)
 
@@ -156,9 +172,8 @@ class StallCheck:
 
     def due(self) -> bool:
         host = self.host
-        slow = host.suspect and not host.unanswered
         return (host.active > len(host.stalled) and bool(host.jobs)
-                and host.answers == self.answers and len(host.stalled) < MAX_STALLED and not slow)
+                and host.answers == self.answers and len(host.stalled) < host.stall_cap())
 
 
 class ReusedApprovals:

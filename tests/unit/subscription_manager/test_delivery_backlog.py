@@ -423,3 +423,53 @@ def test_a_queue_within_the_limit_is_taken_in_order():
     assert [host.newest_next(4) for _ in range(3)] == [False, False, False]
     host.jobs.extend(job() for _ in range(4))  # a backlog: every other take
     assert [host.newest_next(4) for _ in range(3)] == [True, False, True]
+
+
+class LossyLink:
+    """Answers at once, except: attempt ``slow_at`` is answered after 0.3 s, and attempt
+    ``hang_at`` hangs until ``release`` (a request waiting for TCP to send it again)."""
+
+    def __init__(self, slow_at, hang_at):
+        self.slow_at, self.hang_at = slow_at, hang_at
+        self.calls = 0
+        self.answered = 0
+        self.cond = threading.Condition()
+        self.release = threading.Event()
+
+    def post(self, url, payload, content_type, soap_action=None):
+        with self.cond:
+            call = self.calls
+            self.calls += 1
+        if call == self.slow_at:
+            self.release.wait(0.3)
+        elif call == self.hang_at:
+            self.release.wait(30)
+        with self.cond:
+            self.answered += 1
+            self.cond.notify_all()
+        return TransportResponse(202, None, b"")
+
+    def close(self):
+        pass
+
+
+def test_a_host_answering_slowly_gets_a_fresh_attempt_when_its_one_worker_hangs():
+    """After a slow answer a host has one worker; when that one's request hangs (a lossy
+    link), a fresh attempt goes after twice the host's fastest answer, and its answer
+    brings the host's workers back."""
+    from subscription_manager.delivery_hosts import MAX_STALLED_SLOW
+    link = LossyLink(slow_at=8, hang_at=9)
+    deliverer = Deliverer(link, DeliveryPolicy(workers=8, per_host=4, slow_after=0.2,
+                                               probe_interval=0.05))
+    try:
+        deliverer.submit_many([job(url="http://lossy.test/n") for _ in range(8)])
+        assert deliverer.drain(10)  # its fastest answers are known
+        deliverer.submit(job(url="http://lossy.test/n"))
+        assert deliverer.drain(10)  # a slow answer: suspect, one worker
+        deliverer.submit_many([job(url="http://lossy.test/n") for _ in range(20)])
+        with link.cond:  # all but the hanging one, while it still hangs
+            assert link.cond.wait_for(lambda: link.answered == 9 + 19, 10), deliverer.stats()
+        assert link.calls - link.answered <= 1 + MAX_STALLED_SLOW
+    finally:
+        link.release.set()
+        deliverer.close()

@@ -252,8 +252,10 @@ class Deliverer:
             jobs = host.jobs
             # A fair share of the host's jobs among the workers it may have: low lock
             # traffic without leaving those workers idle; one at a time to a suspect host.
-            take = 1 if host.suspect else min(_batch_for(host), max(1, len(jobs) // limit),
-                                              len(jobs))
+            # A pipelined take goes in one round trip: up to ``pipeline`` whatever the
+            # host's distance.
+            size = max(_batch_for(host), self.policy.pipeline)
+            take = 1 if host.suspect else min(size, max(1, len(jobs) // limit), len(jobs))
             if host.newest_next(limit):  # a backlog: every other take is of the newest
                 batch = [jobs.pop() for _ in range(take)]
             else:

@@ -230,6 +230,26 @@ def test_pipelining_sends_a_batch_per_round_trip_and_retries_the_unanswered_as_t
     deliverer.close()
 
 
+def test_pipelining_to_a_far_host_still_fills_each_round_trip():
+    """A worker holds a far host's take for one round trip, whatever its size when the
+    take is pipelined: so a take is up to ``pipeline`` jobs there too."""
+    now = [0.0]
+
+    class FarPipelining(PipeliningTransport):
+        def post_pipelined(self, requests):
+            now[0] += 0.080  # each round trip takes 80 ms on the deliverer's clock
+            return super().post_pipelined(requests)
+
+    transport = FarPipelining()
+    deliverer = PipeliningDeliverer(transport, DeliveryPolicy(workers=1, per_host=1, pipeline=16),
+                                    clock=lambda: now[0])
+    deliverer.submit_many([job(url="http://far.test/n") for _ in range(64)])
+    assert deliverer.drain(10_000)  # fake seconds
+    assert deliverer.stats()["delivered"] == 64
+    assert max(transport.batches) == 16 and len(transport.batches) <= 1 + 64 // 16
+    deliverer.close()
+
+
 def test_a_deliverer_without_pipelining_posts_one_at_a_time():
     transport = PipeliningTransport()
     deliverer = Deliverer(transport, DeliveryPolicy(workers=1, per_host=1))

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from edn.localnet.processes import ServerProcess
+from edn.localnet.processes import ServerProcess, stop_together
 from edn.sink import NotificationSink
 from matchers.vocabulary import RANGES_DIALECT
 from route_manager import protocol
@@ -122,11 +122,14 @@ class LocalNetwork:
         return int(self.node_stats(dispatcher, "servers").get("servers", 0))
 
     def close(self) -> None:
-        for process in [*self.servers.values(), *reversed(self.dispatchers())]:
-            try:
-                process.stop()
-            except Exception:
-                process.kill()
+        # The servers together, then the dispatchers a level at a time, children first: a
+        # node stops while the ones it reports to still answer.
+        stop_together(self.servers.values())
+        levels: dict[int, list[ServerProcess]] = {0: list(self.roots)}
+        for name, child in self.children.items():
+            levels.setdefault(self.depth[name], []).append(child)
+        for depth in sorted(levels, reverse=True):
+            stop_together(levels[depth])
         if self.own_sink:
             self.sink.stop()
 

@@ -87,6 +87,11 @@ class ServerProcess:
             self.kill()
             raise
 
+    def terminate(self) -> None:
+        """Begin a graceful stop (SIGTERM to gunicorn's arbiter) without waiting for it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
     def kill(self) -> None:
         """``kill -9`` of the whole process group (arbiter and workers)."""
         if self.proc is not None and self.proc.poll() is None:
@@ -112,3 +117,20 @@ class ServerProcess:
             self.stop()
         finally:
             self.kill()
+
+
+def stop_together(processes, timeout: float = 30.0) -> None:
+    """Stop ``processes`` gracefully at once: each is sent SIGTERM, then all are waited for
+    within one ``timeout`` (one after another, the shutdowns would add up); any still
+    running then is killed."""
+    processes = list(processes)
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        if process.proc is None:
+            continue
+        try:
+            process.proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -246,7 +246,9 @@ def routing_of(response) -> str:
 class RegisterServer(Contract):
     __namespace__ = ns.ADMIN
     _type_info = [("Name", EntryName), ("Address", required(AnyUri)),
-                  ("Kind", optional(Unicode))]
+                  ("Kind", optional(Unicode)),
+                  # the node's generation offset: a new one is a node whose data was wiped
+                  ("Incarnation", Integer32(nillable=False, ge=0))]
 
 
 class RegisterServerResponse(Contract):

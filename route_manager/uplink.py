@@ -164,11 +164,13 @@ class Uplink:
                  client_for: Callable[[str], AdminClient],
                  on_registered: Callable[[str, protocol.RegisterServerResponse], None] | None = None,
                  on_sent: Callable[[int], None] | None = None,
-                 cuts: bool = False):
+                 cuts: bool = False, incarnation: int | None = None):
         """``cuts``: this node cuts its reports to the precision each upstream asks for (a
         child dispatcher); a server sends precise summaries and lets the dispatcher cut.
         ``on_sent(n)``: an upstream's lane sent ``n`` UpdateSummary messages in one round
-        (called from that lane, whether or not the pusher still waits)."""
+        (called from that lane, whether or not the pusher still waits). ``incarnation``:
+        the node's generation offset (:class:`Generations`), sent when it registers so an
+        upstream that kept a wiped node's old generations lets them go."""
         if not upstreams:
             raise ValueError("an uplink needs at least one upstream dispatcher")
         self.name, self.address, self.kind = name, address, kind
@@ -176,6 +178,7 @@ class Uplink:
         self.on_registered = on_registered
         self.on_sent = on_sent
         self.cuts = cuts
+        self.incarnation = incarnation
         self.upstreams: dict[str, _Upstream] = {
             url.rstrip("/"): _Upstream(url.rstrip("/")) for url in upstreams}
         self._lanes = {address: Lane(address) for address in self.upstreams}
@@ -208,7 +211,8 @@ class Uplink:
         state = self.upstreams[upstream.rstrip("/")]
         try:
             response = self.client_for(state.address).call(protocol.RegisterServer(
-                Name=self.name, Address=self.address, Kind=self.kind))
+                Name=self.name, Address=self.address, Kind=self.kind,
+                Incarnation=self.incarnation))
         except (TransportError, SoapFault) as exc:
             state.failures += 1
             state.retry_at = time.monotonic() + min(RETRY_MAX, 0.2 * 2 ** state.failures)

@@ -187,7 +187,8 @@ class DispatcherAdmin:
         kind = (request.Kind or protocol.KIND_SERVER).strip()
         if kind not in protocol.KINDS:
             raise sender_fault(f"RegisterServer/Kind must be one of {', '.join(protocol.KINDS)}")
-        self.register_server(name, server_address(name, request.Address), kind)
+        self.register_server(name, server_address(name, request.Address), kind,
+                             incarnation=request.Incarnation)
         return protocol.RegisterServerResponse(Name=name, Topic=self.topic_specs(),
                                                Peer=self._server_infos(exclude=name),
                                                Precision=self._precision(),

@@ -213,9 +213,18 @@ class Dispatcher(BaseRouteManager):
         self.kinds[name] = kind
         self.forwarder.ensure(name, address)
 
-    def register_server(self, name: str, address: str, kind: str = KIND_SERVER) -> None:
+    def register_server(self, name: str, address: str, kind: str = KIND_SERVER,
+                        incarnation: int | None = None) -> None:
+        """``incarnation``: the node's generation offset. A node that registers with another
+        than before had its data wiped and counts its generations anew: its stored ones
+        no longer hold back its updates (its stored summaries route until it reports)."""
         address = address.rstrip("/")
-        self.tables.save_server(name, address, kind)
+        previous = self.tables.save_server(name, address, kind, incarnation)
+        if incarnation is not None and previous is not None and previous != incarnation:
+            with self._summary_lock:
+                self.tables.forget_generations(name)
+            log.info("%s %s registered as a new incarnation: its generations start anew",
+                     kind, name)
         self.add_server(name, address, kind)
         # a node registers when it starts: one that was down is up, so what waits for it
         # goes now rather than after its channel's backoff (up to 2 s)

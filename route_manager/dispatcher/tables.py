@@ -37,6 +37,9 @@ class DispatcherTables:
             with store.transaction() as conn:
                 conn.execute("ALTER TABLE edn_servers ADD COLUMN kind TEXT NOT NULL "
                              "DEFAULT 'server'")
+        if "incarnation" not in columns:  # a store from before incarnations: none known
+            with store.transaction() as conn:
+                conn.execute("ALTER TABLE edn_servers ADD COLUMN incarnation INTEGER")
 
     # -- servers -------------------------------------------------------------------------------
     def servers(self) -> list[tuple[str, str, str]]:
@@ -45,12 +48,25 @@ class DispatcherTables:
         return [(row["name"], row["address"], row["kind"])
                 for row in self.store.query("SELECT name, address, kind FROM edn_servers")]
 
-    def save_server(self, name: str, address: str, kind: str = "server") -> None:
+    def save_server(self, name: str, address: str, kind: str = "server",
+                    incarnation: int | None = None) -> int | None:
+        """Register (or update) a node; returns the incarnation it had (None: unknown).
+        An update without an incarnation keeps the stored one."""
         with self.store.transaction() as conn:
-            conn.execute("INSERT INTO edn_servers(name, address, registered, kind) "
-                         "VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+            row = conn.execute("SELECT incarnation FROM edn_servers WHERE name = ?",
+                               (name,)).fetchone()
+            conn.execute("INSERT INTO edn_servers(name, address, registered, kind, incarnation) "
+                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
                          "address = excluded.address, registered = excluded.registered, "
-                         "kind = excluded.kind", (name, address, time.time(), kind))
+                         "kind = excluded.kind, "
+                         "incarnation = COALESCE(excluded.incarnation, incarnation)",
+                         (name, address, time.time(), kind, incarnation))
+        return row[0] if row else None
+
+    def forget_generations(self, server: str) -> None:
+        """``server``'s stored summaries stay, but any update of them wins (it was wiped)."""
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE edn_summaries SET generation = -1 WHERE server = ?", (server,))
 
     # -- summaries -----------------------------------------------------------------------------
     def summaries(self, route: str) -> list:

@@ -76,11 +76,12 @@ class TreeLink:
         self.route_events = route_events
         self.event_log = event_log
         self.name = settings.name or urlsplit(base_url).netloc
+        self.generations = Generations(store)
         self.uplink = Uplink(name=self.name, address=base_url, kind=KIND_DISPATCHER,
                              upstreams=settings.parent, client_for=client_for,
-                             on_registered=self._host_topics, cuts=True)
+                             on_registered=self._host_topics, cuts=True,
+                             incarnation=self.generations.offset)
         self.modes = ModeCheck(settings.routing)  # a parent routing otherwise is refused
-        self.generations = Generations(store)
         self.interval = settings.tree_interval
         self.precision_poll = settings.precision_poll
         self.max_report_bytes = settings.tree_report_max_bytes

@@ -111,7 +111,7 @@ class NetworkAgent:
                              client_for=admin_client,
                              on_registered=self._on_registered,
                              on_sent=lambda n: self.count("summary_updates_sent", n),
-                             cuts=False)
+                             cuts=False, incarnation=self._offset)
         self.registered = threading.Event()  # with at least one root: the peers can be asked
         self.election = Election(Path(data_dir) / "edn-server.lock")
         self._told: dict[tuple[str, str], tuple] = {}    # (peer, topic) -> (what, when)

@@ -9,6 +9,7 @@ from route_manager.dispatcher import build_dispatcher
 from route_manager.protocol import FAULT_UNKNOWN_SERVER
 from route_manager.protocol import EVENT_BATCH
 from wsframework.admin import AdminClient, contracts
+from wsframework.admin.registry import action_for
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
 from wsframework.publisher import PUBLISH_ACTION
@@ -117,6 +118,41 @@ def test_stale_generation_is_ignored_and_newer_replaces(network):
     assert update(admin, "s1", 6, [0, 0], [10, 10]).Accepted == 1
     publish_all(transport, [(8, 8)])
     assert service.dispatcher.forwarder.drain(5) and servers.events["s1"] == [(8, 8)]
+
+
+def test_a_node_registering_as_a_new_incarnation_counts_its_generations_anew(network):
+    """A server whose data dir was wiped starts its generations from a new offset, which may
+    be below what it sent before: its registration's incarnation says so."""
+    service, admin, transport, servers, _ = network
+    admin.create_topic("grid", None, schema())
+    incarnate = lambda n: admin.call(protocol.RegisterServer(  # noqa: E731
+        Name="s1", Address="http://s1.test", Incarnation=n))
+    incarnate(1000)
+    assert update(admin, "s1", 1500, [0, 0], [1, 1]).Accepted == 1
+    incarnate(1000)  # the same node again (a restart): its generations still hold
+    assert update(admin, "s1", 1200, [0, 0], [10, 10]).Accepted == 0
+    incarnate(1100)  # wiped and started again: below its old generations
+    assert update(admin, "s1", 1101, [0, 0], [10, 10]).Accepted == 1
+    publish_all(transport, [(8, 8)])
+    assert service.dispatcher.forwarder.drain(5) and servers.events["s1"] == [(8, 8)]
+    assert update(admin, "s1", 1100, [0, 0], [1, 1]).Accepted == 0  # and grow from there
+    register(admin, "s1")  # a registration without one keeps the incarnation known
+    assert update(admin, "s1", 1101, [0, 0], [1, 1]).Accepted == 0
+
+
+@pytest.mark.parametrize("incarnation", ["-1", "2147483648", "x"])
+def test_bad_incarnations_are_refused(network, incarnation):
+    service, admin, transport, servers, _ = network
+    body = (f'<adm:RegisterServer xmlns:adm="urn:wsframework:admin"><adm:Name>s1</adm:Name>'
+            f'<adm:Address>http://s1.test</adm:Address>'
+            f'<adm:Incarnation>{incarnation}</adm:Incarnation></adm:RegisterServer>')
+    token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": "urn:wsframework:admin"})
+    token.text = TOKEN
+    with pytest.raises(SoapFault) as info:
+        admin.client.call(admin.address, action_for("RegisterServer", "urn:wsframework:admin"),
+                          etree.fromstring(body), headers=[token])
+    assert info.value.code == "Sender"
+    assert service.dispatcher.servers == {}  # nothing registered
 
 
 def test_bad_updates_are_refused_and_change_nothing(network):

@@ -41,7 +41,7 @@ import numpy as np
 
 from benchmarks.lab import Lab, why_not_available
 from benchmarks.lab.edn_network import LabNetwork
-from benchmarks.lab.history import latencies
+from benchmarks.lab.history import first_arrivals, latencies
 
 HOPS_MS = (0, 20, 50)
 RATE = 20.0
@@ -91,7 +91,7 @@ def at_hop(net: LabNetwork, hop: float, *, subscriptions: int, normal_s: float, 
     history = net.history
     out["normal"] = _percentiles(latencies(history, began, cut_at))
     out["after_fault"] = _percentiles(latencies(history, healed, healed + normal_s))
-    held = [n.arrived_at for n in history.notifications
+    held = [n.arrived_at for n in first_arrivals(history)
             if n.arrived_at >= healed and history.publications[n.event_id].sent_at < healed]
     out["after_fault"]["heal_to_drained_s"] = round(max(held) - healed, 3) if held else 0.0
     # closed loop

@@ -175,7 +175,8 @@ def check(history: History, holders: dict[int, list[str]] | None = None) -> dict
         verdict["subscriptions_lost"] = sorted(made - history.ended - held.keys())
         verdict["subscriptions_resurrected"] = sorted(history.ended & held.keys())
         verdict["subscriptions_held_twice"] = sorted(k for k, n in held.items() if n > 1)
-    verdict["faults"] = [period_figures(history, k) for k in range(len(history.faults))]
+    first = first_arrivals(history)  # read once for every fault's figures
+    verdict["faults"] = [period_figures(history, k, first) for k in range(len(history.faults))]
     return verdict
 
 
@@ -191,11 +192,12 @@ def first_arrivals(history: History) -> list[Notification]:
     return list(first.values())
 
 
-def latencies(history: History, began: float, ended: float) -> np.ndarray:
+def latencies(history: History, began: float, ended: float,
+              first: list[Notification] | None = None) -> np.ndarray:
     """Seconds from publication to the first notification of each (subscriber, event) for
     the events sent in [began, ended)."""
     out = [n.arrived_at - history.publications[n.event_id].sent_at
-           for n in first_arrivals(history)
+           for n in (first if first is not None else first_arrivals(history))
            if n.event_id in history.publications
            and began <= history.publications[n.event_id].sent_at < ended]
     return np.array(out, dtype=float)
@@ -213,7 +215,7 @@ def _percentiles(values: np.ndarray) -> dict:
 NEXT_FAULT_MARGIN_S = 1.0
 
 
-def period_figures(history: History, k: int) -> dict:
+def period_figures(history: History, k: int, first: list[Notification] | None = None) -> dict:
     """One fault's figures: how long it lasted; after its heal, when the first notification
     held back by it arrived (an event sent before the heal, delivered after it) and when the
     last one did (the backlog drained); the latency of events sent during it and in the
@@ -223,7 +225,9 @@ def period_figures(history: History, k: int) -> dict:
     healed = window.healed_at if window.healed_at is not None else window.began_at
     following = (history.faults[k + 1].began_at - NEXT_FAULT_MARGIN_S
                  if k + 1 < len(history.faults) else float("inf"))
-    held = [n.arrived_at for n in first_arrivals(history)
+    if first is None:
+        first = first_arrivals(history)
+    held = [n.arrived_at for n in first
             if n.arrived_at >= healed and n.event_id in history.publications
             and history.publications[n.event_id].sent_at < healed]
     return {
@@ -231,8 +235,8 @@ def period_figures(history: History, k: int) -> dict:
         "lasted_s": round(healed - window.began_at, 2),
         "heal_to_first_held_delivery_s": round(min(held) - healed, 3) if held else None,
         "heal_to_drained_s": round(max(held) - healed, 3) if held else 0.0,
-        "during": _percentiles(latencies(history, window.began_at, healed)),
-        "after": _percentiles(latencies(history, healed, following)),
+        "during": _percentiles(latencies(history, window.began_at, healed, first)),
+        "after": _percentiles(latencies(history, healed, following, first)),
         "duplicates": _duplicates(history, window.began_at, following),
     }
 

@@ -89,9 +89,10 @@ def at_hop(net: LabNetwork, hop: float, *, subscriptions: int, normal_s: float, 
     net.wait(net.drained_quickly, "every notification delivered", 120)
     net.record_notifications()
     history = net.history
-    out["normal"] = _percentiles(latencies(history, began, cut_at))
-    out["after_fault"] = _percentiles(latencies(history, healed, healed + normal_s))
-    held = [n.arrived_at for n in first_arrivals(history)
+    first = first_arrivals(history)  # read once for the three figures
+    out["normal"] = _percentiles(latencies(history, began, cut_at, first))
+    out["after_fault"] = _percentiles(latencies(history, healed, healed + normal_s, first))
+    held = [n.arrived_at for n in first
             if n.arrived_at >= healed and history.publications[n.event_id].sent_at < healed]
     out["after_fault"]["heal_to_drained_s"] = round(max(held) - healed, 3) if held else 0.0
     # closed loop

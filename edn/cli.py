@@ -55,6 +55,11 @@ def _add_serve(sub):
     p.add_argument("--keepalive", type=int, default=30, metavar="SECONDS",
                    help="how long an idle keep-alive connection is kept open (default 30)")
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
+    p.add_argument("--tcp-rto-max-ms", type=int, default=None, metavar="MS",
+                   help="cap on TCP's retransmission backoff for every connection this role "
+                        "opens or accepts, so a connection resumes within this long after a "
+                        "lossy link recovers (Linux 6.15+; default 1000, the kernel's least; "
+                        "0 keeps the kernel's default, 120 s)")
     p.add_argument("--allow-private", action="append", default=None, metavar="CIDR",
                    help="allow notification targets (the dispatcher: ReplyTo/FaultTo) in this "
                         "private range, e.g. 10.77.0.0/24 (repeatable or comma-separated; "
@@ -121,6 +126,12 @@ def cmd_serve(args) -> int:
         base_url = advertised_base_url(args.host, args.port, args.base_url)
     except AddressError as exc:
         raise SystemExit(f"edn serve {args.role}: {exc}") from None
+    if args.tcp_rto_max_ms is not None:
+        from wsframework.transport import tcp
+        try:
+            tcp.set_rto_max_ms(args.tcp_rto_max_ms)
+        except ValueError as exc:
+            raise SystemExit(f"edn serve {args.role}: --tcp-rto-max-ms: {exc}") from None
     warning = loopback_warning(base_url, [*(args.dispatcher or ()), *(args.parent or ()),
                                           *(getattr(args, "peer_roots", None) or ())])
     if warning:

@@ -41,6 +41,7 @@ import logging
 import os
 import selectors
 import shutil
+import socket
 import tempfile
 import time
 from functools import partial
@@ -56,6 +57,7 @@ from edn.addresses import bind_address
 from route_manager.protocol import SERVICE_NAMES
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
+from wsframework.transport.tcp import cap_retransmit_backoff
 from wsframework.metrics import (MULTIPROC_ENV, access_mode, mark_worker_dead,
                                  prepare_multiproc_dir)
 from wsframework.wsgi import WsgiApplication
@@ -339,6 +341,13 @@ def control_socket_options(path: Path | None) -> dict:
 _GC_THRESHOLDS = (10_000, 20, 20)  # Python's default is (700, 10, 10)
 
 
+def _cap_listeners_backoff(arbiter):
+    # every connection a worker accepts inherits its listener's TCP retransmission cap
+    for listener in arbiter.LISTENERS:
+        if getattr(listener, "FAMILY", None) in (socket.AF_INET, socket.AF_INET6):
+            cap_retransmit_backoff(listener.sock)
+
+
 class GunicornServer(BaseApplication):
     """``threads`` counts for gthread; ``max_connections`` is gunicorn's
     ``worker_connections`` (per worker: beyond it, connections wait in the listen backlog);
@@ -380,6 +389,7 @@ class GunicornServer(BaseApplication):
             "worker_exit": _worker_exit,
             "child_exit": _child_exit,
             "on_starting": self._prepare_metrics,
+            "when_ready": _cap_listeners_backoff,
             "on_exit": self._remove_metrics,
             "proc_name": "edn",
             **control_socket_options(control_socket),

@@ -7,7 +7,9 @@ Used by ``edn demo``, the benchmarks and the integration tests. Callers wait on 
 takes a few thousand POSTs/s; :class:`FastSink` (an asyncio server in its own process)
 counts, and with ``record=True`` also keeps each POST's path and body, and takes tens of
 thousands (``benchmarks/performance/delivery.py`` measures its ceiling). Both have ``count``,
-``messages`` and :meth:`wait_count`, so ``edn demo``'s network can use either.
+``messages`` and :meth:`wait_count`, so ``edn demo``'s network can use either. Both cap TCP's
+retransmission backoff on the connections they accept (:mod:`wsframework.transport.tcp`), as
+a subscriber host should: after a lossy link recovers, their answers resume within a second.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from edn.addresses import is_wildcard, url_host
 from wsframework.soap import Envelope, parse_envelope
 from wsframework.xmlparse import ParserLimits
+from wsframework.transport.tcp import cap_retransmit_backoff
 
 _LIMITS = ParserLimits(max_bytes=64 * 1024 * 1024)
 
@@ -103,6 +106,7 @@ class NotificationSink:
         server_class = type("QuietServer", (server_class,), {"handle_error": _quiet_handle_error})
         self.server = server_class((host.strip("[]"), port), Handler)
         self.server.daemon_threads = True
+        cap_retransmit_backoff(self.server.socket)  # inherited by every connection it accepts
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True,
                                         name="notification-sink")
@@ -293,6 +297,8 @@ def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print, record: bool
         state = _SinkState(record, answer_delay)
         server = await asyncio.get_running_loop().create_server(
             lambda: _CountingProtocol(state), host, port, backlog=1024)
+        for listener in server.sockets:
+            cap_retransmit_backoff(listener)
         ready(server.sockets[0].getsockname()[1])
         async with server:
             await server.serve_forever()

@@ -44,7 +44,6 @@ Header values with CR, LF or NUL are refused (no header injection through an act
 """
 from __future__ import annotations
 
-import socket
 import ssl
 import threading
 import time
@@ -52,6 +51,7 @@ from typing import Sequence
 
 from ..urlpolicy import ApprovedUrl, UrlRefused, parse_url
 from .base import TransportError, TransportResponse
+from . import tcp
 
 __all__ = ["LeanHttpTransport"]
 
@@ -259,9 +259,7 @@ class LeanHttpTransport:
     def _connect(self, key, url) -> _Connection:
         scheme, address, port, name = key
         try:
-            # looked up at call time: gevent patches the socket module after the fork
-            sock = socket.create_connection((address, port), timeout=self.timeout[0])
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = tcp.connect(address, port, self.timeout[0])
             if scheme == "https":
                 context = self._ssl_context
                 if context is None:

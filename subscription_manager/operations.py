@@ -18,10 +18,9 @@ import logging
 import uuid
 from typing import Callable
 
-from lxml import etree
-
 from wsframework import addressing as wsa
 from wsframework.addressing import EndpointReference
+from wsframework.canonical import canonical_xml
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.urlpolicy import UrlPolicy, UrlRefused
@@ -62,8 +61,7 @@ def request_key(message: IncomingMessage, topic: str) -> str | None:
     if not message_id or len(message_id) > MAX_MESSAGE_ID or message.body is None:
         return None
     digest = hashlib.sha256()
-    for part in (topic.encode(), message_id.encode("utf-8", "replace"),
-                 etree.tostring(message.body, method="c14n", exclusive=True)):
+    for part in (topic.encode(), message_id.encode("utf-8", "replace"), canonical_xml(message.body)):
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
     return digest.hexdigest()

@@ -12,6 +12,7 @@ from typing import Iterable, Sequence
 from lxml import etree
 
 from . import ns
+from .canonical import canonical_xml
 from .elements import detached
 from .exceptions import SoapFault, sender_fault
 
@@ -54,7 +55,7 @@ class WsaVersion(enum.Enum):
 
 def _serialize(elements: Sequence[etree._Element]) -> tuple[bytes, ...]:
     # Exclusive c14n: namespaces merely in scope where a parameter was read do not count.
-    return tuple(etree.tostring(e, method="c14n", exclusive=True) for e in elements)
+    return tuple(canonical_xml(e) for e in elements)
 
 
 @dataclass(frozen=True, eq=False)

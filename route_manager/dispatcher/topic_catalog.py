@@ -28,6 +28,7 @@ from typing import Iterable, Mapping
 from lxml import etree
 
 from wsframework import ns
+from wsframework.canonical import canonical_xml
 
 __all__ = ["TopicRecord", "Merge", "canonical_options", "reconcile"]
 
@@ -45,7 +46,7 @@ def canonical_options(options: etree._Element | None) -> bytes | None:
         return None
     keep = [prefix for prefix, uri in options.nsmap.items()
             if prefix and uri not in _ENVELOPE]
-    return etree.tostring(options, method="c14n", exclusive=True, inclusive_ns_prefixes=keep)
+    return canonical_xml(options, inclusive_ns_prefixes=keep)
 
 
 @dataclass(frozen=True)

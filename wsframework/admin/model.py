@@ -17,6 +17,8 @@ import functools
 from lxml import etree
 from spyne import AnyUri, AnyXml, ComplexModel, Integer32, Unicode
 
+from ..canonical import canonical_xml
+
 __all__ = ["Contract", "AnyUri", "AnyXml", "Integer32", "Unicode", "required", "optional",
            "repeated", "schema"]
 
@@ -39,7 +41,7 @@ def _comparable_fields(obj):
     for key in type(obj).get_flat_type_info(type(obj)):
         value = getattr(obj, key, None)
         if isinstance(value, etree._Element):
-            value = etree.tostring(value, method="c14n", exclusive=True)
+            value = canonical_xml(value)
         fields[key] = value
     return fields
 

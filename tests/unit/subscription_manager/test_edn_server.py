@@ -17,6 +17,7 @@ from subscription_manager.client import EventingClient, subscribe_body
 from subscription_manager import manager as base_manager
 from subscription_manager.server import PLACED, EdnSettings, build_server
 from subscription_manager.settings import EventingSettings
+from subscription_manager.versions import VERSIONS
 from tests.support.edn import (DISPATCHER, EV, TOPIC, Network, SingleSource,
                                          event_element, expected_notifications, random_boxes,
                                          random_points, range_filter, schema_element, server_url)
@@ -486,3 +487,27 @@ def test_a_server_the_dispatcher_forgot_registers_again(network, tmp_path):
     finally:
         net.transport.mount(DISPATCHER, net.dispatcher_service)
         fresh.close()
+
+
+# -- hostile Subscribes ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("version, expected", [("2011", "UnusableEPR"), ("2004", "InvalidMessage")])
+def test_a_subscribe_with_a_relative_namespace_uri_gets_the_fault_a_source_gives(network, version,
+                                                                                 expected):
+    """One flipped bit (``http://`` -> ``http?//``) makes the addressing namespace relative,
+    which canonical XML refuses: the request's idempotency key must not turn that into an
+    internal error. Its NotifyTo then has no wsa:Address, and the version says what that is."""
+    net = network(("rtree",))
+    net.create_topic()
+    v = VERSIONS[version]
+    body = subscribe_body(v, f"{SINK}/n/1", filter="x", dialect="urn:unknown-dialect",
+                          expires="PT1H")
+    text = etree.tostring(body).decode().replace(f'xmlns:wsa="{v.wsa.namespace}"',
+                                                 'xmlns:wsa="http?//www.w3.org/2005/08/addressing"')
+    assert "http?//" in text
+    with pytest.raises(SoapFault) as caught:
+        SoapClient(net.transport, wsa_version=v.wsa).call(
+            f"{server_url(0)}/topics/{TOPIC}", v.action("Subscribe"), etree.fromstring(text))
+    assert caught.value.code.endswith("Sender")
+    assert caught.value.subcode == f"{{{v.namespace}}}{expected}"
+    assert "NotifyTo" in caught.value.reason

@@ -202,10 +202,14 @@ def request_buffered(data: bytes | bytearray, limit: int = BUFFER_LIMIT) -> bool
     body = len(data) - end - 4
     if body >= limit or b"\nexpect:" in head:
         return True
+    start = head.find(b"\ncontent-length:")
     if b"\ntransfer-encoding:" in head:
+        if start >= 0 or not _ends_chunked(head):
+            # framing gunicorn refuses (RFC 9112 6.1, 6.3): with a 400 at once, not after
+            # waiting for a last chunk that may never come
+            return True
         tail = bytes(data[end + 4:])
         return tail.endswith(b"\r\n\r\n") and (tail.startswith(b"0") or b"\r\n0" in tail)
-    start = head.find(b"\ncontent-length:")
     if start < 0:
         return True
     value = head[start + 16:].split(b"\r\n", 1)[0].strip()
@@ -213,6 +217,14 @@ def request_buffered(data: bytes | bytearray, limit: int = BUFFER_LIMIT) -> bool
         return body >= int(value)
     except ValueError:
         return True
+
+
+def _ends_chunked(head: bytes) -> bool:
+    """Whether the last transfer coding ``head`` (lower case) names is ``chunked``."""
+    codings = [coding.strip() for line in head.split(b"\r\n")
+               if line.startswith(b"transfer-encoding:")
+               for coding in line[18:].split(b",")]
+    return bool(codings) and codings[-1] == b"chunked"
 
 
 class RequestsBufferedBeforeThreads:

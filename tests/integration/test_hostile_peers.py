@@ -26,6 +26,12 @@ _MALFORMED = {
     "bad request line": b"GARBAGE\r\n\r\n",
     "Content-Length and chunked": (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
                                    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+    # as a fuzzer sends it: the body is Content-Length bytes, never a last chunk
+    "Content-Length and chunked, a plain body": (b"POST /topics/x HTTP/1.1\r\nHost: x\r\n"
+                                                 b"Transfer-Encoding: chunked\r\n"
+                                                 b"Content-Length: 11\r\n\r\n<s:Envelope"),
+    "Transfer-Encoding not chunked": (b"POST /topics/x HTTP/1.1\r\nHost: x\r\n"
+                                      b"Transfer-Encoding: gzip\r\n\r\n<s:Envelope"),
 }
 
 

@@ -28,6 +28,12 @@ HEAD = b"POST /topics/t HTTP/1.1\r\nHost: x\r\nContent-Type: application/soap+xm
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", False),
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", True),
     (HEAD + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", True),
+    (HEAD + b"Transfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n", False),
+    # framing gunicorn refuses goes to it at once, whatever follows
+    (HEAD + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n<s:E", True),
+    (HEAD + b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", True),
+    (HEAD + b"Transfer-Encoding: gzip\r\n\r\nabc", True),
+    (HEAD + b"Transfer-Encoding: chunked, gzip\r\n\r\nabc", True),
     (b"GET / HTTP/1.1\r\nX: " + b"a" * 2000, False),
 ])
 def test_request_buffered(data, whole):

@@ -56,9 +56,11 @@ def bind_address(host: str, port: int) -> str:
     return f"{url_host(host)}:{port}"
 
 
-def advertised_base_url(host: str, port: int, base_url: str | None) -> str:
+def advertised_base_url(host: str, port: int, base_url: str | None, *,
+                        scheme: str = "http") -> str:
     """The base URL a role started with ``--host host --port port [--base-url base_url]``
-    advertises; :class:`AddressError` when it could not be reached or is malformed."""
+    advertises (``scheme``: https when it serves TLS); :class:`AddressError` when it could
+    not be reached, is malformed, or names another scheme than the role serves."""
     if not 0 < port < 65536:
         raise AddressError(f"--port {port}: a port from 1 to 65535")
     if base_url is None:
@@ -66,9 +68,14 @@ def advertised_base_url(host: str, port: int, base_url: str | None) -> str:
             raise AddressError(
                 f"--host {host or repr(host)} listens on every interface and names no address "
                 f"peers can reach: give the address they use with --base-url (for example "
-                f"--base-url http://ADDRESS:{port}, ADDRESS this host's address on the network)")
-        return f"http://{url_host(host)}:{port}"
-    return check_base_url(base_url)
+                f"--base-url {scheme}://ADDRESS:{port}, ADDRESS this host's address on the network)")
+        return f"{scheme}://{url_host(host)}:{port}"
+    checked = check_base_url(base_url)
+    if not checked.lower().startswith(f"{scheme}://"):
+        raise AddressError(f"--base-url {checked[:80]!r}: this role serves {scheme} "
+                           f"({'--tls-cert given' if scheme == 'https' else 'no --tls-cert'}), "
+                           f"so its base URL starts with {scheme}://")
+    return checked
 
 
 def check_base_url(base_url: str) -> str:

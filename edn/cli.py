@@ -17,6 +17,7 @@ from pathlib import Path
 from wsframework.commandline import key_value
 
 from . import admin_commands as admin, client_commands as client, latency_commands as latency
+from . import tls_commands as tls
 
 DEFAULT_PORT = 8080
 ALLOW_PRIVATE_ENV = "EDN_ALLOW_PRIVATE"  # --allow-private's default, for every role of a host
@@ -55,6 +56,22 @@ def _add_serve(sub):
     p.add_argument("--keepalive", type=int, default=30, metavar="SECONDS",
                    help="how long an idle keep-alive connection is kept open (default 30)")
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, help="largest accepted message, bytes")
+    tls = p.add_argument_group("TLS", "serve HTTPS, and call peers with the network's CA and "
+                                      "this role's certificate (mutual TLS)")
+    tls.add_argument("--tls-cert", default=None, metavar="FILE",
+                     help="this role's certificate chain (PEM; edn tls issue makes one): serve "
+                          "HTTPS, TLS 1.2 and newer, and present it to the peers it calls")
+    tls.add_argument("--tls-key", default=None, metavar="FILE", help="its private key (PEM)")
+    tls.add_argument("--tls-ca", default=None, metavar="FILE",
+                     help="the network's CA (edn tls init makes one): peers' certificates, "
+                          "servers' and clients', are verified against it (servers' also "
+                          "against the system's trust store)")
+    tls.add_argument("--tls-client-auth", default=None, choices=("none", "optional", "required"),
+                     help="ask clients for a certificate (default optional with --tls-ca, "
+                          "else none); required refuses a client without one")
+    tls.add_argument("--tls-handshake-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="a client that has not finished its TLS handshake within this long "
+                          "is disconnected (default 10)")
     p.add_argument("--tcp-rto-max-ms", type=int, default=None, metavar="MS",
                    help="cap on TCP's retransmission backoff for every connection this role "
                         "opens or accepts, so a connection resumes within this long after a "
@@ -122,8 +139,10 @@ def cmd_serve(args) -> int:
 
     from edn.addresses import AddressError, advertised_base_url, loopback_warning
 
+    server_tls = _serve_tls(args)
     try:
-        base_url = advertised_base_url(args.host, args.port, args.base_url)
+        base_url = advertised_base_url(args.host, args.port, args.base_url,
+                                       scheme="https" if server_tls else "http")
     except AddressError as exc:
         raise SystemExit(f"edn serve {args.role}: {exc}") from None
     if args.tcp_rto_max_ms is not None:
@@ -159,20 +178,46 @@ def cmd_serve(args) -> int:
     token = resolve_admin_token(args.admin_token, data_dir, SERVICE_NAMES.admin_token_env)
     config = ServiceConfig(base_url=base_url, data_dir=data_dir, admin_token=token,
                            limits=ParserLimits(max_bytes=args.max_body), role=args.role,
-                           settings=settings)
+                           settings=settings, tls=server_tls)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, default_worker_class
+    from wsframework.tls import ClientTls, set_process_client_tls
+    set_process_client_tls(ClientTls(*(Path(v) if v else None
+                                       for v in (args.tls_ca, args.tls_cert, args.tls_key))))
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
                    control_socket=data_dir / CONTROL_SOCKET,
                    workers=args.workers, threads=args.threads, log_level=args.log_level,
                    worker_class_name=args.worker_class or default_worker_class(args.role),
                    max_connections=args.max_connections or DEFAULT_MAX_CONNECTIONS,
-                   timeout=args.timeout, keepalive=args.keepalive,
+                   timeout=args.timeout, keepalive=args.keepalive, tls=server_tls,
                    # the workers' Prometheus files: the operator's directory, else DATA's
                    metrics_dir=(None if os.environ.get("PROMETHEUS_MULTIPROC_DIR")
                                 else data_dir / "prometheus")).run()
     return 0
+
+
+def _serve_tls(args):
+    """The role's :class:`~wsframework.tls.ServerTls` (None: plain HTTP), its files checked.
+    The same flags are the process's identity for every peer it calls (set by cmd_serve)."""
+    from edn.gunicorn_tls import set_handshake_timeout
+    from wsframework.tls import ClientTls, ServerTls, TlsConfigError, client_context, server_context
+    cert, key, ca = (Path(v) if v else None for v in (args.tls_cert, args.tls_key, args.tls_ca))
+    try:
+        client_tls = ClientTls(ca=ca, cert=cert, key=key)
+        client_context(client_tls)  # checked now, set for the process as it starts serving
+        if cert is None:
+            if args.tls_client_auth not in (None, "none"):
+                raise TlsConfigError("--tls-client-auth needs --tls-cert and --tls-key "
+                                     "(a role asks for certificates only over TLS)")
+            return None
+        tls = ServerTls(cert=cert, key=key, ca=ca,
+                        client_auth=args.tls_client_auth or ("optional" if ca else "none"))
+        server_context(tls)  # a missing file or a key that does not match stops the start
+        set_handshake_timeout(args.tls_handshake_timeout)
+        return tls
+    except (TlsConfigError, ValueError) as exc:
+        raise SystemExit(f"edn serve {args.role}: {exc}") from None
 
 
 def _check_settings(role: str, settings: dict) -> None:
@@ -236,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_serve, admin.add_topic, client.add_publish, client.add_subscribe,
                 client.add_sink, admin.add_partition, admin.add_precision, admin.add_status,
-                client.add_demo, admin.add_dead_letters, latency.add_latency):
+                client.add_demo, admin.add_dead_letters, latency.add_latency, tls.add_tls):
         add(sub)
     for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         entry_point.load()(sub)

@@ -42,21 +42,27 @@ import os
 import selectors
 import shutil
 import socket
+import ssl
 import tempfile
 import time
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from gunicorn import http as gunicorn_http
 from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors
+from gunicorn.sock import ssl_context
 from gunicorn.workers.gthread import TConn
 
 from edn.addresses import bind_address
+from edn.gunicorn_tls import (FailedHandshake, answer_plain_http, handshake_log,
+                              handshake_timeout, tls_options)
 from route_manager.protocol import SERVICE_NAMES
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
+from wsframework.tls import ServerTls
 from wsframework.transport.tcp import cap_retransmit_backoff
 from wsframework.metrics import (MULTIPROC_ENV, access_mode, mark_worker_dead,
                                  prepare_multiproc_dir)
@@ -163,6 +169,8 @@ class IdleConnectionsEndAtExit:
     connection is shut: an idle one ends at once, an answer in progress is still written."""
 
     def handle(self, listener, client, addr):
+        if isinstance(client, FailedHandshake):  # closed and logged already
+            return None
         connections = self.__dict__.setdefault("_edn_connections", set())
         connections.add(client)
         try:
@@ -238,6 +246,8 @@ class RequestsBufferedBeforeThreads:
 
     def init_process(self):
         self._edn_waiting = collections.deque()  # connections buffering, by deadline
+        self._edn_handshakes = collections.deque()  # TLS handshakes under way, by deadline
+        self._edn_tls = ssl_context(self.cfg).context if self.cfg.is_ssl else None
         super().init_process()
 
     def accept(self, listener):
@@ -259,17 +269,36 @@ class RequestsBufferedBeforeThreads:
     def _edn_wait(self, conn):
         conn.edn_data = bytearray()
         conn.edn_waiting = True
-        conn.edn_deadline = time.monotonic() + (self.cfg.keepalive or 30)
-        self._edn_waiting.append(conn)
+        if self._edn_tls is not None and not isinstance(conn.sock, ssl.SSLSocket):
+            # a new TLS connection: its handshake first, here, non-blocking
+            conn.sock = self._edn_tls.wrap_socket(conn.sock, server_side=True,
+                                                  do_handshake_on_connect=False,
+                                                  suppress_ragged_eofs=True)
+            conn.edn_handshaking = True
+            conn.edn_deadline = time.monotonic() + handshake_timeout()
+            self._edn_handshakes.append(conn)
+        else:
+            conn.edn_handshaking = False
+            conn.edn_deadline = time.monotonic() + (self.cfg.keepalive or 30)
+            self._edn_waiting.append(conn)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._edn_readable, conn))
 
     def _edn_readable(self, conn, client):
-        try:
-            data = conn.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
+        if conn.edn_handshaking and not self._edn_handshake(conn):
             return
+        data = bytearray()
+        try:
+            chunk = conn.sock.recv(65536)
+            data += chunk
+            # TLS: records already decrypted wait in the socket's buffer, unseen by select
+            while chunk and isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
+                chunk = conn.sock.recv(65536)
+                data += chunk
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            if not data:
+                return
         except OSError:
-            data = b""
+            pass
         if not data:  # the peer stopped sending before its request was whole
             if conn.edn_data:  # a truncated request: the parser answers it (a SOAP 400)
                 self._edn_hand_over(conn)
@@ -279,6 +308,22 @@ class RequestsBufferedBeforeThreads:
         conn.edn_data += data
         if request_buffered(conn.edn_data):
             self._edn_hand_over(conn)
+
+    def _edn_handshake(self, conn) -> bool:
+        """One step of a TLS handshake; whether it is done (then the request is read)."""
+        try:
+            conn.sock.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return False
+        except (ssl.SSLError, OSError) as exc:
+            handshake_log.failed(exc, conn.client)
+            answer_plain_http(conn.sock, exc)
+            self._edn_close(conn)
+            return False
+        conn.edn_handshaking = False
+        conn.edn_deadline = time.monotonic() + (self.cfg.keepalive or 30)
+        self._edn_waiting.append(conn)
+        return True
 
     def _edn_hand_over(self, conn):
         self.poller.unregister(conn.sock)
@@ -304,6 +349,15 @@ class RequestsBufferedBeforeThreads:
             conn = waiting.popleft()
             if conn.edn_waiting:
                 self._edn_close(conn)
+        handshakes = self._edn_handshakes
+        while handshakes and (not handshakes[0].edn_handshaking
+                              or handshakes[0].edn_deadline <= now):
+            conn = handshakes.popleft()
+            if conn.edn_handshaking and conn.edn_waiting:
+                handshake_log.failed(TimeoutError(f"no handshake within {handshake_timeout():g} s"),
+                                     conn.client)
+                conn.edn_handshaking = False
+                self._edn_close(conn)
 
     def handle(self, conn):
         # In the thread: what the main loop buffered goes in front of the parser's input.
@@ -311,6 +365,9 @@ class RequestsBufferedBeforeThreads:
         if data:
             conn.edn_data = bytearray()
             conn.sock.setblocking(True)
+            if conn.parser is None and isinstance(conn.sock, ssl.SSLSocket):
+                # its handshake is done: no second wrap by TConn.init
+                conn.parser = gunicorn_http.get_parser(self.cfg, conn.sock, conn.client)
             conn.init()
             conn.parser.unreader.unread(bytes(data))
         return super().handle(conn)
@@ -369,11 +426,13 @@ class GunicornServer(BaseApplication):
                  threads: int = 8, timeout: int = 60, log_level: str = "info",
                  worker_class_name: str = DEFAULT_WORKER_CLASS,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, keepalive: int = 30,
-                 metrics_dir: Path | None = None, control_socket: Path | None = None):
+                 metrics_dir: Path | None = None, control_socket: Path | None = None,
+                 tls: ServerTls | None = None):
         """``metrics_dir``: where the workers' Prometheus files live (emptied when the
         arbiter starts; :mod:`wsframework.metrics`); without one, $PROMETHEUS_MULTIPROC_DIR,
         else a temporary directory removed at exit. ``control_socket``: where gunicorn's
-        control socket goes (:func:`control_socket_options`)."""
+        control socket goes (:func:`control_socket_options`). ``tls``: serve HTTPS
+        (:mod:`edn.gunicorn_tls`)."""
         self._factory = factory
         try:
             # a bad EDN_METRICS_ACCESS stops the start, before any worker
@@ -405,6 +464,7 @@ class GunicornServer(BaseApplication):
             "on_exit": self._remove_metrics,
             "proc_name": "edn",
             **control_socket_options(control_socket),
+            **tls_options(tls),  # HTTPS (edn.gunicorn_tls)
         }
         super().__init__()
 

@@ -144,6 +144,9 @@ class RoleMetrics:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.add_reader(lambda: _process_readings(self.prefix, service.busy))
+        tls = getattr(service.config, "tls", None)
+        if tls is not None:
+            self.add_reader(lambda: _certificate_readings(self.prefix, tls.cert))
         service.http_routes.add(METRICS_PATH, self.handle, methods=("GET",))
         service.add_component(self)
         self._thread = None
@@ -279,6 +282,15 @@ class _ReadingsCollector:
                 families[r.name] = family
             family.add_metric([v for _, v in r.labels], r.value)
         return list(families.values())
+
+
+def _certificate_readings(prefix: str, certificate) -> list[Reading]:
+    """When the certificate the role serves with expires, read from its file at each scrape
+    (so a renewed file shows once the workers reload it)."""
+    from .tls import certificate_expiry
+    return [Reading(f"{prefix}tls_certificate_expiry_seconds", "max",
+                    "When the certificate this role serves HTTPS with expires (seconds since "
+                    "the epoch; alert on it minus time())", certificate_expiry(certificate))]
 
 
 def _process_readings(prefix: str, busy) -> list[Reading]:

@@ -55,6 +55,8 @@ class ServiceConfig:
     role: str = "source"
     # Free-form role settings (dispatcher URL, delivery policy, ...), from the command line.
     settings: dict = field(default_factory=dict)
+    # what the role serves HTTPS with (wsframework.tls.ServerTls), None for plain HTTP
+    tls: object | None = None
 
 
 def resolve_admin_token(explicit: str | None, data_dir: Path, env: str | None = None) -> str:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -26,13 +27,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """A role's TLS files (``edn tls issue``): it serves HTTPS with them and calls its peers
+    with them; ``client_auth`` as ``edn serve --tls-client-auth``."""
+    cert: Path
+    key: Path
+    ca: Path
+    client_auth: str | None = None
+
+    def serve_args(self) -> list[str]:
+        args = ["--tls-cert", str(self.cert), "--tls-key", str(self.key), "--tls-ca", str(self.ca)]
+        return args + (["--tls-client-auth", self.client_auth] if self.client_auth else [])
+
+    def requests_options(self) -> dict:
+        return {"verify": str(self.ca), "cert": (str(self.cert), str(self.key))}
+
+
 class ServerProcess:
     """One ``edn serve ROLE`` process. Waits on ``GET /health`` rather than sleeping."""
 
     def __init__(self, role: str, *, data_dir: Path, admin_token: str = ADMIN_TOKEN,
                  extra_args=(), port: int | None = None, workers: int = 1, env=None,
-                 host: str = "127.0.0.1", launcher=()):
+                 host: str = "127.0.0.1", launcher=(), tls: "TlsFiles | None" = None):
         self.role = role
+        self.tls = tls
         self.host = host
         self.launcher = list(launcher)
         self.data_dir = Path(data_dir)
@@ -46,14 +65,15 @@ class ServerProcess:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         return [*self.launcher, sys.executable, "-m", "edn.cli", "serve", self.role, "--host", self.host,
                 "--port", str(self.port), "--data", str(self.data_dir),
                 # one argument: a token may start with '-' (token_urlsafe), which argparse
                 # would read as an option
-                f"--admin-token={self.admin_token}", "--workers", str(self.workers), *self.extra_args]
+                f"--admin-token={self.admin_token}", "--workers", str(self.workers),
+                *(self.tls.serve_args() if self.tls else ()), *self.extra_args]
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         env = dict(os.environ, **(self.env or {}))
@@ -71,8 +91,9 @@ class ServerProcess:
 
     def healthy(self) -> bool:
         """Whether ``GET /health`` answers 200 (asked from this thread's network)."""
+        options = self.tls.requests_options() if self.tls else {}
         try:
-            return requests.get(self.base_url + "/health", timeout=1).status_code == 200
+            return requests.get(self.base_url + "/health", timeout=1, **options).status_code == 200
         except requests.RequestException:
             return False
 

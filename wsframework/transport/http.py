@@ -8,6 +8,7 @@ from requests.adapters import HTTPAdapter
 
 from ..urlpolicy import ApprovedUrl
 from .base import TransportError, TransportResponse, soap_http_headers
+from ..tls import process_client_context
 from .tcp import client_socket_options
 
 
@@ -29,11 +30,14 @@ def _not_connected(exc: requests.RequestException) -> bool:
 class _PinnedAdapter(HTTPAdapter):
     """Connects a request marked with ``pinned_name`` to the address in its URL while TLS
     (SNI and the certificate check) uses the marked name. Its connections carry the
-    process's TCP options (:mod:`.tcp`) besides urllib3's own (TCP_NODELAY)."""
+    process's TCP options (:mod:`.tcp`) besides urllib3's own (TCP_NODELAY), and its TLS
+    identity (:func:`~wsframework.tls.process_client_context`)."""
 
     def init_poolmanager(self, *args, **pool_kwargs):
         pool_kwargs.setdefault("socket_options", [*urllib3.connection.HTTPConnection.default_socket_options,
                                                   *client_socket_options()])
+        # https: the process's CA and certificate (wsframework.tls), TLS 1.2 and newer
+        pool_kwargs.setdefault("ssl_context", process_client_context())
         super().init_poolmanager(*args, **pool_kwargs)
 
     def build_connection_pool_key_attributes(self, request, verify, cert=None):

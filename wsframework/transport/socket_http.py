@@ -51,6 +51,7 @@ from typing import Sequence
 
 from ..urlpolicy import ApprovedUrl, UrlRefused, parse_url
 from .base import TransportError, TransportResponse
+from ..tls import process_client_context
 from . import tcp
 
 __all__ = ["LeanHttpTransport"]
@@ -261,9 +262,7 @@ class LeanHttpTransport:
         try:
             sock = tcp.connect(address, port, self.timeout[0])
             if scheme == "https":
-                context = self._ssl_context
-                if context is None:
-                    context = self._ssl_context = ssl.create_default_context()
+                context = self._ssl_context or process_client_context()
                 sock = context.wrap_socket(sock, server_hostname=name)
         except (OSError, ssl.SSLError) as exc:
             raise TransportError(f"POST {url} failed: cannot connect: {exc}", unsent=True) from exc

@@ -50,7 +50,8 @@ def _quiet_handle_error(self, request, client_address) -> None:
         ThreadingHTTPServer.handle_error(self, request, client_address)
 
 
-def sink_url(host: str, port: int, advertised_host: str | None = None) -> str:
+def sink_url(host: str, port: int, advertised_host: str | None = None, *,
+             scheme: str = "http") -> str:
     """The URL subscribers name for a sink bound to ``host``: ``advertised_host`` when given,
     else the bound address; a wildcard bind (``0.0.0.0``, ``::``) names no address a
     server could reach, so it needs ``advertised_host``."""
@@ -58,17 +59,21 @@ def sink_url(host: str, port: int, advertised_host: str | None = None) -> str:
     if is_wildcard(name):
         raise ValueError(f"a sink bound to {host!r} listens on every interface: give the "
                          "address servers reach it at (advertised_host)")
-    return f"http://{url_host(name)}:{port}"
+    return f"{scheme}://{url_host(name)}:{port}"
 
 
 class NotificationSink:
     """Records every POST (when ``status`` < 300); ``status`` can be changed to make the sink
     refuse deliveries, and ``keep_bodies=False`` only counts (for benchmarks).
-    ``advertised_host``: the address in :attr:`url` (default: the bound ``host``)."""
+    ``advertised_host``: the address in :attr:`url` (default: the bound ``host``).
+    ``ssl_context``: serve HTTPS with it (a server context; each connection's handshake runs
+    in its own thread)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, status: int = 202,
-                 keep_bodies: bool = True, advertised_host: str | None = None):
+                 keep_bodies: bool = True, advertised_host: str | None = None,
+                 ssl_context=None):
         self.host = host
+        self.scheme = "https" if ssl_context is not None else "http"
         self.advertised_host = advertised_host
         self.status = status
         self.keep_bodies = keep_bodies
@@ -103,7 +108,15 @@ class NotificationSink:
                                 {"address_family": socket.AF_INET6})
         # a client that hangs up mid-request (a cut link, a killed server) is not an error
         # worth a traceback
-        server_class = type("QuietServer", (server_class,), {"handle_error": _quiet_handle_error})
+        members = {"handle_error": _quiet_handle_error}
+        if ssl_context is not None:
+            def finish_request(server, request, client_address):
+                request.settimeout(10)  # a stalled handshake ends this thread, not the sink
+                request = ssl_context.wrap_socket(request, server_side=True)
+                request.settimeout(None)
+                server.RequestHandlerClass(request, client_address, server)
+            members["finish_request"] = finish_request
+        server_class = type("QuietServer", (server_class,), members)
         self.server = server_class((host.strip("[]"), port), Handler)
         self.server.daemon_threads = True
         cap_retransmit_backoff(self.server.socket)  # inherited by every connection it accepts
@@ -113,7 +126,7 @@ class NotificationSink:
 
     @property
     def url(self) -> str:
-        return sink_url(self.host, self.port, self.advertised_host)
+        return sink_url(self.host, self.port, self.advertised_host, scheme=self.scheme)
 
     def start(self) -> "NotificationSink":
         self._thread.start()

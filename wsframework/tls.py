@@ -125,8 +125,8 @@ def set_process_client_tls(tls: ClientTls | None) -> None:
     """The CA and certificate every https call of this process uses from now on (checked
     here: a missing file or a key that does not match is a :class:`TlsConfigError`)."""
     global _process_tls, _process_context
-    context = client_context(tls)
-    _process_tls, _process_context = tls, context
+    client_context(tls)  # checked, not kept: see process_client_context
+    _process_tls, _process_context = tls, None
 
 
 def process_client_tls() -> ClientTls | None:
@@ -134,7 +134,10 @@ def process_client_tls() -> ClientTls | None:
 
 
 def process_client_context() -> ssl.SSLContext:
-    """The context for this process's https calls (the system store alone until set)."""
+    """The context for this process's https calls (the system store alone until set).
+    Made on first use, in the process that uses it: a gunicorn worker under gevent
+    patches ``ssl`` after the arbiter forked it, and a context made before the patch
+    cannot be configured after it (each setter recurses)."""
     global _process_context
     if _process_context is None:
         _process_context = client_context(_process_tls)

@@ -15,14 +15,17 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from edn.localnet.processes import ServerProcess, stop_together
+from edn.localnet.processes import ServerProcess, TlsFiles, stop_together
 from edn.sink import NotificationSink
 from matchers.vocabulary import RANGES_DIALECT
 from route_manager import protocol
 from route_manager.workloads.grid_xml import GRID_EVENTS, event_element, range_filter, schema_element
 from route_manager.publisher import Publisher
 from subscription_manager.client import EventingClient
+from wsframework import pki
 from wsframework.admin import AdminClient, contracts
+from wsframework.tls import (ClientTls, ServerTls, process_client_tls, server_context,
+                             set_process_client_tls)
 
 TOPIC = "grid"
 
@@ -56,16 +59,20 @@ class LocalNetwork:
     def __init__(self, data_dir: Path, servers, *, token: str, d: int = 4,
                  load_threshold: int = 20_000, sink: NotificationSink | None = None,
                  dispatcher_args=(), keep_bodies: bool = True, roots: int = 1,
-                 children: dict[str, list[str]] | None = None, child_args=()):
+                 children: dict[str, list[str]] | None = None, child_args=(),
+                 tls_dir: Path | None = None):
         self.data_dir = Path(data_dir)
         self.token = token
         self.d = d
+        self.pki = NetworkPki(Path(tls_dir)) if tls_dir is not None else None
         self.own_sink = sink is None
-        self.sink = sink or NotificationSink(keep_bodies=keep_bodies)
+        self.sink = sink or NotificationSink(keep_bodies=keep_bodies,
+                                             ssl_context=self.pki.sink_context() if self.pki else None)
         if roots < 1:
             raise ValueError("a network needs at least one root dispatcher")
         self.roots = [ServerProcess("dispatcher", data_dir=self.data_dir / _root_dir(k),
-                                    admin_token=token, extra_args=list(dispatcher_args))
+                                    admin_token=token, extra_args=list(dispatcher_args),
+                                    tls=self._tls(_root_dir(k)))
                       for k in range(roots)]
         for root in self.roots:  # topics created at one root reach the others
             root.extra_args += [arg for other in self.roots if other is not root
@@ -78,7 +85,7 @@ class LocalNetwork:
         for name in sorted(children, key=self.depth.get):  # parents first (they start first)
             ups = [self.children[parent_of[name]]] if name in parent_of else self.roots
             self.children[name] = ServerProcess(
-                "dispatcher", data_dir=self.data_dir / name, admin_token=token,
+                "dispatcher", data_dir=self.data_dir / name, admin_token=token, tls=self._tls(name),
                 extra_args=[*(arg for up in ups for arg in ("--parent", up.base_url)),
                             "--name", name, *dispatcher_args, *child_args])
         self.below: dict[str, list[str]] = {  # node ("": the roots) -> the nodes under it
@@ -90,6 +97,7 @@ class LocalNetwork:
             ups = [self.children[child]] if child else self.roots
             self.servers[name] = ServerProcess(
                 "server", data_dir=self.data_dir / name, admin_token=token, workers=workers,
+                tls=self._tls(name),
                 extra_args=[*(arg for up in ups for arg in ("--dispatcher", up.base_url)),
                             "--name", name, "--partitioner", partitioner,
                             "--load-threshold", str(load_threshold)])
@@ -99,12 +107,18 @@ class LocalNetwork:
         self.published: list[tuple[int, np.ndarray]] = []
         self.next_event = 0
 
+    def _tls(self, name: str) -> TlsFiles | None:
+        return self.pki.member(name) if self.pki else None
+
     # -- lifecycle -----------------------------------------------------------------------------
     def dispatchers(self) -> list[ServerProcess]:
         """Every dispatcher: the roots, then the children."""
         return [*self.roots, *self.children.values()]
 
     def start(self) -> "LocalNetwork":
+        if self.pki:  # this process's calls (admin, subscribe, publish) trust the network's CA
+            self._previous_tls = process_client_tls()
+            set_process_client_tls(self.pki.client("operator"))
         if self.own_sink:
             self.sink.start()
         for process in [*self.dispatchers(), *self.servers.values()]:
@@ -132,6 +146,8 @@ class LocalNetwork:
             stop_together(levels[depth])
         if self.own_sink:
             self.sink.stop()
+        if self.pki and hasattr(self, "_previous_tls"):
+            set_process_client_tls(self._previous_tls)
 
     def __enter__(self):
         try:
@@ -311,6 +327,36 @@ class LocalNetwork:
             if not forwarded_all(self.node_stats(dispatcher, "server.")):
                 return False
         return all(int(self.server_stats(n, "pending").get("pending", 1)) == 0 for n in self.servers)
+
+
+class NetworkPki:
+    """A CA in ``directory`` (made on first use) and a certificate for each member, issued
+    for loopback (``IP:127.0.0.1``, ``DNS:localhost``)."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.ca_dir = directory / "ca"
+        if not (self.ca_dir / pki.CA_CERT).exists():
+            pki.init_ca(self.ca_dir)
+        self.ca = self.ca_dir / pki.CA_CERT
+
+    def _issued(self, name: str) -> pki.Issued:
+        cert, key = self.directory / f"{name}.pem", self.directory / f"{name}-key.pem"
+        if cert.exists() and key.exists():
+            return pki.Issued(cert, key)
+        return pki.issue(name, self.ca_dir, self.directory, sans=["IP:127.0.0.1", "DNS:localhost"])
+
+    def member(self, name: str, client_auth: str | None = None) -> TlsFiles:
+        issued = self._issued(name)
+        return TlsFiles(issued.certificate, issued.key, self.ca, client_auth)
+
+    def client(self, name: str) -> ClientTls:
+        issued = self._issued(name)
+        return ClientTls(ca=self.ca, cert=issued.certificate, key=issued.key)
+
+    def sink_context(self):
+        issued = self._issued("sink")
+        return server_context(ServerTls(issued.certificate, issued.key))
 
 
 def forwarded_all(figures: dict[str, str]) -> bool:

@@ -201,7 +201,8 @@ def _serve_tls(args):
     """The role's :class:`~wsframework.tls.ServerTls` (None: plain HTTP), its files checked.
     The same flags are the process's identity for every peer it calls (set by cmd_serve)."""
     from edn.gunicorn_tls import set_handshake_timeout
-    from wsframework.tls import ClientTls, ServerTls, TlsConfigError, client_context, server_context
+    from wsframework.tls import (ClientTls, ServerTls, TlsConfigError, client_context,
+                                 require_member_certificates, server_context)
     cert, key, ca = (Path(v) if v else None for v in (args.tls_cert, args.tls_key, args.tls_ca))
     try:
         client_tls = ClientTls(ca=ca, cert=cert, key=key)
@@ -215,6 +216,9 @@ def _serve_tls(args):
                         client_auth=args.tls_client_auth or ("optional" if ca else "none"))
         server_context(tls)  # a missing file or a key that does not match stops the start
         set_handshake_timeout(args.tls_handshake_timeout)
+        # mutual TLS inside the network: the network credential counts only with a member
+        # certificate (set here, in the arbiter: every worker inherits it)
+        require_member_certificates(tls.ca is not None and tls.client_auth != "none")
         return tls
     except (TlsConfigError, ValueError) as exc:
         raise SystemExit(f"edn serve {args.role}: {exc}") from None
@@ -287,11 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
         entry_point.load()(sub)
     from subscription_manager.stateful.interval_commands import add_intervals_parser
     add_intervals_parser(sub)  # edn intervals: S-CN notification conditions
+    tls.add_client_tls_options(parser)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    tls.apply_client_tls(args)
     from wsframework.exceptions import SoapFault, WsFrameworkError
     from wsframework.transport import TransportError
     try:

@@ -57,8 +57,8 @@ from gunicorn.sock import ssl_context
 from gunicorn.workers.gthread import TConn
 
 from edn.addresses import bind_address
-from edn.gunicorn_tls import (FailedHandshake, answer_plain_http, handshake_log,
-                              handshake_timeout, tls_options)
+from edn.gunicorn_tls import (FailedHandshake, PeerCertificates, answer_plain_http,
+                              handshake_log, handshake_timeout, tls_options)
 from route_manager.protocol import SERVICE_NAMES
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.soap import SoapVersion, fault_envelope
@@ -382,8 +382,8 @@ def worker_class(name: str) -> type:
         from gunicorn.workers.gthread import ThreadWorker as base
     else:
         raise ValueError(f"unknown worker class {name!r}; known: {', '.join(WORKER_CLASSES)}")
-    mixins = ((SoapErrorPages, IdleConnectionsEndAtExit) if name == "gevent"
-              else (SoapErrorPages, RequestsBufferedBeforeThreads))
+    mixins = ((SoapErrorPages, PeerCertificates, IdleConnectionsEndAtExit) if name == "gevent"
+              else (SoapErrorPages, PeerCertificates, RequestsBufferedBeforeThreads))
     return type(f"Edn{base.__name__}", (*mixins, base), {"__module__": __name__})
 
 

@@ -23,10 +23,11 @@ import ssl
 import threading
 import time
 
-from wsframework.tls import CLIENT_AUTH_MODES, ServerTls, server_context
+from wsframework.tls import (CLIENT_AUTH_MODES, PEER_PRINCIPAL_ENVIRON, ServerTls, peer_principal,
+                             server_context)
 
 __all__ = ["HANDSHAKE_TIMEOUT_S", "set_handshake_timeout", "handshake_timeout", "tls_options", "tls_of", "BoundedHandshakes", "HandshakeLog",
-           "FailedHandshake", "handshake_log", "answer_plain_http", "PLAIN_HTTP_ANSWER"]
+           "FailedHandshake", "handshake_log", "PeerCertificates", "verified_principal", "answer_plain_http", "PLAIN_HTTP_ANSWER"]
 
 log = logging.getLogger("edn.tls")
 
@@ -67,6 +68,45 @@ def tls_of(cfg) -> ServerTls:
 def _ssl_context(conf, default_factory):
     # gunicorn's hook: the project's context instead of gunicorn's default one
     return BoundedHandshakes(server_context(tls_of(conf)))
+
+
+_request_peer = threading.local()  # greenlet-local under gevent
+
+
+class PeerCertificates:
+    """Mixed into both worker classes: each request's WSGI environ carries the principal of
+    the client certificate the connection verified (:data:`PEER_PRINCIPAL_ENVIRON`), read
+    from the socket as the worker handles the request."""
+
+    def load_wsgi(self):
+        super().load_wsgi()
+        application = self.wsgi
+
+        def with_peer(environ, start_response):
+            principal = getattr(_request_peer, "principal", None)
+            if principal is not None:
+                environ[PEER_PRINCIPAL_ENVIRON] = principal
+            return application(environ, start_response)
+        self.wsgi = with_peer
+
+    def handle_request(self, *args):
+        # gevent: (listener_name, req, sock, addr); gthread: (req, conn)
+        sock = args[2] if len(args) == 4 else getattr(args[1], "sock", None)
+        _request_peer.principal = verified_principal(sock)
+        try:
+            return super().handle_request(*args)
+        finally:
+            _request_peer.principal = None
+
+
+def verified_principal(sock) -> str | None:
+    """The principal of the certificate ``sock``'s peer presented, if the CA verified it."""
+    if not isinstance(sock, ssl.SSLSocket):
+        return None
+    try:
+        return peer_principal(sock.getpeercert())
+    except (ValueError, OSError):
+        return None
 
 
 class HandshakeLog:

@@ -7,9 +7,61 @@ addresses as subject alternative names) as ``--tls-cert``/``--tls-key``.
 """
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 
-__all__ = ["add_tls"]
+__all__ = ["add_tls", "add_client_tls_options", "apply_client_tls", "LOCAL_COMMANDS"]
+
+#: commands that call no running network: they take no TLS client options
+LOCAL_COMMANDS = frozenset({"serve", "tls", "demo", "bench", "profile", "study"})
+_ENV = {"tls_ca": "EDN_TLS_CA", "tls_cert": "EDN_TLS_CERT", "tls_key": "EDN_TLS_KEY"}
+
+
+def add_client_tls_options(root: argparse.ArgumentParser) -> None:
+    """``--tls-ca``, ``--tls-cert`` and ``--tls-key`` on every command that calls a network
+    (each leaf below ``root`` but :data:`LOCAL_COMMANDS`); defaults from $EDN_TLS_CA,
+    $EDN_TLS_CERT and $EDN_TLS_KEY."""
+    for name, parser in _commands(root):
+        if name in LOCAL_COMMANDS:
+            continue
+        for leaf in _leaves(parser):
+            group = leaf.add_argument_group("TLS (https:// addresses)")
+            group.add_argument("--tls-ca", default=None, metavar="FILE",
+                               help="trust this CA besides the system's (the network's "
+                                    "ca.pem; default $EDN_TLS_CA)")
+            group.add_argument("--tls-cert", default=None, metavar="FILE",
+                               help="present this certificate (mutual TLS; default "
+                                    "$EDN_TLS_CERT)")
+            group.add_argument("--tls-key", default=None, metavar="FILE",
+                               help="its private key (default $EDN_TLS_KEY)")
+
+
+def apply_client_tls(args) -> None:
+    """Make the command's TLS options this process's identity for its https calls."""
+    if not hasattr(args, "tls_ca") or getattr(args, "command", None) in LOCAL_COMMANDS:
+        return
+    from pathlib import Path
+    from wsframework.tls import ClientTls, TlsConfigError, set_process_client_tls
+    values = [getattr(args, key, None) or os.environ.get(env) or None for key, env in _ENV.items()]
+    try:
+        set_process_client_tls(ClientTls(*(Path(v) if v else None for v in values)))
+    except TlsConfigError as exc:
+        raise SystemExit(f"edn {args.command}: {exc}") from None
+
+
+def _commands(root: argparse.ArgumentParser):
+    for action in root._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def _leaves(parser: argparse.ArgumentParser):
+    below = [p for _, p in _commands(parser)]
+    if not below:
+        yield parser
+    for child in below:
+        yield from _leaves(child)
 
 
 def add_tls(sub):

@@ -119,12 +119,13 @@ class Service:
 
     # -- entry points ----------------------------------------------------------------------
     def handle_request(self, data: bytes, *, path: str = "/", content_type: str | None = None,
-                       soap_action: str | None = None, remote_addr: str | None = None) -> Outcome:
+                       soap_action: str | None = None, remote_addr: str | None = None,
+                       peer_principal: str | None = None) -> Outcome:
         with self.busy.busy():
             self.topics.sync()
             return self.messaging.handle(data, path=path, base_url=self.base_url,
                                          content_type=content_type, soap_action=soap_action,
-                                         remote_addr=remote_addr)
+                                         remote_addr=remote_addr, peer_principal=peer_principal)
 
     def wsdl_for(self, path: str, query: dict | None = None) -> bytes | None:
         self.topics.sync()

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["CLIENT_AUTH_MODES", "ServerTls", "ClientTls", "TlsConfigError", "server_context",
-           "client_context", "peer_principal", "set_process_client_tls", "process_client_tls",
+           "client_context", "peer_principal", "PEER_PRINCIPAL_ENVIRON", "require_member_certificates",
+           "member_certificates_required", "set_process_client_tls", "process_client_tls",
            "process_client_context", "certificate_expiry", "TLS12_CIPHERS"]
 
 CLIENT_AUTH_MODES = ("none", "optional", "required")
@@ -115,6 +116,25 @@ def client_context(tls: ClientTls | None = None) -> ssl.SSLContext:
         if tls.cert is not None:
             _load_chain(context, tls.cert, tls.key)
     return context
+
+
+#: the WSGI environ key under which the server puts the principal of a verified client
+#: certificate (edn.gunicorn); the messaging layer carries it as IncomingMessage.peer_principal
+PEER_PRINCIPAL_ENVIRON = "wsframework.peer_principal"
+
+_members_present_certificates = False
+
+
+def require_member_certificates(required: bool) -> None:
+    """Whether, in this process, the network credential counts only from a peer that
+    presented a certificate the network's CA verified (set by a role serving mutual TLS):
+    a stolen token alone then opens nothing."""
+    global _members_present_certificates
+    _members_present_certificates = bool(required)
+
+
+def member_certificates_required() -> bool:
+    return _members_present_certificates
 
 
 _process_tls: ClientTls | None = None

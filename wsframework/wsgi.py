@@ -17,6 +17,7 @@ from .exceptions import SoapFault, WsFrameworkError, sender_fault
 from .faults import fault_for, translate
 from .http_routes import MAX_ROUTE_BODY, HttpRequest
 from .soap import SoapVersion, fault_envelope
+from .tls import PEER_PRINCIPAL_ENVIRON
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,8 @@ class WsgiApplication:
             return self._refuse(content_type, f"message exceeds the limit of {limit} bytes")
         outcome = self.service.handle_request(
             data, path=path, content_type=content_type,
-            soap_action=environ.get("HTTP_SOAPACTION"), remote_addr=environ.get("REMOTE_ADDR"))
+            soap_action=environ.get("HTTP_SOAPACTION"), remote_addr=environ.get("REMOTE_ADDR"),
+            peer_principal=environ.get(PEER_PRINCIPAL_ENVIRON))
         headers = [("Content-Type", outcome.content_type)] if outcome.content_type else []
         return outcome.status, headers, outcome.body
 

@@ -165,3 +165,42 @@ def test_the_certificate_expiry_is_a_metric(required_role):
     assert expiry == pytest.approx(certificate_expiry(files.cert))
     assert expiry > time.time() + 300 * 86400
     assert pki.DEFAULT_DAYS > 300
+
+
+def test_the_network_credential_counts_only_with_a_member_certificate(network):
+    """A stolen admin token alone opens nothing: over mutual TLS, registering as a server,
+    an event batch or any admin operation needs a certificate the network's CA issued."""
+    from route_manager import protocol
+    from wsframework.admin import AdminClient, contracts
+    from wsframework.exceptions import SoapFault
+    from wsframework.tls import ClientTls, process_client_tls, set_process_client_tls
+    previous = process_client_tls()
+    set_process_client_tls(ClientTls(ca=network.pki.ca))  # trusts the network, no certificate
+    try:
+        admin = AdminClient(network.dispatcher.base_url, ADMIN_TOKEN)
+        for request in (contracts.ListTopics(), protocol.RegisterServer(
+                Name="impostor", Address="https://127.0.0.1:1", Incarnation=0)):
+            with pytest.raises(SoapFault) as caught:
+                admin.call(request)
+            assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+            assert "member certificate" in caught.value.reason
+    finally:
+        set_process_client_tls(previous)
+    servers = network.node_stats(network.dispatcher, "servers")  # the operator's certificate
+    assert int(servers["servers"]) == 2  # the impostor was never registered
+
+
+def test_the_cli_speaks_tls_with_its_own_identity(network):
+    import subprocess
+    import sys
+    operator = network.pki.member("cli-operator")
+    base = [sys.executable, "-m", "edn.cli", "topic", "list", "--at", network.dispatcher.base_url,
+            f"--admin-token={ADMIN_TOKEN}", "--tls-ca", str(operator.ca)]
+    listed = subprocess.run([*base, "--tls-cert", str(operator.cert), "--tls-key", str(operator.key)],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "grid" in listed.stdout
+    refused = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "member certificate" in refused.stderr
+    untrusted = subprocess.run(base[:-2], capture_output=True, text=True, timeout=60)
+    assert untrusted.returncode == 3 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr

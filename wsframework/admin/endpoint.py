@@ -22,6 +22,7 @@ from ..matching import InvalidMatcherOptions, UnknownMatcher
 from ..messaging import IncomingMessage, MessageFilter, MessagingLayer, Reply
 from ..namespace import (EntryExists, InvalidName, Namespace, NamespaceEntry, UnknownEntry,
                          validate_name)
+from ..tls import member_certificates_required
 from . import contracts
 from .codec import ContractError, parse_request, render
 from .registry import action_for, element_qname
@@ -68,10 +69,16 @@ class AdminEndpoint:
 
     def _authenticate(self, message: IncomingMessage) -> None:
         if not carries_credential(message, self._token):
-            log.warning("admin access denied from %s (%s token)", message.remote_addr,
-                        "wrong" if message.header(contracts.ADMIN_TOKEN_QNAME) is not None
-                        else "no")
-            raise AccessDenied("a valid admin credential is required")
+            if message.header(contracts.ADMIN_TOKEN_QNAME) is None:
+                why = "no token"
+            elif member_certificates_required() and not message.peer_principal:
+                why = "no member certificate"
+            else:
+                why = "wrong token"
+            log.warning("admin access denied from %s (%s)", message.remote_addr, why)
+            raise AccessDenied("a valid admin credential is required"
+                               + (" from a member certificate of the network"
+                                  if why == "no member certificate" else ""))
 
 
 def carries_credential(message: IncomingMessage, token: bytes | str) -> bool:
@@ -80,10 +87,14 @@ def carries_credential(message: IncomingMessage, token: bytes | str) -> bool:
 
     The header's text must equal the token exactly, compared in constant time: no stripping or
     other normalisation (a token wrapped in spaces, tabs, newlines or Unicode spaces is a
-    different token), and a header with child elements carries no credential."""
+    different token), and a header with child elements carries no credential. Where the
+    role serves mutual TLS (:func:`~wsframework.tls.member_certificates_required`), the
+    token counts only from a peer whose certificate the network's CA verified."""
     expected = token.encode() if isinstance(token, str) else token
     header = message.header(contracts.ADMIN_TOKEN_QNAME)
     if header is None or len(header) or not header.text or not expected:
+        return False
+    if member_certificates_required() and not message.peer_principal:
         return False
     return hmac.compare_digest(header.text.encode(), expected)
 

@@ -204,3 +204,37 @@ def test_the_cli_speaks_tls_with_its_own_identity(network):
     assert refused.returncode == 2 and "member certificate" in refused.stderr
     untrusted = subprocess.run(base[:-2], capture_output=True, text=True, timeout=60)
     assert untrusted.returncode == 3 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+
+
+@pytest.mark.parametrize("role", ["source", "dispatcher"])
+def test_certificates_reload_on_sighup_while_serving(tmp_path, role):
+    import shutil
+    import signal
+    issuer = NetworkPki(tmp_path / "pki")
+    served = tmp_path / "served"
+    served.mkdir()
+    first = issuer.member("role-v1")
+    shutil.copy(first.cert, served / "role.pem")
+    shutil.copy(first.key, served / "role-key.pem")
+    from edn.localnet.processes import TlsFiles
+    files = TlsFiles(served / "role.pem", served / "role-key.pem", issuer.ca)
+    client = _tls_client(issuer, "member")
+
+    def served_name() -> str:
+        with socket.create_connection(("127.0.0.1", process.port), timeout=5) as raw:
+            with client.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+                return dict(x[0] for x in sock.getpeercert()["subject"])["commonName"]
+
+    process = ServerProcess(role, data_dir=tmp_path / "data", tls=files)
+    with process:
+        assert served_name() == "role-v1"
+        second = issuer.member("role-v2")
+        shutil.copy(second.cert, served / "role.pem")
+        shutil.copy(second.key, served / "role-key.pem")
+        assert served_name() == "role-v1"  # read when a worker starts, not per connection
+        process.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while served_name() != "role-v2":  # every probe meanwhile is served
+            assert time.monotonic() < deadline, "the new certificate was never served"
+            assert _get_health(process.port, client).startswith(b"HTTP/1.1 200")
+        assert _get_health(process.port, client).startswith(b"HTTP/1.1 200")

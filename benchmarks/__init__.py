@@ -67,6 +67,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                                   "d = 20, 10 ranges of width 0.3): ms per event, checked"),
     "serverpath": ("benchmarks.performance.serverpath:run", "a server's CPU per forwarded copy in process "
                                                 "(batch path beside the event-by-event one)"),
+    "tls": ("benchmarks.performance.tls:run",
+            "TLS beside plain HTTP in one run: live events/s with mutual TLS on every hop, one "
+            "source's notifications/s over HTTPS, handshakes per 10,000 notifications, "
+            "handshake p50, health p95 under 2,000 stalled handshakes"),
     "delivery": ("benchmarks.performance.delivery:run", "notifications/s from a source to a fast sink, and "
                                             "the sink's own ceiling"),
     "backlog": ("benchmarks.performance.backlog:run",

@@ -34,6 +34,7 @@ from wsframework import ns, progress
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.publisher import PUBLISH_ACTION
+from wsframework.tls import process_client_context
 
 D = 8
 TOPIC = "grid"
@@ -167,6 +168,7 @@ class Publisher:
     def __init__(self, base_url: str, payloads: list[bytes], batch: int, threads: int = 3):
         parts = urlsplit(base_url)
         self.host, self.port = parts.hostname, parts.port
+        self.https = parts.scheme == "https"
         self.path = f"/topics/{TOPIC}"
         self.payloads = payloads
         self.batch = batch
@@ -192,7 +194,10 @@ class Publisher:
             i += len(self._threads)
             try:
                 if connection is None:
-                    connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                    connection = (http.client.HTTPSConnection(self.host, self.port, timeout=30,
+                                                              context=process_client_context())
+                                  if self.https else
+                                  http.client.HTTPConnection(self.host, self.port, timeout=30))
                 connection.request("POST", self.path, payload, headers)
                 response = connection.getresponse()
                 response.read()
@@ -307,8 +312,9 @@ def _next_batch(network: LocalNetwork, since: Counters, timeout: float) -> Count
 # -- the network -----------------------------------------------------------------------------
 
 def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
-                  log=print) -> tuple[LocalNetwork, dict]:
-    """A running network with the subscriptions imported and every server's summary routed."""
+                  log=print, tls_dir: Path | None = None) -> tuple[LocalNetwork, dict]:
+    """A running network with the subscriptions imported and every server's summary routed;
+    with ``tls_dir``, every hop over mutual TLS (:class:`~edn.localnet.network.NetworkPki`)."""
     token = secrets.token_urlsafe(16)
     args = ["--link-mbps", str(setup.link_mbps), "--max-body", str(64 * 1024 * 1024),
             "--log-level", "warning"]
@@ -318,7 +324,8 @@ def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
         args += ["--set", f"{key}={value}"]
     servers = [(f"s{i + 1:02d}", "local", 1) for i in range(setup.servers)]
     network = LocalNetwork(data_dir, servers, token=token, d=D, keep_bodies=False,
-                           load_threshold=10 * setup.per_server, dispatcher_args=args)
+                           load_threshold=10 * setup.per_server, dispatcher_args=args,
+                           tls_dir=tls_dir)
     for process in network.servers.values():
         # Peers exchange subscription-routing summaries (unused with the "local" placement
         # of imported subscriptions): keep those tiny and rare, so that the servers' CPU

@@ -131,13 +131,23 @@ def add_sink(sub):
                    help="the address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=9090)
     p.add_argument("--count", type=int, default=0, help="exit after this many (0: run until ^C)")
-    p.set_defaults(func=cmd_sink)
+    p.set_defaults(func=cmd_sink)  # with --tls-cert and --tls-key (added for every network
+    # command), it serves HTTPS with them
 
 
 def cmd_sink(args) -> int:
     from lxml import etree as _etree  # only the sink needs it
     from edn.sink import NotificationSink
-    with NotificationSink(args.host, args.port) as sink:
+    context = None
+    if args.tls_cert or args.tls_key:
+        from wsframework.tls import ServerTls, TlsConfigError, server_context
+        if not (args.tls_cert and args.tls_key):
+            raise SystemExit("edn sink: --tls-cert and --tls-key go together")
+        try:
+            context = server_context(ServerTls(args.tls_cert, args.tls_key))
+        except TlsConfigError as exc:
+            raise SystemExit(f"edn sink: {exc}") from None
+    with NotificationSink(args.host, args.port, ssl_context=context) as sink:
         try:
             print(f"listening at {sink.url}/", flush=True)
         except ValueError:  # a wildcard bind: the address to subscribe is the operator's

@@ -186,6 +186,7 @@ class _CountingProtocol(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
+        self.state.connections += 1
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer + data if self.buffer else data
@@ -224,6 +225,8 @@ class _CountingProtocol(asyncio.Protocol):
                 answers.append(self._messages(head))
             elif head.startswith(b"GET /wait"):
                 self._wait(head)
+            elif head.startswith(b"GET /connections"):
+                answers.append(_text_answer(str(state.connections)))
             else:
                 answers.append(_text_answer(str(state.count)))
         self.buffer = buffer
@@ -280,6 +283,7 @@ _MAX_BODY = 64 * 1024 * 1024  # bytes of one POST the fast sink takes
 class _SinkState:
     def __init__(self, record: bool = False, answer_delay: float = 0.0):
         self.count = 0
+        self.connections = 0  # accepted on the notification port (with TLS: handshakes)
         self.answer_delay = answer_delay
         self.waiters: dict = {}
         self.record: list | None = [] if record else None  # (path, body) of each POST
@@ -302,20 +306,44 @@ MAX_ANSWER_DELAY_MS = 10_000  # the longest answer delay the fast sink takes
 
 
 def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print, record: bool = False,
-               answer_delay: float = 0.0) -> None:
-    """Run the fast sink in this process until it is killed; ``ready(port)`` is called
-    once it listens. ``record``: keep every POST's path and body (``GET /messages``);
-    ``answer_delay``: seconds each POST's answer is held (a simulated round trip)."""
+               answer_delay: float = 0.0, ssl_context=None) -> None:
+    """Run the fast sink in this process until it is killed; ``ready(port, control_port)``
+    is called once it listens. ``record``: keep every POST's path and body (``GET
+    /messages``); ``answer_delay``: seconds each POST's answer is held (a simulated round
+    trip); ``ssl_context``: notifications come over HTTPS, and the count and the other GETs
+    are answered on a second, plain port on loopback (``control_port``; else the same)."""
     async def main():
         state = _SinkState(record, answer_delay)
-        server = await asyncio.get_running_loop().create_server(
-            lambda: _CountingProtocol(state), host, port, backlog=1024)
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _CountingProtocol(state), host, port,
+                                          backlog=1024, ssl=ssl_context)
         for listener in server.sockets:
             cap_retransmit_backoff(listener)
-        ready(server.sockets[0].getsockname()[1])
-        async with server:
-            await server.serve_forever()
+        data_port = control_port = server.sockets[0].getsockname()[1]
+        servers = [server]
+        if ssl_context is not None:
+            control = await loop.create_server(lambda: _CountingProtocol(_ControlState(state)),
+                                               "127.0.0.1", 0)
+            control_port = control.sockets[0].getsockname()[1]
+            servers.append(control)
+        ready(data_port, control_port)
+        await asyncio.gather(*(s.serve_forever() for s in servers))
     asyncio.run(main())
+
+
+class _ControlState:
+    """The sink's state as its plain control port sees it: its GETs read the counts; the
+    connections it accepts are not counted."""
+
+    def __init__(self, state: "_SinkState"):
+        self.__dict__["_state"] = state
+
+    def __getattr__(self, name):
+        return getattr(self._state, name)
+
+    def __setattr__(self, name, value):
+        if name != "connections":
+            setattr(self._state, name, value)
 
 
 class FastSink:
@@ -325,10 +353,12 @@ class FastSink:
     read it from outside."""
 
     def __init__(self, host: str = "127.0.0.1", *, record: bool = False,
-                 advertised_host: str | None = None, port: int = 0, answer_delay_ms: int = 0):
+                 advertised_host: str | None = None, port: int = 0, answer_delay_ms: int = 0,
+                 tls: tuple[str, str] | None = None):
         """``advertised_host``: the address in ``url`` (default: ``host``); ``port``: 0 for
         any free one; ``answer_delay_ms``: each POST's answer is held that long (a link's
-        round trip as the delivering client sees it)."""
+        round trip as the delivering client sees it); ``tls``: (certificate, key) files to
+        take notifications over HTTPS with (the counts stay plain HTTP on loopback)."""
         if not 0 <= answer_delay_ms <= MAX_ANSWER_DELAY_MS:
             raise ValueError(f"answer_delay_ms must be 0..{MAX_ANSWER_DELAY_MS}")
         self.host = host
@@ -336,17 +366,21 @@ class FastSink:
         self.port = port
         self.record = record
         self.answer_delay_ms = answer_delay_ms
+        self.tls = tls
+        self.control_port = port
         self.proc: subprocess.Popen | None = None
         self._fetched: list[ReceivedMessage] = []
 
     @property
     def url(self) -> str:
-        return sink_url(self.host, self.port, self.advertised_host)
+        return sink_url(self.host, self.port, self.advertised_host,
+                        scheme="https" if self.tls else "http")
 
     def start(self) -> "FastSink":
+        tls_args = ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])] if self.tls else []
         self.proc = subprocess.Popen([sys.executable, "-m", "edn.sink", "--fast", "--host",
                                       self.host, "--port", str(self.port),
-                                      "--answer-delay-ms", str(self.answer_delay_ms)]
+                                      "--answer-delay-ms", str(self.answer_delay_ms), *tls_args]
                                      + (["--record"] if self.record else []),
                                      stdout=subprocess.PIPE, text=True,
                                      # its own session: a terminal's Ctrl-C goes to the demo,
@@ -356,11 +390,20 @@ class FastSink:
         if not line.startswith("PORT "):
             self.stop()
             raise RuntimeError(f"the fast sink did not start: {line!r}")
-        self.port = int(line.split()[1])
+        self.port, self.control_port = (int(p) for p in line.split()[1:3])
         return self
 
+    @property
+    def connections(self) -> int:
+        """Connections accepted on the notification port (over TLS: handshakes)."""
+        return self._get("/connections", 10.0)
+
+    def _control_host(self) -> str:
+        return "127.0.0.1" if self.tls else self.host
+
     def _get(self, path: str, timeout: float) -> int:
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        connection = http.client.HTTPConnection(self._control_host(), self.control_port,
+                                                timeout=timeout)
         try:
             connection.request("GET", path)
             return int(connection.getresponse().read())
@@ -375,7 +418,8 @@ class FastSink:
     def messages(self) -> list[ReceivedMessage]:
         """Every POST recorded so far (``record=True``), oldest first; fetched from the sink
         process once each."""
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        connection = http.client.HTTPConnection(self._control_host(), self.control_port,
+                                                timeout=60)
         try:
             connection.request("GET", f"/messages?from={len(self._fetched)}")
             data = connection.getresponse().read()
@@ -436,6 +480,8 @@ def main(argv=None) -> None:
     parser.add_argument("--answer-delay-ms", type=int, default=0,
                         help="hold each POST's answer this many milliseconds (a simulated "
                              f"round trip; 0..{MAX_ANSWER_DELAY_MS})")
+    parser.add_argument("--tls-cert", default=None, help="serve notifications over HTTPS with it")
+    parser.add_argument("--tls-key", default=None, help="its key")
     args = parser.parse_args(argv)
     if not args.fast:
         parser.error("only --fast runs as a command")
@@ -444,8 +490,17 @@ def main(argv=None) -> None:
                      f"not {args.answer_delay_ms}")
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be 0..65535, not {args.port}")
-    serve_fast(args.host, args.port, ready=lambda port: print(f"PORT {port}", flush=True),
-               record=args.record, answer_delay=args.answer_delay_ms / 1000.0)
+    context = None
+    if args.tls_cert or args.tls_key:
+        from wsframework.tls import ServerTls, TlsConfigError, server_context
+        try:
+            context = server_context(ServerTls(args.tls_cert, args.tls_key))
+        except (TlsConfigError, TypeError) as exc:
+            parser.error(f"--tls-cert and --tls-key: {exc}")
+    serve_fast(args.host, args.port,
+               ready=lambda port, control: print(f"PORT {port} {control}", flush=True),
+               record=args.record, answer_delay=args.answer_delay_ms / 1000.0,
+               ssl_context=context)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ def add_client_tls_options(root: argparse.ArgumentParser) -> None:
                                help="trust this CA besides the system's (the network's "
                                     "ca.pem; default $EDN_TLS_CA)")
             group.add_argument("--tls-cert", default=None, metavar="FILE",
-                               help="present this certificate (mutual TLS; default "
-                                    "$EDN_TLS_CERT)")
+                               help="present this certificate (mutual TLS; edn sink: serve "
+                                    "HTTPS with it; default $EDN_TLS_CERT)")
             group.add_argument("--tls-key", default=None, metavar="FILE",
                                help="its private key (default $EDN_TLS_KEY)")
 

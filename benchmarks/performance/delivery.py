@@ -151,9 +151,10 @@ def _have_aiohttp() -> bool:
 
 def _delivery_run(sink: FastSink, client: str, subscriptions: int, events: int,
                   extra: dict[str, str] | None = None, rounds: int = 1,
-                  before_round=None) -> list[dict]:
+                  before_round=None, source_args=()) -> list[dict]:
     """``rounds`` rounds of ``events`` publications on one source, each round timed until
-    the sink has all its notifications; ``before_round()`` is called before each."""
+    the sink has all its notifications; ``before_round()`` is called before each;
+    ``source_args``: more ``edn serve source`` flags (``--tls-ca`` for an HTTPS sink)."""
     from lxml import etree
 
     from subscription_manager.client import EventingClient
@@ -168,7 +169,7 @@ def _delivery_run(sink: FastSink, client: str, subscriptions: int, events: int,
                 "max_subscriptions_per_host": str(subscriptions + 10),
                 "max_subscriptions_per_topic": str(subscriptions + 10),
                 "max_subscriptions": str(subscriptions + 10), **(extra or {})}
-    source = SourceProcess(data_dir, settings)
+    source = SourceProcess(data_dir, settings, source_args)
     try:
         source.wait_healthy()
         AdminClient(source.base_url, ADMIN_TOKEN).create_topic("rate")

@@ -51,7 +51,7 @@ def _free_port() -> int:
 class SourceProcess:
     """``edn serve source`` in a subprocess; waits for /health instead of sleeping."""
 
-    def __init__(self, data_dir: str, settings: dict[str, str]):
+    def __init__(self, data_dir: str, settings: dict[str, str], extra_args=()):
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "edn.cli", "serve", "source", "--host",
@@ -59,6 +59,7 @@ class SourceProcess:
                    f"--admin-token={ADMIN_TOKEN}", "--workers", "1", "--threads", "8", "--log-level", "warning"]
         for key, value in settings.items():
             command += ["--set", f"{key}={value}"]
+        command += list(extra_args)
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)

@@ -60,7 +60,7 @@ def advertised_base_url(host: str, port: int, base_url: str | None, *,
                         scheme: str = "http") -> str:
     """The base URL a role started with ``--host host --port port [--base-url base_url]``
     advertises (``scheme``: https when it serves TLS); :class:`AddressError` when it could
-    not be reached, is malformed, or names another scheme than the role serves."""
+    not be reached, is malformed, or is plain HTTP for a role that serves TLS."""
     if not 0 < port < 65536:
         raise AddressError(f"--port {port}: a port from 1 to 65535")
     if base_url is None:
@@ -71,10 +71,11 @@ def advertised_base_url(host: str, port: int, base_url: str | None, *,
                 f"--base-url {scheme}://ADDRESS:{port}, ADDRESS this host's address on the network)")
         return f"{scheme}://{url_host(host)}:{port}"
     checked = check_base_url(base_url)
-    if not checked.lower().startswith(f"{scheme}://"):
-        raise AddressError(f"--base-url {checked[:80]!r}: this role serves {scheme} "
-                           f"({'--tls-cert given' if scheme == 'https' else 'no --tls-cert'}), "
-                           f"so its base URL starts with {scheme}://")
+    # a plain role may be reached through a proxy that ends TLS in front of it; a role that
+    # serves TLS itself is never reached over plain HTTP
+    if scheme == "https" and not checked.lower().startswith("https://"):
+        raise AddressError(f"--base-url {checked[:80]!r}: this role serves https "
+                           f"(--tls-cert given), so its base URL starts with https://")
     return checked
 
 

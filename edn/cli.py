@@ -17,7 +17,7 @@ from pathlib import Path
 from wsframework.commandline import key_value
 
 from . import admin_commands as admin, client_commands as client, latency_commands as latency
-from . import tls_commands as tls
+from . import access_commands as access, tls_commands as tls
 
 DEFAULT_PORT = 8080
 ALLOW_PRIVATE_ENV = "EDN_ALLOW_PRIVATE"  # --allow-private's default, for every role of a host
@@ -72,6 +72,10 @@ def _add_serve(sub):
     tls.add_argument("--tls-handshake-timeout", type=float, default=10.0, metavar="SECONDS",
                      help="a client that has not finished its TLS handshake within this long "
                           "is disconnected (default 10)")
+    p.add_argument("--access", default="open", choices=("open", "closed"),
+                   help="who may publish and subscribe: open (anyone who reaches a topic; "
+                        "the default for now) or closed (a principal with the publish or "
+                        "subscribe grant on the topic: edn access)")
     p.add_argument("--tcp-rto-max-ms", type=int, default=None, metavar="MS",
                    help="cap on TCP's retransmission backoff for every connection this role "
                         "opens or accepts, so a connection resumes within this long after a "
@@ -178,7 +182,7 @@ def cmd_serve(args) -> int:
     token = resolve_admin_token(args.admin_token, data_dir, SERVICE_NAMES.admin_token_env)
     config = ServiceConfig(base_url=base_url, data_dir=data_dir, admin_token=token,
                            limits=ParserLimits(max_bytes=args.max_body), role=args.role,
-                           settings=settings, tls=server_tls)
+                           settings=settings, tls=server_tls, access=args.access)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, default_worker_class
@@ -285,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_serve, admin.add_topic, client.add_publish, client.add_subscribe,
                 client.add_sink, admin.add_partition, admin.add_precision, admin.add_status,
-                client.add_demo, admin.add_dead_letters, latency.add_latency, tls.add_tls):
+                client.add_demo, admin.add_dead_letters, latency.add_latency, tls.add_tls,
+                access.add_access):
         add(sub)
     for entry_point in sorted(_metadata.entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         entry_point.load()(sub)

@@ -16,6 +16,7 @@ __all__ = ["add_tls", "add_client_tls_options", "apply_client_tls", "LOCAL_COMMA
 #: commands that call no running network: they take no TLS client options
 LOCAL_COMMANDS = frozenset({"serve", "tls", "demo", "bench", "profile", "study"})
 _ENV = {"tls_ca": "EDN_TLS_CA", "tls_cert": "EDN_TLS_CERT", "tls_key": "EDN_TLS_KEY"}
+TOKEN_ENV = "EDN_ACCESS_TOKEN"
 
 
 def add_client_tls_options(root: argparse.ArgumentParser) -> None:
@@ -26,7 +27,7 @@ def add_client_tls_options(root: argparse.ArgumentParser) -> None:
         if name in LOCAL_COMMANDS:
             continue
         for leaf in _leaves(parser):
-            group = leaf.add_argument_group("TLS (https:// addresses)")
+            group = leaf.add_argument_group("TLS (https:// addresses) and credentials")
             group.add_argument("--tls-ca", default=None, metavar="FILE",
                                help="trust this CA besides the system's (the network's "
                                     "ca.pem; default $EDN_TLS_CA)")
@@ -35,6 +36,10 @@ def add_client_tls_options(root: argparse.ArgumentParser) -> None:
                                     "HTTPS with it; default $EDN_TLS_CERT)")
             group.add_argument("--tls-key", default=None, metavar="FILE",
                                help="its private key (default $EDN_TLS_KEY)")
+            group.add_argument("--access-token", default=None, metavar="TOKEN",
+                               help="act as the principal this access token belongs to "
+                                    "(edn access token create; sent as Authorization: "
+                                    "Bearer; default $EDN_ACCESS_TOKEN)")
 
 
 def apply_client_tls(args) -> None:
@@ -48,6 +53,13 @@ def apply_client_tls(args) -> None:
         set_process_client_tls(ClientTls(*(Path(v) if v else None for v in values)))
     except TlsConfigError as exc:
         raise SystemExit(f"edn {args.command}: {exc}") from None
+    token = getattr(args, "access_token", None) or os.environ.get(TOKEN_ENV)
+    if token:
+        from wsframework.transport.http import set_process_authorization
+        try:
+            set_process_authorization(f"Bearer {token}")
+        except ValueError as exc:
+            raise SystemExit(f"edn {args.command}: --access-token: {exc}") from None
 
 
 def _commands(root: argparse.ArgumentParser):

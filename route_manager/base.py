@@ -56,6 +56,7 @@ class BaseRouteManager:
         entry = self.entry_for(message)
         if message.body is None:
             raise sender_fault("the message has no body to route")
+        self.service.access.require(message, "publish", entry.name)  # wsframework.access
         return self.dispatch(entry, message)
 
     def dispatch(self, entry: NamespaceEntry, message: IncomingMessage) -> Reply | None:

@@ -268,10 +268,13 @@ class SubscriptionManager:
     def _on_topic_message(self, message: IncomingMessage) -> Reply | None:
         self.sync()
         version = version_of(message.body)
+        topic = self.topics.name_from_path(message.path) or ""
         if version is not None or message.action in _subscribe_actions():
             if version is None or etree.QName(message.body).localname != "Subscribe":
                 raise wsa.action_not_supported(message.wsa_version, message.action)
+            self.service.access.require(message, "subscribe", topic)  # wsframework.access
             return self.handle_subscribe(message, version)
+        self.service.access.require(message, "publish", topic)
         return self.handle_publication(message)
 
     def _on_manager_message(self, message: IncomingMessage) -> Reply:

@@ -61,6 +61,7 @@ class IncomingMessage:
     remote_addr: str | None = None
     # the principal a verified TLS client certificate names (wsframework.tls.peer_principal)
     peer_principal: str | None = None
+    authorization: str | None = None  # the HTTP Authorization header (wsframework.access)
 
     @property
     def body(self) -> etree._Element | None:
@@ -174,7 +175,8 @@ class MessagingLayer:
     # -- dispatch --------------------------------------------------------------------------
     def handle(self, data: bytes, *, path: str = "/", base_url: str = "",
                content_type: str | None = None, soap_action: str | None = None,
-               remote_addr: str | None = None, peer_principal: str | None = None) -> Outcome:
+               remote_addr: str | None = None, peer_principal: str | None = None,
+               authorization: str | None = None) -> Outcome:
         announced = SoapVersion.from_content_type(content_type)
         version = announced or SoapVersion.SOAP11
         request_addressing = None
@@ -185,6 +187,7 @@ class MessagingLayer:
             message = self._incoming(envelope, request_addressing, path, base_url,
                                      content_type, soap_action, remote_addr)
             message.peer_principal = peer_principal
+            message.authorization = authorization
             handler = self._select(message)
             reply = handler(message)
         except Exception as exc:  # the edge: every error becomes the fault the spec names

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from .access import AccessAdmin, AccessPolicy, AccessStore
 from .admin import AdminEndpoint, NamespaceAdmin
 from .http_routes import Routes
 from .messaging import MessagingLayer, Outcome
@@ -57,6 +58,8 @@ class ServiceConfig:
     settings: dict = field(default_factory=dict)
     # what the role serves HTTPS with (wsframework.tls.ServerTls), None for plain HTTP
     tls: object | None = None
+    # who may publish and subscribe (wsframework.access.ACCESS_MODES)
+    access: str = "open"
 
 
 def resolve_admin_token(explicit: str | None, data_dir: Path, env: str | None = None) -> str:
@@ -100,6 +103,10 @@ class Service:
         self.admin = AdminEndpoint(self.messaging, config.admin_token)
         if topic_admin:
             NamespaceAdmin(self.admin, self.topics)
+        # principals and per-topic permissions (wsframework.access), managed through admin
+        access_store = AccessStore(self.store)
+        AccessAdmin(self.admin, access_store)
+        self.access = AccessPolicy(config.access, access_store, config.admin_token)
         self.components: list[Component] = []
         self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.utilization)
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
@@ -120,12 +127,14 @@ class Service:
     # -- entry points ----------------------------------------------------------------------
     def handle_request(self, data: bytes, *, path: str = "/", content_type: str | None = None,
                        soap_action: str | None = None, remote_addr: str | None = None,
-                       peer_principal: str | None = None) -> Outcome:
+                       peer_principal: str | None = None,
+                       authorization: str | None = None) -> Outcome:
         with self.busy.busy():
             self.topics.sync()
             return self.messaging.handle(data, path=path, base_url=self.base_url,
                                          content_type=content_type, soap_action=soap_action,
-                                         remote_addr=remote_addr, peer_principal=peer_principal)
+                                         remote_addr=remote_addr, peer_principal=peer_principal,
+                                         authorization=authorization)
 
     def wsdl_for(self, path: str, query: dict | None = None) -> bytes | None:
         self.topics.sync()

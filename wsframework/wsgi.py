@@ -123,7 +123,8 @@ class WsgiApplication:
         outcome = self.service.handle_request(
             data, path=path, content_type=content_type,
             soap_action=environ.get("HTTP_SOAPACTION"), remote_addr=environ.get("REMOTE_ADDR"),
-            peer_principal=environ.get(PEER_PRINCIPAL_ENVIRON))
+            peer_principal=environ.get(PEER_PRINCIPAL_ENVIRON),
+            authorization=environ.get("HTTP_AUTHORIZATION"))
         headers = [("Content-Type", outcome.content_type)] if outcome.content_type else []
         return outcome.status, headers, outcome.body
 

@@ -86,7 +86,7 @@ class Harness:
 
     def __init__(self, data_dir: Path, *, settings: dict | None = None, topics=("stocks",),
                  sink: RecordingSink | None = None, clock=None, resolver=None,
-                 manager_class=None):
+                 manager_class=None, access: str = "open"):
         self.transport = InProcessTransport()
         self.sink = sink or RecordingSink()
         self.transport.mount(SINK, self.sink)
@@ -94,7 +94,7 @@ class Harness:
         merged.update(settings or {})
         kwargs = {"manager_class": manager_class} if manager_class else {}
         self.service = build_source(
-            ServiceConfig(BASE, Path(data_dir), TOKEN, settings=merged),
+            ServiceConfig(BASE, Path(data_dir), TOKEN, settings=merged, access=access),
             transport=self.transport, resolver=resolver or fake_resolver(),
             start_sweeper=False, clock=clock, **kwargs)
         self.transport.mount(BASE, self.service)

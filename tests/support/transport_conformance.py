@@ -60,7 +60,8 @@ class EchoEndpoint:
         self._lock = threading.Lock()
 
     def handle_request(self, data: bytes, *, path: str = "/", content_type: str | None = None,
-                       soap_action: str | None = None, remote_addr: str | None = None) -> Outcome:
+                       soap_action: str | None = None, remote_addr: str | None = None,
+                       peer_principal: str | None = None, authorization: str | None = None) -> Outcome:
         with self._lock:
             self.arrivals.append(Arrival(path, content_type, soap_action, data))
         if path == "/oneway":

@@ -49,6 +49,19 @@ class _PinnedAdapter(HTTPAdapter):
         return host_params, pool_kwargs
 
 
+_process_authorization: str | None = None
+
+
+def set_process_authorization(value: str | None) -> None:
+    """The ``Authorization`` header every HttpTransport of this process sends that was not
+    given its own (the CLI's ``--token``; a role never sets it: its peers know it by its
+    certificate and the network credential)."""
+    global _process_authorization
+    if value is not None and any(c in value for c in "\r\n\0"):
+        raise ValueError("an Authorization header value has no CR, LF or NUL")
+    _process_authorization = value
+
+
 class HttpTransport:
     """SOAP over HTTP with pooled keep-alive connections.
 
@@ -62,7 +75,12 @@ class HttpTransport:
     """
 
     def __init__(self, *, timeout: tuple[float, float] = (3.0, 10.0), pool_size: int = 16,
-                 max_response_bytes: int = 16 * 1024 * 1024):
+                 max_response_bytes: int = 16 * 1024 * 1024, authorization: str | None = None):
+        """``authorization``: an ``Authorization`` header value sent with every request
+        (``Bearer TOKEN``; default the process's, :func:`set_process_authorization`)."""
+        if authorization is not None and any(c in authorization for c in "\r\n\0"):
+            raise ValueError("an Authorization header value has no CR, LF or NUL")
+        self.authorization = authorization
         self.timeout = timeout
         self.pool_size = pool_size
         self.max_response_bytes = max_response_bytes
@@ -87,6 +105,9 @@ class HttpTransport:
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse:
         headers = soap_http_headers(content_type, soap_action)
+        authorization = self.authorization or _process_authorization
+        if authorization:
+            headers["Authorization"] = authorization
         target = url
         if isinstance(url, ApprovedUrl):
             target = url.pinned_url

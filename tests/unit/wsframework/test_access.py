@@ -1,0 +1,243 @@
+"""Principals and per-topic permissions (wsframework.access), in process: tokens stored as
+digests, grants by topic pattern, who a message is from (certificate, Bearer, Basic,
+wsse:UsernameToken with its replay checks), and a source in closed mode. No sockets."""
+from __future__ import annotations
+
+import base64
+import datetime
+from dataclasses import dataclass, field
+
+import pytest
+from lxml import etree
+
+from tests.support.eventing import BASE, TOKEN, Harness, quote
+from wsframework.access import AccessStore, AccessRefused, Identifier
+from wsframework.access.identity import (MAX_NONCE_BYTES, PASSWORD_DIGEST, PASSWORD_TEXT,
+                                         REPLAY_WINDOW_S, WSSE, WSU, NonceCache)
+from wsframework.admin import contracts
+from wsframework.exceptions import AccessDenied, SoapFault
+from wsframework.store import Store
+
+NOW = 1_800_000_000.0
+
+
+@pytest.fixture
+def tokens(tmp_path):
+    store = Store(tmp_path / "access.db")
+    yield AccessStore(store)
+    store.close()
+
+
+def test_a_token_is_kept_only_as_its_digest(tokens):
+    token = tokens.create_token("alice")
+    assert len(token) >= 40
+    assert tokens.principal_of_token(token) == "alice"
+    assert tokens.token_matches("alice", token) and not tokens.token_matches("alice", token + "x")
+    assert not tokens.token_matches("bob", token)
+    raw = b"".join(bytes(row["digest"]) for row in tokens.store.query("SELECT digest FROM access_tokens"))
+    assert token.encode() not in raw and len(raw) == 32
+    again = tokens.create_token("alice")  # replaces the old one
+    assert tokens.principal_of_token(token) is None and tokens.principal_of_token(again) == "alice"
+    tokens.delete_token("alice")
+    assert tokens.principal_of_token(again) is None and tokens.token_names() == []
+    with pytest.raises(AccessRefused, match="no token"):
+        tokens.delete_token("alice")
+
+
+def test_grants_cover_the_topics_their_pattern_matches(tokens):
+    tokens.grant("alice", "publish", "stocks.*")
+    tokens.grant("bob", "subscribe", "*")
+    assert tokens.allowed("alice", "publish", "stocks.eu")
+    assert not tokens.allowed("alice", "publish", "stock")
+    assert not tokens.allowed("alice", "subscribe", "stocks.eu")
+    assert tokens.allowed("bob", "subscribe", "anything")
+    tokens.revoke("alice", "publish", "stocks.*")
+    assert not tokens.allowed("alice", "publish", "stocks.eu")
+    assert [(g.principal, g.permission, g.pattern) for g in tokens.grants()] == [("bob", "subscribe", "*")]
+    with pytest.raises(AccessRefused, match="no such grant"):
+        tokens.revoke("alice", "publish", "stocks.*")
+
+
+def test_a_second_worker_sees_changes_through_the_generation(tmp_path):
+    store = Store(tmp_path / "access.db")
+    first, second = AccessStore(store), AccessStore(store)
+    assert not second.allowed("alice", "publish", "t")
+    first.grant("alice", "publish", "t")
+    assert second.allowed("alice", "publish", "t")
+    store.close()
+
+
+@pytest.mark.parametrize("principal, permission, pattern, reason", [
+    ("", "publish", "*", "a principal"),
+    ("-x", "publish", "*", "a principal"),
+    ("a b", "publish", "*", "a principal"),
+    ("x" * 129, "publish", "*", "a principal"),
+    ("#network", "publish", "*", "a principal"),
+    ("alice", "read", "*", "a permission"),
+    ("alice", "publish", "", "a topic pattern"),
+    ("alice", "publish", "a b", "a topic pattern"),
+    ("alice", "publish", "[abc]", "a topic pattern"),
+    ("alice", "publish", "x" * 201, "a topic pattern"),
+])
+def test_bad_grants_are_refused_with_their_reason(tokens, principal, permission, pattern, reason):
+    with pytest.raises(AccessRefused, match=reason):
+        tokens.grant(principal, permission, pattern)
+    assert tokens.grants() == []
+
+
+@dataclass
+class Message:
+    peer_principal: str | None = None
+    authorization: str | None = None
+    headers: dict = field(default_factory=dict)
+
+    def header(self, qname):
+        return self.headers.get(qname)
+
+
+def _username_token(name, password, *, kind=PASSWORD_TEXT, nonce=b"n" * 16,
+                    created=NOW, with_freshness=True):
+    security = etree.Element(f"{{{WSSE}}}Security", nsmap={"wsse": WSSE, "wsu": WSU})
+    token = etree.SubElement(security, f"{{{WSSE}}}UsernameToken")
+    etree.SubElement(token, f"{{{WSSE}}}Username").text = name
+    etree.SubElement(token, f"{{{WSSE}}}Password", Type=kind).text = password
+    if with_freshness:
+        etree.SubElement(token, f"{{{WSSE}}}Nonce").text = base64.b64encode(nonce).decode()
+        stamp = datetime.datetime.fromtimestamp(created, datetime.timezone.utc)
+        etree.SubElement(token, f"{{{WSU}}}Created").text = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Message(headers={f"{{{WSSE}}}Security": security})
+
+
+@pytest.fixture
+def identify(tokens):
+    secret = tokens.create_token("alice")
+    identifier = Identifier(tokens, clock=lambda: NOW, nonces=NonceCache())
+    return identifier, secret
+
+
+def test_a_message_is_from_its_certificate_token_or_username(identify):
+    identifier, secret = identify
+    assert identifier.principal(Message()) is None
+    assert identifier.principal(Message(peer_principal="server-1")) == "server-1"
+    assert identifier.principal(Message(authorization=f"Bearer {secret}")) == "alice"
+    basic = base64.b64encode(f"alice:{secret}".encode()).decode()
+    assert identifier.principal(Message(authorization=f"Basic {basic}")) == "alice"
+    assert identifier.principal(_username_token("alice", secret)) == "alice"
+    assert identifier.principal(_username_token("alice", secret, with_freshness=False)) == "alice"
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda s: Message(authorization="Bearer nope"), "unknown bearer token"),
+    (lambda s: Message(authorization="Basic " + base64.b64encode(b"alice:nope").decode()), "wrong name or token"),
+    (lambda s: Message(authorization="Basic !!!"), "malformed Basic"),
+    (lambda s: Message(authorization="Digest x"), "Bearer TOKEN or Basic"),
+    (lambda s: Message(authorization="Bearer " + "x" * 600), "too long"),
+    (lambda s: _username_token("alice", "nope"), "wrong name or token"),
+    (lambda s: _username_token("alice", s, kind=PASSWORD_DIGEST), "PasswordDigest is not accepted"),
+    (lambda s: _username_token("alice", s, created=NOW - REPLAY_WINDOW_S - 1), "stale or from the future"),
+    (lambda s: _username_token("alice", s, created=NOW + REPLAY_WINDOW_S + 1), "stale or from the future"),
+    (lambda s: _username_token("alice", s, nonce=b"x" * (MAX_NONCE_BYTES + 1)), "wsse:Nonce"),
+    (lambda s: _username_token("alice", s, nonce=b"x" * 10_000), "longer than"),
+])
+def test_a_wrong_or_hostile_credential_is_refused_never_ignored(identify, make, reason):
+    identifier, secret = identify
+    with pytest.raises(AccessDenied, match=reason):
+        identifier.principal(make(secret))
+
+
+def test_a_username_token_nonce_is_single_use_and_only_a_members_counts(identify):
+    identifier, secret = identify
+    assert identifier.principal(_username_token("alice", secret, nonce=b"once")) == "alice"
+    with pytest.raises(AccessDenied, match="replay"):
+        identifier.principal(_username_token("alice", secret, nonce=b"once"))
+    # a wrong password does not spend a nonce: nobody can burn a member's next nonce
+    with pytest.raises(AccessDenied, match="wrong"):
+        identifier.principal(_username_token("alice", "guess", nonce=b"next"))
+    assert identifier.principal(_username_token("alice", secret, nonce=b"next")) == "alice"
+
+
+def test_the_nonce_cache_is_bounded_and_forgets_after_the_window():
+    cache = NonceCache(window=10, limit=3)
+    assert all(cache.first_use("a", bytes([k]), 0.0) for k in range(5))
+    assert cache.first_use("a", bytes([0]), 1.0)  # pushed out by the bound
+    assert not cache.first_use("a", bytes([4]), 1.0)
+    assert cache.first_use("a", bytes([4]), 20.0)  # the window passed
+
+
+# -- a source in closed mode, through its messaging layer -----------------------------------------
+
+def _publish_as(harness, message_headers, topic="stocks"):
+    from wsframework.addressing import WsaVersion, request_headers
+    from wsframework.publisher import PUBLISH_ACTION
+    from wsframework.soap import SoapVersion, build_envelope
+    headers = request_headers(WsaVersion.WSA10, f"{BASE}/topics/{topic}", PUBLISH_ACTION)
+    envelope = build_envelope(SoapVersion.SOAP12, etree.fromstring(quote(10)),
+                              [*headers, *message_headers])
+    return harness.post(f"/topics/{topic}", envelope)
+
+
+def _fault_text(response) -> str:
+    from wsframework.soap import parse_envelope
+    fault = parse_envelope(response.body).fault()
+    return f"{fault.subcode} {fault.reason}"
+
+
+def test_a_closed_source_needs_a_granted_principal_to_publish(tmp_path):
+    harness = Harness(tmp_path, access="closed", topics=("stocks", "bonds"))
+    try:
+        secret = harness.service.access.store.create_token("alice")
+        refused = _publish_as(harness, [])
+        assert refused.status >= 400 and "needs a principal" in _fault_text(refused)
+        assert contracts.FAULT_ACCESS_DENIED in _fault_text(refused)
+        security = _username_token("alice", secret, with_freshness=False).headers
+        header = next(iter(security.values()))
+        assert "may not publish" in _fault_text(_publish_as(harness, [header]))
+        harness.service.access.store.grant("alice", "publish", "sto*")
+        assert _publish_as(harness, [header]).status == 202
+        assert "may not publish on topic 'bonds'" in _fault_text(_publish_as(harness, [header], "bonds"))
+        token = etree.Element(contracts.ADMIN_TOKEN_QNAME)
+        token.text = TOKEN
+        assert _publish_as(harness, [token], "bonds").status == 202  # the network may
+    finally:
+        harness.close()
+
+
+def test_a_closed_source_needs_a_granted_principal_to_subscribe(tmp_path):
+    harness = Harness(tmp_path, access="closed")
+    try:
+        with pytest.raises(SoapFault) as caught:
+            harness.subscribe()
+        assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+        assert "needs a principal" in caught.value.reason
+        assert not harness.service.store.query("SELECT 1 FROM eventing_subscriptions LIMIT 1")
+    finally:
+        harness.close()
+
+
+def test_an_open_source_serves_anyone_but_refuses_a_wrong_credential(tmp_path):
+    harness = Harness(tmp_path)
+    try:
+        assert _publish_as(harness, []).status == 202
+        header = next(iter(_username_token("mallory", "guess", with_freshness=False).headers.values()))
+        assert "wrong name or token" in _fault_text(_publish_as(harness, [header]))
+    finally:
+        harness.close()
+
+
+def test_access_is_administered_through_the_admin_endpoint(tmp_path):
+    from wsframework.access import (CreateAccessToken, GrantAccess, ListAccess, RevokeAccess)
+    harness = Harness(tmp_path)
+    try:
+        token = harness.admin.call(CreateAccessToken(Name="alice")).Token
+        assert harness.service.access.store.principal_of_token(token) == "alice"
+        harness.admin.call(GrantAccess(Principal="alice", Permission="publish", Pattern="s*"))
+        listed = harness.admin.call(ListAccess())
+        assert [(g.Principal, g.Permission, g.Pattern) for g in listed.Grant] == [("alice", "publish", "s*")]
+        assert list(listed.TokenName) == ["alice"]
+        harness.admin.call(RevokeAccess(Principal="alice", Permission="publish", Pattern="s*"))
+        with pytest.raises(SoapFault) as caught:
+            harness.admin.call(GrantAccess(Principal="alice", Permission="read", Pattern="s*"))
+        assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
+        assert "a permission is one of" in caught.value.reason
+    finally:
+        harness.close()

@@ -1,0 +1,91 @@
+"""The access administration messages (admin namespace, the network credential required)::
+
+    CreateAccessToken {Name}                      -> CreateAccessTokenResponse {Name, Token}
+    DeleteAccessToken {Name}                      -> DeleteAccessTokenResponse {Name}
+    GrantAccess  {Principal, Permission, Pattern} -> GrantAccessResponse  {the grant}
+    RevokeAccess {Principal, Permission, Pattern} -> RevokeAccessResponse {the grant}
+    ListAccess   {}                               -> ListAccessResponse {Grant*, TokenName*}
+
+A token is answered once, in the CreateAccessTokenResponse; the role keeps only its digest.
+"""
+from __future__ import annotations
+
+from .. import ns
+from ..admin.model import Contract, Unicode, repeated, required
+from ..admin.registry import register_operation
+
+__all__ = ["CreateAccessToken", "CreateAccessTokenResponse", "DeleteAccessToken",
+           "DeleteAccessTokenResponse", "GrantAccess", "GrantAccessResponse", "RevokeAccess",
+           "RevokeAccessResponse", "ListAccess", "ListAccessResponse", "AccessGrant",
+           "OPERATIONS"]
+
+_Text = Unicode.customize(min_len=1, max_len=256, min_occurs=1, nillable=False)
+
+
+class CreateAccessToken(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = [("Name", _Text)]
+
+
+class CreateAccessTokenResponse(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = [("Name", _Text), ("Token", required(Unicode))]
+
+
+class DeleteAccessToken(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = [("Name", _Text)]
+
+
+class DeleteAccessTokenResponse(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = [("Name", _Text)]
+
+
+_GRANT = [("Principal", _Text), ("Permission", _Text), ("Pattern", _Text)]
+
+
+class AccessGrant(Contract):
+    """One ``<adm:Grant>`` of a ListAccessResponse."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = list(_GRANT)
+
+
+class GrantAccess(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = list(_GRANT)
+
+
+class GrantAccessResponse(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = list(_GRANT)
+
+
+class RevokeAccess(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = list(_GRANT)
+
+
+class RevokeAccessResponse(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = list(_GRANT)
+
+
+class ListAccess(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = []
+
+
+class ListAccessResponse(Contract):
+    __namespace__ = ns.ADMIN
+    _type_info = [("Grant", repeated(AccessGrant)), ("TokenName", repeated(Unicode))]
+
+
+OPERATIONS = [
+    register_operation(CreateAccessToken, CreateAccessTokenResponse),
+    register_operation(DeleteAccessToken, DeleteAccessTokenResponse),
+    register_operation(GrantAccess, GrantAccessResponse),
+    register_operation(RevokeAccess, RevokeAccessResponse),
+    register_operation(ListAccess, ListAccessResponse),
+]

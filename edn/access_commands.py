@@ -8,7 +8,8 @@
 
 Each needs the admin credential (``--admin-token`` or $EDN_ADMIN_TOKEN), as every admin
 command; a role's tokens and grants live in its own store, so give them at each role that
-must know them (the dispatcher for publishers, each server for subscribers).
+must know them (the dispatcher for publishers, each server for subscribers): make a token
+at one role, then ``edn access token create NAME --value TOKEN`` at the others.
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def add_access(sub):
     create = tsub.add_parser("create", help="a new token for NAME (printed once; replaces "
                                             "its old one)")
     create.add_argument("name", metavar="NAME")
+    create.add_argument("--value", default=None, metavar="TOKEN",
+                        help="the token another role printed for NAME: the same principal at "
+                             "this role too (default: a new token)")
     _common(create)
     create.set_defaults(func=cmd_token_create)
     delete = tsub.add_parser("delete", help="delete NAME's token")
@@ -62,7 +66,7 @@ def _client(args):
 
 def cmd_token_create(args) -> int:
     from wsframework.access import CreateAccessToken
-    response = _client(args).call(CreateAccessToken(Name=args.name))
+    response = _client(args).call(CreateAccessToken(Name=args.name, Token=args.value))
     print(response.Token)
     return 0
 

@@ -83,9 +83,15 @@ def subscribe_body(version: EventingVersion | str, notify_to: EndpointReference 
 
 class EventingClient:
     def __init__(self, version: str = "2011", *, transport=None,
-                 soap_version: SoapVersion = SoapVersion.SOAP12):
+                 soap_version: SoapVersion = SoapVersion.SOAP12, headers=()):
+        """``headers``: SOAP header blocks sent with every request (a function returning
+        them is called per request: a wsse:UsernameToken with a fresh nonce, for one)."""
         self.version = VERSIONS[version]
         self.soap = SoapClient(transport, soap_version=soap_version, wsa_version=self.version.wsa)
+        self._headers = headers
+
+    def headers(self) -> list:
+        return list(self._headers() if callable(self._headers) else self._headers)
 
     def subscribe(self, topic_address: str, notify_to: EndpointReference | str, **options) -> SubscriptionHandle:
         body = subscribe_body(self.version, notify_to, **options)
@@ -93,7 +99,7 @@ class EventingClient:
 
     def subscribe_raw(self, topic_address: str, body: etree._Element) -> SubscriptionHandle:
         v = self.version
-        reply = self.soap.call(topic_address, v.action("Subscribe"), body)
+        reply = self.soap.call(topic_address, v.action("Subscribe"), body, self.headers())
         manager = EndpointReference.from_element(reply.body.find(v.q("SubscriptionManager")), v.wsa)
         expires = reply.body.find(v.q("Expires" if v.is_2004 else "GrantedExpires"))
         return SubscriptionHandle(v, manager, expires.text if expires is not None else None)
@@ -118,7 +124,7 @@ class EventingClient:
 
     def _manage(self, subscription, operation: str, body):
         manager = subscription.manager if isinstance(subscription, SubscriptionHandle) else subscription
-        return self.soap.call(manager, self.version.action(operation), body)
+        return self.soap.call(manager, self.version.action(operation), body, self.headers())
 
     def _expires_of(self, reply) -> str | None:
         if reply.body is None:

@@ -51,7 +51,7 @@ from lxml import etree
 
 from wsframework import addressing as wsa
 from wsframework.addressing import request_headers
-from wsframework.exceptions import sender_fault
+from wsframework.exceptions import AccessDenied, sender_fault
 from wsframework.matching import Matcher
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
@@ -272,7 +272,8 @@ class SubscriptionManager:
         if version is not None or message.action in _subscribe_actions():
             if version is None or etree.QName(message.body).localname != "Subscribe":
                 raise wsa.action_not_supported(message.wsa_version, message.action)
-            self.service.access.require(message, "subscribe", topic)  # wsframework.access
+            access = self.service.access  # wsframework.access
+            message.principal = access.acting(message, access.require(message, "subscribe", topic))
             return self.handle_subscribe(message, version)
         self.service.access.require(message, "publish", topic)
         return self.handle_publication(message)
@@ -291,11 +292,23 @@ class SubscriptionManager:
                                version, message.reference_parameter(version.identifier_tag)))
         if subscription_id is None:
             raise UnknownSubscription(version, None, operation)
+        self._check_owner(message, subscription_id, operation)
         if operation == "Renew":
             return self.handle_renew(message, version, subscription_id)
         if operation == "GetStatus":
             return self.handle_get_status(message, version, subscription_id)
         return self.handle_unsubscribe(message, version, subscription_id)
+
+    def _check_owner(self, message: IncomingMessage, subscription_id: str, operation: str) -> None:
+        """Renew, GetStatus and Unsubscribe of a subscription a principal made come from
+        that principal, the network, or an admin of its topic (wsframework.access)."""
+        access = self.service.access
+        message.principal = access.acting(message, access.principal(message))
+        subscription = self.store.get(subscription_id)
+        if subscription is not None and not access.may_manage(message.principal,
+                                                              subscription.owner,
+                                                              subscription.topic):
+            raise AccessDenied(f"{operation}: the subscription belongs to another principal")
 
     def _topic_entry(self, message: IncomingMessage) -> NamespaceEntry:
         name = self.topics.name_from_path(message.path) or ""

@@ -67,6 +67,12 @@ def request_key(message: IncomingMessage, topic: str) -> str | None:
     return digest.hexdigest()
 
 
+def _owner(message: IncomingMessage) -> str | None:
+    """The principal a new subscription belongs to (None: its identifier alone manages it)."""
+    principal = message.principal
+    return principal if principal and not principal.startswith("#") else None
+
+
 class SubscriptionOperations:
     """The four operations over ``store`` (durable subscriptions) and ``view`` (this
     process's); ``notify_state``: NotifyWhen's L (GetStatus reports it); ``settings``: the
@@ -107,7 +113,7 @@ class SubscriptionOperations:
             soap_version=message.soap_version.value, filter=request.filter,
             notify_to=request.notify_to, end_to=request.end_to, format=request.format,
             expires=grant.expires, expires_kind=grant.kind, created=now,
-            notify_when=request.notify_when)
+            notify_when=request.notify_when, owner=_owner(message))
         try:
             stored = self.create_subscription(entry, subscription, request_key=key)
         except DuplicateRequest as duplicate:  # a copy of this request won the race

@@ -68,7 +68,8 @@ CREATE TABLE IF NOT EXISTS {_TABLE} (
     seq INTEGER NOT NULL,
     notify_host TEXT,
     request_key TEXT,
-    notify_when TEXT
+    notify_when TEXT,
+    owner TEXT
 );
 """
 # After the migration below (a table made before notify_host or request_key existed gets the
@@ -144,6 +145,8 @@ class Subscription:
     seq: int = 0
     end_reason: str | None = None
     notify_when: NotifyWhen | None = None  # the edn:NotifyWhen condition (.notify_when)
+    # the principal that made it (wsframework.access); None: its identifier alone manages it
+    owner: str | None = None
 
     def expired_at(self, now: float) -> bool:
         return self.expires is not None and self.expires <= now
@@ -178,7 +181,8 @@ def _from_row(row) -> Subscription:
         format=row["format"], expires=row["expires"], expires_kind=row["expires_kind"],
         status=State(row["status"]), created=row["created"], seq=row["seq"],
         end_reason=row["end_reason"],
-        notify_when=NotifyWhen.from_json(row["notify_when"]) if row["notify_when"] else None)
+        notify_when=NotifyWhen.from_json(row["notify_when"]) if row["notify_when"] else None,
+        owner=row["owner"])
 
 
 def _insert_row(conn, s: Subscription, seq: int, now: float, *,
@@ -188,15 +192,15 @@ def _insert_row(conn, s: Subscription, seq: int, now: float, *,
     conn.execute(
         f"{verb} INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
         "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
-        "created, updated, seq, notify_host, request_key, notify_when) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "created, updated, seq, notify_host, request_key, notify_when, owner) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
          spec.dialect if spec else None, spec.expression if spec else None,
          json.dumps([list(p) for p in spec.namespaces]) if spec else None,
          _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
          s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
          seq, notify_host(s.notify_to.address), request_key,
-         s.notify_when.to_json() if s.notify_when is not None else None))
+         s.notify_when.to_json() if s.notify_when is not None else None, s.owner))
 
 
 def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -> None:
@@ -236,6 +240,8 @@ class SubscriptionStore:
                 conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN request_key TEXT")
             if "notify_when" not in columns:
                 conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_when TEXT")
+            if "owner" not in columns:  # older subscriptions are managed by identifier alone
+                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN owner TEXT")
             if "notify_host" in columns:
                 return
             conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_host TEXT")

@@ -62,6 +62,7 @@ class IncomingMessage:
     # the principal a verified TLS client certificate names (wsframework.tls.peer_principal)
     peer_principal: str | None = None
     authorization: str | None = None  # the HTTP Authorization header (wsframework.access)
+    principal: str | None = None  # who it is for, once access control identified it
 
     @property
     def body(self) -> etree._Element | None:

@@ -33,6 +33,7 @@ from route_manager.protocol import PLACED
 from wsframework import ns
 from matchers.vocabulary import EDN
 from wsframework.addressing import new_message_id, request_headers
+from wsframework.access import on_behalf_header
 from wsframework.admin import contracts
 from wsframework.client import SoapClient
 from wsframework.elements import detached
@@ -101,7 +102,8 @@ class SubscriptionRelay:
             try:
                 reply = client.call(f"{address}/topics/{entry.name}",
                                     version.action("Subscribe"), body,
-                                    self._credential_headers())
+                                    [*self._credential_headers(),
+                                     on_behalf_header(message.principal)])
                 break
             except SoapFault as fault:
                 self.count("forward_faults")
@@ -156,8 +158,12 @@ class SubscriptionRelay:
         epr = msg.manager_epr(version, target + MANAGER_PATH, subscription_id)
         client = SoapClient(self.peer_transport, soap_version=message.soap_version,
                             wsa_version=version.wsa)
+        # the network's credential, naming the requester: the holder checks its ownership
+        token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
+        token.text = self.admin_token
         try:
-            reply = client.call(epr, version.action(operation), detached(message.body))
+            reply = client.call(epr, version.action(operation), detached(message.body),
+                                [token, on_behalf_header(message.principal)])
         except SoapFault as fault:
             raise _as_eventing_fault(fault, version)
         except TransportError as exc:

@@ -8,10 +8,10 @@ from .contracts import (CreateAccessToken, CreateAccessTokenResponse, DeleteAcce
                         ListAccess, ListAccessResponse, RevokeAccess, RevokeAccessResponse,
                         AccessGrant)
 from .identity import Identifier
-from .policy import ACCESS_MODES, NETWORK, AccessPolicy
+from .policy import ACCESS_MODES, NETWORK, ON_BEHALF_QNAME, AccessPolicy, on_behalf_header
 from .store import PERMISSIONS, AccessRefused, AccessStore, Grant
 
-__all__ = ["ACCESS_MODES", "NETWORK", "PERMISSIONS", "AccessPolicy", "AccessStore", "AccessAdmin",
+__all__ = ["ACCESS_MODES", "NETWORK", "ON_BEHALF_QNAME", "on_behalf_header", "PERMISSIONS", "AccessPolicy", "AccessStore", "AccessAdmin",
            "AccessRefused", "Grant", "Identifier"]
 
 
@@ -27,8 +27,8 @@ class AccessAdmin:
         endpoint.register(ListAccess, self._list)
 
     def _create_token(self, request, message):
-        return CreateAccessTokenResponse(Name=request.Name,
-                                         Token=_refused(self.store.create_token, request.Name))
+        return CreateAccessTokenResponse(
+            Name=request.Name, Token=_refused(self.store.create_token, request.Name, request.Token))
 
     def _delete_token(self, request, message):
         _refused(self.store.delete_token, request.Name)

@@ -11,7 +11,7 @@ A token is answered once, in the CreateAccessTokenResponse; the role keeps only 
 from __future__ import annotations
 
 from .. import ns
-from ..admin.model import Contract, Unicode, repeated, required
+from ..admin.model import Contract, Unicode, optional, repeated, required
 from ..admin.registry import register_operation
 
 __all__ = ["CreateAccessToken", "CreateAccessTokenResponse", "DeleteAccessToken",
@@ -23,8 +23,10 @@ _Text = Unicode.customize(min_len=1, max_len=256, min_occurs=1, nillable=False)
 
 
 class CreateAccessToken(Contract):
+    """``Token``: give the token another role made for this name (else a new one)."""
+
     __namespace__ = ns.ADMIN
-    _type_info = [("Name", _Text)]
+    _type_info = [("Name", _Text), ("Token", optional(Unicode))]
 
 
 class CreateAccessTokenResponse(Contract):

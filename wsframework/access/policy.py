@@ -17,10 +17,21 @@ from ..exceptions import AccessDenied
 from .identity import Identifier
 from .store import AccessStore
 
-__all__ = ["ACCESS_MODES", "NETWORK", "AccessPolicy"]
+__all__ = ["ACCESS_MODES", "NETWORK", "ON_BEHALF_QNAME", "AccessPolicy", "on_behalf_header"]
 
 ACCESS_MODES = ("open", "closed")
 NETWORK = "#network"  # not a principal name anyone can hold (names start alphanumeric)
+#: the header a member forwarding a request names its requester with (empty: nobody);
+#: believed only from the network (the network credential)
+ON_BEHALF_QNAME = "{urn:wsframework:access}OnBehalfOf"
+
+
+def on_behalf_header(principal: str | None):
+    """The header naming ``principal`` (None or the network: nobody) as a forward's requester."""
+    from lxml import etree
+    element = etree.Element(ON_BEHALF_QNAME, nsmap={"acc": ON_BEHALF_QNAME[1:].split("}")[0]})
+    element.text = principal if principal not in (None, NETWORK) else ""
+    return element
 
 
 class AccessPolicy:
@@ -39,6 +50,17 @@ class AccessPolicy:
         if carries_credential(message, self._token):
             return NETWORK
         return self.identifier.principal(message)
+
+    def acting(self, message, principal: str | None) -> str | None:
+        """Who the request is for: a member's forward names its requester
+        (:data:`ON_BEHALF_QNAME`), anyone else acts for itself."""
+        if principal != NETWORK:
+            return principal
+        header = message.header(ON_BEHALF_QNAME)
+        if header is None:
+            return NETWORK
+        text = (header.text or "").strip()
+        return text if text and len(text) <= 128 and not len(header) else None
 
     def require(self, message, permission: str, topic: str) -> str | None:
         """The principal that may ``permission`` on ``topic``; AccessDenied if none may."""

@@ -27,6 +27,7 @@ PERMISSIONS = ("publish", "subscribe", "admin")
 MAX_PATTERN = 200
 MAX_GRANTS = 10_000
 MAX_TOKENS = 10_000
+MIN_TOKEN = 32  # characters of a token an operator gives (a made one has 43)
 _PRINCIPAL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 _PATTERN = re.compile(r"^[A-Za-z0-9._*?/-]+$")
 _GENERATION = "access"
@@ -140,10 +141,15 @@ class AccessStore:
         return sorted(self._digests.values())
 
     # -- changes ----------------------------------------------------------------------------
-    def create_token(self, name: str) -> str:
-        """A new token for ``name`` (replacing its old one); returned once, never stored."""
+    def create_token(self, name: str, token: str | None = None) -> str:
+        """A new token for ``name`` (replacing its old one); returned once, never stored.
+        ``token``: the one another role made for ``name`` (the same principal across the
+        network's roles), at least :data:`MIN_TOKEN` characters."""
         check_principal(name)
-        token = secrets.token_urlsafe(32)
+        if token is None:
+            token = secrets.token_urlsafe(32)
+        elif not MIN_TOKEN <= len(token) <= 256 or not token.isascii() or not token.isprintable():
+            raise AccessRefused(f"a token given is {MIN_TOKEN}-256 printable ASCII characters")
         with self.store.transaction() as conn:
             count = conn.execute("SELECT COUNT(*) FROM access_tokens WHERE name != ?",
                                  (name,)).fetchone()[0]

@@ -511,3 +511,38 @@ def test_a_subscribe_with_a_relative_namespace_uri_gets_the_fault_a_source_gives
     assert caught.value.code.endswith("Sender")
     assert caught.value.subcode == f"{{{v.namespace}}}{expected}"
     assert "NotifyTo" in caught.value.reason
+
+
+def test_a_forwarded_subscribe_keeps_its_owner_on_the_server_that_holds_it(network):
+    """The entry server names the requester to the one it places the subscription on
+    (with the network's credential): the holder records the owner, and refuses another
+    principal's GetStatus, as the entry server would."""
+    from wsframework.access.identity import PASSWORD_TEXT, WSSE
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)  # s2 owns the region
+    net.step()
+    secrets = {name: net.servers[0].access.store.create_token(name) for name in ("alice", "bob")}
+    for service in net.servers[1:]:  # the same principals at every server
+        for name, secret in secrets.items():
+            service.access.store.create_token(name, secret)
+
+    def as_(name):
+        def header():
+            security = etree.Element(f"{{{WSSE}}}Security", nsmap={"wsse": WSSE})
+            token = etree.SubElement(security, f"{{{WSSE}}}UsernameToken")
+            etree.SubElement(token, f"{{{WSSE}}}Username").text = name
+            etree.SubElement(token, f"{{{WSSE}}}Password", Type=PASSWORD_TEXT).text = secrets[name]
+            return [security]
+        return EventingClient("2011", transport=net.transport, headers=header)
+
+    alice, bob = as_("alice"), as_("bob")
+    handle = alice.subscribe(f"{server_url(0)}/topics/{TOPIC}", f"{SINK}/n/1",
+                             filter=range_filter([6, 6, 6], [7, 7, 7]), dialect=RANGES_DIALECT,
+                             expires="PT1H")
+    assert handle.manager.address.startswith(server_url(2))  # placed on s2
+    assert net.manager(2).store.get(handle.id).owner == "alice"
+    with pytest.raises(SoapFault) as caught:
+        bob.get_status(handle)
+    assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+    assert alice.get_status(handle) is not None

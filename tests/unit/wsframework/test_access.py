@@ -241,3 +241,58 @@ def test_access_is_administered_through_the_admin_endpoint(tmp_path):
         assert "a permission is one of" in caught.value.reason
     finally:
         harness.close()
+
+
+# -- a subscription belongs to the principal that made it -----------------------------------------
+
+def _client_as(harness, name, secret):
+    from subscription_manager.client import EventingClient
+    return EventingClient("2011", transport=harness.transport, headers=lambda: [
+        next(iter(_username_token(name, secret, with_freshness=False).headers.values()))])
+
+
+@pytest.mark.parametrize("access", ["open", "closed"])
+def test_only_the_owner_the_network_or_a_topic_admin_manage_a_subscription(tmp_path, access):
+    from tests.support.eventing import SINK
+    harness = Harness(tmp_path, access=access)
+    store = harness.service.access.store
+    try:
+        secrets = {name: store.create_token(name) for name in ("alice", "bob", "carol")}
+        for name in secrets:
+            store.grant(name, "subscribe", "*")
+        store.grant("carol", "admin", "stock*")
+        alice, bob, carol = (_client_as(harness, n, secrets[n]) for n in ("alice", "bob", "carol"))
+        handle = alice.subscribe(f"{BASE}/topics/stocks", SINK + "/a", expires="PT1H")
+        stored = harness.service.subscription_manager.store.get(handle.id)
+        assert stored.owner == "alice"
+        for operation in (lambda c: c.get_status(handle), lambda c: c.renew(handle, "PT2H"),
+                          lambda c: c.unsubscribe(handle)):
+            with pytest.raises(SoapFault) as caught:
+                operation(bob)
+            assert caught.value.subcode == contracts.FAULT_ACCESS_DENIED
+            assert "belongs to another principal" in caught.value.reason
+        assert alice.get_status(handle) is not None
+        assert carol.renew(handle, "PT2H") is not None  # an admin of the topic
+        anonymous = harness.client()
+        with pytest.raises(SoapFault):  # the identifier alone no longer does
+            anonymous.get_status(handle)
+        alice.unsubscribe(handle)
+        if access == "open":  # made without a principal: managed by its identifier alone
+            other = harness.subscribe(expires="PT1H")
+            assert harness.client().get_status(other) is not None
+    finally:
+        harness.close()
+
+
+def test_a_token_made_at_one_role_can_be_given_to_another(tokens, tmp_path):
+    token = tokens.create_token("alice")
+    other_store = Store(tmp_path / "other.db")
+    try:
+        other = AccessStore(other_store)
+        assert other.create_token("alice", token) == token
+        assert other.principal_of_token(token) == "alice"
+        for bad in ("short", "x" * 257, "é" * 40, "a\nb" * 20):
+            with pytest.raises(AccessRefused, match="printable ASCII"):
+                other.create_token("bob", bad)
+    finally:
+        other_store.close()

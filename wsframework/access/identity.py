@@ -40,6 +40,14 @@ MAX_CREDENTIAL = 512  # characters of a name, a token or a header value
 _MAX_NONCES = 100_000
 
 
+def _b64decode_either(text: str) -> bytes:
+    """Base64 in the standard alphabet, or the URL-safe one (suds encodes Basic that way)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error:
+        return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+
+
 class NonceCache:
     """Nonces seen within the replay window, oldest first; bounded (the oldest go first)."""
 
@@ -105,7 +113,7 @@ class Identifier:
             return principal
         if scheme.lower() == "basic" and credential:
             try:
-                name, _, token = base64.b64decode(credential, validate=True).decode("utf-8").partition(":")
+                name, _, token = _b64decode_either(credential).decode("utf-8").partition(":")
             except (binascii.Error, UnicodeDecodeError):
                 raise AccessDenied("malformed Basic credentials") from None
             if name and self.tokens.token_matches(name, token):

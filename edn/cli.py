@@ -72,10 +72,10 @@ def _add_serve(sub):
     tls.add_argument("--tls-handshake-timeout", type=float, default=10.0, metavar="SECONDS",
                      help="a client that has not finished its TLS handshake within this long "
                           "is disconnected (default 10)")
-    p.add_argument("--access", default="open", choices=("open", "closed"),
-                   help="who may publish and subscribe: open (anyone who reaches a topic; "
-                        "the default for now) or closed (a principal with the publish or "
-                        "subscribe grant on the topic: edn access)")
+    p.add_argument("--access", default="closed", choices=("open", "closed"),
+                   help="who may publish and subscribe: closed (the default: a principal "
+                        "with the publish or subscribe grant on the topic, see edn access) "
+                        "or open (anyone who reaches a topic)")
     p.add_argument("--tcp-rto-max-ms", type=int, default=None, metavar="MS",
                    help="cap on TCP's retransmission backoff for every connection this role "
                         "opens or accepts, so a connection resumes within this long after a "

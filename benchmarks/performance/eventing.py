@@ -56,7 +56,8 @@ class SourceProcess:
         self.base_url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "edn.cli", "serve", "source", "--host",
                    "127.0.0.1", "--port", str(self.port), "--data", data_dir,
-                   f"--admin-token={ADMIN_TOKEN}", "--workers", "1", "--threads", "8", "--log-level", "warning"]
+                   f"--admin-token={ADMIN_TOKEN}", "--workers", "1", "--threads", "8", "--log-level", "warning",
+                   "--access", "open"]  # anonymous publishers and subscribers
         for key, value in settings.items():
             command += ["--set", f"{key}={value}"]
         command += list(extra_args)

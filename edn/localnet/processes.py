@@ -49,9 +49,14 @@ class ServerProcess:
 
     def __init__(self, role: str, *, data_dir: Path, admin_token: str = ADMIN_TOKEN,
                  extra_args=(), port: int | None = None, workers: int = 1, env=None,
-                 host: str = "127.0.0.1", launcher=(), tls: "TlsFiles | None" = None):
+                 host: str = "127.0.0.1", launcher=(), tls: "TlsFiles | None" = None,
+                 access: str | None = "open"):
+        """``access``: ``edn serve --access`` (None: the role's default, closed). The demo,
+        the benchmarks and the tests publish and subscribe without principals, so they ask
+        for ``open`` explicitly, here."""
         self.role = role
         self.tls = tls
+        self.access = access
         self.host = host
         self.launcher = list(launcher)
         self.data_dir = Path(data_dir)
@@ -73,7 +78,9 @@ class ServerProcess:
                 # one argument: a token may start with '-' (token_urlsafe), which argparse
                 # would read as an option
                 f"--admin-token={self.admin_token}", "--workers", str(self.workers),
-                *(self.tls.serve_args() if self.tls else ()), *self.extra_args]
+                *(self.tls.serve_args() if self.tls else ()),
+                *(("--access", self.access) if self.access and "--access" not in self.extra_args
+                  else ()), *self.extra_args]
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         env = dict(os.environ, **(self.env or {}))

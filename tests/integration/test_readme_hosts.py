@@ -45,6 +45,9 @@ def test_the_readme_example_runs_across_four_hosts(tmp_path, title):
         by_address = {lab[n].address: n for n in lab.hosts}
         sink = None
         for hosts, command in steps[1:]:
+            if command.startswith("export "):  # the commands after it run with these
+                env.update(pair.split("=", 1) for pair in shlex.split(command)[1:])
+                continue
             argv = shlex.split(command.replace("/var/lib/edn", str(tmp_path))
                                .replace(" examples/", f" {README.parent}/examples/"))
             assert argv[0] == "edn", command

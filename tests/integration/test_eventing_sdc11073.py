@@ -46,9 +46,11 @@ def source(tmp_path):
         yield server
 
 
-def sdc_subscription(base_url: str, notify_url: str, end_to_url: str | None) -> ConsumerSubscription:
+def sdc_subscription(base_url: str, notify_url: str, end_to_url: str | None,
+                     ssl_context=None) -> ConsumerSubscription:
     """A ConsumerSubscription wired the way SdcConsumer wires it (validating factory and
-    reader, one SoapClient per netloc), to the hosted service at the source's topic."""
+    reader, one SoapClient per netloc), to the hosted service at the source's topic;
+    ``ssl_context``: the consumer's client context (HTTPS, its certificate presented)."""
     definitions = SdcV1Definitions
     factory = MessageFactory(definitions, None, LOG, validate=True)
     reader = MessageReader(definitions, None, LOG, validate=True)
@@ -57,7 +59,7 @@ def sdc_subscription(base_url: str, notify_url: str, end_to_url: str | None) -> 
     def soap_client_for(address: str) -> SdcSoapClient:
         netloc = address.split("/")[2]
         if netloc not in clients:
-            clients[netloc] = SdcSoapClient(netloc, 10, LOG, ssl_context=None,
+            clients[netloc] = SdcSoapClient(netloc, 10, LOG, ssl_context=ssl_context,
                                             sdc_definitions=definitions, msg_reader=reader)
         return clients[netloc]
 
@@ -133,3 +135,67 @@ def test_sdc11073_hears_subscription_end(source, sink):
             subscription.subscribe_response.SubscriptionManager.Address
     finally:
         close(subscription)
+
+
+def test_sdc11073_with_mutual_tls_both_ways(tmp_path):
+    """As SDC runs: the provider (here the source) verifies the consumer's certificate, and
+    the consumer's notification endpoint is itself HTTPS and verifies the provider's. Every
+    certificate comes from ``edn tls issue``; the consumer's contexts from sdc11073's own
+    ``mk_ssl_contexts``."""
+    from pathlib import Path
+
+    from sdc11073.certloader import mk_ssl_contexts
+
+    from edn.localnet.network import NetworkPki
+    from edn.sink import NotificationSink
+    from wsframework.tls import ClientTls, process_client_tls, set_process_client_tls
+    issuer = NetworkPki(tmp_path / "pki")
+    consumer = issuer.member("sdc-consumer")
+    contexts = mk_ssl_contexts(Path(consumer.key), Path(consumer.cert), Path(issuer.ca))
+    previous = process_client_tls()
+    set_process_client_tls(ClientTls(issuer.ca, consumer.cert, consumer.key))  # to publish
+    provider = ServerProcess("source", data_dir=tmp_path / "source",
+                             tls=issuer.member("provider", client_auth="required"))
+    try:
+        with provider, NotificationSink(ssl_context=contexts.server_context) as sink:
+            AdminClient(provider.base_url, provider.admin_token).create_topic("sdc")
+            assert provider.base_url.startswith("https://") and sink.url.startswith("https://")
+            subscription = sdc_subscription(provider.base_url, sink.url + "/sdc", None,
+                                            ssl_context=contexts.client_context)
+            try:
+                subscription.subscribe(expires=600)
+                assert subscription.is_subscribed
+                publish(provider.base_url, ACTION, 7)
+                [message] = sink.wait_for(1, path="/sdc")
+                assert message.envelope.body.find(f"{{{Q}}}price").text == "7"
+                assert subscription.renew(1200) == 1200
+                subscription.unsubscribe()
+            finally:
+                close(subscription)
+            # a consumer without a certificate cannot even connect to the provider (sdc11073
+            # 3.x reports the handshake's failure as a TypeError of its own log call)
+            stranger = sdc_subscription(provider.base_url, sink.url + "/x", None,
+                                        ssl_context=_no_certificate(issuer.ca))
+            try:
+                with pytest.raises((OSError, TypeError)):
+                    stranger.subscribe(expires=600)
+                assert not stranger.is_subscribed
+            finally:
+                close(stranger)
+            import socket
+            import ssl
+            with socket.create_connection(("127.0.0.1", provider.port), timeout=5) as raw:
+                with pytest.raises((ssl.SSLError, ConnectionError)):
+                    with _no_certificate(issuer.ca).wrap_socket(raw) as tls:
+                        tls.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                        tls.recv(1024)
+    finally:
+        set_process_client_tls(previous)
+
+
+def _no_certificate(ca):
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.load_verify_locations(str(ca))
+    return context

@@ -238,3 +238,61 @@ def test_certificates_reload_on_sighup_while_serving(tmp_path, role):
             assert time.monotonic() < deadline, "the new certificate was never served"
             assert _get_health(process.port, client).startswith(b"HTTP/1.1 200")
         assert _get_health(process.port, client).startswith(b"HTTP/1.1 200")
+
+
+def test_expired_early_and_oversized_certificates_are_refused(required_role):
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    process, issuer, base = required_role
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = base / "hostile"
+    expired = pki.issue("expired", issuer.ca_dir, out, days=1,
+                        not_before=now - datetime.timedelta(days=10))
+    early = pki.issue("early", issuer.ca_dir, out, days=10,
+                      not_before=now + datetime.timedelta(days=5))
+    for files in (expired, early):
+        context = _tls_client(issuer, None)
+        context.load_cert_chain(str(files.certificate), str(files.key))
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            _get_health(process.port, context)
+    # a chain of 300 KB (a self-signed certificate with a huge extension): refused, not read
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "huge")])
+    huge = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.UnrecognizedExtension(x509.ObjectIdentifier("1.2.3.4.5"),
+                                                      b"x" * 300_000), critical=False)
+            .sign(key, hashes.SHA256()))
+    (out / "huge.pem").write_bytes(huge.public_bytes(serialization.Encoding.PEM))
+    (out / "huge-key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    context = _tls_client(issuer, None)
+    context.load_cert_chain(str(out / "huge.pem"), str(out / "huge-key.pem"))
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        _get_health(process.port, context)
+    assert _get_health(process.port, _tls_client(issuer, "member")).startswith(b"HTTP/1.1 200")
+
+
+def test_a_role_refuses_to_call_a_peer_whose_certificate_expired(tmp_path):
+    """Outbound: a delivery to an https endpoint whose certificate expired is never made."""
+    import datetime
+
+    from edn.sink import NotificationSink
+    from wsframework.tls import ServerTls, server_context
+    from wsframework.transport import LeanHttpTransport, TransportError
+    issuer = NetworkPki(tmp_path / "pki")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stale = pki.issue("stale-sink", issuer.ca_dir, tmp_path / "stale", days=1,
+                      sans=["IP:127.0.0.1"], not_before=now - datetime.timedelta(days=3))
+    with NotificationSink(ssl_context=server_context(ServerTls(stale.certificate, stale.key))) as sink:
+        context = _tls_client(issuer, "member")
+        transport = LeanHttpTransport(timeout=(2.0, 5.0), ssl_context=context)
+        with pytest.raises(TransportError, match="expired"):
+            transport.post(sink.url + "/n", b"<x/>", "text/xml")
+        assert sink.count == 0

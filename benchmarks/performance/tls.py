@@ -74,10 +74,10 @@ def _live_events_per_s(setup: Setup, tls_dir: Path | None) -> float:
 
 
 def live(quick: bool, pki_dir: Path) -> dict:
-    base = (replace(Setup.quick(), servers=2, per_server=500) if quick
+    base = (replace(Setup.quick(), servers=2, per_server=300) if quick
             else Setup(servers=6, per_server=5_000))
-    setup = replace(base, link_mbps=10_000.0, warmup=1.0 if quick else 3.0,
-                    seconds=2.0 if quick else 6.0, publishers=4)
+    setup = replace(base, link_mbps=10_000.0, warmup=0.5 if quick else 3.0,
+                    seconds=1.0 if quick else 6.0, publishers=4)
     plain = _live_events_per_s(setup, None)
     _log(f"  live, plain: {plain} events/s")
     tls = _live_events_per_s(setup, pki_dir)
@@ -90,7 +90,7 @@ def live(quick: bool, pki_dir: Path) -> dict:
 # -- one source's notifications -------------------------------------------------------------
 
 def notifications(quick: bool, issuer: NetworkPki) -> dict:
-    subscriptions, events, rounds = (200, 10, 2) if quick else (1_000, 30, 3)
+    subscriptions, events, rounds = (100, 10, 1) if quick else (1_000, 30, 3)
     files = issuer.member("sink")
     plain_sink = FastSink().start()
     https_sink = FastSink(tls=(str(files.cert), str(files.key))).start()
@@ -174,7 +174,7 @@ def _probe_p95(port: int, context: ssl.SSLContext, probes: int) -> float:
 
 
 def handshakes(quick: bool, issuer: NetworkPki, base: Path) -> dict:
-    n, stalled_count, probes = (50, 200, 50) if quick else (300, 2_000, 200)
+    n, stalled_count, probes = (30, 200, 30) if quick else (300, 2_000, 200)
     context = _client(issuer)
     out: dict = {"handshake": {}, "slow_handshakes": {}}
     for role in ("source", "dispatcher"):

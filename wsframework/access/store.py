@@ -93,7 +93,8 @@ class AccessStore:
         store.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self._seen = -1
-        self._digests: dict[bytes, str] = {}
+        self._digests: dict[bytes, str] = {}  # digest -> name (Bearer)
+        self._by_name: dict[str, bytes] = {}  # name -> digest (Basic, UsernameToken)
         self._grants: dict[str, list[Grant]] = {}
 
     # -- reading (cached) --------------------------------------------------------------------
@@ -110,6 +111,7 @@ class AccessStore:
             for row in self.store.query("SELECT principal, permission, pattern FROM access_grants"):
                 grants.setdefault(row["principal"], []).append(
                     Grant(row["principal"], row["permission"], row["pattern"]))
+            self._by_name = {name: digest for digest, name in digests.items()}
             self._digests, self._grants, self._seen = digests, grants, generation
 
     def principal_of_token(self, token: str) -> str | None:
@@ -120,11 +122,8 @@ class AccessStore:
     def token_matches(self, name: str, token: str) -> bool:
         """Whether ``token`` is ``name``'s (constant time in the token)."""
         self._load()
-        given = token_digest(token)
-        for digest, owner in self._digests.items():
-            if owner == name:
-                return hmac.compare_digest(digest, given)
-        return False
+        digest = self._by_name.get(name)
+        return digest is not None and hmac.compare_digest(digest, token_digest(token))
 
     def allowed(self, principal: str, permission: str, topic: str) -> bool:
         self._load()

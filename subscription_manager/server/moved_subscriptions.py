@@ -48,6 +48,7 @@ from route_manager.protocol import (BOX, END_TO, EXPRESSION, FILTER, NAMESPACE, 
                                     SUBSCRIPTION, SUBSCRIPTIONS)
 from wsframework import ns
 from matchers.vocabulary import EDN
+from wsframework.access.store import AccessRefused, check_principal
 from wsframework.addressing import EndpointReference
 from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
@@ -98,6 +99,8 @@ def subscriptions_element(topic: str, subscriptions: Sequence[Subscription],
             element.set("expires", repr(float(s.expires)))
         element.set("expiresKind", s.expires_kind)
         element.set("created", repr(float(s.created)))
+        if s.owner is not None:  # its principal (wsframework.access) moves with it
+            element.set("owner", s.owner)
         if s.filter is not None:
             spec = etree.SubElement(element, FILTER)
             spec.set("dialect", s.filter.dialect)
@@ -196,13 +199,19 @@ def parse_import(element, *, topic: str, topic_uid: str
                 condition, notified[subscription_id] = _parse_notify_when(conditions[0])
             except ValueError as exc:
                 raise ValueError(f"subscription {subscription_id}: edn:NotifyWhen: {exc}") from None
+        owner = child.get("owner")
+        if owner is not None:
+            try:
+                check_principal(owner)
+            except AccessRefused as exc:
+                raise ValueError(f"subscription {subscription_id}: owner: {exc}") from None
         out.append(Subscription(
             id=subscription_id, topic=topic, topic_uid=topic_uid, version=version,
             soap_version=soap, filter=spec, notify_to=notify_to, end_to=end_to,
             format=delivery_format, expires=_number(child, "expires", required=False),
             expires_kind=child.get("expiresKind") or "duration",
             created=_number(child, "created", required=False) or 0.0,
-            notify_when=condition))
+            notify_when=condition, owner=owner))
     return out, notified
 
 

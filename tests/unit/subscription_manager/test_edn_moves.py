@@ -284,3 +284,20 @@ def test_repartition_across_a_cut_between_servers_says_what_did_not_move(tmp_pat
                    for h in handles)
     finally:
         net.close()
+
+
+def test_a_moved_subscription_keeps_its_owner_and_a_bad_owner_is_refused(net):
+    import dataclasses
+    net.subscribe(0, [1, 1, 1], [2, 2, 2], 1)
+    m0 = net.manager(0)
+    [original] = m0.store.active()
+    owned = dataclasses.replace(original, owner="alice")
+    element = subscriptions_element(TOPIC, [owned, dataclasses.replace(original, id="other")])
+    parsed = parse_subscriptions(etree.fromstring(etree.tostring(element)), topic="t",
+                                 topic_uid="u")
+    assert [s.owner for s in parsed] == ["alice", None]
+    for bad_owner in ("", "-x", "a b", "x" * 200, "#network"):
+        bad = etree.fromstring(etree.tostring(element))
+        bad.find("{urn:wsframework:edn}Subscription").set("owner", bad_owner)
+        with pytest.raises(ValueError, match="owner"):
+            parse_subscriptions(bad, topic="t", topic_uid="u")

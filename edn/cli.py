@@ -80,7 +80,8 @@ def _add_serve(sub):
                    help="cap on TCP's retransmission backoff for every connection this role "
                         "opens or accepts, so a connection resumes within this long after a "
                         "lossy link recovers (Linux 6.15+; default 1000, the kernel's least; "
-                        "0 keeps the kernel's default, 120 s)")
+                        "0 keeps the kernel's default, 120 s; raise it on paths whose round "
+                        "trip nears a second, where it would resend needlessly)")
     p.add_argument("--allow-private", action="append", default=None, metavar="CIDR",
                    help="allow notification targets (the dispatcher: ReplyTo/FaultTo) in this "
                         "private range, e.g. 10.77.0.0/24 (repeatable or comma-separated; "
@@ -143,7 +144,7 @@ def cmd_serve(args) -> int:
 
     from edn.addresses import AddressError, advertised_base_url, loopback_warning
 
-    server_tls = _serve_tls(args)
+    server_tls, client_tls = _serve_tls(args)
     try:
         base_url = advertised_base_url(args.host, args.port, args.base_url,
                                        scheme="https" if server_tls else "http")
@@ -186,9 +187,8 @@ def cmd_serve(args) -> int:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     from edn.gunicorn import DEFAULT_MAX_CONNECTIONS, default_worker_class
-    from wsframework.tls import ClientTls, set_process_client_tls
-    set_process_client_tls(ClientTls(*(Path(v) if v else None
-                                       for v in (args.tls_ca, args.tls_cert, args.tls_key))))
+    from wsframework.tls import set_process_client_tls
+    set_process_client_tls(client_tls)
     GunicornServer(lambda: build(args.role, config), host=args.host, port=args.port,
                    control_socket=data_dir / CONTROL_SOCKET,
                    workers=args.workers, threads=args.threads, log_level=args.log_level,
@@ -202,20 +202,21 @@ def cmd_serve(args) -> int:
 
 
 def _serve_tls(args):
-    """The role's :class:`~wsframework.tls.ServerTls` (None: plain HTTP), its files checked.
-    The same flags are the process's identity for every peer it calls (set by cmd_serve)."""
+    """The role's :class:`~wsframework.tls.ServerTls` (None: plain HTTP) and its identity for
+    every peer it calls (:class:`~wsframework.tls.ClientTls`, set by cmd_serve as it starts
+    serving), their files checked."""
     from edn.gunicorn_tls import set_handshake_timeout
     from wsframework.tls import (ClientTls, ServerTls, TlsConfigError, client_context,
                                  require_member_certificates, server_context)
     cert, key, ca = (Path(v) if v else None for v in (args.tls_cert, args.tls_key, args.tls_ca))
     try:
         client_tls = ClientTls(ca=ca, cert=cert, key=key)
-        client_context(client_tls)  # checked now, set for the process as it starts serving
+        client_context(client_tls)
         if cert is None:
             if args.tls_client_auth not in (None, "none"):
                 raise TlsConfigError("--tls-client-auth needs --tls-cert and --tls-key "
                                      "(a role asks for certificates only over TLS)")
-            return None
+            return None, client_tls
         tls = ServerTls(cert=cert, key=key, ca=ca,
                         client_auth=args.tls_client_auth or ("optional" if ca else "none"))
         server_context(tls)  # a missing file or a key that does not match stops the start
@@ -223,7 +224,7 @@ def _serve_tls(args):
         # mutual TLS inside the network: the network credential counts only with a member
         # certificate (set here, in the arbiter: every worker inherits it)
         require_member_certificates(tls.ca is not None and tls.client_auth != "none")
-        return tls
+        return tls, client_tls
     except (TlsConfigError, ValueError) as exc:
         raise SystemExit(f"edn serve {args.role}: {exc}") from None
 

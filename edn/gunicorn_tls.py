@@ -13,7 +13,9 @@ peer) is logged once per kind a minute (:class:`HandshakeLog`), not once per con
 
 Certificates are read when a worker starts: ``kill -HUP`` of the arbiter starts new workers
 with the files as they are then, and stops the old ones gracefully (their requests in
-progress are answered).
+progress are answered). The buffered gthread worker, as it stops, closes the connections
+whose request has not arrived whole (one still in its handshake, say): such a client
+connects again, to a new worker.
 """
 from __future__ import annotations
 

@@ -179,14 +179,16 @@ class _CountingProtocol(asyncio.Protocol):
     order: a sink across a link with that round trip, as a client sees it (the count
     moves when the POST arrives)."""
 
-    def __init__(self, state: "_SinkState"):
+    def __init__(self, state: "_SinkState", counted: bool = True):
         self.state = state
+        self.counted = counted  # the control port's connections are not notifications'
         self.buffer = b""
         self.transport = None
 
     def connection_made(self, transport):
         self.transport = transport
-        self.state.connections += 1
+        if self.counted:
+            self.state.connections += 1
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer + data if self.buffer else data
@@ -322,28 +324,13 @@ def serve_fast(host: str = "127.0.0.1", port: int = 0, ready=print, record: bool
         data_port = control_port = server.sockets[0].getsockname()[1]
         servers = [server]
         if ssl_context is not None:
-            control = await loop.create_server(lambda: _CountingProtocol(_ControlState(state)),
+            control = await loop.create_server(lambda: _CountingProtocol(state, counted=False),
                                                "127.0.0.1", 0)
             control_port = control.sockets[0].getsockname()[1]
             servers.append(control)
         ready(data_port, control_port)
         await asyncio.gather(*(s.serve_forever() for s in servers))
     asyncio.run(main())
-
-
-class _ControlState:
-    """The sink's state as its plain control port sees it: its GETs read the counts; the
-    connections it accepts are not counted."""
-
-    def __init__(self, state: "_SinkState"):
-        self.__dict__["_state"] = state
-
-    def __getattr__(self, name):
-        return getattr(self._state, name)
-
-    def __setattr__(self, name, value):
-        if name != "connections":
-            setattr(self._state, name, value)
 
 
 class FastSink:

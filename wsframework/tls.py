@@ -21,7 +21,6 @@ certificate, else its first DNS subject alternative name.
 """
 from __future__ import annotations
 
-import datetime
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,4 +187,4 @@ def certificate_expiry(path: Path) -> float:
         raise TlsConfigError(f"no such file: {path}") from None
     except ValueError as exc:
         raise TlsConfigError(f"not a PEM certificate: {path}: {exc}") from None
-    return certificate.not_valid_after_utc.replace(tzinfo=datetime.timezone.utc).timestamp()
+    return certificate.not_valid_after_utc.timestamp()

@@ -21,15 +21,16 @@ __all__ = ["ACCESS_MODES", "NETWORK", "ON_BEHALF_QNAME", "AccessPolicy", "on_beh
 
 ACCESS_MODES = ("open", "closed")
 NETWORK = "#network"  # not a principal name anyone can hold (names start alphanumeric)
+ACCESS_NS = "urn:wsframework:access"
 #: the header a member forwarding a request names its requester with (empty: nobody);
 #: believed only from the network (the network credential)
-ON_BEHALF_QNAME = "{urn:wsframework:access}OnBehalfOf"
+ON_BEHALF_QNAME = f"{{{ACCESS_NS}}}OnBehalfOf"
 
 
 def on_behalf_header(principal: str | None):
     """The header naming ``principal`` (None or the network: nobody) as a forward's requester."""
     from lxml import etree
-    element = etree.Element(ON_BEHALF_QNAME, nsmap={"acc": ON_BEHALF_QNAME[1:].split("}")[0]})
+    element = etree.Element(ON_BEHALF_QNAME, nsmap={"acc": ACCESS_NS})
     element.text = principal if principal not in (None, NETWORK) else ""
     return element
 

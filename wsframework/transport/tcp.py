@@ -6,9 +6,11 @@ doubles the RTO at every further loss of it, up to 120 s by default. On a lossy 
 fault campaign's 30% loss) a connection's RTO climbs to several seconds, and after the link
 recovers, every request queued on that connection waits out the rest of that backoff: the
 p99 from publication to notification of what was published in the 2 s after such a heal was
-3.3 s, with the RTO capped at 1 s it was 0.25 s (the lab: 20 ms links, 200 subscriptions, 20
-events/s). A cap bounds how long a connection stays silent after its path is back; it does not
-change how TCP reacts to loss otherwise (the congestion window still shrinks).
+3.3 s; with the cap on the roles' and the sinks' sockets, 0.6 s (the lab: 20 ms links, 200
+subscriptions, 20 events/s). A cap bounds how long a connection stays silent after its path
+is back; the congestion window still shrinks on loss. The cap bounds the RTO itself too, not
+only its backoff: on a path whose round trip nears a second (a satellite hop) segments would
+be sent again needlessly, so raise it there (``--tcp-rto-max-ms``) or set 0.
 
 The option is set on each connecting socket and on each listening socket (an accepted
 connection inherits it from its listener). Where the kernel lacks it, nothing is set and

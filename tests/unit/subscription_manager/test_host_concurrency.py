@@ -126,3 +126,30 @@ def test_failures_at_the_floor_are_an_outage_and_keep_slow_start_to_the_ceiling(
     for _ in range(20):  # a sink down from the start: every probe fails
         limit.observe(0.0, answered=False)
     assert [feed(limit, 0.010, limit.limit) for _ in range(4)] == [16, 32, 64, 96]
+
+
+def lossy_window(limit: AdaptiveLimit, fast: float, retransmitted: float, answers: int) -> int:
+    """A window over a lossy link: two answers in three wait out a retransmission."""
+    for i in range(answers):
+        limit.observe(retransmitted if i % 3 else fast, in_flight=limit.limit)
+    return limit.limit
+
+
+def test_loss_that_slows_some_answers_is_not_congestion_and_holds_the_limit():
+    """30% packet loss: most answers wait 200 ms+ for a retransmission, the rest take the
+    round trip. The mean is slow, the fastest is not: the limit neither shrinks (the host
+    is not queueing) nor grows (the window was not clean)."""
+    limit = AdaptiveLimit(8, floor=8, ceiling=96)
+    feed(limit, 0.080, 8 + 16)  # 32
+    seen = [lossy_window(limit, 0.080, 0.400, limit.limit) for _ in range(10)]
+    assert seen == [32] * 10
+    assert feed(limit, 0.080, 32) == 64  # healed: slow start goes on where it was
+
+
+def test_a_queue_slows_every_answer_and_is_congestion_even_if_one_is_fast():
+    limit = AdaptiveLimit(8, floor=8, ceiling=96)
+    feed(limit, 0.080, 8 + 16)  # 32, baseline 80 ms
+    answers = [0.170] * 31 + [0.400]  # every answer waits behind others
+    for seconds in answers:
+        limit.observe(seconds, in_flight=limit.limit)
+    assert limit.limit == 24

@@ -36,6 +36,10 @@ def add_access(sub):
     create.add_argument("--value", default=None, metavar="TOKEN",
                         help="the token another role printed for NAME: the same principal at "
                              "this role too (default: a new token)")
+    create.add_argument("--password-digest", action="store_true",
+                        help="also keep the token sealed under the role's key file, so a "
+                             "wsse:UsernameToken may send it as a PasswordDigest (otherwise "
+                             "only its SHA-256 digest is stored, and PasswordDigest is refused)")
     _common(create)
     create.set_defaults(func=cmd_token_create)
     delete = tsub.add_parser("delete", help="delete NAME's token")
@@ -66,7 +70,8 @@ def _client(args):
 
 def cmd_token_create(args) -> int:
     from wsframework.access import CreateAccessToken
-    response = _client(args).call(CreateAccessToken(Name=args.name, Token=args.value))
+    response = _client(args).call(CreateAccessToken(
+        Name=args.name, Token=args.value, PasswordDigest=args.password_digest or None))
     print(response.Token)
     return 0
 
@@ -99,10 +104,13 @@ def cmd_list(args) -> int:
     grants = [{"principal": g.Principal, "permission": g.Permission, "pattern": g.Pattern}
               for g in (response.Grant or [])]
     tokens = list(response.TokenName or [])
+    digest = list(response.DigestTokenName or [])
     if args.json:
-        print(json.dumps({"grants": grants, "tokens": tokens}))
+        print(json.dumps({"grants": grants, "tokens": tokens, "password_digest_tokens": digest}))
         return 0
     for g in grants:
         print(f"{g['principal']}\t{g['permission']}\t{g['pattern']}")
     print(f"tokens: {', '.join(tokens) if tokens else '(none)'}")
+    if digest:
+        print(f"  kept sealed for PasswordDigest: {', '.join(digest)}")
     return 0

@@ -14,16 +14,27 @@ from wsframework.commandline import number
 __all__ = ["add_topic", "add_dead_letters", "add_partition", "add_precision", "add_status"]
 
 
-def _admin_client(args, transport=None):
+def _admin_client(args, transport=None, *, principal_may: bool = False):
     """An admin client of ``--at`` with the credential of ``--admin-token``, else of the
-    EDN's environment variable (EDN_ADMIN_TOKEN)."""
+    EDN's environment variable (EDN_ADMIN_TOKEN). ``principal_may``: the operation may also
+    be run by a principal with an admin grant on its topic, so without the network
+    credential the command goes as the principal of ``--access-token`` (or its client
+    certificate)."""
     from route_manager.protocol import SERVICE_NAMES
     from wsframework.admin import AdminClient
     env = SERVICE_NAMES.admin_token_env
     token = args.admin_token or os.environ.get(env)
-    if not token:
-        raise SystemExit(f"an admin credential is needed: --admin-token or {env}")
-    return AdminClient(args.at, token, transport=transport)
+    if not token and not (principal_may and _has_principal(args)):
+        also = (" (or, as a principal with an admin grant on the topic, --access-token or "
+                "--tls-cert)") if principal_may else ""
+        raise SystemExit(f"an admin credential is needed: --admin-token or {env}{also}")
+    return AdminClient(args.at, token or None, transport=transport)
+
+
+def _has_principal(args) -> bool:
+    from edn.tls_commands import TOKEN_ENV
+    return bool(getattr(args, "access_token", None) or os.environ.get(TOKEN_ENV)
+                or getattr(args, "tls_cert", None) or os.environ.get("EDN_TLS_CERT"))
 
 
 def add_topic(sub):
@@ -50,7 +61,7 @@ def add_topic(sub):
 def cmd_topic_create(args) -> int:
     from wsframework.xmlparse import parse_xml
     options = parse_xml(Path(args.options).read_bytes()) if args.options else None
-    topic = _admin_client(args).create_topic(args.name, args.matcher, options)
+    topic = _admin_client(args, principal_may=True).create_topic(args.name, args.matcher, options)
     _print(args, topic, f"created {topic['name']} ({topic['matcher']}) at {topic['address']}")
     return 0
 
@@ -66,7 +77,7 @@ def cmd_topic_list(args) -> int:
 
 
 def cmd_topic_delete(args) -> int:
-    name = _admin_client(args).delete_topic(args.name)
+    name = _admin_client(args, principal_may=True).delete_topic(args.name)
     _print(args, {"name": name}, f"deleted {name}")
     return 0
 

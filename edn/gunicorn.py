@@ -192,6 +192,10 @@ class IdleConnectionsEndAtExit:
                 pass
 
 
+#: How long a stopping buffered worker still reads its waiting connections (gunicorn's own
+#: linger for kept-alive connections is 2 s).
+STOP_LINGER_S = 2.0
+
 #: A request larger than this is handed to a thread with what has arrived (gthread's own
 #: behaviour for the rest of it); smaller ones are buffered whole first.
 BUFFER_LIMIT = 1024 * 1024
@@ -241,8 +245,8 @@ class RequestsBufferedBeforeThreads:
     selector holds every waiting connection), so idle connections, slowloris heads and slow
     bodies hold no thread. A connection that has not sent a whole request within
     ``keepalive`` seconds (30 by default) of being accepted, or of its last answer, is
-    closed, and so is every waiting one when the worker stops. Kept-alive connections come
-    back here for their next request."""
+    closed; a stopping worker gives each waiting one :data:`STOP_LINGER_S` more at most.
+    Kept-alive connections come back here for their next request."""
 
     def init_process(self):
         self._edn_waiting = collections.deque()  # connections buffering, by deadline
@@ -342,8 +346,9 @@ class RequestsBufferedBeforeThreads:
 
     def murder_pending(self):
         super().murder_pending()
-        # A stopping worker closes them all at once: none has a request in a thread.
-        now = time.monotonic() if self.alive else float("inf")
+        now = time.monotonic()
+        if not self.alive:
+            self._edn_linger(now)
         waiting = self._edn_waiting
         while waiting and (not waiting[0].edn_waiting or waiting[0].edn_deadline <= now):
             conn = waiting.popleft()
@@ -358,6 +363,20 @@ class RequestsBufferedBeforeThreads:
                                      conn.client)
                 conn.edn_handshaking = False
                 self._edn_close(conn)
+
+    def _edn_linger(self, now: float) -> None:
+        """A stopping worker (SIGTERM, a SIGHUP reload) still reads what its waiting
+        connections send for :data:`STOP_LINGER_S`: a request (or a handshake) under way
+        is answered, with ``Connection: close``, instead of being reset; gunicorn's stop
+        loop runs until every connection is closed or ``graceful_timeout``. Deadlines only
+        come nearer, all by the same cap, so each deque stays sorted."""
+        if getattr(self, "_edn_lingering", False):
+            return
+        self._edn_lingering = True
+        cap = now + STOP_LINGER_S
+        for queue in (self._edn_waiting, self._edn_handshakes):
+            for conn in queue:
+                conn.edn_deadline = min(conn.edn_deadline, cap)
 
     def handle(self, conn):
         # In the thread: what the main loop buffered goes in front of the parser's input.

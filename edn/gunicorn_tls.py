@@ -12,10 +12,9 @@ A failed handshake (a certificate from another CA, plain HTTP to the TLS port, a
 peer) is logged once per kind a minute (:class:`HandshakeLog`), not once per connection.
 
 Certificates are read when a worker starts: ``kill -HUP`` of the arbiter starts new workers
-with the files as they are then, and stops the old ones gracefully (their requests in
-progress are answered). The buffered gthread worker, as it stops, closes the connections
-whose request has not arrived whole (one still in its handshake, say): such a client
-connects again, to a new worker.
+with the files as they are then, and stops the old ones gracefully: their requests in
+progress are answered, and a connection whose handshake or request is still arriving is
+read for up to two seconds more and answered too (``Connection: close``).
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from .access.sealing import SealKey
 from .access import AccessAdmin, AccessPolicy, AccessStore
 from .admin import AdminEndpoint, NamespaceAdmin
 from .http_routes import Routes
@@ -104,9 +105,11 @@ class Service:
         if topic_admin:
             NamespaceAdmin(self.admin, self.topics)
         # principals and per-topic permissions (wsframework.access), managed through admin
-        access_store = AccessStore(self.store)
+        access_store = AccessStore(self.store, SealKey(
+            Path(config.data_dir) / f"{names.store_file}.access-key"))
         AccessAdmin(self.admin, access_store)
         self.access = AccessPolicy(config.access, access_store, config.admin_token)
+        self.admin.delegate_topics(self.access)  # an admin grant on a topic administers it
         self.components: list[Component] = []
         self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.utilization)
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []

@@ -26,7 +26,7 @@ from typing import Callable, Mapping
 
 from lxml import etree
 
-from wsframework.admin import AdminClient, contracts
+from wsframework.admin import AdminClient, contracts, topic_named
 from wsframework.exceptions import SoapFault, sender_fault
 from wsframework.namespace import EntryExists, InvalidName, validate_name
 
@@ -76,8 +76,8 @@ class DispatcherAdmin:
         # name's version and writes the next
         self.topics_lock = threading.RLock()
         self.on_topics_changed: Callable[[], None] = lambda: None  # peer roots: send now
-        endpoint.register(contracts.CreateTopic, self._create_topic)
-        endpoint.register(contracts.DeleteTopic, self._delete_topic)
+        endpoint.register(contracts.CreateTopic, self._create_topic, topic_of=topic_named)
+        endpoint.register(contracts.DeleteTopic, self._delete_topic, topic_of=topic_named)
         endpoint.register(contracts.ListTopics, self._list_topics)
         endpoint.register(protocol.RegisterServer, self._register_server)
         endpoint.register(protocol.ListServers, self._list_servers)

@@ -5,6 +5,7 @@ Each subscribes where granted, is refused where not, and cannot manage another p
 subscription."""
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 
@@ -41,17 +42,18 @@ def closed_source(tmp_path_factory):
         AdminClient(server.base_url, server.admin_token).create_topic("stocks")
         at = ["--at", server.base_url, f"--admin-token={server.admin_token}"]
         tokens = {}
-        for name in ("alice", "bob"):
-            made = edn("access", "token", "create", name, *at)
+        for name, flags in (("alice", ()), ("bob", ()), ("carol", ("--password-digest",))):
+            made = edn("access", "token", "create", name, *flags, *at)
             assert made.returncode == 0, made.stderr
             tokens[name] = made.stdout.strip()
         for principal, permission in (("alice", "subscribe"), ("alice", "publish"),
-                                      ("bob", "subscribe")):
+                                      ("bob", "subscribe"), ("carol", "subscribe")):
             granted_ = edn("access", "grant", principal, permission, "stock*", *at)
             assert granted_.returncode == 0 and "granted" in granted_.stdout, granted_.stderr
         listing = edn("access", "list", "--json", *at)
         assert listing.returncode == 0
-        assert '"tokens": ["alice", "bob"]' in listing.stdout
+        assert '"tokens": ["alice", "bob", "carol"], "password_digest_tokens": ["carol"]' \
+            in listing.stdout
         yield server, tokens
 
 
@@ -98,6 +100,28 @@ def test_zeep_with_a_username_token_subscribes_and_only_its_owner_manages(closed
     assert "wrong name or token" in bad.value.message
 
 
+def test_zeep_with_a_password_digest_subscribes_once_per_nonce(closed_source, sink, tmp_path):
+    """zeep's ``UsernameToken(use_digest=True)``: Base64(SHA-1(nonce + created + token)),
+    checked against carol's token kept sealed; alice's token (digest only) cannot be."""
+    source, tokens = closed_source
+    options = {"Delivery": {"NotifyTo": {"Address": sink.url + "/zeep-digest"}}, "Expires": "PT1H"}
+    carol, _ = _zeep_client(source, tmp_path, UsernameToken("carol", tokens["carol"], use_digest=True))
+    reply = carol.bind("EventSource", "EventSourceSoap12Port").SubscribeOp(**options)
+    assert granted(reply, "2011") == "PT1H"
+    alice, _ = _zeep_client(source, tmp_path, UsernameToken("alice", tokens["alice"], use_digest=True))
+    with pytest.raises(zeep.exceptions.Fault) as refused:
+        alice.bind("EventSource", "EventSourceSoap12Port").SubscribeOp(**options)
+    assert "wrong name or token" in refused.value.message
+    # the same nonce and Created again: a replay
+    fixed = UsernameToken("carol", tokens["carol"], use_digest=True, nonce="fixed-nonce-1234",
+                          created=datetime.datetime.now(datetime.timezone.utc))
+    replayed, _ = _zeep_client(source, tmp_path, fixed)
+    replayed.bind("EventSource", "EventSourceSoap12Port").SubscribeOp(**options)
+    with pytest.raises(zeep.exceptions.Fault) as again:
+        replayed.bind("EventSource", "EventSourceSoap12Port").SubscribeOp(**options)
+    assert "replay" in again.value.message
+
+
 def _suds_subscribe(source, sink, transport=None):
     addressing = WsAddressing()
     topic = source.base_url + "/topics/stocks"
@@ -139,3 +163,23 @@ def test_the_cli_publishes_and_subscribes_with_a_bearer_token(closed_source, sin
     assert published.returncode == 0, published.stderr
     [message] = sink.wait_for(1, path="/cli")
     assert b"42" in etree.tostring(message.envelope.body)
+
+
+def test_the_cli_administers_topics_its_admin_grant_covers(closed_source):
+    """``edn topic create/delete`` without the network credential, as a principal with
+    ``admin`` on ``stocks.*``: its topics only."""
+    source, _ = closed_source
+    at = ["--at", source.base_url]
+    made = edn("access", "token", "create", "ops", *at, f"--admin-token={source.admin_token}")
+    assert made.returncode == 0, made.stderr
+    ops = ["--access-token", made.stdout.strip()]
+    assert edn("access", "grant", "ops", "admin", "stocks.*", *at,
+               f"--admin-token={source.admin_token}").returncode == 0
+    created = edn("topic", "create", "stocks.ops", *at, *ops)
+    assert created.returncode == 0 and "created stocks.ops" in created.stdout, created.stderr
+    refused = edn("topic", "create", "bonds", *at, *ops)
+    assert refused.returncode != 0 and "ops may not administer topic 'bonds'" in refused.stderr
+    nothing = edn("topic", "create", "stocks.none", *at)
+    assert nothing.returncode != 0 and "--access-token" in nothing.stderr
+    deleted = edn("topic", "delete", "stocks.ops", *at, *ops)
+    assert deleted.returncode == 0 and "deleted stocks.ops" in deleted.stdout, deleted.stderr

@@ -3,6 +3,8 @@ message (:mod:`.identity`), who may do what (:mod:`.policy`), and their admin me
 (:mod:`.contracts`, served by :class:`AccessAdmin`)."""
 from __future__ import annotations
 
+import functools
+
 from .contracts import (CreateAccessToken, CreateAccessTokenResponse, DeleteAccessToken,
                         DeleteAccessTokenResponse, GrantAccess, GrantAccessResponse,
                         ListAccess, ListAccessResponse, RevokeAccess, RevokeAccessResponse,
@@ -27,8 +29,10 @@ class AccessAdmin:
         endpoint.register(ListAccess, self._list)
 
     def _create_token(self, request, message):
-        return CreateAccessTokenResponse(
-            Name=request.Name, Token=_refused(self.store.create_token, request.Name, request.Token))
+        token = _refused(functools.partial(self.store.create_token,
+                                           password_digest=bool(request.PasswordDigest)),
+                         request.Name, request.Token)
+        return CreateAccessTokenResponse(Name=request.Name, Token=token)
 
     def _delete_token(self, request, message):
         _refused(self.store.delete_token, request.Name)
@@ -48,7 +52,7 @@ class AccessAdmin:
         return ListAccessResponse(
             Grant=[AccessGrant(Principal=g.principal, Permission=g.permission, Pattern=g.pattern)
                    for g in self.store.grants()],
-            TokenName=self.store.token_names())
+            TokenName=self.store.token_names(), DigestTokenName=self.store.digest_token_names())
 
 
 def _refused(action, *args):

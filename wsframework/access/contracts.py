@@ -1,17 +1,19 @@
 """The access administration messages (admin namespace, the network credential required)::
 
-    CreateAccessToken {Name}                      -> CreateAccessTokenResponse {Name, Token}
+    CreateAccessToken {Name, Token?, PasswordDigest?} -> CreateAccessTokenResponse {Name, Token}
     DeleteAccessToken {Name}                      -> DeleteAccessTokenResponse {Name}
     GrantAccess  {Principal, Permission, Pattern} -> GrantAccessResponse  {the grant}
     RevokeAccess {Principal, Permission, Pattern} -> RevokeAccessResponse {the grant}
-    ListAccess   {}                               -> ListAccessResponse {Grant*, TokenName*}
+    ListAccess   {}                      -> ListAccessResponse {Grant*, TokenName*, DigestTokenName*}
 
-A token is answered once, in the CreateAccessTokenResponse; the role keeps only its digest.
+A token is answered once, in the CreateAccessTokenResponse; the role keeps its digest, and
+with ``PasswordDigest`` true also the token sealed under its key file, for
+``wsse:PasswordDigest`` (:mod:`.sealing`).
 """
 from __future__ import annotations
 
 from .. import ns
-from ..admin.model import Contract, Unicode, optional, repeated, required
+from ..admin.model import Boolean, Contract, Unicode, optional, repeated, required
 from ..admin.registry import register_operation
 
 __all__ = ["CreateAccessToken", "CreateAccessTokenResponse", "DeleteAccessToken",
@@ -23,10 +25,12 @@ _Text = Unicode.customize(min_len=1, max_len=256, min_occurs=1, nillable=False)
 
 
 class CreateAccessToken(Contract):
-    """``Token``: give the token another role made for this name (else a new one)."""
+    """``Token``: give the token another role made for this name (else a new one);
+    ``PasswordDigest``: keep it sealed too, so ``wsse:PasswordDigest`` can be checked."""
 
     __namespace__ = ns.ADMIN
-    _type_info = [("Name", _Text), ("Token", optional(Unicode))]
+    _type_info = [("Name", _Text), ("Token", optional(Unicode)),
+                  ("PasswordDigest", optional(Boolean))]
 
 
 class CreateAccessTokenResponse(Contract):
@@ -81,7 +85,8 @@ class ListAccess(Contract):
 
 class ListAccessResponse(Contract):
     __namespace__ = ns.ADMIN
-    _type_info = [("Grant", repeated(AccessGrant)), ("TokenName", repeated(Unicode))]
+    _type_info = [("Grant", repeated(AccessGrant)), ("TokenName", repeated(Unicode)),
+                  ("DigestTokenName", repeated(Unicode))]
 
 
 OPERATIONS = [

@@ -4,11 +4,13 @@
   :attr:`IncomingMessage.peer_principal <wsframework.messaging.IncomingMessage>`);
 * ``Authorization: Bearer TOKEN`` (the token's owner) or ``Authorization: Basic``
   ``NAME:TOKEN``;
-* a WS-Security 1.0 ``wsse:UsernameToken`` header with a ``PasswordText`` password (the
-  name's token). ``Nonce`` and ``wsu:Created``, when sent, make the token single-use: Created
-  must lie within :data:`REPLAY_WINDOW_S` of this host's clock and a nonce is refused the
-  second time within that window. ``PasswordDigest`` is refused: checking it needs the token
-  in clear, and tokens are stored only as digests (send ``PasswordText`` over TLS).
+* a WS-Security 1.0 ``wsse:UsernameToken`` header with the name's token as a
+  ``PasswordText`` password, or as a ``PasswordDigest``, ``Base64(SHA-1(nonce + created +
+  token))``, for a token made for digests (kept sealed: :mod:`.sealing`). ``Nonce`` and
+  ``wsu:Created`` make the token single-use: Created must lie within :data:`REPLAY_WINDOW_S`
+  of this host's clock and a nonce is refused the second time within that window. A digest
+  needs both (without them it is a fixed value, replayable forever); with text they are
+  optional.
 
 A credential that is presented but wrong is refused (:class:`~wsframework.exceptions.
 AccessDenied`), never taken for no credential. Every part a peer sends is bounded.
@@ -130,21 +132,34 @@ class Identifier:
         if not name or password is None or len(name) > MAX_CREDENTIAL:
             raise AccessDenied("a wsse:UsernameToken needs a Username and a Password")
         kind = password.get("Type", PASSWORD_TEXT)
-        if kind == PASSWORD_DIGEST:
-            raise AccessDenied("PasswordDigest is not accepted: tokens are stored as digests "
-                               "only; send PasswordText over TLS")
-        if kind != PASSWORD_TEXT:
+        if kind not in (PASSWORD_TEXT, PASSWORD_DIGEST):
             raise AccessDenied("unknown wsse:Password Type")
         secret = password.text or ""
         if len(secret) > MAX_CREDENTIAL:
             raise AccessDenied("the wsse:Password is too long")
         nonce = self._fresh_nonce(token)
-        if not self.tokens.token_matches(name, secret):
+        if kind == PASSWORD_DIGEST:
+            if nonce is None:
+                raise AccessDenied("a PasswordDigest needs a wsse:Nonce and a wsu:Created")
+            right = self._digest_matches(name, nonce, token, secret)
+        else:
+            right = self.tokens.token_matches(name, secret)
+        if not right:
             raise AccessDenied("wrong name or token (wsse:UsernameToken)")
         # recorded only once the token is right: nobody else can spend a member's nonces
         if nonce is not None and not self.nonces.first_use(name, nonce, self.clock()):
             raise AccessDenied("this wsse:Nonce was used already (a replay)")
         return name
+
+    def _digest_matches(self, name: str, nonce: bytes, token: etree._Element,
+                        digest_text: str) -> bool:
+        try:
+            digest = base64.b64decode(digest_text.strip(), validate=True)
+        except binascii.Error:
+            raise AccessDenied("a PasswordDigest is base64") from None
+        # the digest covers wsu:Created exactly as sent
+        created = token.findtext(f"{{{WSU}}}Created") or ""
+        return self.tokens.password_digest_matches(name, nonce, created, digest)
 
     def _fresh_nonce(self, token: etree._Element) -> bytes | None:
         """The token's nonce, once its Created is checked (None: neither was sent)."""

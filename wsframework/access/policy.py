@@ -77,6 +77,11 @@ class AccessPolicy:
             return principal
         raise AccessDenied(f"{principal} may not {permission} on topic {topic!r}")
 
+    def administers(self, principal: str, topic: str) -> bool:
+        """Whether ``principal`` holds ``admin`` on ``topic``: it may create and delete it
+        (:meth:`AdminEndpoint.delegate_topics <wsframework.admin.AdminEndpoint>`)."""
+        return principal == NETWORK or self.store.allowed(principal, "admin", topic)
+
     def may_manage(self, principal: str | None, owner: str | None, topic: str) -> bool:
         """Whether ``principal`` may renew, read or end a subscription ``owner`` made on
         ``topic``: its owner, the network, or an ``admin`` of the topic. A subscription

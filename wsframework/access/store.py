@@ -2,7 +2,9 @@
 
 * A **token** belongs to a principal name; it is printed once when made and stored only as
   its SHA-256 digest (a token is 32 random bytes: a fast hash is safe against guessing, and
-  the digest alone cannot be used to authenticate).
+  the digest alone cannot be used to authenticate). A token made for ``wsse:PasswordDigest``
+  is also kept sealed under the role's key file (:mod:`.sealing`): a digest can only be
+  checked against the token itself.
 * A **grant** gives a principal one permission (:data:`PERMISSIONS`) on the topics a pattern
   matches (``*`` any run of characters, ``?`` one; ``stocks.*``, ``*``).
 
@@ -20,6 +22,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .sealing import SealBroken, SealKey
+
 __all__ = ["PERMISSIONS", "Grant", "AccessStore", "AccessRefused", "token_digest",
            "MAX_PATTERN", "check_principal", "check_pattern", "check_permission"]
 
@@ -36,7 +40,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS access_tokens (
     name TEXT PRIMARY KEY,
     digest BLOB NOT NULL UNIQUE,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    sealed BLOB
 );
 CREATE TABLE IF NOT EXISTS access_grants (
     principal TEXT NOT NULL,
@@ -88,13 +93,22 @@ def check_permission(permission: str) -> str:
 
 
 class AccessStore:
-    def __init__(self, store):
+    """``seal_key``: the :class:`~.sealing.SealKey` of tokens made for PasswordDigest (None:
+    such tokens cannot be made here)."""
+
+    def __init__(self, store, seal_key: SealKey | None = None):
         self.store = store
+        self.seal_key = seal_key
         store.executescript(_SCHEMA)
+        with store.transaction() as conn:  # a table made before sealed tokens existed
+            columns = {row["name"] for row in conn.execute("PRAGMA table_info(access_tokens)")}
+            if "sealed" not in columns:
+                conn.execute("ALTER TABLE access_tokens ADD COLUMN sealed BLOB")
         self._lock = threading.Lock()
         self._seen = -1
         self._digests: dict[bytes, str] = {}  # digest -> name (Bearer)
         self._by_name: dict[str, bytes] = {}  # name -> digest (Basic, UsernameToken)
+        self._sealed: dict[str, bytes] = {}  # name -> sealed token (PasswordDigest)
         self._grants: dict[str, list[Grant]] = {}
 
     # -- reading (cached) --------------------------------------------------------------------
@@ -105,14 +119,16 @@ class AccessStore:
         with self._lock:
             if generation == self._seen:
                 return
-            digests = {bytes(row["digest"]): row["name"]
-                       for row in self.store.query("SELECT name, digest FROM access_tokens")}
+            rows = self.store.query("SELECT name, digest, sealed FROM access_tokens")
+            digests = {bytes(row["digest"]): row["name"] for row in rows}
+            sealed = {row["name"]: bytes(row["sealed"]) for row in rows if row["sealed"]}
             grants: dict[str, list[Grant]] = {}
             for row in self.store.query("SELECT principal, permission, pattern FROM access_grants"):
                 grants.setdefault(row["principal"], []).append(
                     Grant(row["principal"], row["permission"], row["pattern"]))
             self._by_name = {name: digest for digest, name in digests.items()}
-            self._digests, self._grants, self._seen = digests, grants, generation
+            self._digests, self._grants, self._sealed = digests, grants, sealed
+            self._seen = generation
 
     def principal_of_token(self, token: str) -> str | None:
         """The principal a bearer token belongs to, or None."""
@@ -124,6 +140,21 @@ class AccessStore:
         self._load()
         digest = self._by_name.get(name)
         return digest is not None and hmac.compare_digest(digest, token_digest(token))
+
+    def password_digest_matches(self, name: str, nonce: bytes, created: str,
+                                digest: bytes) -> bool:
+        """Whether ``digest`` is ``SHA-1(nonce + created + name's token)`` (constant time);
+        false for a name whose token was not made for digests."""
+        self._load()
+        sealed = self._sealed.get(name)
+        if sealed is None or self.seal_key is None:
+            return False
+        try:
+            token = self.seal_key.open(sealed, name)
+        except SealBroken:
+            return False
+        expected = hashlib.sha1(nonce + created.encode("utf-8") + token.encode("utf-8")).digest()
+        return hmac.compare_digest(expected, digest)
 
     def allowed(self, principal: str, permission: str, topic: str) -> bool:
         self._load()
@@ -139,12 +170,21 @@ class AccessStore:
         self._load()
         return sorted(self._digests.values())
 
+    def digest_token_names(self) -> list[str]:
+        """The names whose token was made for PasswordDigest (kept sealed)."""
+        self._load()
+        return sorted(self._sealed)
+
     # -- changes ----------------------------------------------------------------------------
-    def create_token(self, name: str, token: str | None = None) -> str:
-        """A new token for ``name`` (replacing its old one); returned once, never stored.
-        ``token``: the one another role made for ``name`` (the same principal across the
-        network's roles), at least :data:`MIN_TOKEN` characters."""
+    def create_token(self, name: str, token: str | None = None, *,
+                     password_digest: bool = False) -> str:
+        """A new token for ``name`` (replacing its old one); returned once, stored as its
+        digest, and sealed as well with ``password_digest``. ``token``: the one another role
+        made for ``name`` (the same principal across the network's roles), at least
+        :data:`MIN_TOKEN` characters."""
         check_principal(name)
+        if password_digest and self.seal_key is None:
+            raise AccessRefused("this role keeps no key for PasswordDigest tokens")
         if token is None:
             token = secrets.token_urlsafe(32)
         elif not MIN_TOKEN <= len(token) <= 256 or not token.isascii() or not token.isprintable():
@@ -154,9 +194,12 @@ class AccessStore:
                                  (name,)).fetchone()[0]
             if count >= MAX_TOKENS:
                 raise AccessRefused(f"at most {MAX_TOKENS} tokens")
-            conn.execute("INSERT INTO access_tokens(name, digest, created) VALUES (?, ?, ?) "
-                         "ON CONFLICT(name) DO UPDATE SET digest = excluded.digest, "
-                         "created = excluded.created", (name, token_digest(token), time.time()))
+            sealed = self.seal_key.seal(token, name) if password_digest else None
+            conn.execute("INSERT INTO access_tokens(name, digest, created, sealed) "
+                         "VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                         "digest = excluded.digest, created = excluded.created, "
+                         "sealed = excluded.sealed",
+                         (name, token_digest(token), time.time(), sealed))
             self.store.bump(conn, _GENERATION)
         return token
 

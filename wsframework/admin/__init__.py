@@ -68,7 +68,8 @@ from .contracts import (ADMIN_TOKEN_QNAME, FAULT_ACCESS_DENIED, FAULT_INVALID_NA
                         Configure, ConfigureResponse, CreateTopic, CreateTopicResponse,
                         DeleteTopic, DeleteTopicResponse, EntryName, Figure, GetStats,
                         GetStatsResponse, ListTopics, ListTopicsResponse, TopicInfo)
-from .endpoint import ADMIN_PATH, AdminEndpoint, NamespaceAdmin, carries_credential, unknown_matcher_fault
+from .endpoint import (ADMIN_PATH, AdminEndpoint, NamespaceAdmin, TopicAdministrators,
+                       carries_credential, topic_named, unknown_matcher_fault)
 from .model import (AnyUri, AnyXml, Contract, Integer32, Unicode, optional, repeated,
                     required)
 from .registry import (REQUEST_ACTIONS, RESPONSE_ACTIONS, action_for, element_qname,
@@ -88,6 +89,7 @@ __all__ = [
     "Contract", "AnyUri", "AnyXml", "Integer32", "Unicode", "required", "optional", "repeated",
     "register_contract", "register_operation", "unregister_contract", "reset_contracts",
     "parse_request", "parse_response", "render", "spyne_wsdl",
-    "ADMIN_PATH", "AdminEndpoint", "NamespaceAdmin", "carries_credential", "unknown_matcher_fault",
+    "ADMIN_PATH", "AdminEndpoint", "NamespaceAdmin", "TopicAdministrators", "carries_credential",
+    "topic_named", "unknown_matcher_fault",
     "AdminClient",
 ]

@@ -11,7 +11,12 @@ from .registry import action_for
 
 
 class AdminClient:
-    def __init__(self, base_url: str, token: str, *, transport=None, soap_client: SoapClient | None = None):
+    """``token``: the network credential (the ``adm:AdminToken`` header); None sends none,
+    for a principal that administers topics by its grant (its credential travels with the
+    transport: a bearer token or a client certificate)."""
+
+    def __init__(self, base_url: str, token: str | None, *, transport=None,
+                 soap_client: SoapClient | None = None):
         self.base_url = base_url.rstrip("/")
         self.address = self.base_url + "/admin"
         self.token = token
@@ -20,11 +25,14 @@ class AdminClient:
     def call(self, request):
         """Send any admin contract instance; returns the parsed response contract."""
         element = render(request)
-        token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
-        token.text = self.token
+        headers = []
+        if self.token is not None:
+            token = etree.Element(contracts.ADMIN_TOKEN_QNAME, nsmap={"adm": ns.ADMIN})
+            token.text = self.token
+            headers.append(token)
         name = etree.QName(element)
         reply = self.client.call(self.address, action_for(name.localname, name.namespace),
-                                 element, headers=[token])
+                                 element, headers=headers)
         return parse_response(reply.body)
 
     def create_topic(self, name: str, matcher: str | None = None,

@@ -2,7 +2,10 @@
 
 Every admin message carries the credential as the ``adm:AdminToken`` header block. The token
 is checked (in constant time) before the body is even parsed; a missing or wrong token is an
-``adm:AccessDenied`` Sender fault and nothing changes. Bodies are typed contracts
+``adm:AccessDenied`` Sender fault and nothing changes. Operations about one topic
+(``CreateTopic``, ``DeleteTopic``) may also be run by a principal the access layer says
+administers that topic (:meth:`AdminEndpoint.delegate_topics`): its credential is checked
+before the body is parsed, its grant on the topic after. Bodies are typed contracts
 (:mod:`.contracts`, parsed and rendered by :mod:`.codec`); components register one operation
 per request element, so the route manager can add route administration and applications can
 add their own messages without touching this module.
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Callable
+from typing import Callable, Protocol
 
 from lxml import etree
 from .. import ns
@@ -34,24 +37,51 @@ ADMIN_PATH = "/admin"
 Operation = Callable[[object, IncomingMessage], object]
 
 
+class TopicAdministrators(Protocol):
+    """Who may run a topic's administration without the network credential (the access
+    layer registers one: principals with an ``admin`` grant on the topic)."""
+
+    def principal(self, message: IncomingMessage) -> str | None: ...
+
+    def administers(self, principal: str, topic: str) -> bool: ...
+
+
 class AdminEndpoint:
     def __init__(self, messaging: MessagingLayer, token: str):
         if not token:
             raise ValueError("an admin token is required")
         self._token = token.encode()
         self._operations: dict[str, Operation] = {}
+        self._topic_of: dict[str, Callable[[object], str]] = {}
+        self._administrators: TopicAdministrators | None = None
         messaging.route("admin", MessageFilter(path=ADMIN_PATH), self._handle, priority=100)
 
-    def register(self, request_class, operation: Operation) -> None:
-        """Serve requests whose body element is ``request_class``'s element."""
+    def register(self, request_class, operation: Operation, *,
+                 topic_of: Callable[[object], str] | None = None) -> None:
+        """Serve requests whose body element is ``request_class``'s element. ``topic_of``:
+        the topic a request concerns, for an operation that the topic's administrators
+        (:meth:`delegate_topics`) may run as well as the network."""
         tag = element_qname(request_class)
         if tag in self._operations:
             raise ValueError(f"an admin operation for {tag} is already registered")
         self._operations[tag] = operation
+        if topic_of is not None:
+            self._topic_of[tag] = topic_of
+
+    def delegate_topics(self, administrators: TopicAdministrators) -> None:
+        """Let ``administrators`` run the operations registered with ``topic_of``."""
+        self._administrators = administrators
 
     def _handle(self, message: IncomingMessage) -> Reply:
-        self._authenticate(message)
         body = message.body
+        topic_of = self._topic_of.get(body.tag) if body is not None else None
+        delegate = None
+        if topic_of is not None and self._administrators is not None \
+                and not carries_credential(message, self._token):
+            # a principal first (a wrong credential is refused here), the body after
+            delegate = self._administrators.principal(message)
+        if delegate is None:
+            self._authenticate(message)
         if body is None:
             raise sender_fault("empty admin message", contracts.FAULT_INVALID_REQUEST)
         operation = self._operations.get(body.tag)
@@ -62,6 +92,13 @@ class AdminEndpoint:
         except ContractError as exc:  # the peer's request (a render error is our own bug)
             raise sender_fault(f"invalid {etree.QName(body).localname}: {exc.reason}",
                                contracts.FAULT_INVALID_REQUEST) from None
+        if delegate is not None:
+            topic = topic_of(request)
+            if not self._administrators.administers(delegate, topic):
+                log.warning("admin access denied to %s on topic %r", delegate, str(topic)[:80])
+                raise AccessDenied(f"{delegate} may not administer topic {str(topic)[:80]!r} "
+                                   f"(needs an admin grant on it, or the network credential)")
+            log.info("%s by %s (admin of the topic)", etree.QName(body).localname, delegate)
         response = operation(request, message)
         element = render(response)
         name = etree.QName(element)
@@ -99,6 +136,11 @@ def carries_credential(message: IncomingMessage, token: bytes | str) -> bool:
     return hmac.compare_digest(header.text.encode(), expected)
 
 
+def topic_named(request) -> str:
+    """The topic a CreateTopic or DeleteTopic request names."""
+    return request.Name
+
+
 class NamespaceAdmin:
     """Create / delete / list entries of a :class:`Namespace` (its errors become the admin
     faults registered at the end of this module).
@@ -111,8 +153,8 @@ class NamespaceAdmin:
         self.namespace = namespace
         self.default_matcher = default_matcher
         if endpoint is not None:
-            endpoint.register(contracts.CreateTopic, self._create_topic)
-            endpoint.register(contracts.DeleteTopic, self._delete_topic)
+            endpoint.register(contracts.CreateTopic, self._create_topic, topic_of=topic_named)
+            endpoint.register(contracts.DeleteTopic, self._delete_topic, topic_of=topic_named)
             endpoint.register(contracts.ListTopics, self._list_topics)
 
     # -- operations ------------------------------------------------------------------------

@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 
 from lxml import etree
-from spyne import AnyUri, AnyXml, ComplexModel, Integer32, Unicode
+from spyne import AnyUri, AnyXml, Boolean, ComplexModel, Integer32, Unicode
 
 from ..canonical import canonical_xml
 
-__all__ = ["Contract", "AnyUri", "AnyXml", "Integer32", "Unicode", "required", "optional",
+__all__ = ["Contract", "AnyUri", "AnyXml", "Boolean", "Integer32", "Unicode", "required", "optional",
            "repeated", "schema"]
 
 

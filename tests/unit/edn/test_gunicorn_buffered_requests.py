@@ -172,13 +172,30 @@ def test_kept_alive_connections_buffer_their_next_request_too(worker):
         ours.close()
 
 
-def test_a_stopping_worker_closes_every_waiting_connection_at_once(worker):
+def test_a_stopping_worker_still_reads_a_request_under_way_then_closes_by_the_linger(worker):
+    """A SIGHUP reload or a stop: a request still arriving is answered, not reset; nothing
+    waits past the linger, so gunicorn's graceful stop never waits out a 30 s deadline."""
+    import time
+
+    from edn.gunicorn import STOP_LINGER_S
+    arriving, arriving_client = _connect(worker)
     idle, idle_client = _connect(worker)
     try:
+        arriving_client.sendall(HEAD + b"Content-Length: 5\r\n\r\nab")
+        _pump(worker)
+        worker.alive = False
+        before = time.monotonic()
         worker.murder_pending()
-        assert worker.nr_conns == 1
-        worker.alive = False  # gunicorn's graceful stop must not wait out their deadlines
+        assert worker.nr_conns == 2  # neither closed at once
+        for conn in (arriving, idle):
+            assert conn.edn_deadline <= time.monotonic() + STOP_LINGER_S
+            assert conn.edn_deadline >= before + STOP_LINGER_S - 0.5
+        arriving_client.sendall(b"cde")
+        _pump(worker)
+        assert worker.enqueued == [arriving]  # a thread answers it
+        idle.edn_deadline = 0.0  # the linger is over
         worker.murder_pending()
-        assert worker.nr_conns == 0 and idle_client.recv(10) == b""
+        assert worker.nr_conns == 1 and idle_client.recv(10) == b""
     finally:
+        arriving_client.close()
         idle_client.close()

@@ -14,6 +14,7 @@ from tests.support.eventing import BASE, TOKEN, Harness, quote
 from wsframework.access import AccessStore, AccessRefused, Identifier
 from wsframework.access.identity import (MAX_NONCE_BYTES, PASSWORD_DIGEST, PASSWORD_TEXT,
                                          REPLAY_WINDOW_S, WSSE, WSU, NonceCache)
+from wsframework.access.sealing import SealBroken, SealKey
 from wsframework.admin import contracts
 from wsframework.exceptions import AccessDenied, SoapFault
 from wsframework.store import Store
@@ -24,7 +25,7 @@ NOW = 1_800_000_000.0
 @pytest.fixture
 def tokens(tmp_path):
     store = Store(tmp_path / "access.db")
-    yield AccessStore(store)
+    yield AccessStore(store, SealKey(tmp_path / "access.key"))
     store.close()
 
 
@@ -95,6 +96,10 @@ class Message:
         return self.headers.get(qname)
 
 
+def _created(when: float) -> str:
+    return datetime.datetime.fromtimestamp(when, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _username_token(name, password, *, kind=PASSWORD_TEXT, nonce=b"n" * 16,
                     created=NOW, with_freshness=True):
     security = etree.Element(f"{{{WSSE}}}Security", nsmap={"wsse": WSSE, "wsu": WSU})
@@ -103,9 +108,20 @@ def _username_token(name, password, *, kind=PASSWORD_TEXT, nonce=b"n" * 16,
     etree.SubElement(token, f"{{{WSSE}}}Password", Type=kind).text = password
     if with_freshness:
         etree.SubElement(token, f"{{{WSSE}}}Nonce").text = base64.b64encode(nonce).decode()
-        stamp = datetime.datetime.fromtimestamp(created, datetime.timezone.utc)
-        etree.SubElement(token, f"{{{WSU}}}Created").text = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        etree.SubElement(token, f"{{{WSU}}}Created").text = _created(created)
     return Message(headers={f"{{{WSSE}}}Security": security})
+
+
+def _password_digest(nonce: bytes, created: float, token: str) -> str:
+    """WSS UsernameToken Profile 1.0: Base64(SHA-1(nonce + created + password))."""
+    import hashlib
+    return base64.b64encode(hashlib.sha1(nonce + _created(created).encode() + token.encode())
+                            .digest()).decode()
+
+
+def _digest_token(name, token, *, nonce=b"d" * 16, created=NOW, **kwargs):
+    return _username_token(name, _password_digest(nonce, created, token), kind=PASSWORD_DIGEST,
+                           nonce=nonce, created=created, **kwargs)
 
 
 @pytest.fixture
@@ -133,7 +149,11 @@ def test_a_message_is_from_its_certificate_token_or_username(identify):
     (lambda s: Message(authorization="Digest x"), "Bearer TOKEN or Basic"),
     (lambda s: Message(authorization="Bearer " + "x" * 600), "too long"),
     (lambda s: _username_token("alice", "nope"), "wrong name or token"),
-    (lambda s: _username_token("alice", s, kind=PASSWORD_DIGEST), "PasswordDigest is not accepted"),
+    (lambda s: _digest_token("alice", s), "wrong name or token"),  # not made for digests
+    (lambda s: _username_token("alice", s, kind=PASSWORD_DIGEST, with_freshness=False),
+     "needs a wsse:Nonce"),
+    (lambda s: _username_token("alice", "!!", kind=PASSWORD_DIGEST), "base64"),
+    (lambda s: _username_token("alice", s, kind="urn:x"), "unknown wsse:Password Type"),
     (lambda s: _username_token("alice", s, created=NOW - REPLAY_WINDOW_S - 1), "stale or from the future"),
     (lambda s: _username_token("alice", s, created=NOW + REPLAY_WINDOW_S + 1), "stale or from the future"),
     (lambda s: _username_token("alice", s, nonce=b"x" * (MAX_NONCE_BYTES + 1)), "wsse:Nonce"),
@@ -154,6 +174,55 @@ def test_a_username_token_nonce_is_single_use_and_only_a_members_counts(identify
     with pytest.raises(AccessDenied, match="wrong"):
         identifier.principal(_username_token("alice", "guess", nonce=b"next"))
     assert identifier.principal(_username_token("alice", secret, nonce=b"next")) == "alice"
+
+
+def test_a_password_digest_checks_against_a_token_kept_sealed(tokens):
+    identifier = Identifier(tokens, clock=lambda: NOW, nonces=NonceCache())
+    secret = tokens.create_token("carol", password_digest=True)
+    assert tokens.digest_token_names() == ["carol"] and tokens.token_names() == ["carol"]
+    assert identifier.principal(_digest_token("carol", secret, nonce=b"1")) == "carol"
+    with pytest.raises(AccessDenied, match="replay"):
+        identifier.principal(_digest_token("carol", secret, nonce=b"1"))
+    with pytest.raises(AccessDenied, match="wrong name or token"):
+        identifier.principal(_digest_token("carol", secret + "x", nonce=b"2"))
+    with pytest.raises(AccessDenied, match="stale"):
+        identifier.principal(_digest_token("carol", secret, nonce=b"3", created=NOW - 3600))
+    # a digest over another Created than the one sent does not match
+    forged = _digest_token("carol", secret, nonce=b"4")
+    created = forged.headers[f"{{{WSSE}}}Security"].find(f".//{{{WSU}}}Created")
+    created.text = _created(NOW + 1)
+    with pytest.raises(AccessDenied, match="wrong name or token"):
+        identifier.principal(forged)
+    # the token still works as text, and is stored sealed, never in clear
+    assert identifier.principal(_username_token("carol", secret, nonce=b"5")) == "carol"
+    raw = b"".join(bytes(r["sealed"]) for r in tokens.store.query("SELECT sealed FROM access_tokens"))
+    assert secret.encode() not in raw and len(raw) > 32
+    # made again without the flag, it is no longer kept
+    secret = tokens.create_token("carol")
+    assert tokens.digest_token_names() == []
+    with pytest.raises(AccessDenied, match="wrong name or token"):
+        identifier.principal(_digest_token("carol", secret, nonce=b"6"))
+
+
+def test_the_seal_key_is_private_made_once_and_binds_the_name(tmp_path):
+    key = SealKey(tmp_path / "k")
+    sealed = key.seal("secret-token", "carol")
+    assert (tmp_path / "k").stat().st_mode & 0o777 == 0o600
+    assert SealKey(tmp_path / "k").open(sealed, "carol") == "secret-token"  # another worker
+    with pytest.raises(SealBroken):
+        key.open(sealed, "mallory")  # moved to another name
+    with pytest.raises(SealBroken):
+        SealKey(tmp_path / "other").open(sealed, "carol")  # another role's key
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k", "other"]  # no temporaries left
+
+
+def test_a_store_without_a_seal_key_makes_no_digest_tokens(tmp_path):
+    store = Store(tmp_path / "a.db")
+    try:
+        with pytest.raises(AccessRefused, match="no key"):
+            AccessStore(store).create_token("carol", password_digest=True)
+    finally:
+        store.close()
 
 
 def test_the_nonce_cache_is_bounded_and_forgets_after_the_window():
@@ -296,3 +365,46 @@ def test_a_token_made_at_one_role_can_be_given_to_another(tokens, tmp_path):
                 other.create_token("bob", bad)
     finally:
         other_store.close()
+
+
+def _admin_as(harness, request, headers):
+    from wsframework.admin import action_for, render
+    from wsframework.soap import SoapVersion, build_envelope
+    element = render(request)
+    name = etree.QName(element)
+    envelope = build_envelope(SoapVersion.SOAP12, element, headers)
+    return harness.post("/admin", envelope, action=action_for(name.localname, name.namespace))
+
+
+def test_an_admin_grant_on_a_topic_pattern_creates_and_deletes_those_topics_only(tmp_path):
+    harness = Harness(tmp_path, access="closed", topics=("stocks",))
+    try:
+        store = harness.service.access.store
+        secret = store.create_token("ops")
+        store.grant("ops", "admin", "stocks.*")
+        ops = [next(iter(_username_token("ops", secret, with_freshness=False).headers.values()))]
+        made = _admin_as(harness, contracts.CreateTopic(Name="stocks.eu"), ops)
+        assert made.status == 200 and "stocks.eu" in harness.service.topics
+        refused = _admin_as(harness, contracts.CreateTopic(Name="bonds"), ops)
+        assert "ops may not administer topic 'bonds'" in _fault_text(refused)
+        assert contracts.FAULT_ACCESS_DENIED in _fault_text(refused)
+        assert "bonds" not in harness.service.topics
+        # the grant is for topic operations only: the rest still needs the network
+        stats = _admin_as(harness, contracts.GetStats(), ops)
+        assert "a valid admin credential is required" in _fault_text(stats)
+        # no credential, or a wrong one, is refused before the body is read
+        anonymous = _admin_as(harness, contracts.CreateTopic(Name="stocks.us"), [])
+        assert "a valid admin credential is required" in _fault_text(anonymous)
+        wrong = [next(iter(_username_token("ops", "guess", with_freshness=False).headers.values()))]
+        assert "wrong name or token" in _fault_text(
+            _admin_as(harness, contracts.CreateTopic(Name="stocks.us"), wrong))
+        # a principal without the grant
+        store.create_token("bob")
+        store.grant("bob", "publish", "stocks.*")
+        assert _admin_as(harness, contracts.DeleteTopic(Name="stocks.eu"), [next(iter(
+            _username_token("bob", store.create_token("bob"), with_freshness=False)
+            .headers.values()))]).status >= 400
+        deleted = _admin_as(harness, contracts.DeleteTopic(Name="stocks.eu"), ops)
+        assert deleted.status == 200 and "stocks.eu" not in harness.service.topics
+    finally:
+        harness.close()

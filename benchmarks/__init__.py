@@ -71,6 +71,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
             "TLS beside plain HTTP in one run: live events/s with mutual TLS on every hop, one "
             "source's notifications/s over HTTPS, handshakes per 10,000 notifications, "
             "handshake p50, health p95 under 2,000 stalled handshakes"),
+    "storage": ("benchmarks.performance.storage:run",
+                "what acknowledged-means-on-disk costs: durable Subscribes/s, publications/s "
+                "and live events/s with --durable-sync normal and full, alternated in one "
+                "run, and this disk's fdatasync time"),
     "delivery": ("benchmarks.performance.delivery:run", "notifications/s from a source to a fast sink, and "
                                             "the sink's own ceiling"),
     "backlog": ("benchmarks.performance.backlog:run",

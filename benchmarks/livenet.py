@@ -57,6 +57,7 @@ class Setup:
     levels: tuple = ("none", 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, "precise")
     seed: int = 7
     dispatcher_settings: dict = field(default_factory=dict)
+    serve_args: tuple = ()          # given to every role's edn serve (e.g. --durable-sync)
 
     @classmethod
     def quick(cls) -> "Setup":
@@ -322,6 +323,7 @@ def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
         args.append("--no-self-tuning")
     for key, value in setup.dispatcher_settings.items():
         args += ["--set", f"{key}={value}"]
+    args += list(setup.serve_args)
     servers = [(f"s{i + 1:02d}", "local", 1) for i in range(setup.servers)]
     network = LocalNetwork(data_dir, servers, token=token, d=D, keep_bodies=False,
                            load_threshold=10 * setup.per_server, dispatcher_args=args,
@@ -332,6 +334,7 @@ def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
         # goes to events.
         process.extra_args += ["--max-body", str(64 * 1024 * 1024), "--log-level", "warning",
                                "--set", "routing_precision=0.0005", "--set", "peer_interval=30"]
+        process.extra_args += list(setup.serve_args)
     started = time.perf_counter()
     try:
         network.start()
@@ -344,6 +347,28 @@ def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
     log(f"  {setup.servers} servers x {setup.per_server} subscriptions in d = {D} ready in "
         f"{took:.0f} s")
     return network, {**info, "setup_s": round(took, 1)}
+
+
+def live_events_per_s(setup: Setup, precision, *, log=print, tls_dir: Path | None = None) -> float:
+    """Events/s of a network started for the purpose (:func:`start_network`) at
+    ``precision``, publishers saturating its dispatcher for ``setup.seconds`` after
+    ``setup.warmup``; the network is stopped after."""
+    with tempfile.TemporaryDirectory(prefix="edn-bench-live-") as tmp:
+        network, _ = start_network(setup, Path(tmp), log=log, tls_dir=tls_dir)
+        try:
+            points, symbols = event_workload(setup, 64 * 100, setup.seed + 1)
+            configure(network, precision=precision)
+            publisher = Publisher(network.dispatcher.base_url,
+                                  batch_payloads(network, points, setup.batch, symbols=symbols),
+                                  setup.batch, setup.publishers).start()
+            try:
+                time.sleep(setup.warmup)  # the warm-up has no condition to wait on
+                measured, _ = measure(network, setup.seconds)
+            finally:
+                publisher.stop()
+            return round(measured.events_per_s, 1)
+        finally:
+            network.close()
 
 
 def import_partitions(network: LocalNetwork, lo: np.ndarray, hi: np.ndarray,

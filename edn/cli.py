@@ -82,6 +82,12 @@ def _add_serve(sub):
                         "lossy link recovers (Linux 6.15+; default 1000, the kernel's least; "
                         "0 keeps the kernel's default, 120 s; raise it on paths whose round "
                         "trip nears a second, where it would resend needlessly)")
+    p.add_argument("--durable-sync", default="full", choices=("full", "normal"),
+                   help="full (the default): nothing is acknowledged before it is on disk "
+                        "(an fdatasync of the store's log, shared by the requests waiting at "
+                        "the same time); normal: acknowledged once committed, which survives "
+                        "kill -9 but not a power cut or an OS crash (the last transactions, "
+                        "acknowledged or not, can be lost)")
     p.add_argument("--allow-private", action="append", default=None, metavar="CIDR",
                    help="allow notification targets (the dispatcher: ReplyTo/FaultTo) in this "
                         "private range, e.g. 10.77.0.0/24 (repeatable or comma-separated; "
@@ -178,6 +184,8 @@ def cmd_serve(args) -> int:
         settings["initial_precision"] = _initial_precision(args)
     _check_settings(args.role, settings)
     _check_workers(args.role, args.workers, settings)
+    from wsframework.store import set_default_durability
+    set_default_durability(args.durable_sync)  # every store of the role (workers inherit it)
     data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     token = resolve_admin_token(args.admin_token, data_dir, SERVICE_NAMES.admin_token_env)

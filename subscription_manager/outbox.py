@@ -33,10 +33,9 @@ EDN servers also keep, per dispatcher, the sequence number of the last event app
 (``eventing_batch_positions``), updated in the transaction that commits a batch's outbox rows:
 a batch the dispatcher replays after a restart is acknowledged without matching twice.
 
-Durability: the store runs WAL with ``synchronous=NORMAL``: a committed transaction survives
-the process's crash (``kill -9``); only a power loss or OS crash can lose the last
-transactions. The ``durable_sync=full`` setting opens the store with ``synchronous=FULL``
-(an fsync per commit) for power-loss durability.
+Durability: see :mod:`wsframework.store`: a request that committed outbox rows (a
+publication, a batch) is answered only once they are on disk (``edn serve --durable-sync
+full``, the default; ``normal`` survives ``kill -9`` but not a power cut).
 """
 from __future__ import annotations
 

@@ -3,14 +3,24 @@
 Every gunicorn worker is its own process with its own in-memory indexes (namespace trie,
 matchers). The store is the source of truth they all follow: each change bumps a named
 *generation* counter in the same transaction, and a worker that sees a generation it has not
-applied reloads what changed. Writes are committed before the caller answers its client, so
-a ``kill -9`` never loses an acknowledged change (WAL with synchronous=NORMAL survives a
-process crash; only a power failure can lose the last transactions).
+applied reloads what changed.
+
+**Acknowledged means on disk.** Writes are committed before the caller answers its client,
+and with ``durability="full"`` (the default, :func:`set_default_durability`) the answer
+waits, in :func:`make_changes_durable` (called by the WSGI edge before any response is
+sent), for an ``fdatasync`` of the write-ahead log holding the commits the request made.
+Commits themselves run with ``synchronous=NORMAL``, so no fsync is taken under SQLite's write
+lock: the sync happens after, and requests waiting at the same time share one
+(:class:`GroupSync`, group commit). A power cut or an OS crash then loses nothing
+acknowledged. With ``durability="normal"`` nothing waits: a ``kill -9`` still loses nothing
+(the WAL is in the kernel's page cache), a power cut or an OS crash can lose the last
+transactions, acknowledged or not.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 import weakref
@@ -47,12 +57,134 @@ def _operational_error(exc: sqlite3.OperationalError) -> SoapFault:
     return receiver_fault(UNEXPECTED_REASON)
 
 
+DURABILITY_MODES = ("full", "normal")
+_default_durability = "full"
+_stores: "weakref.WeakSet[Store]" = weakref.WeakSet()  # every store of this process
+
+
+def set_default_durability(mode: str) -> None:
+    """The durability of every :class:`Store` made after this without its own (``edn serve
+    --durable-sync``; set in the arbiter, inherited by its workers)."""
+    global _default_durability
+    if mode not in DURABILITY_MODES:
+        raise ValueError(f"durability is one of {', '.join(DURABILITY_MODES)}, not {mode!r}")
+    _default_durability = mode
+
+
+def make_changes_durable() -> None:
+    """Return once every commit this thread (greenlet) made in any store is on disk: called
+    before a request is answered. ``OSError`` when the disk refused the sync: the change
+    must not be acknowledged."""
+    for store in list(_stores):
+        store.make_durable()
+
+
+class GroupSync:
+    """Group commit for one database file: commits are numbered as they end
+    (:meth:`committed`); :meth:`wait` returns once an ``fdatasync`` of the write-ahead log
+    that began after that commit has finished. One waiter syncs (outside the lock, so
+    commits go on meanwhile) and covers every commit made before it began; the waiters
+    behind it share it, or the next one."""
+
+    def __init__(self, database: str, syncer=None):
+        self.wal_path = database + "-wal"
+        self.directory = os.path.dirname(os.path.abspath(database))
+        self._syncer = syncer or _blocking_call
+        self._cond = threading.Condition()
+        self._committed = 0
+        self._synced = 0
+        self._syncing = False
+        self._file: tuple[int, tuple[int, int]] | None = None  # (fd, (device, inode))
+        self.syncs = 0  # fdatasyncs made, for tests and figures
+
+    def committed(self) -> int:
+        with self._cond:
+            self._committed += 1
+            return self._committed
+
+    def wait(self, commit: int) -> None:
+        with self._cond:
+            while self._synced < commit:
+                if not self._syncing:
+                    self._syncing = True
+                    target = self._committed
+                    break
+                self._cond.wait()
+            else:
+                return
+        try:
+            self._syncer(self._sync)
+        except BaseException:
+            with self._cond:
+                self._syncing = False
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._synced = max(self._synced, target)
+            self._syncing = False
+            self.syncs += 1
+            self._cond.notify_all()
+
+    def _sync(self) -> None:
+        try:
+            status = os.stat(self.wal_path)
+        except FileNotFoundError:
+            return  # no log: its last connection checkpointed it into the database, synced
+        identity = (status.st_dev, status.st_ino)
+        if self._file is None or self._file[1] != identity:
+            self._close()
+            descriptor = os.open(self.wal_path, os.O_RDONLY | os.O_CLOEXEC)
+            self._file = (descriptor, identity)
+            _sync_directory(self.directory)  # a new log's name must survive a crash too
+        os.fdatasync(self._file[0])
+
+    def _close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._file[0])
+            self._file = None
+
+    def close(self) -> None:
+        with self._cond:
+            self._close()
+
+
+def _blocking_call(function) -> None:
+    """Run ``function``; under gevent in the hub's thread pool, so an fsync blocks only the
+    greenlet that waits for it, not every connection of the worker."""
+    try:
+        from gevent import monkey
+        patched = monkey.is_module_patched("threading")
+    except ImportError:
+        patched = False
+    if patched:
+        import gevent
+        gevent.get_hub().threadpool.apply(function)
+    else:
+        function()
+
+
+def _sync_directory(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 class Store:
-    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", busy_timeout_ms: int = 10_000):
+    def __init__(self, path: str | Path, *, durability: str | None = None,
+                 busy_timeout_ms: int = 10_000):
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._synchronous = synchronous
+        self.durability = durability or _default_durability
+        if self.durability not in DURABILITY_MODES:
+            raise ValueError(f"durability is one of {', '.join(DURABILITY_MODES)}, "
+                             f"not {self.durability!r}")
+        self.group_sync = (GroupSync(self.path) if self.durability == "full"
+                           and self.path != ":memory:" else None)
+        self._synchronous = "NORMAL"  # the sync, if any, comes after the commit (GroupSync)
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         # Open connections, through their holders: a holder lives in its thread's (under
@@ -63,6 +195,7 @@ class Store:
         self._all: weakref.WeakSet[_Holder] = weakref.WeakSet()
         self._lock = threading.Lock()
         self.executescript(_BASE_SCHEMA)
+        _stores.add(self)
 
     def connection(self) -> sqlite3.Connection:
         holder = getattr(self._local, "holder", None)
@@ -103,6 +236,28 @@ class Store:
             if conn.in_transaction:  # a COMMIT that failed (a full disk) leaves it open
                 conn.execute("ROLLBACK")
             raise
+        if self.group_sync is not None:
+            self._local.unsynced = self.group_sync.committed()
+
+    def last_commit(self) -> int:
+        """The number of this thread's latest commit not yet synced (0: none), for a thread
+        that commits on behalf of others (a group commit): each of them :meth:`owe` it."""
+        return getattr(self._local, "unsynced", 0)
+
+    def owe(self, commit: int) -> None:
+        """Make ``commit`` (another thread's, made for this one) this thread's to be synced
+        before it answers (:func:`make_changes_durable`)."""
+        if commit and self.group_sync is not None:
+            self._local.unsynced = max(commit, getattr(self._local, "unsynced", 0))
+
+    def make_durable(self) -> None:
+        """Return once this thread's commits in this store are on disk (:class:`GroupSync`)."""
+        commit = getattr(self._local, "unsynced", 0)
+        if not commit or self.group_sync is None:
+            return
+        self.group_sync.wait(commit)
+        if getattr(self._local, "unsynced", 0) == commit:  # not a newer commit meanwhile
+            self._local.unsynced = 0
 
     def query(self, sql: str, params=()) -> list[sqlite3.Row]:
         return self.connection().execute(sql, params).fetchall()
@@ -125,6 +280,9 @@ class Store:
                 holder.close()
             self._all.clear()
         self._local = threading.local()
+        if self.group_sync is not None:
+            self.group_sync.close()
+        _stores.discard(self)
 
 
 class _Holder:

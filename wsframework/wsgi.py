@@ -9,17 +9,22 @@ connection, and any unexpected error becomes a Receiver fault.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from urllib.parse import parse_qs
 
-from .exceptions import SoapFault, WsFrameworkError, sender_fault
+from .exceptions import SoapFault, WsFrameworkError, receiver_fault, sender_fault
 from .faults import fault_for, translate
 from .http_routes import MAX_ROUTE_BODY, HttpRequest
 from .soap import SoapVersion, fault_envelope
+from .store import STORAGE_FULL_REASON, make_changes_durable
 from .tls import PEER_PRINCIPAL_ENVIRON
 
 log = logging.getLogger(__name__)
+
+NOT_DURABLE_REASON = ("the service's disk failed to store the change (its sync failed): it "
+                      "was not acknowledged and may or may not be kept")
 
 _DRAIN_CHUNK = 64 * 1024
 # Beyond this much excess the connection is simply closed: draining it would let a client
@@ -66,6 +71,16 @@ class WsgiApplication:
         except Exception as exc:
             version = SoapVersion.from_content_type(environ.get("CONTENT_TYPE")) or SoapVersion.SOAP11
             fault = fault_for(exc, where=environ.get("PATH_INFO") or "/")
+            status, headers, body = (version.fault_status(fault),
+                                     [("Content-Type", version.content_type)],
+                                     fault_envelope(version, fault))
+        try:
+            make_changes_durable()  # nothing is answered before what it changed is on disk
+        except OSError as exc:
+            log.error("a request's changes could not be synced to disk: %s", exc)
+            version = SoapVersion.from_content_type(environ.get("CONTENT_TYPE")) or SoapVersion.SOAP11
+            fault = receiver_fault(STORAGE_FULL_REASON if exc.errno == errno.ENOSPC
+                                   else NOT_DURABLE_REASON)
             status, headers, body = (version.fault_status(fault),
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))

@@ -36,8 +36,7 @@ from edn.localnet.processes import ServerProcess
 from edn.sink import FastSink
 from wsframework import progress
 
-from ..livenet import (Publisher, Setup, batch_payloads, configure, event_workload, measure,
-                      start_network)
+from ..livenet import Setup, live_events_per_s
 from .delivery import _delivery_run
 
 PRECISION = 0.5
@@ -54,33 +53,14 @@ def _percentile(values, q: float) -> float:
 
 # -- the live network ---------------------------------------------------------------------------
 
-def _live_events_per_s(setup: Setup, tls_dir: Path | None) -> float:
-    with tempfile.TemporaryDirectory(prefix="edn-bench-tls-live-") as tmp:
-        network, _ = start_network(setup, Path(tmp), log=_log, tls_dir=tls_dir)
-        try:
-            points, symbols = event_workload(setup, 64 * 100, setup.seed + 1)
-            configure(network, precision=PRECISION)
-            publisher = Publisher(network.dispatcher.base_url,
-                                  batch_payloads(network, points, setup.batch, symbols=symbols),
-                                  setup.batch, setup.publishers).start()
-            try:
-                time.sleep(setup.warmup)  # the warm-up has no condition to wait on
-                measured, _ = measure(network, setup.seconds)
-            finally:
-                publisher.stop()
-            return round(measured.events_per_s, 1)
-        finally:
-            network.close()
-
-
 def live(quick: bool, pki_dir: Path) -> dict:
     base = (replace(Setup.quick(), servers=2, per_server=300) if quick
             else Setup(servers=6, per_server=5_000))
     setup = replace(base, link_mbps=10_000.0, warmup=0.5 if quick else 3.0,
                     seconds=1.0 if quick else 6.0, publishers=4)
-    plain = _live_events_per_s(setup, None)
+    plain = live_events_per_s(setup, PRECISION, log=_log)
     _log(f"  live, plain: {plain} events/s")
-    tls = _live_events_per_s(setup, pki_dir)
+    tls = live_events_per_s(setup, PRECISION, log=_log, tls_dir=pki_dir)
     _log(f"  live, mutual TLS on every hop: {tls} events/s")
     return {"live_events_per_s_plain": plain, "live_events_per_s_tls": tls,
             "live_tls_ratio": round(tls / plain, 3) if plain else None,

@@ -61,6 +61,7 @@ class _Append:
     done: bool = False
     error: BaseException | None = None
     logged: dict = field(default_factory=dict)  # server -> its new copies, in seq order
+    commit: int = 0  # the store's commit that holds it (its caller owes its sync)
 
     def copies_logged(self) -> list[LogCopy]:
         return [c for copies in self.logged.values() for c in copies]
@@ -187,6 +188,8 @@ class EventLog:
                     for each in batch:
                         each.done = True
                     self._group.notify_all()
+        # the commit may be another caller's: this caller's answer waits for its sync too
+        self.store.owe(request.commit)
         if request.error is not None:
             raise request.error
         return request.copies_logged()
@@ -246,6 +249,9 @@ class EventLog:
                     request.logged = {}
                     request.error = request.error or exc
                 raise
+            commit = self.store.last_commit()
+            for request in batch:
+                request.commit = commit
             self._left.update(added)
             for parent, seq in upstream.items():
                 self.upstream[parent] = max(seq, self.upstream.get(parent, 0))

@@ -286,6 +286,23 @@ def test_without_the_log_batches_carry_no_seq_and_nothing_is_written(net):
     assert service.dispatcher.stats()["log.on"] == 0
 
 
+def _first_then_five_behind_it(log, release, first_append, other_append) -> None:
+    """``first_append`` in a thread until it commits (its offer waits for ``release``), then
+    five ``other_append(n)`` threads queued behind it; released, all end."""
+    first = threading.Thread(target=first_append)
+    first.start()
+    with log._group:
+        assert log._group.wait_for(lambda: log._committing, 5)
+    others = [threading.Thread(target=other_append, args=(n,)) for n in range(5)]
+    for thread in others:
+        thread.start()
+    with log._group:
+        assert log._group.wait_for(lambda: len(log._pending) == 5, 5)
+    release.set()
+    for thread in [first] + others:
+        thread.join(5)
+
+
 def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_path):
     log = EventLog(Store(tmp_path / "s.db"))
     release = threading.Event()
@@ -297,25 +314,42 @@ def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_pat
             if c.event == b"first":
                 assert release.wait(5)  # the first committer holds its commit open
 
-    first = threading.Thread(target=log.append, args=([("t", b"first", ["s1"])], offer))
-    first.start()
-    with log._group:
-        assert log._group.wait_for(lambda: log._committing, 5)
-    others = [threading.Thread(target=log.append, args=([("t", b"%d" % n, ["s1", "s2"])], offer))
-              for n in range(5)]
-    for thread in others:
-        thread.start()
-    with log._group:
-        assert log._group.wait_for(lambda: len(log._pending) == 5, 5)
-    release.set()
-    for thread in [first] + others:
-        thread.join(5)
+    _first_then_five_behind_it(
+        log, release, lambda: log.append([("t", b"first", ["s1"])], offer),
+        lambda n: log.append([("t", b"%d" % n, ["s1", "s2"])], offer))
     assert log.commits == 2  # the first alone, then the five waiting ones in one transaction
     assert [seq for server, seq, _ in offered if server == "s1"] == list(range(1, 7))
     assert [seq for server, seq, _ in offered if server == "s2"] == list(range(1, 6))
     stored = [(c.server, c.seq, c.event) for server in ("s1", "s2") for c in log.pending(server)]
     assert stored == sorted(offered)
     assert log.store.query("SELECT count(*) FROM edn_log_event")[0][0] == 6  # each event once
+
+
+def test_every_caller_of_a_group_commit_waits_for_its_sync_before_answering(tmp_path):
+    """The five callers committed by another's transaction owe that commit's sync: each
+    thread's make_changes_durable syncs (or finds synced) the commit holding its events."""
+    from wsframework.store import make_changes_durable
+    store = Store(tmp_path / "s.db", durability="full")
+    log = EventLog(store)
+    release = threading.Event()
+    owed = {}
+
+    def offer(per_server):
+        if any(c.event == b"first" for copies in per_server.values() for c in copies):
+            assert release.wait(5)
+
+    def append(name, event):
+        log.append([("t", event, ["s1"])], offer)
+        owed[name] = store.last_commit()
+        make_changes_durable()
+        owed[name + " after"] = store.last_commit()
+
+    _first_then_five_behind_it(log, release, lambda: append("first", b"first"),
+                               lambda n: append(f"t{n}", b"%d" % n))
+    assert log.commits == 2
+    assert all(owed[f"t{n}"] == owed["t0"] > owed["first"] > 0 for n in range(5))
+    assert all(owed[f"{name} after"] == 0 for name in ["first"] + [f"t{n}" for n in range(5)])
+    assert store.group_sync._synced >= owed["t0"]
 
 
 def test_a_failed_commit_logs_nothing_and_keeps_the_seqs(tmp_path):

@@ -212,7 +212,9 @@ def test_too_old_notifications_are_dead_lettered_whatever_the_attempts(tmp_path)
         clock.advance(1000)
         h.drain()
         (letter,) = h.manager.outbox.dead_letters()
-        assert letter.attempts == 1 and "older than 60 s" in letter.reason
+        # one attempt may come before the clock moves on (the publication is answered once
+        # on disk, and delivery starts at once): 50 retries allowed, at most 2 made
+        assert letter.attempts <= 2 and "older than 60 s" in letter.reason
     finally:
         h.close()
 

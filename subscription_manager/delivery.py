@@ -277,7 +277,10 @@ class Deliverer:
         ``readings`` (seconds, answered) to its limit; parked if the last got no answer."""
         with self._cond:
             host.release(number)
+            now = self._clock()
             for seconds, answered in readings:
+                # an answer that waited out a silence says nothing of congestion
+                answered = answered and not host.spanned_silence(seconds, now)
                 host.control.observe(seconds, answered=answered, in_flight=in_flight)
             if readings and not readings[-1][1] and not host.parked_until and not self._closed:
                 park = self._probe_interval()
@@ -454,7 +457,7 @@ class Deliverer:
         if self._closed or self._hosts.get(host.key) is not host or not host.active:
             return
         if check.due() and not host.parked_until:
-            host.stall()
+            host.stall(self._clock())
             if not host.ready and host.active < host.limit():
                 host.ready = True
                 self._ready.append(host)

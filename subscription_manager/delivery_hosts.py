@@ -67,7 +67,7 @@ class HostQueue:
 
     __slots__ = ("key", "jobs", "active", "ready", "suspect", "unanswered", "takes",
                  "in_flight", "stalled", "check_due", "answers", "answered_start", "settled_start",
-                 "retrying", "parked_until", "control", "_newest_last")
+                 "retrying", "parked_until", "control", "silent_at", "_newest_last")
 
     def __init__(self, key: str, control: AdaptiveLimit):
         self.key = key
@@ -86,6 +86,7 @@ class HostQueue:
         self.retrying: set[Delivery] = set()  # its jobs waiting out a retry backoff
         self.parked_until = 0.0  # no worker takes a job before (the deliverer's clock)
         self.control = control  # outlives the queue: a host's limit is remembered
+        self.silent_at = float("-inf")  # when it was last found silent (its workers stalled)
         self._newest_last = False  # the last take of a backlog was of the newest jobs
 
     @staticmethod
@@ -118,8 +119,10 @@ class HostQueue:
         """Most stalled workers it may have now."""
         return MAX_STALLED_SLOW if self.slow else MAX_STALLED
 
-    def stall(self) -> None:
-        """The workers at it now are stalled (the oldest first, up to the most allowed)."""
+    def stall(self, now: float) -> None:
+        """The host answered nothing for a stall interval up to ``now``: the workers at it
+        now are stalled (the oldest first, up to the most allowed)."""
+        self.silent_at = now
         cap = self.stall_cap()
         for take in sorted(self.in_flight - self.stalled):
             if len(self.stalled) >= cap:
@@ -140,6 +143,13 @@ class HostQueue:
         self.unanswered = not answered
         self.answers += answered
         return True
+
+    def spanned_silence(self, seconds: float, now: float) -> bool:
+        """Whether an attempt that took ``seconds`` and ended by ``now`` began before the
+        host was last found silent: its answer, however late, tells of an outage (a cut
+        shorter than the timeout, a paused process), not of a host with too many requests,
+        and is read by the limit as no answer (:class:`~.host_concurrency.AdaptiveLimit`)."""
+        return now - seconds < self.silent_at
 
     def newest_next(self, limit: int) -> bool:
         """Whether the next take is of the newest jobs: while more jobs wait than ``limit``

@@ -144,6 +144,9 @@ class RoleMetrics:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.add_reader(lambda: _process_readings(self.prefix, service.busy))
+        group_sync = getattr(getattr(service, "store", None), "group_sync", None)
+        if group_sync is not None:
+            self.add_reader(lambda: _store_readings(self.prefix, group_sync))
         tls = getattr(service.config, "tls", None)
         if tls is not None:
             self.add_reader(lambda: _certificate_readings(self.prefix, tls.cert))
@@ -291,6 +294,22 @@ def _certificate_readings(prefix: str, certificate) -> list[Reading]:
     return [Reading(f"{prefix}tls_certificate_expiry_seconds", "max",
                     "When the certificate this role serves HTTPS with expires (seconds since "
                     "the epoch; alert on it minus time())", certificate_expiry(certificate))]
+
+
+def _store_readings(prefix: str, group_sync) -> list[Reading]:
+    """The store's syncs before acknowledgements (:class:`~wsframework.store.GroupSync`):
+    their count, their time (a slow disk shows here first) and the commits they covered
+    (``commits / syncs``: how many requests shared a sync)."""
+    return [
+        Reading(f"{prefix}store_syncs_total", "counter",
+                "fdatasyncs of the store's log made before acknowledging", group_sync.syncs),
+        Reading(f"{prefix}store_sync_seconds_total", "counter",
+                "Seconds those syncs took (rate over syncs: the disk's sync time)",
+                group_sync.sync_seconds),
+        Reading(f"{prefix}store_commits_synced_total", "counter",
+                "Commits those syncs covered (over syncs: requests sharing a sync)",
+                group_sync.commits_synced),
+    ]
 
 
 def _process_readings(prefix: str, busy) -> list[Reading]:

@@ -15,8 +15,10 @@ shared machine's drift falls on both:
   outbox;
 * ``live_events_per_s_*`` -- the live network (:mod:`benchmarks.livenet`: a dispatcher with
   its durable log, servers with their outboxes; link uncapped), every role at that setting;
-* ``*_full_vs_normal`` -- the ratio of the medians (the issue's goal for live events/s: at
-  least 0.8).
+* ``*_full_vs_normal`` -- the ratio of the medians (the goal for live events/s: at least
+  0.8);
+* ``commits_per_sync_full`` -- per ``full`` round, the source's commits over its syncs (from
+  its ``edn_store_*`` metrics): how many commits, from the 16 clients, shared one sync.
 
 PostgreSQL is not a backend yet: its figures are not here.
 """
@@ -98,7 +100,8 @@ def _rate(url: str, envelopes: list[bytes], expect: int) -> float:
     return len(envelopes) / took
 
 
-def _source_rates(mode: str, base: Path, subscribes: int, publishes: int, sink_url: str) -> tuple[float, float]:
+def _source_rates(mode: str, base: Path, subscribes: int, publishes: int,
+                  sink_url: str) -> tuple[float, float, float | None]:
     from subscription_manager.client import subscribe_body
     from wsframework.publisher import PUBLISH_ACTION
     from lxml import etree
@@ -116,7 +119,36 @@ def _source_rates(mode: str, base: Path, subscribes: int, publishes: int, sink_u
         _rate(prices, _envelopes(prices, subscribe, action, PUBLISH_FANOUT), 200)
         quote = b'<q:quote xmlns:q="urn:q"><q:price>1</q:price></q:quote>'
         publish_rate = _rate(prices, _envelopes(prices, quote, PUBLISH_ACTION, publishes), 202)
-        return subscribe_rate, publish_rate
+        return subscribe_rate, publish_rate, _commits_per_sync(source, mode)
+
+
+def _store_figures(source: ServerProcess) -> dict[str, float]:
+    text = requests.get(source.base_url + "/metrics", timeout=10,
+                        headers={"Authorization": f"Bearer {source.admin_token}"}).text
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("edn_store_syncs_total", "edn_store_commits_synced_total"):
+            values[name] = values.get(name, 0.0) + float(value)
+    return values
+
+
+def _commits_per_sync(source: ServerProcess, mode: str) -> float | None:
+    """From the source's /metrics: commits covered per sync (None at ``normal``). The
+    workers' counters reach /metrics within a mirror interval (a second): read until two
+    reads a mirror interval apart agree."""
+    if mode != "full":
+        return None
+    from wsframework.metrics import MIRROR_INTERVAL
+    last, deadline = None, time.monotonic() + 10
+    while time.monotonic() < deadline:
+        values = _store_figures(source)
+        if values.get("edn_store_syncs_total") and values == last:
+            break
+        last = values
+        threading.Event().wait(MIRROR_INTERVAL * 1.2)
+    syncs = last.get("edn_store_syncs_total") if last else None
+    return round(last["edn_store_commits_synced_total"] / syncs, 2) if syncs else None
 
 
 def _live(mode: str, setup: Setup) -> float:
@@ -143,7 +175,10 @@ def run(quick: bool = False) -> dict:
             for k in range(rounds):
                 order = MODES if k % 2 == 0 else MODES[::-1]
                 for mode in order:
-                    subscribe, publish = _source_rates(mode, base, subscribes, publishes, sink.url)
+                    subscribe, publish, shared = _source_rates(mode, base, subscribes,
+                                                               publishes, sink.url)
+                    if shared is not None:
+                        figures.setdefault("commits_per_sync_full", []).append(shared)
                     rates[mode]["subscribe"].append(round(subscribe, 1))
                     rates[mode]["publish"].append(round(publish, 1))
                     _log(f"  {mode}: {subscribe:.0f} Subscribes/s, {publish:.0f} publications/s")

@@ -18,3 +18,5 @@ def test_bench_storage_quick_reports_every_figure():
         normal, full = figures[f"{key}_normal"], figures[f"{key}_full"]
         assert len(normal) == len(full) >= 1 and min(normal + full) > 0, key
         assert figures[f"{key}_full_vs_normal"] == round(full[0] / normal[0], 3), key
+    # group commit: the 16 clients' commits share syncs (at least one commit a sync)
+    assert all(shared >= 1 for shared in figures["commits_per_sync_full"])

@@ -493,3 +493,66 @@ def test_a_host_answering_slowly_gets_a_fresh_attempt_when_its_one_worker_hangs(
     finally:
         link.release.set()
         deliverer.close()
+
+
+class PausedLink:
+    """``far.test`` answers in 10 ms; while ``paused`` (a cut shorter than the timeout, a
+    stopped process) every attempt waits, then is answered when it ends: late, not lost."""
+
+    def __init__(self):
+        self.paused = threading.Event()
+        self.resumed = threading.Event()
+        self.waiting = 0
+        self.cond = threading.Condition()
+
+    def post(self, url, payload, content_type, soap_action=None):
+        if self.paused.is_set():
+            with self.cond:
+                self.waiting += 1
+                self.cond.notify_all()
+            self.resumed.wait(30)
+        else:
+            threading.Event().wait(0.01)  # the far host's round trip
+        return TransportResponse(202, None, b"")
+
+    def close(self):
+        pass
+
+
+def test_answers_that_waited_out_a_silence_do_not_shrink_the_hosts_limit():
+    """A 5 s cut heals before its requests time out: they are all answered late. That is an
+    outage the host was found silent in, not congestion: the limit it had grown to stays, so
+    the backlog drains at it."""
+    link = PausedLink()
+    deliverer = Deliverer(link, DeliveryPolicy(workers=32, per_host=4, per_host_max=32,
+                                               retries=9, backoff=0.05, probe_interval=0.05))
+    try:
+        deliverer.submit_many([job(url="http://far.test/n") for _ in range(400)])
+        assert deliverer.drain(30)
+        control = deliverer._limits["far.test"]
+        grown = control.limit
+        assert grown > 4  # answers of 10 ms with the limit used: it grew
+        # a few more than the limit: all of them wait, and answer late; jobs waiting behind
+        # them are what makes the host's silence a stall
+        link.paused.set()
+        deliverer.submit_many([job(url="http://far.test/n") for _ in range(grown + MAX_STALLED + 2)])
+        with deliverer._cond:  # the host was found silent while its workers waited
+            assert deliverer._cond.wait_for(
+                lambda: (deliverer._hosts.get("far.test") is not None
+                         and deliverer._hosts["far.test"].silent_at > float("-inf")), 20)
+        link.paused.clear()
+        link.resumed.set()
+        assert deliverer.drain(30)
+        assert control.limit >= grown, (control.limit, grown)
+    finally:
+        link.resumed.set()
+        deliverer.close()
+
+
+def test_an_attempt_begun_before_the_host_was_found_silent_spanned_the_silence():
+    from subscription_manager.delivery_hosts import HostQueue
+    host = HostQueue("far.test", HostQueue.new_limit(DeliveryPolicy(per_host=4)))
+    assert not host.spanned_silence(5.0, now=10.0)  # never found silent
+    host.stall(now=8.0)
+    assert host.spanned_silence(5.0, now=10.0)      # began at 5, silent at 8: late news
+    assert not host.spanned_silence(1.0, now=10.0)  # began at 9, after: a reading as any

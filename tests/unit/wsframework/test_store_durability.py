@@ -52,6 +52,7 @@ def test_waiters_behind_a_sync_share_the_next_one():
         thread.join(5)
     assert sorted(done) == [1, 2, 3, 4, 5, 6]
     assert syncer.began == [1, 6] and group.syncs == 2
+    assert group.commits_synced == 6 and group.sync_seconds > 0  # 3 commits a sync
     group.wait(6)  # already on disk: no sync
     assert group.syncs == 2
 
@@ -164,3 +165,15 @@ def test_a_request_is_answered_only_after_its_changes_are_on_disk(tmp_path, monk
         assert refused.value.code.endswith("Receiver")
     finally:
         harness.close()
+
+
+def test_the_syncs_are_figures_on_metrics():
+    from wsframework.metrics import _store_readings
+    group = GroupSync("/nonexistent/db", syncer=lambda sync: None)
+    for _ in range(3):
+        group.committed()
+    group.wait(3)
+    readings = {r.name: r.value for r in _store_readings("edn_", group)}
+    assert readings["edn_store_syncs_total"] == 1
+    assert readings["edn_store_commits_synced_total"] == 3
+    assert readings["edn_store_sync_seconds_total"] >= 0

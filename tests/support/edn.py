@@ -52,14 +52,16 @@ def server_url(i: int) -> str:
 
 class Network:
     def __init__(self, tmp_path: Path, partitioners=("rtree", "rtree", "rtree"), *,
-                 d: int = 3, settings: dict | None = None, register: bool = True):
+                 d: int = 3, settings: dict | None = None, register: bool = True,
+                 dispatcher_settings: dict | None = None):
         self.tmp_path = Path(tmp_path)
         self.transport = InProcessTransport()
         self.sink = RecordingSink()
         self.transport.mount(SINK, self.sink)
         self.d = d
         self.dispatcher_service = build_dispatcher(
-            ServiceConfig(DISPATCHER, self.tmp_path / "dispatcher", TOKEN, role="dispatcher"),
+            ServiceConfig(DISPATCHER, self.tmp_path / "dispatcher", TOKEN, role="dispatcher",
+                          settings=dict(dispatcher_settings or {})),
             transport=self.transport)
         self.dispatcher = self.dispatcher_service.dispatcher
         self.transport.mount(DISPATCHER, self.dispatcher_service)

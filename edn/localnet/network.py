@@ -125,12 +125,22 @@ class LocalNetwork:
             process.start()
         self.admin = AdminClient(self.dispatcher.base_url, self.token)
         for root in self.roots:
-            wait_until(lambda: self.registered(root) == len(self.below[""]),
-                       what=f"every node registered at {root.base_url}")
+            self._wait_registered(root, self.below[""], f"every node registered at {root.base_url}")
         for name, child in self.children.items():
-            wait_until(lambda: self.registered(child) == len(self.below[name]),
-                       what=f"every server registered at {name}")
+            self._wait_registered(child, self.below[name], f"every server registered at {name}")
         return self
+
+    def _wait_registered(self, dispatcher: ServerProcess, below, what: str) -> None:
+        """Wait until ``dispatcher`` counts every node of ``below``; on timeout the error
+        carries the end of its log and of each node's that should have registered."""
+        try:
+            wait_until(lambda: self.registered(dispatcher) == len(below), what=what)
+        except AssertionError as exc:
+            nodes = {**self.children, **self.servers}
+            logs = [("the dispatcher", dispatcher)] + [(n, nodes[n]) for n in below if n in nodes]
+            tails = "\n".join(f"--- {label} (last 2,000 characters of its log) ---\n"
+                              f"{process.log_text()[-2000:]}" for label, process in logs)
+            raise AssertionError(f"{exc}\n{tails}") from None
 
     def registered(self, dispatcher: ServerProcess) -> int:
         return int(self.node_stats(dispatcher, "servers").get("servers", 0))

@@ -90,7 +90,7 @@ class GroupSync:
     def __init__(self, database: str, syncer=None):
         self.wal_path = database + "-wal"
         self.directory = os.path.dirname(os.path.abspath(database))
-        self._syncer = syncer or _blocking_call
+        self._syncer = syncer or _sync_runner()
         self._cond = threading.Condition()
         self._committed = 0
         self._synced = 0
@@ -157,19 +157,19 @@ class GroupSync:
             self._close()
 
 
-def _blocking_call(function) -> None:
-    """Run ``function``; under gevent in the hub's thread pool, so an fsync blocks only the
-    greenlet that waits for it, not every connection of the worker."""
+def _sync_runner():
+    """How a sync is run: directly, or under gevent in the hub's thread pool, so an fsync
+    blocks only the greenlet that waits for it, not every connection of the worker. Decided
+    once per store: stores are made in the worker, after gevent patched it."""
     try:
         from gevent import monkey
         patched = monkey.is_module_patched("threading")
     except ImportError:
         patched = False
-    if patched:
-        import gevent
-        gevent.get_hub().threadpool.apply(function)
-    else:
-        function()
+    if not patched:
+        return lambda function: function()
+    import gevent
+    return lambda function: gevent.get_hub().threadpool.apply(function)
 
 
 def _sync_directory(path: str) -> None:

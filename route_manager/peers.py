@@ -38,6 +38,7 @@ from matchers.summary import Summary
 from matchers.vocabulary import EDN
 from wsframework.store import Store
 from .protocol import CENTROID, PEER_SUMMARY, SUMMARY
+from wsframework.migrations import migrate
 
 __all__ = ["PeerSummary", "PeerState", "PeerTable"]
 
@@ -118,7 +119,7 @@ class PeerTable:
     def __init__(self, store: Store, *, clock=time.time):
         self.store = store
         self.clock = clock
-        store.executescript(_SCHEMA)
+        migrate(store, "peers", [_SCHEMA])
         self._lock = threading.Lock()
         self._snapshot_generation = -1
         self._servers: dict[str, tuple[str, int]] = {}

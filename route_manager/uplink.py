@@ -48,6 +48,7 @@ from . import protocol
 from .lanes import Lane, finished
 from .protocol import FAULT_UNKNOWN_SERVER
 from .precision import PRECISE, parse_precision
+from wsframework.migrations import migrate
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class Generations:
 
     def __init__(self, store):
         self.store = store
-        store.executescript(_STATE_SCHEMA)
+        migrate(store, "uplink", [_STATE_SCHEMA])
         with store.transaction() as conn:
             conn.execute("INSERT OR IGNORE INTO edn_uplink_state(key, value) VALUES (?, ?)",
                          ("generation_offset", max(0, int(time.time()) - _EPOCH_2020)))

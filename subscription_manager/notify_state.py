@@ -9,6 +9,7 @@ from typing import Mapping
 from wsframework.store import Store
 
 from .lifecycle import State
+from wsframework.migrations import migrate
 
 __all__ = ["NotifyState", "NOTIFY_GENERATION", "NOTIFY_SCHEMA"]
 
@@ -38,7 +39,7 @@ class NotifyState:
 
     def __init__(self, store: Store):
         self.store = store
-        store.executescript(NOTIFY_SCHEMA)
+        migrate(store, "notify_state", [NOTIFY_SCHEMA])
 
     @staticmethod
     def generation_in(conn) -> int:

@@ -50,6 +50,7 @@ from .message_ids import new_message_id, new_message_ids
 from .outbox_dead_letters import (DEAD_TABLE, MAX_DEAD_LETTER_LIST, DeadLetter, DeadLetterTable,
                                   chunks)
 from .process_owner import owner_alive, process_owner
+from wsframework.migrations import migrate
 
 __all__ = ["Outbox", "OutboxRow", "DeadLetter", "new_message_id",
            "new_message_ids", "MAX_DEAD_LETTER_LIST"]
@@ -172,7 +173,7 @@ class Outbox(DeadLetterTable):
         self.lease = lease
         self.recheck = recheck
         self.flush_size = flush_size
-        store.executescript(_SCHEMA)
+        migrate(store, "outbox", [_SCHEMA])
         self._done: list[int] = []
         self._done_lock = threading.Lock()
         self._owner_pid = -1

@@ -28,6 +28,7 @@ from lxml import etree
 from matchers import FilterSpec
 from wsframework import ns
 from wsframework.addressing import EndpointReference
+from wsframework.migrations import columns, migrate
 from wsframework.store import Store
 from wsframework.urlpolicy import UrlRefused, parse_url
 from wsframework.xmlparse import parse_xml
@@ -221,35 +222,33 @@ def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -
             raise LimitReached(scope, limit)
 
 
+def _add_columns(conn, store) -> None:
+    """Give a table made before ``notify_host`` existed the column, filled in for its active
+    rows (terminal ones are never counted); and one made before ``request_key`` existed that
+    column, empty (older subscriptions have no idempotency key); likewise ``notify_when``
+    (older subscriptions have no notification condition) and ``owner``."""
+    known = columns(conn, _TABLE)
+    for column in ("request_key", "notify_when", "owner"):
+        if column not in known:
+            conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN {column} TEXT")
+    if "notify_host" in known:
+        return
+    conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_host TEXT")
+    for row in conn.execute(f"SELECT id, version, notify_to FROM {_TABLE} "
+                            "WHERE status = 'active'").fetchall():
+        epr = _load_epr(row["notify_to"], VERSIONS[row["version"]])
+        conn.execute(f"UPDATE {_TABLE} SET notify_host = ? WHERE id = ?",
+                     (notify_host(epr.address), row["id"]))
+
+
+_MIGRATIONS = [_SCHEMA, _add_columns, _INDEXES]
+
+
 class SubscriptionStore:
     def __init__(self, store: Store):
         self.store = store
-        store.executescript(_SCHEMA)
-        self._migrate()
-        store.executescript(_INDEXES)
-        store.executescript(NOTIFY_SCHEMA)  # adopt and release write L with the rows
-
-    def _migrate(self) -> None:
-        """Give a table made before ``notify_host`` existed the column, filled in for its
-        active rows (terminal ones are never counted); and one made before ``request_key``
-        existed that column, empty (older subscriptions have no idempotency key); likewise
-        ``notify_when`` (older subscriptions have no notification condition)."""
-        with self.store.transaction() as conn:
-            columns = {row["name"] for row in conn.execute(f"PRAGMA table_info({_TABLE})")}
-            if "request_key" not in columns:
-                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN request_key TEXT")
-            if "notify_when" not in columns:
-                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_when TEXT")
-            if "owner" not in columns:  # older subscriptions are managed by identifier alone
-                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN owner TEXT")
-            if "notify_host" in columns:
-                return
-            conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN notify_host TEXT")
-            for row in conn.execute(f"SELECT id, version, notify_to FROM {_TABLE} "
-                                    "WHERE status = 'active'").fetchall():
-                epr = _load_epr(row["notify_to"], VERSIONS[row["version"]])
-                conn.execute(f"UPDATE {_TABLE} SET notify_host = ? WHERE id = ?",
-                             (notify_host(epr.address), row["id"]))
+        migrate(store, "subscriptions", _MIGRATIONS)
+        migrate(store, "notify_state", [NOTIFY_SCHEMA])  # adopt and release write L with the rows
 
     def generation(self) -> int:
         return self.store.generation(GENERATION)

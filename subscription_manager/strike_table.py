@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from wsframework.migrations import Step, migrate
+
 from .lifecycle import State
 from .store import SUBSCRIPTIONS_TABLE, SubscriptionStore
 
@@ -21,21 +23,29 @@ STRIKES_TABLE = "eventing_filter_strikes"
 _TABLE = STRIKES_TABLE
 _ACTIVE = State.ACTIVE.value
 
-# Every statement is IF NOT EXISTS: any number of workers may run this at once, on a store
-# made before the table existed or on one that already has it.
-_SCHEMA = f"""
+_TABLE_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {_TABLE} (
     subscription_id TEXT PRIMARY KEY,
     strikes INTEGER NOT NULL,
     last_reason TEXT,
     updated REAL NOT NULL
 );
+"""
+_TRIGGERS = Step(sqlite=f"""
 CREATE TRIGGER IF NOT EXISTS {_TABLE}_left_active AFTER UPDATE OF status ON {SUBSCRIPTIONS_TABLE}
     WHEN NEW.status != '{_ACTIVE}'
     BEGIN DELETE FROM {_TABLE} WHERE subscription_id = NEW.id; END;
 CREATE TRIGGER IF NOT EXISTS {_TABLE}_deleted AFTER DELETE ON {SUBSCRIPTIONS_TABLE}
     BEGIN DELETE FROM {_TABLE} WHERE subscription_id = OLD.id; END;
-"""
+""", postgresql=f"""
+CREATE OR REPLACE FUNCTION {_TABLE}_forget() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN DELETE FROM {_TABLE} WHERE subscription_id = OLD.id; RETURN NULL; END $$;
+CREATE OR REPLACE TRIGGER {_TABLE}_left_active AFTER UPDATE OF status ON {SUBSCRIPTIONS_TABLE}
+    FOR EACH ROW WHEN (NEW.status <> '{_ACTIVE}') EXECUTE FUNCTION {_TABLE}_forget();
+CREATE OR REPLACE TRIGGER {_TABLE}_deleted AFTER DELETE ON {SUBSCRIPTIONS_TABLE}
+    FOR EACH ROW EXECUTE FUNCTION {_TABLE}_forget();
+""")
+_MIGRATIONS = [_TABLE_SCHEMA, _TRIGGERS]
 
 _ADD = (f"INSERT INTO {_TABLE} (subscription_id, strikes, last_reason, updated) "
         f"SELECT id, 1, ?, ? FROM {SUBSCRIPTIONS_TABLE} WHERE id = ? AND status = '{_ACTIVE}' "
@@ -51,7 +61,7 @@ class StrikeTable:
     def __init__(self, subscriptions: SubscriptionStore):
         self.subscriptions = subscriptions
         self.store = subscriptions.store
-        self.store.executescript(_SCHEMA)
+        migrate(self.store, "strikes", _MIGRATIONS)
 
     @staticmethod
     def add(conn, failed: Mapping[str, str], now: float) -> dict[str, int]:

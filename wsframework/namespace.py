@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 from lxml import etree
 
 
+from .migrations import migrate
 from .exceptions import WsFrameworkError
 from .matching import DEFAULT_MATCHER_URI, Matcher, create_matcher
 from .store import Store
@@ -103,9 +104,9 @@ class Namespace:
         self._lock = threading.RLock()
         self._applied = -1
         self._listeners: list[Callable[[str, NamespaceEntry], None]] = []
-        store.executescript(
+        migrate(store, self._table, [
             f"CREATE TABLE IF NOT EXISTS {self._table} (name TEXT PRIMARY KEY, uid TEXT NOT NULL, "
-            "matcher TEXT NOT NULL, config BLOB, created REAL NOT NULL)")
+            "matcher TEXT NOT NULL, config BLOB, created REAL NOT NULL)"])
         self.sync()
 
     # -- listeners -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ transactions, acknowledged or not.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import sqlite3
@@ -26,12 +27,12 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .exceptions import SoapFault, receiver_fault
 from .faults import UNEXPECTED_REASON, translate
 
-_BASE_SCHEMA = """
+BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
@@ -63,13 +64,61 @@ _default_durability = "full"
 _stores: "weakref.WeakSet[Store]" = weakref.WeakSet()  # every store of this process
 
 
+def check_durability(mode: str) -> None:
+    if mode not in DURABILITY_MODES:
+        raise ValueError(f"durability is one of {', '.join(DURABILITY_MODES)}, not {mode!r}")
+
+
 def set_default_durability(mode: str) -> None:
     """The durability of every :class:`Store` made after this without its own (``edn serve
     --durable-sync``; set in the arbiter, inherited by its workers)."""
     global _default_durability
-    if mode not in DURABILITY_MODES:
-        raise ValueError(f"durability is one of {', '.join(DURABILITY_MODES)}, not {mode!r}")
+    check_durability(mode)
     _default_durability = mode
+
+
+def default_durability() -> str:
+    return _default_durability
+
+
+# Where stores named by a file path live: None (SQLite files), or a PostgreSQL database and
+# how a path names its schema there (edn serve --store postgresql://...).
+_postgresql: "tuple[str, Callable[[str], str]] | None" = None
+
+
+def use_postgresql(location: str | None, schema_of: "Callable[[str], str] | None" = None) -> None:
+    """Put every store this process makes from now on by a file path into the PostgreSQL
+    database ``location`` (``postgresql://...``), each in the schema ``schema_of(path)``;
+    ``None`` goes back to SQLite files. A store made with a ``postgresql://`` location goes
+    there whatever this says."""
+    global _postgresql
+    if location is None:
+        _postgresql = None
+        return
+    if schema_of is None:
+        raise ValueError("use_postgresql needs schema_of: the schema of each store's path")
+    _postgresql = (location, schema_of)
+
+
+def _is_postgresql(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def placed(path: "str | Path") -> tuple[str, str | None]:
+    """(the location a store made from ``path`` opens, its PostgreSQL schema if
+    :func:`use_postgresql` chose it, else None)."""
+    location = str(path)
+    if _postgresql is not None and not _is_postgresql(location):
+        return _postgresql[0], _postgresql[1](location)
+    return location, None
+
+
+def register_store(store: "Store") -> None:
+    _stores.add(store)
+
+
+def unregister_store(store: "Store") -> None:
+    _stores.discard(store)
 
 
 def make_changes_durable() -> None:
@@ -181,15 +230,26 @@ def _sync_directory(path: str) -> None:
 
 
 class Store:
+    """A durable store: a SQLite file (here), or a PostgreSQL schema
+    (:class:`~wsframework.store_postgres.PostgresStore`) when its location is a
+    ``postgresql://`` URL or :func:`use_postgresql` put file paths there. Components use one
+    interface and write SQLite's SQL; the PostgreSQL store translates it."""
+
+    def __new__(cls, path: "str | Path" = ":memory:", **options):
+        if cls is Store and _is_postgresql(placed(path)[0]):
+            from .store_postgres import PostgresStore
+            return super().__new__(PostgresStore)
+        return super().__new__(cls)
+
+    dialect = "sqlite"  # the SQL the store speaks natively (wsframework.migrations.Step)
+
     def __init__(self, path: str | Path, *, durability: str | None = None,
                  busy_timeout_ms: int = 10_000):
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.durability = durability or _default_durability
-        if self.durability not in DURABILITY_MODES:
-            raise ValueError(f"durability is one of {', '.join(DURABILITY_MODES)}, "
-                             f"not {self.durability!r}")
+        check_durability(self.durability)
         self.group_sync = (GroupSync(self.path) if self.durability == "full"
                            and self.path != ":memory:" else None)
         self._synchronous = "NORMAL"  # the sync, if any, comes after the commit (GroupSync)
@@ -202,7 +262,7 @@ class Store:
         # ever served: +2 MB and 3 fds per connection, forever.
         self._all: weakref.WeakSet[_Holder] = weakref.WeakSet()
         self._lock = threading.Lock()
-        self.executescript(_BASE_SCHEMA)
+        self.executescript(BASE_SCHEMA)
         _stores.add(self)
 
     def connection(self) -> sqlite3.Connection:
@@ -223,6 +283,20 @@ class Store:
 
     def executescript(self, script: str) -> None:
         self.connection().executescript(script)
+
+    def hold_exclusive(self, purpose: str):
+        """Become the one holder of ``purpose`` in this store, among every process (an
+        open file with ``close()``; ``RuntimeError`` if another holds it): a lock file
+        beside the database, ``None`` for an in-memory store, which no other process sees."""
+        if self.path == ":memory:":
+            return None
+        holder = open(f"{self.path}.{purpose}-lock", "a+b")
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder.close()
+            raise RuntimeError(f"another process holds the {purpose} of {self.path}") from None
+        return holder
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -274,7 +348,7 @@ class Store:
     @staticmethod
     def bump(conn: sqlite3.Connection, name: str) -> int:
         conn.execute("INSERT INTO generations(name, value) VALUES (?, 1) "
-                     "ON CONFLICT(name) DO UPDATE SET value = value + 1", (name,))
+                     "ON CONFLICT(name) DO UPDATE SET value = generations.value + 1", (name,))
         return conn.execute("SELECT value FROM generations WHERE name = ?", (name,)).fetchone()[0]
 
     def generation(self, name: str) -> int:

@@ -11,6 +11,7 @@ import time
 from lxml import etree
 
 from .topic_catalog import TopicRecord, canonical_options
+from wsframework.migrations import columns, migrate
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_servers (
@@ -26,20 +27,23 @@ CREATE TABLE IF NOT EXISTS edn_topic_versions (
 """
 
 
+def _add_server_columns(conn, store) -> None:
+    known = columns(conn, "edn_servers")
+    if "kind" not in known:  # a store from before dispatch trees: every node a server
+        conn.execute("ALTER TABLE edn_servers ADD COLUMN kind TEXT NOT NULL DEFAULT 'server'")
+    if "incarnation" not in known:  # a store from before incarnations: none known
+        conn.execute("ALTER TABLE edn_servers ADD COLUMN incarnation INTEGER")
+
+
+_MIGRATIONS = [_SCHEMA, _add_server_columns]
+
+
 class DispatcherTables:
     """The tables, one method per statement the dispatcher runs."""
 
     def __init__(self, store):
         self.store = store
-        store.executescript(_SCHEMA)
-        columns = {row[1] for row in store.query("PRAGMA table_info(edn_servers)")}
-        if "kind" not in columns:  # a store from before dispatch trees: every node a server
-            with store.transaction() as conn:
-                conn.execute("ALTER TABLE edn_servers ADD COLUMN kind TEXT NOT NULL "
-                             "DEFAULT 'server'")
-        if "incarnation" not in columns:  # a store from before incarnations: none known
-            with store.transaction() as conn:
-                conn.execute("ALTER TABLE edn_servers ADD COLUMN incarnation INTEGER")
+        migrate(store, "dispatcher", _MIGRATIONS)
 
     # -- servers -------------------------------------------------------------------------------
     def servers(self) -> list[tuple[str, str, str]]:

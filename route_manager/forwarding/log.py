@@ -24,7 +24,6 @@ an exclusive ``flock`` on ``{store}.log-lock`` (released by the kernel when the 
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import threading
@@ -38,7 +37,9 @@ from wsframework.faults import translate
 
 from ..protocol import FAULT_LOG_FULL
 from ..exceptions import RouteManagerError
-from .log_rows import SCHEMA, LogCopy, copies_named, migrate, seq_named
+from wsframework.migrations import migrate
+
+from .log_rows import MIGRATIONS, LogCopy, copies_named, seq_named
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +74,10 @@ class EventLog:
                  group_commit: bool = True):
         if policy not in LOG_FULL_POLICIES:
             raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
-        self._lockfile = None
-        if store.path != ":memory:":
-            self._lockfile = open(store.path + ".log-lock", "a+b")
-            try:
-                fcntl.flock(self._lockfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                self._lockfile.close()
-                raise RuntimeError(f"another process holds the durable log of {store.path}: a "
-                                   "dispatcher with durable_log runs one worker") from None
+        try:
+            self._lockfile = store.hold_exclusive("log")
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: a dispatcher with durable_log runs one worker") from None
         self.store = store
         self.max_events, self.max_bytes, self.max_age = max_events, max_bytes, max_age
         self.policy = policy
@@ -101,8 +97,7 @@ class EventLog:
         self._left: dict[int, int] = {}
         self._cursor: dict[str, tuple[int, int]] = {}  # server -> (seq, event id) last read
         self.commits = 0
-        migrate(store)
-        store.executescript(SCHEMA)
+        migrate(store, "log", MIGRATIONS)
         with store.transaction() as conn:
             row = conn.execute("SELECT value FROM edn_log_meta WHERE key='dispatcher'").fetchone()
             if row is None:

@@ -23,9 +23,11 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
+from wsframework.migrations import columns
+
 log = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA", "LogCopy", "copy_of", "copies_named", "seq_named", "migrate"]
+__all__ = ["SCHEMA", "LogCopy", "copy_of", "copies_named", "seq_named", "MIGRATIONS"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_log_event (
@@ -75,26 +77,28 @@ def seq_named(text: str, needle: str) -> int | None:
     return int(text[start:text.index(" ", start)])
 
 
-def migrate(store) -> None:
+def _move_copy_rows(conn, store) -> None:
     """Move a log of the older layout, one ``edn_log`` row per copy (holding the event's bytes,
-    or naming an event row), into ``edn_log_event`` rows, in one transaction; nothing to do
-    when there is no ``edn_log`` table."""
-    columns = [row[1] for row in store.query("PRAGMA table_info(edn_log)")]
-    if not columns:
+    or naming an event row), into ``edn_log_event`` rows; nothing to do when there is no
+    ``edn_log`` table (only SQLite stores are that old)."""
+    known = columns(conn, "edn_log")
+    if not known:
         return
-    with store.transaction() as conn:
-        if "event" in columns:  # one row per copy, with the bytes: each becomes an event
-            conn.execute("CREATE TABLE IF NOT EXISTS edn_log_event (id INTEGER PRIMARY KEY, "
-                         "topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL, "
-                         "copies TEXT NOT NULL)")
-            conn.execute("INSERT INTO edn_log_event(id, topic, event, created, copies) SELECT "
-                         "id, topic, event, created, ' ' || server || ':' || seq || ' ' "
-                         "FROM edn_log")
-        else:  # copy rows naming event rows
-            conn.execute("ALTER TABLE edn_log_event ADD COLUMN copies TEXT NOT NULL DEFAULT ''")
-            conn.execute("UPDATE edn_log_event SET copies = ' ' || coalesce((SELECT "
-                         "group_concat(server || ':' || seq, ' ') FROM edn_log WHERE "
-                         "event_id = edn_log_event.id), '') || ' '")
-            conn.execute("DELETE FROM edn_log_event WHERE trim(copies) = ''")
-        conn.execute("DROP TABLE edn_log")
+    if "event" in known:  # one row per copy, with the bytes: each becomes an event
+        conn.execute("CREATE TABLE IF NOT EXISTS edn_log_event (id INTEGER PRIMARY KEY, "
+                     "topic TEXT NOT NULL, event BLOB NOT NULL, created REAL NOT NULL, "
+                     "copies TEXT NOT NULL)")
+        conn.execute("INSERT INTO edn_log_event(id, topic, event, created, copies) SELECT "
+                     "id, topic, event, created, ' ' || server || ':' || seq || ' ' "
+                     "FROM edn_log")
+    else:  # copy rows naming event rows
+        conn.execute("ALTER TABLE edn_log_event ADD COLUMN copies TEXT NOT NULL DEFAULT ''")
+        conn.execute("UPDATE edn_log_event SET copies = ' ' || coalesce((SELECT "
+                     "group_concat(server || ':' || seq, ' ') FROM edn_log WHERE "
+                     "event_id = edn_log_event.id), '') || ' '")
+        conn.execute("DELETE FROM edn_log_event WHERE trim(copies) = ''")
+    conn.execute("DROP TABLE edn_log")
     log.info("durable log: moved its copy rows into the event rows")
+
+
+MIGRATIONS = [_move_copy_rows, SCHEMA]

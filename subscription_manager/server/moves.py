@@ -64,6 +64,7 @@ from ..store import Subscription, SubscriptionStore
 from ..view import SubscriptionView
 from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
 from .moved_subscriptions import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
+from wsframework.migrations import migrate
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class ForwardingTable:
 
     def __init__(self, store: Store):
         self.store = store
-        store.executescript(_SCHEMA)
+        migrate(store, "forwarding", [_SCHEMA])
 
     @staticmethod
     def record(conn, ids: Iterable[str], topic: str, target: str) -> None:

@@ -45,6 +45,7 @@ from .exceptions import UnusableClaim
 from .peer_health import PeerHealth
 from .placement_claims import PlacementClaims, valid_key, valid_server_name
 from .summaries import RoutingSummaries
+from wsframework.migrations import migrate
 
 __all__ = ["SubscriptionPlacement", "PLACED", "PLACEMENT_MEMORY"]
 
@@ -85,7 +86,7 @@ class SubscriptionPlacement:
         self.filter_limits = filter_limits
         self.routing_precision = routing_precision
         self._placements_made = 0
-        store.executescript(_PLACEMENTS_SCHEMA)
+        migrate(store, "placements", [_PLACEMENTS_SCHEMA])
 
     def target(self, entry: NamespaceEntry, message: IncomingMessage,
                version: EventingVersion) -> str:

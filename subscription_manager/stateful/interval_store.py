@@ -28,6 +28,7 @@ from typing import Iterable
 from wsframework.store import Store
 
 from .intervals import Interval, IntervalMessage, IntervalSet, InvalidIntervalState
+from wsframework.migrations import migrate
 
 __all__ = ["IntervalStore", "StoredMessage", "StoreMismatch"]
 
@@ -70,7 +71,7 @@ class IntervalStore:
         template = IntervalSet(limit, tolerance)  # checks the parameters
         self.limit, self.tolerance = template.limit, template.tolerance
         self._store = store or Store(path)
-        self._store.executescript(_SCHEMA)
+        migrate(self._store, "intervals", [_SCHEMA])
         with self._store.transaction() as conn:
             row = conn.execute("SELECT max_bound, tolerance FROM scn_stream").fetchone()
             if row is None:
@@ -87,7 +88,7 @@ class IntervalStore:
         if not Path(path).exists():
             raise FileNotFoundError(f"no interval store at {path}")
         store = Store(path)
-        store.executescript(_SCHEMA)
+        migrate(store, "intervals", [_SCHEMA])
         row = store.query("SELECT max_bound, tolerance FROM scn_stream")
         if not row:
             raise InvalidIntervalState(f"{path} holds no stream")

@@ -65,6 +65,7 @@ from wsframework.store import Store
 
 from .feed import send_changes
 from .range_min_table import RangeMinTable
+from wsframework.migrations import migrate
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ class TableStore:
 
     def _check_meta(self, path: Path | str) -> None:
         name, value, over, low, high = self.name, self.value, self.over, self.low, self.high
-        self.store.executescript(_SCHEMA)
+        migrate(self.store, "range_table", [_SCHEMA])
         with self.store.transaction() as conn:
             row = conn.execute("SELECT * FROM ra_meta").fetchone()
             if row is None:

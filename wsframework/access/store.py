@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..migrations import columns, migrate
 from .sealing import SealBroken, SealKey
 
 __all__ = ["PERMISSIONS", "Grant", "AccessStore", "AccessRefused", "token_digest",
@@ -92,6 +93,15 @@ def check_permission(permission: str) -> str:
     return permission
 
 
+def _add_sealed(conn, store) -> None:
+    """A table made before sealed tokens existed gets the column."""
+    if "sealed" not in columns(conn, "access_tokens"):
+        conn.execute("ALTER TABLE access_tokens ADD COLUMN sealed BLOB")
+
+
+_MIGRATIONS = [_SCHEMA, _add_sealed]
+
+
 class AccessStore:
     """``seal_key``: the :class:`~.sealing.SealKey` of tokens made for PasswordDigest (None:
     such tokens cannot be made here)."""
@@ -99,11 +109,7 @@ class AccessStore:
     def __init__(self, store, seal_key: SealKey | None = None):
         self.store = store
         self.seal_key = seal_key
-        store.executescript(_SCHEMA)
-        with store.transaction() as conn:  # a table made before sealed tokens existed
-            columns = {row["name"] for row in conn.execute("PRAGMA table_info(access_tokens)")}
-            if "sealed" not in columns:
-                conn.execute("ALTER TABLE access_tokens ADD COLUMN sealed BLOB")
+        migrate(store, "access", _MIGRATIONS)
         self._lock = threading.Lock()
         self._seen = -1
         self._digests: dict[bytes, str] = {}  # digest -> name (Bearer)

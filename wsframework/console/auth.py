@@ -17,6 +17,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
+from ..migrations import migrate
 
 __all__ = ["Session", "SessionStore", "LoginThrottle"]
 
@@ -54,7 +55,7 @@ class SessionStore:
         self.seconds = seconds
         self.max_seconds = max_seconds
         self.clock = clock
-        store.executescript(_SCHEMA)
+        migrate(store, "console", [_SCHEMA])
 
     def create(self) -> tuple[str, Session]:
         """A new session: its id (for the cookie only) and its record."""
@@ -107,7 +108,7 @@ class LoginThrottle:
         self.store = store
         self.free, self.base, self.cap, self.forget = free, base, cap, forget
         self.clock = clock
-        store.executescript(_SCHEMA)
+        migrate(store, "console", [_SCHEMA])
 
     def wait(self, address: str | None) -> float:
         """Seconds ``address`` must still wait before its next attempt (0: may try now)."""

@@ -328,6 +328,7 @@ def test_a_store_opened_with_other_parameters_is_refused(tmp_path):
     assert IntervalStore.open_existing(tmp_path / "scn.db").tolerance == 1
 
 
+@pytest.mark.sqlite_only("the store file is edited with sqlite3")
 def test_a_store_edited_into_nonsense_is_refused(tmp_path):
     store = IntervalStore(tmp_path / "scn.db", limit=10)
     store.apply(100)

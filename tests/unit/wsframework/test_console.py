@@ -281,6 +281,7 @@ def test_workers_share_sessions_through_the_store(tmp_path, service, client):
         other.close()
 
 
+@pytest.mark.sqlite_only("reads the store file with sqlite3")
 def test_the_store_keeps_no_usable_session_id(client, tmp_path):
     client.login()
     (session_id,) = client.cookies.values()

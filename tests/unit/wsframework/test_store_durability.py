@@ -11,6 +11,8 @@ import pytest
 
 from wsframework.store import GroupSync, Store, make_changes_durable, set_default_durability
 
+pytestmark = pytest.mark.sqlite_only("SQLite's write-ahead log and its fdatasync (PostgreSQL flushes its own WAL at commit)")
+
 
 class GatedSyncer:
     """Runs each sync when the test lets it, and records how many commits existed as each

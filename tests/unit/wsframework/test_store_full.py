@@ -7,6 +7,8 @@ import pytest
 from wsframework.faults import fault_for
 from wsframework.store import STORAGE_FULL_REASON, Store, storage_full
 
+pytestmark = pytest.mark.sqlite_only("SQLite's full-disk error, injected into its files")
+
 
 def test_a_full_database_is_answered_with_a_receiver_fault_that_names_the_cause(tmp_path):
     store = Store(tmp_path / "s.db")

@@ -36,9 +36,9 @@ from lxml import etree
 from wsframework.matching.errors import InvalidFilter
 from matchers.summary import Summary
 from matchers.vocabulary import EDN
-from wsframework.store import Store
-from .protocol import CENTROID, PEER_SUMMARY, SUMMARY
 from wsframework.migrations import migrate
+from wsframework.store import Store, upsert_sql
+from .protocol import CENTROID, PEER_SUMMARY, SUMMARY
 
 __all__ = ["PeerSummary", "PeerState", "PeerTable"]
 
@@ -52,6 +52,9 @@ CREATE TABLE IF NOT EXISTS edn_peer_routes (
     name TEXT NOT NULL, route TEXT NOT NULL, summary BLOB, centroid TEXT,
     count INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL, PRIMARY KEY (name, route));
 """
+
+_PEER_ROUTE_UPSERT = upsert_sql("edn_peer_routes", ("name", "route", "summary", "centroid",
+                                                    "count", "updated"), ("name", "route"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,8 +177,7 @@ class PeerTable:
                 (name, address.rstrip("/"), int(load), now))
             if summary is not None:
                 conn.execute(
-                    "INSERT OR REPLACE INTO edn_peer_routes(name, route, summary, centroid, "
-                    "count, updated) VALUES (?, ?, ?, ?, ?, ?)",
+                    _PEER_ROUTE_UPSERT,
                     (name, route, blob, centroid, count, now))
             Store.bump(conn, GENERATION)
 

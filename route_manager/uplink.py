@@ -42,13 +42,13 @@ from lxml import etree
 
 from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault
+from wsframework.migrations import migrate
 from wsframework.transport import TransportError
 
 from . import protocol
 from .lanes import Lane, finished
 from .protocol import FAULT_UNKNOWN_SERVER
 from .precision import PRECISE, parse_precision
-from wsframework.migrations import migrate
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from wsframework.migrations import migrate
 from wsframework.store import Store
 
 from .lifecycle import State
-from wsframework.migrations import migrate
 
 __all__ = ["NotifyState", "NOTIFY_GENERATION", "NOTIFY_SCHEMA"]
 
@@ -71,7 +71,7 @@ class NotifyState:
         conn.executemany(
             f"INSERT INTO {_NOTIFY_STATE}(subscription_id, last_value, unnumbered, seq) "
             "VALUES (?, NULL, ?, ?) ON CONFLICT(subscription_id) DO UPDATE SET "
-            "unnumbered = unnumbered + excluded.unnumbered",
+            f"unnumbered = {_NOTIFY_STATE}.unnumbered + excluded.unnumbered",
             [(sid, count, seq) for sid, count in unnumbered.items()])
         return seq
 

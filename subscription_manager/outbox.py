@@ -44,13 +44,13 @@ import threading
 import time
 from typing import Callable, Iterable, NamedTuple, Sequence
 
+from wsframework.migrations import migrate
 from wsframework.store import Store
 
 from .message_ids import new_message_id, new_message_ids
 from .outbox_dead_letters import (DEAD_TABLE, MAX_DEAD_LETTER_LIST, DeadLetter, DeadLetterTable,
                                   chunks)
 from .process_owner import owner_alive, process_owner
-from wsframework.migrations import migrate
 
 __all__ = ["Outbox", "OutboxRow", "DeadLetter", "new_message_id",
            "new_message_ids", "MAX_DEAD_LETTER_LIST"]
@@ -226,8 +226,8 @@ class Outbox(DeadLetterTable):
                     result.append([])
                     continue
                 event_id = conn.execute(
-                    f"INSERT INTO {_EVENTS}(topic, action, body, created) VALUES (?, ?, ?, ?)",
-                    (topic, action, body, now)).lastrowid
+                    f"INSERT INTO {_EVENTS}(topic, action, body, created) VALUES (?, ?, ?, ?) "
+                    "RETURNING id", (topic, action, body, now)).fetchone()[0]
                 message_ids = new_message_ids(len(ids))
                 first = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_OUTBOX}").fetchone()[0]
                 kept = len(ids) if memory_left is None else min(memory_left, len(ids))
@@ -274,7 +274,8 @@ class Outbox(DeadLetterTable):
     @staticmethod
     def _set_position(conn, dispatcher: str, last_seq: int) -> None:
         conn.execute(f"INSERT INTO {_POSITIONS}(dispatcher, last_seq) VALUES (?, ?) "
-                     f"ON CONFLICT(dispatcher) DO UPDATE SET last_seq = MAX(last_seq, excluded.last_seq)",
+                     f"ON CONFLICT(dispatcher) DO UPDATE SET "
+                     f"last_seq = MAX({_POSITIONS}.last_seq, excluded.last_seq)",
                      (dispatcher, last_seq))
 
     def position_in(self, conn, dispatcher: str) -> int:

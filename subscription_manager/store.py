@@ -29,7 +29,7 @@ from matchers import FilterSpec
 from wsframework import ns
 from wsframework.addressing import EndpointReference
 from wsframework.migrations import columns, migrate
-from wsframework.store import Store
+from wsframework.store import Store, upsert_sql
 from wsframework.urlpolicy import UrlRefused, parse_url
 from wsframework.xmlparse import parse_xml
 
@@ -186,15 +186,20 @@ def _from_row(row) -> Subscription:
         owner=row["owner"])
 
 
+_ROW_COLUMNS = ("id", "topic", "topic_uid", "version", "soap_version", "dialect", "expression",
+                "namespaces", "notify_to", "end_to", "format", "expires", "expires_kind",
+                "status", "created", "updated", "seq", "notify_host", "request_key",
+                "notify_when", "owner")
+_INSERT_ROW = (f"INSERT INTO {_TABLE} ({', '.join(_ROW_COLUMNS)}) "
+               f"VALUES ({', '.join('?' * len(_ROW_COLUMNS))})")
+_REPLACE_ROW = upsert_sql(_TABLE, _ROW_COLUMNS, ("id",))
+
+
 def _insert_row(conn, s: Subscription, seq: int, now: float, *,
                 replace_existing: bool = False, request_key: str | None = None) -> None:
     spec = s.filter
-    verb = "INSERT OR REPLACE" if replace_existing else "INSERT"
     conn.execute(
-        f"{verb} INTO {_TABLE} (id, topic, topic_uid, version, soap_version, dialect, "
-        "expression, namespaces, notify_to, end_to, format, expires, expires_kind, status, "
-        "created, updated, seq, notify_host, request_key, notify_when, owner) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        _REPLACE_ROW if replace_existing else _INSERT_ROW,
         (s.id, s.topic, s.topic_uid, s.version.name, s.soap_version,
          spec.dialect if spec else None, spec.expression if spec else None,
          json.dumps([list(p) for p in spec.namespaces]) if spec else None,
@@ -217,7 +222,7 @@ def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -
             continue
         count = conn.execute(
             f"SELECT COUNT(*) FROM (SELECT 1 FROM {_TABLE} WHERE {where} AND {_ACTIVE_NOW} "
-            "LIMIT ?)", (*params, now, limit)).fetchone()[0]
+            "LIMIT ?) AS capped", (*params, now, limit)).fetchone()[0]
         if count >= limit:
             raise LimitReached(scope, limit)
 

@@ -49,9 +49,10 @@ _MIGRATIONS = [_TABLE_SCHEMA, _TRIGGERS]
 
 _ADD = (f"INSERT INTO {_TABLE} (subscription_id, strikes, last_reason, updated) "
         f"SELECT id, 1, ?, ? FROM {SUBSCRIPTIONS_TABLE} WHERE id = ? AND status = '{_ACTIVE}' "
-        "ON CONFLICT(subscription_id) DO UPDATE SET strikes = strikes + 1, "
+        "ON CONFLICT(subscription_id) DO UPDATE SET "
+        f"strikes = {_TABLE}.strikes + 1, "
         "last_reason = excluded.last_reason, updated = excluded.updated "
-        "RETURNING strikes")
+        f"RETURNING {_TABLE}.strikes")
 
 
 class StrikeTable:

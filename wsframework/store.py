@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from .exceptions import SoapFault, receiver_fault
 from .faults import UNEXPECTED_REASON, translate
@@ -100,7 +100,7 @@ def use_postgresql(location: str | None, schema_of: "Callable[[str], str] | None
     _postgresql = (location, schema_of)
 
 
-def _is_postgresql(location: str) -> bool:
+def is_postgresql(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
@@ -108,9 +108,19 @@ def placed(path: "str | Path") -> tuple[str, str | None]:
     """(the location a store made from ``path`` opens, its PostgreSQL schema if
     :func:`use_postgresql` chose it, else None)."""
     location = str(path)
-    if _postgresql is not None and not _is_postgresql(location):
+    if _postgresql is not None and not is_postgresql(location):
         return _postgresql[0], _postgresql[1](location)
     return location, None
+
+
+def store_exists(path: "str | Path") -> bool:
+    """Whether a store made from ``path`` would find one already there (its file, or its
+    PostgreSQL schema)."""
+    location, schema = placed(path)
+    if is_postgresql(location):
+        from .store_postgres import schema_exists
+        return schema_exists(location, schema)
+    return location == ":memory:" or Path(location).exists()
 
 
 def register_store(store: "Store") -> None:
@@ -229,6 +239,16 @@ def _sync_directory(path: str) -> None:
         os.close(descriptor)
 
 
+def upsert_sql(table: str, columns: "Sequence[str]", key: "Sequence[str]") -> str:
+    """``INSERT`` of a row of ``columns`` that replaces the one with the same ``key``: one
+    statement both backends speak (SQLite's ``INSERT OR REPLACE`` PostgreSQL has not)."""
+    marks = ", ".join("?" * len(columns))
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+            f"ON CONFLICT({', '.join(key)}) {action}")
+
+
 class Store:
     """A durable store: a SQLite file (here), or a PostgreSQL schema
     (:class:`~wsframework.store_postgres.PostgresStore`) when its location is a
@@ -236,12 +256,13 @@ class Store:
     interface and write SQLite's SQL; the PostgreSQL store translates it."""
 
     def __new__(cls, path: "str | Path" = ":memory:", **options):
-        if cls is Store and _is_postgresql(placed(path)[0]):
+        if cls is Store and is_postgresql(placed(path)[0]):
             from .store_postgres import PostgresStore
             return super().__new__(PostgresStore)
         return super().__new__(cls)
 
     dialect = "sqlite"  # the SQL the store speaks natively (wsframework.migrations.Step)
+    integrity_error: type = sqlite3.IntegrityError  # a constraint refused a write
 
     def __init__(self, path: str | Path, *, durability: str | None = None,
                  busy_timeout_ms: int = 10_000):

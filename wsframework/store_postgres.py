@@ -31,6 +31,7 @@ import re
 import threading
 import urllib.parse
 import weakref
+from pathlib import Path
 from typing import Iterator
 
 import psycopg
@@ -41,8 +42,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .exceptions import SoapFault, receiver_fault
 from .faults import translate
-from .store import (BASE_SCHEMA, Store, check_durability, default_durability, placed,
-                    register_store, unregister_store)
+from .store import (BASE_SCHEMA, Store, check_durability, default_durability, is_postgresql,
+                    placed, register_store, unregister_store)
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,13 @@ STORE_UNAVAILABLE_REASON = ("the service's store is unavailable (its database do
 POOL_SIZE = 8  # connections per process; a pool's waiters queue for the next free one
 POOL_TIMEOUT_S = 30.0  # waiting longer for a connection is a failure of the database
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
+
+
+def schema_exists(location: str, schema: str | None) -> bool:
+    conninfo, named = split_location(location)
+    with psycopg.connect(conninfo, autocommit=True) as raw:
+        return raw.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                           (schema or named,)).fetchone() is not None
 
 
 def split_location(location: str) -> tuple[str, str]:
@@ -90,6 +98,12 @@ def _pool_timeout(exc: PoolTimeout) -> SoapFault:
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\?|%")
 _INSERT_OR_IGNORE = re.compile(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
 _RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+_FUNCTIONS = [  # SQLite's functions the components call, as PostgreSQL's
+    (re.compile(r"\binstr\(", re.IGNORECASE), "strpos("),
+    # json_each over a JSON list of ids (the components pass id lists so)
+    (re.compile(r"SELECT\s+value\s+FROM\s+json_each\(\?\)", re.IGNORECASE),
+     "SELECT value::bigint FROM json_array_elements_text(?::json)"),
+]
 _SCALAR_MAX_MIN = re.compile(r"\b(max|min)\(([^(),]+),([^()]+)\)", re.IGNORECASE)
 _DDL_TYPES = [
     (re.compile(r"\bINTEGER\s+PRIMARY\s+KEY\b(?!\s*CHECK)", re.IGNORECASE),
@@ -115,6 +129,8 @@ def _placeholder(match: re.Match) -> str:
 @functools.lru_cache(maxsize=4096)
 def translate_sql(statement: str) -> str:
     """One statement as SQLite's dialect writes it, in PostgreSQL's."""
+    for pattern, replacement in _FUNCTIONS:
+        statement = pattern.sub(replacement, statement)
     text = _TOKENS.sub(_placeholder, statement)
     if _INSERT_OR_IGNORE.search(text):
         text = _INSERT_OR_IGNORE.sub("INSERT INTO", text)
@@ -266,6 +282,7 @@ class PostgresStore(Store):
     """A :class:`Store` in one schema of a PostgreSQL database (see the module's text)."""
 
     dialect = "postgresql"
+    integrity_error = psycopg.IntegrityError
 
     def __init__(self, path: str, *, durability: str | None = None,
                  pool_size: int = POOL_SIZE, busy_timeout_ms: int | None = None):
@@ -273,6 +290,9 @@ class PostgresStore(Store):
         location, schema = placed(path)
         self.conninfo, named_schema = split_location(location)
         self.schema = schema or named_schema
+        if not is_postgresql(self.path) and self.path != ":memory:":
+            # files that go with a store (its locks, its seal key) stay beside its path
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.durability = durability or default_durability()
         check_durability(self.durability)
         self.group_sync = None  # PostgreSQL flushes its WAL before a commit returns

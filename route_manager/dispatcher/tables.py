@@ -10,8 +10,10 @@ import time
 
 from lxml import etree
 
-from .topic_catalog import TopicRecord, canonical_options
 from wsframework.migrations import columns, migrate
+from wsframework.store import upsert_sql
+
+from .topic_catalog import TopicRecord, canonical_options
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS edn_servers (
@@ -25,6 +27,12 @@ CREATE TABLE IF NOT EXISTS edn_topics (
 CREATE TABLE IF NOT EXISTS edn_topic_versions (
     name TEXT PRIMARY KEY, version INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0);
 """
+
+_SUMMARY_UPSERT = upsert_sql("edn_summaries", ("route", "server", "generation", "load", "summary"),
+                             ("route", "server"))
+_TOPIC_UPSERT = upsert_sql("edn_topics", ("name", "server_matcher", "options"), ("name",))
+_TOPIC_VERSION_UPSERT = upsert_sql("edn_topic_versions", ("name", "version", "deleted"),
+                                   ("name",))
 
 
 def _add_server_columns(conn, store) -> None:
@@ -63,7 +71,7 @@ class DispatcherTables:
                          "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
                          "address = excluded.address, registered = excluded.registered, "
                          "kind = excluded.kind, "
-                         "incarnation = COALESCE(excluded.incarnation, incarnation)",
+                         "incarnation = COALESCE(excluded.incarnation, edn_servers.incarnation)",
                          (name, address, time.time(), kind, incarnation))
         return row[0] if row else None
 
@@ -87,8 +95,7 @@ class DispatcherTables:
     def save_summary(self, route: str, server: str, generation: int, load: int,
                      summary: bytes) -> None:
         with self.store.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO edn_summaries(route, server, generation, load, summary) "
-                         "VALUES (?, ?, ?, ?, ?)", (route, server, generation, load, summary))
+            conn.execute(_SUMMARY_UPSERT, (route, server, generation, load, summary))
 
     # -- topics --------------------------------------------------------------------------------
     def topics(self) -> list:
@@ -98,18 +105,15 @@ class DispatcherTables:
     def save_topic(self, name: str, server_matcher: str, options: bytes | None,
                    version: int = 1) -> None:
         with self.store.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO edn_topics(name, server_matcher, options) "
-                         "VALUES (?, ?, ?)", (name, server_matcher, options))
-            conn.execute("INSERT OR REPLACE INTO edn_topic_versions(name, version, deleted) "
-                         "VALUES (?, ?, 0)", (name, version))
+            conn.execute(_TOPIC_UPSERT, (name, server_matcher, options))
+            conn.execute(_TOPIC_VERSION_UPSERT, (name, version, 0))
 
     def delete_topic(self, name: str, version: int = 1) -> None:
         """The topic and every summary of its route; its tombstone at ``version`` stays."""
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM edn_topics WHERE name = ?", (name,))
             conn.execute("DELETE FROM edn_summaries WHERE route = ?", (name,))
-            conn.execute("INSERT OR REPLACE INTO edn_topic_versions(name, version, deleted) "
-                         "VALUES (?, ?, 1)", (name, version))
+            conn.execute(_TOPIC_VERSION_UPSERT, (name, version, 1))
 
     def topic_records(self) -> dict[str, TopicRecord]:
         """name -> record of every topic and tombstone. A topic stored before versions

@@ -34,10 +34,10 @@ from typing import Sequence
 
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
+from wsframework.migrations import migrate
 
 from ..protocol import FAULT_LOG_FULL
 from ..exceptions import RouteManagerError
-from wsframework.migrations import migrate
 
 from .log_rows import MIGRATIONS, LogCopy, copies_named, seq_named
 
@@ -237,7 +237,7 @@ class EventLog:
                             conn.executemany(
                                 "INSERT INTO edn_log_upstream(dispatcher, seq) VALUES (?, ?) "
                                 "ON CONFLICT(dispatcher) DO UPDATE SET "
-                                "seq = max(seq, excluded.seq)", list(upstream.items()))
+                                "seq = max(edn_log_upstream.seq, excluded.seq)", list(upstream.items()))
             except BaseException as exc:  # nothing of this group is logged
                 self._next, self.events, self.bytes, self._next_event = saved
                 for request in batch:
@@ -368,7 +368,8 @@ class EventLog:
         if not self._acks:
             return
         conn.executemany("INSERT INTO edn_log_position(server, acked) VALUES (?, ?) "
-                         "ON CONFLICT(server) DO UPDATE SET acked = max(acked, excluded.acked)",
+                         "ON CONFLICT(server) DO UPDATE SET "
+                         "acked = max(edn_log_position.acked, excluded.acked)",
                          [(server, last_seq) for server, (last_seq, _) in self._acks.items()])
         self._acks.clear()
         left = self._left

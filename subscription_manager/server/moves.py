@@ -51,8 +51,9 @@ from route_manager import protocol
 from route_manager.placement_router import subscription_box
 from wsframework.admin import AdminClient
 from wsframework.matching.errors import MatcherError
+from wsframework.migrations import migrate
 from wsframework.namespace import NamespaceEntry
-from wsframework.store import Store
+from wsframework.store import Store, upsert_sql
 from wsframework.transport import TransportError
 
 from ..client import EventingClient
@@ -64,7 +65,6 @@ from ..store import Subscription, SubscriptionStore
 from ..view import SubscriptionView
 from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
 from .moved_subscriptions import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
-from wsframework.migrations import migrate
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,8 @@ class ForwardingTable:
     @staticmethod
     def record(conn, ids: Iterable[str], topic: str, target: str) -> None:
         now = time.time()
-        conn.executemany("INSERT OR REPLACE INTO edn_forwarding(id, topic, target, moved) "
-                         "VALUES (?, ?, ?, ?)", [(i, topic, target, now) for i in ids])
+        conn.executemany(upsert_sql("edn_forwarding", ("id", "topic", "target", "moved"), ("id",)),
+                         [(i, topic, target, now) for i in ids])
 
     @staticmethod
     def forget(conn, ids: Iterable[str]) -> None:

@@ -35,6 +35,7 @@ from wsframework.exceptions import SoapFault
 from wsframework.matching.errors import MatcherError
 from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.messaging import IncomingMessage
+from wsframework.migrations import migrate
 from wsframework.namespace import NamespaceEntry
 from wsframework.store import Store
 
@@ -45,7 +46,6 @@ from .exceptions import UnusableClaim
 from .peer_health import PeerHealth
 from .placement_claims import PlacementClaims, valid_key, valid_server_name
 from .summaries import RoutingSummaries
-from wsframework.migrations import migrate
 
 __all__ = ["SubscriptionPlacement", "PLACED", "PLACEMENT_MEMORY"]
 

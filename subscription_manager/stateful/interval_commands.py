@@ -77,9 +77,11 @@ def cmd_schema(args) -> int:
 
 
 def _open(args):
+    from wsframework.store import store_exists
+
     from .interval_store import IntervalStore, StoreMismatch
     path = Path(args.data) / STORE_FILE
-    if path.exists() and args.limit is None:
+    if store_exists(path) and args.limit is None:
         store = IntervalStore.open_existing(path)
         if args.tolerance is not None and args.tolerance != store.tolerance:
             store.close()

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from wsframework.store import Store
+from wsframework.migrations import migrate
+from wsframework.store import Store, store_exists
 
 from .intervals import Interval, IntervalMessage, IntervalSet, InvalidIntervalState
-from wsframework.migrations import migrate
 
 __all__ = ["IntervalStore", "StoredMessage", "StoreMismatch"]
 
@@ -85,7 +85,7 @@ class IntervalStore:
     @classmethod
     def open_existing(cls, path: str | Path) -> "IntervalStore":
         """The store at ``path`` with the parameters it was created with."""
-        if not Path(path).exists():
+        if not store_exists(path):
             raise FileNotFoundError(f"no interval store at {path}")
         store = Store(path)
         migrate(store, "intervals", [_SCHEMA])

@@ -60,12 +60,12 @@ from wsframework.exceptions import WsFrameworkError, sender_fault
 from wsframework.faults import translate
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from route_manager.publisher import Publisher
+from wsframework.migrations import migrate
 from wsframework.service import Service
-from wsframework.store import Store
+from wsframework.store import Store, upsert_sql
 
 from .feed import send_changes
 from .range_min_table import RangeMinTable
-from wsframework.migrations import migrate
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ class TableStore:
                     if update.y is None:
                         conn.execute("DELETE FROM ra_tuples WHERE key = ?", (update.key,))
                     else:
-                        conn.execute("INSERT OR REPLACE INTO ra_tuples(key, x, y) VALUES (?, ?, ?)",
+                        conn.execute(upsert_sql("ra_tuples", ("key", "x", "y"), ("key",)),
                                      (update.key, x, update.y))
                     conn.execute("UPDATE ra_meta SET seq = ?", (seq,))
                     conn.executemany("INSERT INTO ra_outbox VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)

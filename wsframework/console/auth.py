@@ -126,7 +126,7 @@ class LoginThrottle:
             conn.execute("DELETE FROM console_login_failures WHERE last < ?", (now - self.forget,))
             conn.execute("INSERT INTO console_login_failures(address, failures, last) "
                          "VALUES (?, 1, ?) ON CONFLICT(address) DO UPDATE SET "
-                         "failures = failures + 1, last = excluded.last", (address or "", now))
+                         "failures = console_login_failures.failures + 1, last = excluded.last", (address or "", now))
             conn.execute("DELETE FROM console_login_failures WHERE address NOT IN (SELECT "
                          "address FROM console_login_failures ORDER BY last DESC LIMIT ?)",
                          (MAX_THROTTLED,))

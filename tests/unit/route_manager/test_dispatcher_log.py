@@ -325,6 +325,7 @@ def test_concurrent_appends_are_committed_together_with_consecutive_seqs(tmp_pat
     assert log.store.query("SELECT count(*) FROM edn_log_event")[0][0] == 6  # each event once
 
 
+@pytest.mark.sqlite_only("SQLite's group fdatasync (PostgreSQL's commit returns flushed)")
 def test_every_caller_of_a_group_commit_waits_for_its_sync_before_answering(tmp_path):
     """The five callers committed by another's transaction owe that commit's sync: each
     thread's make_changes_durable syncs (or finds synced) the commit holding its events."""
@@ -352,6 +353,7 @@ def test_every_caller_of_a_group_commit_waits_for_its_sync_before_answering(tmp_
     assert store.group_sync._synced >= owed["t0"]
 
 
+@pytest.mark.sqlite_only("the failure is injected with a SQLite trigger")
 def test_a_failed_commit_logs_nothing_and_keeps_the_seqs(tmp_path):
     store = Store(tmp_path / "s.db")
     log = EventLog(store)
@@ -448,6 +450,7 @@ def test_an_event_is_stored_once_and_goes_with_its_last_copy(tmp_path):
     assert store.query("SELECT count(*) FROM edn_log_event")[0][0] == 0 and log.bytes == 0
 
 
+@pytest.mark.sqlite_only("an older SQLite layout")
 def test_a_log_written_one_row_per_copy_is_moved_to_the_two_tables(tmp_path):
     store = Store(tmp_path / "s.db")
     store.executescript(
@@ -463,6 +466,7 @@ def test_a_log_written_one_row_per_copy_is_moved_to_the_two_tables(tmp_path):
     assert log.append([("t", b"<b/>", ["s1"])])[0].seq == 2
 
 
+@pytest.mark.sqlite_only("an older SQLite layout")
 def test_a_log_with_copy_rows_naming_events_is_moved_to_event_rows(tmp_path):
     store = Store(tmp_path / "s.db")
     store.executescript(

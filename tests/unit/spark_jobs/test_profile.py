@@ -227,6 +227,7 @@ def test_events_from_files(tmp_path):
         inputs.load_events(tmp_path / "e.csv", 4)
 
 
+@pytest.mark.sqlite_only("edn profile --stores reads SQLite files")
 def test_from_stores_reads_a_servers_sqlite_file(tmp_path):
     from lxml import etree
 

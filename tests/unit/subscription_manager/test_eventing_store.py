@@ -203,6 +203,7 @@ def test_matcher_comes_from_the_namespace_entry(tmp_path):
         h.close()
 
 
+@pytest.mark.sqlite_only("counts statements with sqlite3's trace callback")
 @pytest.mark.parametrize("durable", [True, False])
 def test_publication_runs_one_transaction_or_no_sql(tmp_path, durable):
     """A publication commits its event and outbox rows in one transaction (durable_outbox);

@@ -141,7 +141,7 @@ def test_the_store_keeps_one_active_subscription_per_key(tmp_path):
     later = dataclasses.replace(_subscription("c"), expires=T0 + 10800)
     store.insert(later, now=T0 + 7200, request_key="k" * 64)
     assert store.by_request_key("k" * 64, T0 + 7200).id == "c"
-    with pytest.raises(sqlite3.IntegrityError):  # the index itself refuses a second holder
+    with pytest.raises(store.store.integrity_error):  # the index itself refuses a second holder
         with store.store.transaction() as conn:
             conn.execute("UPDATE eventing_subscriptions SET request_key = ? WHERE id = 'a'",
                          ("k" * 64,))

@@ -103,6 +103,7 @@ def test_the_count_goes_with_a_subscription_ended_otherwise(tmp_path):
         h.close()
 
 
+@pytest.mark.sqlite_only("reads sqlite_master")
 def test_the_schema_is_made_once_by_workers_opening_the_store_at_once(tmp_path):
     from subscription_manager.strike_table import StrikeTable
     path = tmp_path / "store.db"

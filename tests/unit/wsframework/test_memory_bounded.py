@@ -97,6 +97,7 @@ def test_a_cached_refusal_is_a_new_exception_each_time():
 
 # == SQLite connections per thread / greenlet =====================================================
 
+@pytest.mark.sqlite_only("SQLite's connection per thread (PostgreSQL's come from a bounded pool)")
 def test_a_finished_threads_connection_is_closed(tmp_path):
     store = Store(tmp_path / "s.db")
     conns = []

@@ -85,9 +85,20 @@ def _add_serve(sub):
     p.add_argument("--durable-sync", default="full", choices=("full", "normal"),
                    help="full (the default): nothing is acknowledged before it is on disk "
                         "(an fdatasync of the store's log, shared by the requests waiting at "
-                        "the same time); normal: acknowledged once committed, which survives "
-                        "kill -9 but not a power cut or an OS crash (the last transactions, "
-                        "acknowledged or not, can be lost)")
+                        "the same time; on PostgreSQL, synchronous_commit=on, which with a "
+                        "synchronous standby also waits for the standby); normal: "
+                        "acknowledged once committed, which survives kill -9 but not a power "
+                        "cut or an OS crash (the last transactions, acknowledged or not, can "
+                        "be lost)")
+    p.add_argument("--store", default=None, metavar="postgresql://...",
+                   help="keep the role's state in this PostgreSQL database instead of SQLite "
+                        "files in DATA: the shared and replicated store, for several workers "
+                        "and hosts of one role (libpq's URL; several hosts, e.g. "
+                        "postgresql://h1,h2/edn?target_session_attrs=read-write, follow a "
+                        "failover to the promoted standby)")
+    p.add_argument("--store-schema", default=None, metavar="NAME",
+                   help="the schema in --store that holds this role's state (default "
+                        "ROLE_PORT); the workers and hosts of one role name the same one")
     p.add_argument("--allow-private", action="append", default=None, metavar="CIDR",
                    help="allow notification targets (the dispatcher: ReplyTo/FaultTo) in this "
                         "private range, e.g. 10.77.0.0/24 (repeatable or comma-separated; "
@@ -186,6 +197,8 @@ def cmd_serve(args) -> int:
     _check_workers(args.role, args.workers, settings)
     from wsframework.store import set_default_durability
     set_default_durability(args.durable_sync)  # every store of the role (workers inherit it)
+    if args.store:
+        _use_postgresql(args)
     data_dir = Path(args.data or Path("edn-data") / f"{args.role}-{args.port}").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     token = resolve_admin_token(args.admin_token, data_dir, SERVICE_NAMES.admin_token_env)
@@ -207,6 +220,33 @@ def cmd_serve(args) -> int:
                    metrics_dir=(None if os.environ.get("PROMETHEUS_MULTIPROC_DIR")
                                 else data_dir / "prometheus")).run()
     return 0
+
+
+def _use_postgresql(args) -> None:
+    """Put the role's stores in ``--store`` (set in the arbiter, inherited by its workers,
+    which open their own connections): the main store in the schema ``--store-schema``,
+    another store file (``table.db``) in ``SCHEMA_table``. The database is checked now, so a
+    wrong URL stops the start with its reason."""
+    import re
+
+    import psycopg
+
+    from route_manager.protocol import SERVICE_NAMES
+    from wsframework.store import is_postgresql, use_postgresql
+    from wsframework.store_postgres import split_location
+    if not is_postgresql(args.store):
+        raise SystemExit(f"edn serve: --store is a postgresql:// URL, not {args.store!r}")
+    schema = args.store_schema or f"{args.role}_{args.port}"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", schema):
+        raise SystemExit(f"edn serve: --store-schema is a plain SQL name (letters, digits, _; "
+                         f"at most 41), not {schema!r}")
+    try:
+        psycopg.connect(split_location(args.store)[0], connect_timeout=10).close()
+    except psycopg.Error as exc:
+        raise SystemExit(f"edn serve: cannot reach the store {args.store}: {exc}") from None
+    main = SERVICE_NAMES.store_file
+    use_postgresql(args.store, lambda path: schema if Path(path).name == main
+                   else f"{schema}_{Path(path).stem}")
 
 
 def _serve_tls(args):

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["PostgresCluster", "postgres_binaries", "unavailable_reason"]
+__all__ = ["PostgresCluster", "postgres_binaries", "run_checked", "unavailable_reason"]
 
 def postgres_binaries() -> Path | None:
     """The directory holding ``initdb``, ``pg_ctl`` and ``postgres`` (the newest version)."""
@@ -36,6 +36,14 @@ def unavailable_reason() -> str | None:
         except KeyError:
             return "running as root without a postgres user to run the cluster as"
     return None
+
+
+def run_checked(command: list[str]) -> str:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): "
+                           f"{(done.stderr or done.stdout).strip()[-2000:]}")
+    return done.stdout
 
 
 class PostgresCluster:
@@ -76,10 +84,8 @@ class PostgresCluster:
     def init(self) -> "PostgresCluster":
         self.root.mkdir(parents=True, exist_ok=True)
         self._chown()
-        subprocess.run(self._as_owner([str(self.bin / "initdb"), "-D", str(self.data),
-                                       "-U", self.user, "--auth=trust", "-E", "UTF8",
-                                       "--no-instructions"]),
-                       check=True, capture_output=True)
+        run_checked(self._as_owner([str(self.bin / "initdb"), "-D", str(self.data), "-U", self.user,
+                             "--auth=trust", "-E", "UTF8", "--no-instructions"]))
         self.configure({
             "listen_addresses": f"'{self.listen}'",
             "port": str(self.port),
@@ -98,9 +104,12 @@ class PostgresCluster:
                 conf.write(f"{key} = {value}\n")
 
     def start(self) -> "PostgresCluster":
-        subprocess.run(self.runner + self._as_owner(
-            [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
-             "-w", "-t", "60", "start"]), check=True, capture_output=True)
+        try:
+            run_checked(self.runner + self._as_owner(
+                [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
+                 "-w", "-t", "60", "start"]))
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}\n{self.log_tail()}") from None
         self.running = True
         return self
 
@@ -111,11 +120,10 @@ class PostgresCluster:
             self.running = False
 
     def psql(self, statement: str, database: str = "postgres") -> str:
-        return subprocess.run(
-            self._as_owner([str(self.bin / "psql") if (self.bin / "psql").exists()
-                            else "psql", "-h", str(self.socket_dir), "-p", str(self.port),
-                            "-U", self.user, "-d", database, "-Atc", statement]),
-            check=True, capture_output=True, text=True).stdout
+        return run_checked(self._as_owner([str(self.bin / "psql") if (self.bin / "psql").exists()
+                                    else "psql", "-h", str(self.socket_dir), "-p",
+                                    str(self.port), "-U", self.user, "-d", database, "-Atc",
+                                    statement]))
 
     def create_database(self, name: str) -> str:
         self.psql(f'CREATE DATABASE "{name}"')

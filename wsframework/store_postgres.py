@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import threading
+import time
 import urllib.parse
 import weakref
 from pathlib import Path
@@ -36,6 +37,7 @@ from typing import Iterator
 
 import psycopg
 from psycopg import sql as pgsql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.types.numeric import Int8Dumper
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -50,6 +52,16 @@ log = logging.getLogger(__name__)
 STORE_UNAVAILABLE_REASON = ("the service's store is unavailable (its database does not "
                             "answer); nothing was accepted: retry later")
 POOL_SIZE = 8  # connections per process; a pool's waiters queue for the next free one
+# libpq settings a store's URL may override. A database host that vanishes (a cut, a lost
+# host) must fail the requests waiting on it within seconds, not TCP's quarter of an hour,
+# so that they are answered with a fault and the next connection reaches the standby.
+CONNECTION_DEFAULTS = {
+    "connect_timeout": "5",  # per host of a multi-host URL
+    "tcp_user_timeout": "5000",  # ms that sent data may stay unacknowledged
+    "keepalives": "1", "keepalives_idle": "2", "keepalives_interval": "1",
+    "keepalives_count": "3",
+}
+DRAIN_INTERVAL_S = 1.0  # the pool's connections are replaced at most this often
 POOL_TIMEOUT_S = 30.0  # waiting longer for a connection is a failure of the database
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
 
@@ -216,9 +228,13 @@ class PostgresConnection:
     def _raw(self) -> Iterator[psycopg.Connection]:
         if self._pinned is not None:
             yield self._pinned
-        else:
+            return
+        try:
             with self._store.pool().connection() as raw:
                 yield raw
+        except psycopg.OperationalError:
+            self._store.connection_failed()
+            raise
 
     @property
     def in_transaction(self) -> bool:
@@ -300,6 +316,7 @@ class PostgresStore(Store):
         self._pool: ConnectionPool | None = None
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
+        self._drained = 0.0
         self._local = threading.local()
         self._lock_key = _lock_key(self.schema)
         with self.transaction() as conn:
@@ -314,13 +331,18 @@ class PostgresStore(Store):
                 if self._pool is None or self._pool_pid != os.getpid():
                     self._pool = ConnectionPool(
                         self.conninfo, min_size=1, max_size=self._pool_size,
-                        timeout=POOL_TIMEOUT_S, kwargs={"autocommit": True},
-                        configure=self._configure, open=True, num_workers=1,
+                        timeout=POOL_TIMEOUT_S, kwargs=self._connection_options(),
+                        configure=self._configure, open=True, num_workers=2,
                         name=f"edn-store-{self.schema}")
                     self._pool_pid = os.getpid()
                     # a store dropped unclosed gives its connections back
                     weakref.finalize(self, _close_pool, self._pool, self._pool_pid)
         return self._pool
+
+    def _connection_options(self) -> dict:
+        given = conninfo_to_dict(self.conninfo)
+        return {"autocommit": True,
+                **{k: v for k, v in CONNECTION_DEFAULTS.items() if k not in given}}
 
     def _configure(self, raw: psycopg.Connection) -> None:
         raw.adapters.register_dumper(bool, _BoolAsInt)
@@ -340,10 +362,33 @@ class PostgresStore(Store):
         with self.transaction() as conn:
             conn.executescript(script)
 
+    def connection_failed(self) -> None:
+        """A connection broke (its database host is gone, or a failover is under way): the
+        pool's other connections most likely lead to the same place, so they are replaced
+        (at most once a second), and the new ones find the database that now accepts
+        writes (libpq tries a multi-host URL's hosts in order)."""
+        now = time.monotonic()
+        if now - self._drained < DRAIN_INTERVAL_S:
+            return
+        self._drained = now
+        log.warning("store %s: a connection failed; replacing the pool's connections",
+                    self.schema)
+        with contextlib.suppress(Exception):
+            self.pool().drain()
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PostgresConnection]:
         if getattr(self._local, "pinned", None) is not None:
             raise RuntimeError("a transaction is already open in this thread")
+        try:
+            with self._transaction() as conn:
+                yield conn
+        except psycopg.OperationalError:
+            self.connection_failed()
+            raise
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[PostgresConnection]:
         with self.pool().connection() as raw:
             raw.execute("BEGIN")
             conn = PostgresConnection(self, raw)
@@ -367,7 +412,7 @@ class PostgresStore(Store):
         """A session advisory lock on a connection of its own, held until ``close()`` or
         the holder's death (its connection then ends): one holder among every process and
         host of the database."""
-        raw = psycopg.connect(self.conninfo, autocommit=True)
+        raw = psycopg.connect(self.conninfo, **self._connection_options())
         key = _lock_key(f"{self.schema}:{purpose}")
         if not raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
             raw.close()

@@ -1,9 +1,19 @@
 """``edn bench storage``: what "acknowledged means on disk" costs, side by side in one run.
 
-Every figure is taken for ``edn serve --durable-sync normal`` (committed, not synced: survives
-``kill -9``, not a power cut) and ``full`` (the default: an fdatasync of the store's log
-before the answer, shared by the requests waiting at once), alternating the two so the
-shared machine's drift falls on both:
+Every figure is taken for four stores, alternating them so the shared machine's drift falls
+on all:
+
+* ``normal`` -- SQLite, ``edn serve --durable-sync normal`` (committed, not synced: survives
+  ``kill -9``, not a power cut);
+* ``full`` -- SQLite, the default: an fdatasync of the store's log before the answer, shared
+  by the requests waiting at once;
+* ``postgresql`` -- ``--store postgresql://...``: a local PostgreSQL (``fsync=on``,
+  ``synchronous_commit=on``), over its Unix socket;
+* ``postgresql_standby`` -- the same with a synchronous standby (another cluster on this
+  machine, streaming; ``synchronous_standby_names`` names it, so a commit returns once the
+  standby has flushed it too).
+
+The figures:
 
 * ``fdatasync_p50_ms`` / ``_p99_ms`` -- this disk's own sync time (4 KB appended each time),
   for reading the rest: on a disk with a volatile cache honoured by fsync it is 0.1 ms, on a
@@ -16,11 +26,12 @@ shared machine's drift falls on both:
 * ``live_events_per_s_*`` -- the live network (:mod:`benchmarks.livenet`: a dispatcher with
   its durable log, servers with their outboxes; link uncapped), every role at that setting;
 * ``*_full_vs_normal`` -- the ratio of the medians (the goal for live events/s: at least
-  0.8);
+  0.8); ``*_postgresql_vs_full`` and ``*_postgresql_standby_vs_full`` likewise;
 * ``commits_per_sync_full`` -- per ``full`` round, the source's commits over its syncs (from
-  its ``edn_store_*`` metrics): how many commits, from the 16 clients, shared one sync.
-
-PostgreSQL is not a backend yet: its figures are not here.
+  its ``edn_store_*`` metrics): how many commits, from the 16 clients, shared one sync;
+* ``host_loss`` -- as root (the lab of hosts): :mod:`benchmarks.lab.host_loss`, the
+  primary's host lost under load: acknowledged notifications and subscriptions lost, and the
+  time from the cut to the first acknowledgement after the failover.
 """
 from __future__ import annotations
 
@@ -40,7 +51,9 @@ from wsframework.admin import AdminClient
 
 from ..livenet import Setup, live_events_per_s
 
-MODES = ("normal", "full")
+MODES = ("normal", "full", "postgresql", "postgresql_standby")
+_SQLITE = ("normal", "full")
+_STANDBY = "bench_standby"
 CLIENTS = 16
 PUBLISH_FANOUT = 50
 
@@ -100,13 +113,68 @@ def _rate(url: str, envelopes: list[bytes], expect: int) -> float:
     return len(envelopes) / took
 
 
-def _source_rates(mode: str, base: Path, subscribes: int, publishes: int,
-                  sink_url: str) -> tuple[float, float, float | None]:
+class Databases:
+    """A local PostgreSQL primary and its streaming standby, both on this machine; the
+    standby is made synchronous or not per round (:meth:`for_mode`), and every round gets a
+    database of its own."""
+
+    def __init__(self, base: Path):
+        from benchmarks.postgres_cluster import PostgresCluster
+        self.primary = PostgresCluster(base / "pg-primary", port=5432, settings={
+            "wal_level": "replica", "max_wal_senders": "4", "shared_buffers": "128MB"})
+        self.standby = PostgresCluster(base / "pg-standby", port=5433)
+        self._databases = 0
+
+    def start(self) -> "Databases":
+        from benchmarks.postgres_cluster import run_checked
+        self.primary.init().start()
+        self.standby.root.mkdir(parents=True, exist_ok=True)
+        self.standby._chown()
+        run_checked(self.standby._as_owner(
+            [str(self.standby.bin / "pg_basebackup"), "-h", str(self.primary.socket_dir),
+             "-p", str(self.primary.port), "-U", "postgres", "-D", str(self.standby.data),
+             "-R", "-X", "stream"]))
+        self.standby.configure({
+            "port": str(self.standby.port),
+            "unix_socket_directories": f"'{self.standby.socket_dir}'",
+            "primary_conninfo": f"'host={self.primary.socket_dir} port={self.primary.port} "
+                                f"user=postgres application_name={_STANDBY}'"})
+        self.standby.start()
+        return self
+
+    def for_mode(self, mode: str) -> str:
+        """A new database for a round at ``mode``, the standby synchronous or not."""
+        names = f"'{_STANDBY}'" if mode == "postgresql_standby" else "''"
+        self.primary.psql(f"ALTER SYSTEM SET synchronous_standby_names = {names}")
+        self.primary.psql("SELECT pg_reload_conf()")
+        if mode == "postgresql_standby":
+            deadline = time.monotonic() + 30
+            while self.primary.psql("SELECT sync_state FROM pg_stat_replication").strip() != "sync":
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the standby did not become synchronous")
+                threading.Event().wait(0.1)
+        self._databases += 1
+        return self.primary.create_database(f"bench_{self._databases}")
+
+    def close(self) -> None:
+        self.standby.close()
+        self.primary.close()
+
+
+def _serve_args(mode: str, databases: Databases | None) -> list[str]:
+    if mode in _SQLITE:
+        return ["--durable-sync", mode]
+    return ["--store", databases.for_mode(mode)]
+
+
+def _source_rates(mode: str, base: Path, subscribes: int, publishes: int, sink_url: str,
+                  databases: Databases | None) -> tuple[float, float, float | None]:
     from subscription_manager.client import subscribe_body
     from wsframework.publisher import PUBLISH_ACTION
     from lxml import etree
     with ServerProcess("source", data_dir=base / f"source-{mode}-{time.monotonic_ns()}",
-                       extra_args=["--durable-sync", mode, "--log-level", "warning"]) as source:
+                       extra_args=[*_serve_args(mode, databases), "--log-level", "warning"]
+                       ) as source:
         AdminClient(source.base_url, source.admin_token).create_topic("stocks")
         topic = f"{source.base_url}/topics/stocks"
         subscribe = etree.tostring(subscribe_body("2011", sink_url + "/n", expires="PT1H"))
@@ -151,48 +219,76 @@ def _commits_per_sync(source: ServerProcess, mode: str) -> float | None:
     return round(last["edn_store_commits_synced_total"] / syncs, 2) if syncs else None
 
 
-def _live(mode: str, setup: Setup) -> float:
-    return live_events_per_s(replace(setup, serve_args=("--durable-sync", mode)), "precise",
-                             log=_log)
+def _live(mode: str, setup: Setup, databases: Databases | None) -> float:
+    return live_events_per_s(replace(setup, serve_args=tuple(_serve_args(mode, databases))),
+                             "precise", log=_log)
 
 
 def run(quick: bool = False) -> dict:
+    from benchmarks.postgres_cluster import unavailable_reason
     from edn.sink import FastSink
     rounds = 1 if quick else 4
     subscribes, publishes = (200, 200) if quick else (2_000, 2_000)
     live_setup = replace(Setup.quick(), servers=2, per_server=300, link_mbps=10_000.0,
                          warmup=0.5 if quick else 2.0, seconds=1.0 if quick else 4.0,
                          publishers=4)
-    figures: dict = {"clients": CLIENTS, "rounds": rounds}
+    why_not = unavailable_reason()
+    modes = MODES if why_not is None else _SQLITE
+    figures: dict = {"clients": CLIENTS, "rounds": rounds, "modes": list(modes)}
+    if why_not:
+        figures["postgresql_not_measured"] = why_not
     rates: dict[str, dict[str, list[float]]] = {m: {"subscribe": [], "publish": [], "live": []}
-                                                for m in MODES}
+                                                for m in modes}
     with tempfile.TemporaryDirectory(prefix="edn-bench-storage-") as tmp:
         base = Path(tmp)
+        os.chmod(base, 0o711)  # the PostgreSQL clusters below it run as the postgres user
         syncs = _fdatasync_times(base)
         figures["fdatasync_p50_ms"] = round(statistics.median(syncs) * 1e3, 3)
         figures["fdatasync_p99_ms"] = round(syncs[int(len(syncs) * 0.99) - 1] * 1e3, 3)
-        with FastSink() as sink:
-            for k in range(rounds):
-                order = MODES if k % 2 == 0 else MODES[::-1]
-                for mode in order:
-                    subscribe, publish, shared = _source_rates(mode, base, subscribes,
-                                                               publishes, sink.url)
-                    if shared is not None:
-                        figures.setdefault("commits_per_sync_full", []).append(shared)
-                    rates[mode]["subscribe"].append(round(subscribe, 1))
-                    rates[mode]["publish"].append(round(publish, 1))
-                    _log(f"  {mode}: {subscribe:.0f} Subscribes/s, {publish:.0f} publications/s")
-        for k in range(rounds if quick else 2):
-            order = MODES if k % 2 == 0 else MODES[::-1]
-            for mode in order:
-                rates[mode]["live"].append(_live(mode, live_setup))
-                _log(f"  {mode}: live {rates[mode]['live'][-1]} events/s")
+        databases = Databases(base).start() if why_not is None else None
+        try:
+            with FastSink() as sink:
+                for k in range(rounds):
+                    for mode in (modes if k % 2 == 0 else modes[::-1]):
+                        subscribe, publish, shared = _source_rates(
+                            mode, base, subscribes, publishes, sink.url, databases)
+                        if shared is not None:
+                            figures.setdefault("commits_per_sync_full", []).append(shared)
+                        rates[mode]["subscribe"].append(round(subscribe, 1))
+                        rates[mode]["publish"].append(round(publish, 1))
+                        _log(f"  {mode}: {subscribe:.0f} Subscribes/s, "
+                             f"{publish:.0f} publications/s")
+            for k in range(rounds if quick else 2):
+                for mode in (modes if k % 2 == 0 else modes[::-1]):
+                    rates[mode]["live"].append(_live(mode, live_setup, databases))
+                    _log(f"  {mode}: live {rates[mode]['live'][-1]} events/s")
+        finally:
+            if databases is not None:
+                databases.close()
     for kind, key in (("subscribe", "subscribe_per_s"), ("publish", "publish_per_s"),
                       ("live", "live_events_per_s")):
-        for mode in MODES:
+        for mode in modes:
             figures[f"{key}_{mode}"] = rates[mode][kind]
-        normal = statistics.median(rates["normal"][kind])
         full = statistics.median(rates["full"][kind])
-        figures[f"{key}_full_vs_normal"] = round(full / normal, 3) if normal else None
+        for mode in modes:
+            if mode == "full":
+                continue
+            other = statistics.median(rates[mode][kind])
+            ratio = (full / other) if mode == "normal" else (other / full)
+            name = "full_vs_normal" if mode == "normal" else f"{mode}_vs_full"
+            figures[f"{key}_{name}"] = round(ratio, 3) if other and full else None
     figures["live_servers"] = live_setup.servers
+    figures["host_loss"] = _host_loss(quick)
     return figures
+
+
+def _host_loss(quick: bool) -> dict:
+    from benchmarks.lab import why_not_available
+    from benchmarks.postgres_cluster import unavailable_reason
+    reason = why_not_available() or unavailable_reason()
+    if reason:
+        return {"not_measured": reason}
+    from benchmarks.lab.host_loss import run_host_loss
+    size = dict(subscriptions=20, before_s=3.0, after_s=3.0) if quick else \
+        dict(subscriptions=100, before_s=10.0, after_s=10.0)
+    return run_host_loss(rate=20.0, log=_log, **size).figures()

@@ -1,6 +1,8 @@
 """Smoke test of ``edn bench storage --quick --json``: real processes at ``--durable-sync
-normal`` and ``full``, every figure present and consistent (the quick sizes' values mean
-little; the figures are in docs/performance.md)."""
+normal`` and ``full`` and, where PostgreSQL is installed, on a local PostgreSQL with and
+without a synchronous standby; every figure present and consistent (the quick sizes' values
+mean little; the figures are in docs/performance.md). As root, the host-loss check runs too
+and must lose nothing."""
 from __future__ import annotations
 
 import json
@@ -20,3 +22,16 @@ def test_bench_storage_quick_reports_every_figure():
         assert figures[f"{key}_full_vs_normal"] == round(full[0] / normal[0], 3), key
     # group commit: the 16 clients' commits share syncs (at least one commit a sync)
     assert all(shared >= 1 for shared in figures["commits_per_sync_full"])
+    if "postgresql" in figures["modes"]:
+        for key in ("subscribe_per_s", "publish_per_s", "live_events_per_s"):
+            for mode in ("postgresql", "postgresql_standby"):
+                assert min(figures[f"{key}_{mode}"]) > 0, (key, mode)
+                assert figures[f"{key}_{mode}_vs_full"] == round(
+                    figures[f"{key}_{mode}"][0] / figures[f"{key}_full"][0], 3)
+    else:
+        assert figures["postgresql_not_measured"]
+    loss = figures["host_loss"]
+    if "not_measured" not in loss:
+        assert loss["subscriptions_acknowledged"] > 0 and loss["notifications_expected"] > 0
+        assert loss["notifications_lost"] == loss["subscriptions_lost"] == 0, loss
+        assert loss["cut_to_first_ack_s"] is not None

@@ -37,22 +37,28 @@ StepLike = Union[str, Step, Callable]
 def migrate(store, component: str, steps: Sequence[StepLike]) -> int:
     """Bring ``component``'s schema in ``store`` to ``len(steps)``; returns the version."""
     target = len(steps)
-    if version_of(store, component) >= target:  # the common start: nothing to do, no lock
+    current = version_of(store, component)
+    if current == target:  # the common start: nothing to do, no lock
         return target
+    _check_not_newer(component, current, target)
     with store.transaction() as conn:
         conn.execute(_VERSIONS)
         row = conn.execute("SELECT version FROM schema_versions WHERE component = ?",
                            (component,)).fetchone()
         current = row[0] if row else 0
-        if current > target:
-            raise RuntimeError(f"the store's {component} schema is version {current}, newer "
-                               f"than this code's {target}: run the newer code")
+        _check_not_newer(component, current, target)
         for step in steps[current:]:
             _apply(store, conn, step)
         conn.execute("INSERT INTO schema_versions(component, version) VALUES (?, ?) "
                      "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
                      (component, target))
     return target
+
+
+def _check_not_newer(component: str, current: int, target: int) -> None:
+    if current > target:
+        raise RuntimeError(f"the store's {component} schema is version {current}, newer than "
+                           f"this code's {target}: run the newer code")
 
 
 def version_of(store, component: str) -> int:

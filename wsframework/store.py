@@ -368,9 +368,9 @@ class Store:
     # -- generations -----------------------------------------------------------------------
     @staticmethod
     def bump(conn: sqlite3.Connection, name: str) -> int:
-        conn.execute("INSERT INTO generations(name, value) VALUES (?, 1) "
-                     "ON CONFLICT(name) DO UPDATE SET value = generations.value + 1", (name,))
-        return conn.execute("SELECT value FROM generations WHERE name = ?", (name,)).fetchone()[0]
+        return conn.execute("INSERT INTO generations(name, value) VALUES (?, 1) "
+                            "ON CONFLICT(name) DO UPDATE SET value = generations.value + 1 "
+                            "RETURNING value", (name,)).fetchone()[0]
 
     def generation(self, name: str) -> int:
         row = self.connection().execute("SELECT value FROM generations WHERE name = ?",

@@ -390,11 +390,11 @@ class PostgresStore(Store):
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[PostgresConnection]:
         with self.pool().connection() as raw:
-            raw.execute("BEGIN")
             conn = PostgresConnection(self, raw)
             self._local.pinned = conn
             try:
-                raw.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                # one round trip: the key is this store's own integer, not a peer's text
+                raw.execute(f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key:d})".encode())
                 yield conn
             except BaseException:
                 self._local.pinned = None

@@ -233,13 +233,13 @@ class Outbox(DeadLetterTable):
                 kept = len(ids) if memory_left is None else min(memory_left, len(ids))
                 if memory_left is not None:
                     memory_left -= kept
+                # ids given in order after the previous maximum, inside the write
+                # transaction (one writer at a time), so the caller knows each row's id
                 conn.executemany(
-                    f"INSERT INTO {_OUTBOX}(event_id, subscription_id, message_id, "
-                    f"next_attempt_at, created, owner) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(event_id, sid, mid, due if i < kept else now, now, owner)
+                    f"INSERT INTO {_OUTBOX}(id, event_id, subscription_id, message_id, "
+                    f"next_attempt_at, created, owner) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(first + 1 + i, event_id, sid, mid, due if i < kept else now, now, owner)
                      for i, (sid, mid) in enumerate(zip(ids, message_ids))])
-                # ids are assigned in order after the previous maximum (INTEGER PRIMARY KEY
-                # without AUTOINCREMENT, inside our write transaction)
                 result.append([Accepted(first + 1 + i, sid, mid, now)
                                for i, (sid, mid) in enumerate(zip(ids, message_ids))])
             if dispatcher is not None and seqs:
@@ -458,10 +458,13 @@ class Outbox(DeadLetterTable):
                     rows += conn.execute(f"SELECT * FROM {DEAD_TABLE} WHERE id IN ({marks}) "
                                          f"ORDER BY id", chunk).fetchall()
             for row in rows:
+                # an explicit id, as accept() gives (PostgreSQL's identity column would not
+                # know of those)
                 conn.execute(
-                    f"INSERT INTO {_OUTBOX}(event_id, subscription_id, message_id, attempts, "
-                    f"next_attempt_at, created, owner, url, content_type, action, payload) "
-                    f"VALUES (NULL, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO {_OUTBOX}(id, event_id, subscription_id, message_id, "
+                    f"attempts, next_attempt_at, created, owner, url, content_type, action, "
+                    f"payload) SELECT COALESCE(MAX(id), 0) + 1, NULL, ?, ?, 0, ?, ?, ?, ?, ?, "
+                    f"?, ? FROM {_OUTBOX}",
                     (row["subscription_id"], row["message_id"], now, now, self.owner,
                      row["url"], row["content_type"], row["action"], row["payload"]))
                 conn.execute(f"DELETE FROM {DEAD_TABLE} WHERE id = ?", (row["id"],))

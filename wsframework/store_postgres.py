@@ -50,7 +50,8 @@ from .store import (BASE_SCHEMA, Store, check_durability, default_durability, is
 log = logging.getLogger(__name__)
 
 STORE_UNAVAILABLE_REASON = ("the service's store is unavailable (its database does not "
-                            "answer); nothing was accepted: retry later")
+                            "answer): retry later; if the failure came as the change was "
+                            "being committed, it may have been stored (retrying is safe)")
 POOL_SIZE = 8  # connections per process; a pool's waiters queue for the next free one
 # libpq settings a store's URL may override. A database host that vanishes (a cut, a lost
 # host) must fail the requests waiting on it within seconds, not TCP's quarter of an hour,
@@ -124,6 +125,7 @@ _DDL_TYPES = [
     (re.compile(r"\bREAL\b", re.IGNORECASE), "DOUBLE PRECISION"),
     (re.compile(r"\bBLOB\b", re.IGNORECASE), "BYTEA"),
 ]
+_DDL = re.compile(r"\s*(CREATE|ALTER)\s", re.IGNORECASE)
 _PRAGMA_TABLE_INFO = re.compile(r"\s*PRAGMA\s+table_info\((\w+)\)\s*\Z", re.IGNORECASE)
 _TABLE_INFO = ("SELECT ordinal_position - 1 AS cid, column_name AS name, data_type AS type, "
                "(is_nullable = 'NO')::int AS notnull, column_default AS dflt_value, 0 AS pk "
@@ -232,8 +234,8 @@ class PostgresConnection:
         try:
             with self._store.pool().connection() as raw:
                 yield raw
-        except psycopg.OperationalError:
-            self._store.connection_failed()
+        except psycopg.OperationalError as exc:
+            self._store.connection_failed(exc)
             raise
 
     @property
@@ -245,10 +247,14 @@ class PostgresConnection:
         info = _PRAGMA_TABLE_INFO.match(statement)
         if info:
             statement, params = _TABLE_INFO, (info.group(1).lower(),)
+        elif _DDL.match(statement):  # a migration's ALTER TABLE: SQLite's types too
+            statement = translate_sql(translate_script(statement))
         else:
             statement = translate_sql(statement)
         with self._raw() as raw, raw.cursor() as cursor:
-            cursor.execute(statement, tuple(params) if params else None)
+            # always a tuple, even empty: psycopg reads %% as % only in a query with
+            # parameters, and translate_sql doubled every %
+            cursor.execute(statement, tuple(params))
             return Result(_rows(cursor), cursor.rowcount)
 
     def executemany(self, statement: str, rows) -> Result:
@@ -362,11 +368,14 @@ class PostgresStore(Store):
         with self.transaction() as conn:
             conn.executescript(script)
 
-    def connection_failed(self) -> None:
-        """A connection broke (its database host is gone, or a failover is under way): the
-        pool's other connections most likely lead to the same place, so they are replaced
-        (at most once a second), and the new ones find the database that now accepts
-        writes (libpq tries a multi-host URL's hosts in order)."""
+    def connection_failed(self, exc: BaseException) -> None:
+        """If ``exc`` says a connection broke (its database host is gone, or a failover is
+        under way), the pool's other connections most likely lead to the same place: they
+        are replaced (at most once a second), and the new ones find the database that now
+        accepts writes (libpq tries a multi-host URL's hosts in order). An overloaded pool,
+        a cancelled statement or a full disk leave the connections as they are."""
+        if not _connection_broke(exc):
+            return
         now = time.monotonic()
         if now - self._drained < DRAIN_INTERVAL_S:
             return
@@ -383,8 +392,8 @@ class PostgresStore(Store):
         try:
             with self._transaction() as conn:
                 yield conn
-        except psycopg.OperationalError:
-            self.connection_failed()
+        except psycopg.OperationalError as exc:
+            self.connection_failed(exc)
             raise
 
     @contextlib.contextmanager
@@ -403,6 +412,12 @@ class PostgresStore(Store):
                         raw.execute("ROLLBACK")
                 raise
             self._local.pinned = None
+            if raw.info.transaction_status == TransactionStatus.INERROR:
+                # a statement failed and its error was caught inside the block: PostgreSQL
+                # would answer COMMIT with a rollback, and the caller would think it stored
+                raw.execute("ROLLBACK")
+                raise RuntimeError("a statement of the transaction failed; nothing was "
+                                   "committed")
             raw.execute("COMMIT")
 
     def query(self, sql: str, params=()) -> list:
@@ -450,6 +465,15 @@ class _ExclusiveHold:
     def close(self) -> None:
         with contextlib.suppress(psycopg.Error):
             self._raw.close()
+
+
+def _connection_broke(exc: BaseException) -> bool:
+    """A failure of the connection itself (SQLSTATE class 08, an administrator's or a
+    crash's shutdown 57P01-57P03, or no state at all: the socket is gone)."""
+    if isinstance(exc, PoolTimeout):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
 def _close_pool(pool: ConnectionPool, pid: int) -> None:

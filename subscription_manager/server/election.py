@@ -1,47 +1,38 @@
 """Which worker process of a server runs its network conversation (:mod:`.network`).
 
-gunicorn may run several worker processes over one data directory; the one holding an
-exclusive ``flock`` on ``DATA/edn-server.lock`` runs the threads. The kernel drops the lock
-with the process, so when the holder dies another worker's next attempt takes over.
+gunicorn may run several worker processes over one store, and on PostgreSQL several hosts
+may; the one that holds the store's exclusive ``election`` (:meth:`Store.hold_exclusive`: a
+lock file beside a SQLite store, a session advisory lock on PostgreSQL) runs the threads.
+The lock goes with its holder's process (or its database connection), so when the holder
+dies another worker's next attempt takes over.
 """
 from __future__ import annotations
 
-import fcntl
-import os
-from pathlib import Path
-
 __all__ = ["Election"]
+
+_IN_MEMORY = object()  # an in-memory store has no other process to exclude
 
 
 class Election:
-    """Exclusive ``flock`` on a file: held by one process at a time, released by the kernel
-    when the holder dies."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._fd: int | None = None
+    def __init__(self, store, purpose: str = "election"):
+        self.store = store
+        self.purpose = purpose
+        self._hold = None
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._hold is not None
 
     def try_acquire(self) -> bool:
-        if self._fd is not None:
+        if self._hold is not None:
             return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            self._hold = self.store.hold_exclusive(self.purpose) or _IN_MEMORY
+        except RuntimeError:
             return False
-        self._fd = fd
         return True
 
     def release(self) -> None:
-        if self._fd is not None:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._fd)
-                self._fd = None
+        hold, self._hold = self._hold, None
+        if hold is not None and hold is not _IN_MEMORY:
+            hold.close()

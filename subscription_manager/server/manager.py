@@ -115,7 +115,7 @@ class EdnSubscriptionManager(SubscriptionManager):
         self.network = NetworkAgent(
             self.edn, store=service.store, subscriptions=self.store, topics=self.topics,
             peers=self.peers, summaries=self.summaries, health=self.health,
-            base_url=service.base_url, data_dir=service.config.data_dir, sync=self.sync,
+            base_url=service.base_url, sync=self.sync,
             admin_client=self.admin_client, count=self.count)
         self.topics.on_change(self._forget_engine)
         service.messaging.route("edn.event-batch",

@@ -29,10 +29,10 @@ Every step is a plain method, so tests run them synchronously (:meth:`NetworkAge
   peer a ``PeerUpdate`` per topic (when something changed, and at least every ``HEARTBEAT``
   intervals).
 
-One worker per server: gunicorn may run several worker processes over one data directory;
-the one holding an exclusive ``flock`` on ``DATA/edn-server.lock`` runs the threads (the
-others retry every second, so a replacement takes over when the holder dies: the kernel
-drops the lock with the process). Its summaries reflect every worker's subscriptions: it
+One worker per server: gunicorn may run several worker processes over one store (and on
+PostgreSQL several hosts may); the one holding the store's election (:mod:`.election`) runs
+the threads (the others retry every second, so a replacement takes over when the holder
+dies: the lock goes with its process). Its summaries reflect every worker's subscriptions: it
 follows the shared store (``manager.sync()``) before computing them.
 
 Generations: the ``Generation`` of a route update is ``offset + G``, with ``G`` the
@@ -49,7 +49,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Callable
 
 from matchers.pst.links_route_set import predicates_element
@@ -85,16 +84,16 @@ class NetworkAgent:
 
     def __init__(self, settings: EdnSettings, *, store: Store, subscriptions: SubscriptionStore,
                  topics: Namespace, peers: PeerTable, summaries: RoutingSummaries,
-                 health: PeerHealth, base_url: str, data_dir: str | Path,
+                 health: PeerHealth, base_url: str,
                  sync: Callable[[], object], admin_client: Callable[[str], AdminClient],
                  count: Callable[..., None]):
         """``settings``: the role's (name, roots, intervals, byte limits); ``store``: the
-        service's store (the generation offset); ``subscriptions``: the durable
-        subscriptions (their generation); ``topics``: the topics hosted (created at
-        registration); ``peers``: what the peers told; ``summaries``: this server's engines,
-        load and summaries; ``health``: which peers answer; ``data_dir``: where the election's
-        lock lives; ``sync()``: bring the view up to date with the store; ``admin_client``,
-        ``count``: as the manager's."""
+        service's store (the generation offset, and the election of the one worker that talks
+        to the network); ``subscriptions``: the durable subscriptions (their generation);
+        ``topics``: the topics hosted (created at registration); ``peers``: what the peers
+        told; ``summaries``: this server's engines, load and summaries; ``health``: which
+        peers answer; ``sync()``: bring the view up to date with the store;
+        ``admin_client``, ``count``: as the manager's."""
         self.edn = settings
         self.subscriptions = subscriptions
         self.topics = topics
@@ -113,7 +112,7 @@ class NetworkAgent:
                              on_sent=lambda n: self.count("summary_updates_sent", n),
                              cuts=False, incarnation=self._offset)
         self.registered = threading.Event()  # with at least one root: the peers can be asked
-        self.election = Election(Path(data_dir) / "edn-server.lock")
+        self.election = Election(store)
         self._told: dict[tuple[str, str], tuple] = {}    # (peer, topic) -> (what, when)
         self._routing: dict[str, str | None] = {}  # root -> the routing mode it announced
         self._push_lock = threading.Lock()  # one view of the subscriptions read at a time

@@ -455,3 +455,30 @@ def test_batched_message_ids_are_unique_version_4_uuid_urns():
         parsed = uuid.UUID(message_id[len("urn:uuid:"):])
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
         assert str(parsed) == message_id[len("urn:uuid:"):]
+
+
+def test_the_ids_accept_answers_are_the_rows_ids_after_rows_went(tmp_path):
+    """The caller deletes and spills rows by these ids: on either backend they must name
+    the rows just written, also after the newest rows were deleted (PostgreSQL's identity
+    sequence would have gone on counting) and after a dead letter came back."""
+    outbox = Outbox(Store(tmp_path / "o.db"))
+
+    def check(accepted):
+        stored = dict(outbox.store.query("SELECT id, message_id FROM eventing_outbox"))
+        assert all(stored[a.id] == a.message_id for a in accepted)
+
+    [first] = outbox.accept([("t", "a", b"<e/>", ["s1", "s2", "s3"])])
+    check(first)
+    with outbox.store.transaction() as conn:
+        conn.execute("DELETE FROM eventing_outbox WHERE id >= ?", (first[1].id,))
+    [second] = outbox.accept([("t", "a", b"<e/>", ["s4", "s5"])])
+    check(second)
+    assert [a.id for a in second] == [first[1].id, first[1].id + 1]
+
+
+def test_an_owner_on_another_machine_is_judged_by_its_lease_alone():
+    from subscription_manager.process_owner import MACHINE, owner_alive
+    assert owner_alive(process_owner())  # this process
+    assert not owner_alive(f"999999999:0@{MACHINE}")  # gone, here
+    assert not owner_alive(DEAD)  # an owner named before machines were: local, gone
+    assert owner_alive("999999999:0@another-host.1")  # not ours to tell: alive

@@ -143,3 +143,39 @@ def test_components_keep_versions_of_their_own(tmp_path):
     migrate(store, "two", ["CREATE TABLE IF NOT EXISTS two (a TEXT)", "SELECT 1"])
     assert (version_of(store, "one"), version_of(store, "two"), version_of(store, "x")) == (1, 2, 0)
     store.close()
+
+
+# -- failures --------------------------------------------------------------------------------
+def test_only_a_broken_connection_replaces_the_pools_connections():
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    from wsframework.store_postgres import _connection_broke
+    assert _connection_broke(psycopg.OperationalError("server closed the connection"))
+    assert _connection_broke(psycopg.errors.AdminShutdown())  # 57P01
+    assert _connection_broke(psycopg.errors.ConnectionFailure())  # 08006
+    assert not _connection_broke(PoolTimeout("no connection in 30 s"))
+    assert not _connection_broke(psycopg.errors.QueryCanceled())  # 57014
+    assert not _connection_broke(psycopg.errors.DiskFull())  # 53100
+
+
+def test_a_statement_error_caught_inside_a_transaction(tmp_path):
+    """SQLite goes on and commits the rest; PostgreSQL has aborted the transaction, and the
+    store says so rather than report a commit that did not happen."""
+    store = Store(tmp_path / "e.db")
+    store.executescript("CREATE TABLE IF NOT EXISTS e (k TEXT PRIMARY KEY)")
+    with pytest.raises(RuntimeError) if store.dialect == "postgresql" else _nothing():
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO e VALUES ('a')")
+            try:
+                conn.execute("INSERT INTO e VALUES ('a')")
+            except store.integrity_error:
+                pass
+    stored = [row[0] for row in store.query("SELECT k FROM e")]
+    assert stored == ([] if store.dialect == "postgresql" else ["a"])
+    store.close()
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()

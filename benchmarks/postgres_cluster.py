@@ -75,7 +75,9 @@ class PostgresCluster:
             return command
         return ["runuser", "-u", "postgres", "--", *command]
 
-    def _chown(self) -> None:
+    def own_directory(self) -> None:
+        """Give the cluster's directory to the user the server runs as (``postgres`` as root):
+        before ``initdb``, or before a base backup is written into it."""
         if os.geteuid() == 0:
             account = pwd.getpwnam("postgres")
             for path in [self.root, *self.root.rglob("*")]:
@@ -83,7 +85,7 @@ class PostgresCluster:
 
     def init(self) -> "PostgresCluster":
         self.root.mkdir(parents=True, exist_ok=True)
-        self._chown()
+        self.own_directory()
         run_checked(self._as_owner([str(self.bin / "initdb"), "-D", str(self.data), "-U", self.user,
                              "--auth=trust", "-E", "UTF8", "--no-instructions"]))
         self.configure({

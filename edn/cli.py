@@ -227,19 +227,19 @@ def _use_postgresql(args) -> None:
     which open their own connections): the main store in the schema ``--store-schema``,
     another store file (``table.db``) in ``SCHEMA_table``. The database is checked now, so a
     wrong URL stops the start with its reason."""
-    import re
 
     import psycopg
 
     from route_manager.protocol import SERVICE_NAMES
     from wsframework.store import is_postgresql, use_postgresql
-    from wsframework.store_postgres import split_location
+    from wsframework.store_postgres import check_schema_name, split_location
     if not is_postgresql(args.store):
         raise SystemExit(f"edn serve: --store is a postgresql:// URL, not {args.store!r}")
     schema = args.store_schema or f"{args.role}_{args.port}"
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", schema):
-        raise SystemExit(f"edn serve: --store-schema is a plain SQL name (letters, digits, _; "
-                         f"at most 41), not {schema!r}")
+    try:  # at most 41: the table role's schema is NAME_table
+        check_schema_name(schema, longest=41)
+    except ValueError as exc:
+        raise SystemExit(f"edn serve: --store-schema: {exc}") from None
     try:
         psycopg.connect(split_location(args.store)[0], connect_timeout=10).close()
     except psycopg.Error as exc:

@@ -74,6 +74,14 @@ def schema_exists(location: str, schema: str | None) -> bool:
                            (schema or named,)).fetchone() is not None
 
 
+def check_schema_name(schema: str, longest: int = 63) -> None:
+    """A store's schema is a plain SQL name: ``ValueError`` otherwise (PostgreSQL would cut a
+    longer one to 63 characters, and two long names could meet)."""
+    if not _SCHEMA_NAME.match(schema) or len(schema) > longest:
+        raise ValueError(f"a store's schema is a plain SQL name (letters, digits, _; at most "
+                         f"{longest}), not {schema!r}")
+
+
 def split_location(location: str) -> tuple[str, str]:
     """``postgresql://...?schema=NAME`` -> (the connection string libpq reads, NAME); the
     schema defaults to ``public``."""
@@ -86,9 +94,7 @@ def split_location(location: str) -> tuple[str, str]:
             schema = value
         else:
             kept.append((key, value))
-    if not _SCHEMA_NAME.match(schema):
-        raise ValueError(f"a store's schema is a plain SQL name (letters, digits, _; at most "
-                         f"63), not {schema!r}")
+    check_schema_name(schema)
     conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(kept)))
     return conninfo, schema
 
@@ -312,6 +318,7 @@ class PostgresStore(Store):
         location, schema = placed(path)
         self.conninfo, named_schema = split_location(location)
         self.schema = schema or named_schema
+        check_schema_name(self.schema)  # also one that use_postgresql's schema_of made
         if not is_postgresql(self.path) and self.path != ":memory:":
             # files that go with a store (its locks, its seal key) stay beside its path
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)

@@ -133,7 +133,7 @@ def run_host_loss(*, subscriptions: int = 40, rate: float = 20.0, before_s: floa
         primary.psql('CREATE DATABASE "edn"')
         standby = _cluster(lab, "db2", lab.data_dir / "db2", {})
         standby.root.mkdir(parents=True, exist_ok=True)
-        standby._chown()
+        standby.own_directory()
         run_checked(["ip", "netns", "exec", lab["db2"].netns, *_as_postgres(
             [str(standby.bin / "pg_basebackup"), "-h", lab["db1"].address, "-p", str(_PORT),
              "-U", "postgres", "-D", str(standby.data), "-R", "-X", "stream"])])

@@ -129,7 +129,7 @@ class Databases:
         from benchmarks.postgres_cluster import run_checked
         self.primary.init().start()
         self.standby.root.mkdir(parents=True, exist_ok=True)
-        self.standby._chown()
+        self.standby.own_directory()
         run_checked(self.standby._as_owner(
             [str(self.standby.bin / "pg_basebackup"), "-h", str(self.primary.socket_dir),
              "-p", str(self.primary.port), "-U", "postgres", "-D", str(self.standby.data),

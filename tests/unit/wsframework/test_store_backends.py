@@ -179,3 +179,10 @@ def test_a_statement_error_caught_inside_a_transaction(tmp_path):
 def _nothing():
     import contextlib
     return contextlib.nullcontext()
+
+
+def test_a_role_schema_leaves_room_for_the_table_roles_suffix():
+    from wsframework.store_postgres import check_schema_name
+    check_schema_name("s" * 41, longest=41)
+    with pytest.raises(ValueError):
+        check_schema_name("s" * 42, longest=41)

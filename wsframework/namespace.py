@@ -207,9 +207,16 @@ class Namespace:
                 yield self._entries[name]
 
     # -- cache maintenance -----------------------------------------------------------------
-    def sync(self) -> bool:
-        """Reload from the store if another process or thread changed it; True if reloaded."""
-        generation = self.store.generation(self._generation_name)
+    @property
+    def generation_name(self) -> str:
+        """The name of this namespace's generation in the store (bumped by every change)."""
+        return self._generation_name
+
+    def sync(self, generation: int | None = None) -> bool:
+        """Reload from the store if another process or thread changed it; True if reloaded.
+        ``generation``: the stored generation when the caller read it already."""
+        if generation is None:
+            generation = self.store.generation(self._generation_name)
         if generation == self._applied:
             return False
         with self._lock:

@@ -377,6 +377,13 @@ class Store:
                                         (name,)).fetchone()
         return row[0] if row else 0
 
+    def generations(self, names: "Sequence[str]") -> dict[str, int]:
+        """name -> generation of each of ``names`` (0 for one never bumped), in one read."""
+        marks = ", ".join("?" * len(names))
+        found = {row[0]: row[1] for row in self.query(
+            f"SELECT name, value FROM generations WHERE name IN ({marks})", tuple(names))}
+        return {name: found.get(name, 0) for name in names}
+
     def close(self) -> None:
         with self._lock:
             for holder in list(self._all):

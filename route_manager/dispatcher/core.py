@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 from lxml import etree
@@ -25,6 +26,7 @@ from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
 from wsframework.settings import read_settings
+from wsframework.store import Store, store_exists
 from wsframework.transport import LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 
@@ -32,8 +34,8 @@ from .. import protocol
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
 from ..protocol import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
-from ..forwarding import EventLog, Forwarder, TokenBucket
-from ..selftuning import SelfTuningSettings
+from ..forwarding import EventLog, Forwarder, LogLanes, TokenBucket
+from ..selftuning import SelfTuningSettings, Ticker
 from .admin import DispatcherAdmin
 from .console import install_console
 from .peer_roots import PeerRoots
@@ -41,6 +43,7 @@ from .control import CounterReader, PrecisionControl
 from .recent_publications import DUPLICATE, RecentPublications, StillInProgress
 from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
+from .shared_state import SharedState
 from .stats import dispatcher_figures
 from .tables import DispatcherTables
 from .tree import TreeLink
@@ -79,27 +82,23 @@ class Dispatcher(BaseRouteManager):
         service.messaging.reply_policy = UrlPolicy(allow_private=self.settings.allow_private)
         self.tables = DispatcherTables(service.store)
         self.link_mbps = self.settings.link_mbps or None
-        s = self.settings
-        self.event_log = (EventLog(service.store, max_events=s.log_max_events,
-                                   max_bytes=s.log_max_bytes, max_age=s.log_max_age,
-                                   policy=s.log_full, group_commit=s.log_group_commit)
-                          if s.durable_log else None)
         # Batches go through the lean keep-alive client: requests cost ~300 us of CPU per
         # POST (wsframework.transport.socket_http), as much as routing the batch's events.
-        self.forwarder = Forwarder(
-            transport or LeanHttpTransport(timeout=(2.0, self.settings.forward_timeout)),
-            event_log=self.event_log,
-            capacity=self.settings.queue_capacity, batch_max=self.settings.batch_max,
-            batch_max_bytes=self.settings.batch_max_bytes, linger=self.settings.batch_linger,
-            policy=self.settings.overflow_policy,
-            link=TokenBucket.megabits(self.link_mbps) if self.link_mbps else None,
-            credential=service.config.admin_token)
+        self._forward_transport = transport or LeanHttpTransport(
+            timeout=(2.0, self.settings.forward_timeout))
+        # the link cap is the process's: adopted lanes share it with the own one
+        self._link = TokenBucket.megabits(self.link_mbps) if self.link_mbps else None
+        # the durable log: this process's own lane of it, and the lanes it adopts (.log_lanes)
+        self.lanes = log_lanes(service, self.settings, self._forwarder_for) \
+            if self.settings.durable_log else None
+        self.event_log = self.lanes.claim() if self.lanes is not None else None
+        self.forwarder = self._forwarder_for(self.event_log)
         # Admin propagation to servers reuses one pooled transport (the service's own
         # unless a test injects one), not a new connection pool per message.
         self.admin_transport = transport or service.transport
         self._summary_lock = threading.Lock()  # generation check, install and store are one step
         # a publisher's retry of a message accepted already is acknowledged, not routed again
-        self.recent = RecentPublications(window=s.publish_dedup_window)
+        self.recent = RecentPublications(window=self.settings.publish_dedup_window)
         self.counters = DispatcherCounters()
         self.counters_lock = threading.Lock()  # counters, backpressure_timeouts
         self.servers: dict[str, str] = {}
@@ -133,8 +132,14 @@ class Dispatcher(BaseRouteManager):
             credential=service.config.admin_token, latency_file=lambda: self.settings.latency_file,
             transport=transport)
         service.add_component(self.repartitioner)
+        self.shared = SharedState(self.tables, self.routes, servers=self.servers,
+                                  kinds=self.kinds, add_server=self.add_server,
+                                  install=self._install_stored)
         self.routes.on_change(self._on_route_change)
         self._load()
+        service.admin.before_each(self.shared.sync)
+        self._lane_sweeper = Ticker(self._sweep_lanes, self.settings.lane_sweep_interval,
+                                    name="log-lanes").start() if self.lanes is not None else None
         # a child in a dispatch tree (--parent): reports its sub-tree summaries upwards and
         # takes its parents' event batches (.tree)
         self.tree = TreeLink(
@@ -160,6 +165,20 @@ class Dispatcher(BaseRouteManager):
         if self.peer_roots is not None:
             self.admin.on_topics_changed = self.peer_roots.wake
             self.peer_roots.start()
+
+    def _forwarder_for(self, event_log: EventLog | None) -> Forwarder:
+        """A forwarder over ``event_log`` (this process's lane, or one it adopted; None
+        without the durable log), with the dispatcher's channel settings."""
+        s = self.settings
+        return Forwarder(self._forward_transport, event_log=event_log,
+                         capacity=s.queue_capacity, batch_max=s.batch_max,
+                         batch_max_bytes=s.batch_max_bytes, linger=s.batch_linger,
+                         policy=s.overflow_policy, link=self._link,
+                         credential=self.service.config.admin_token)
+
+    def _sweep_lanes(self, _now: float) -> None:
+        self.shared.sync()  # deliver an adopted lane's copies to every node registered
+        self.lanes.sweep(dict(self.servers))
 
     def admin_client(self, address: str) -> AdminClient:
         """An admin client to the node at ``address``, with the network's credential, over
@@ -187,6 +206,8 @@ class Dispatcher(BaseRouteManager):
     def _on_route_change(self, event: str, entry: NamespaceEntry) -> None:
         if event == "added":
             self._fill(entry)
+        elif event == "removed":
+            self.shared.forget_route(entry.name)
 
     def _fill(self, entry: NamespaceEntry) -> None:
         """Install the stored summaries of a (re)loaded route entry into its matcher."""
@@ -194,11 +215,18 @@ class Dispatcher(BaseRouteManager):
             entry.matcher.set_precision(self.precision)
         for row in self.tables.summaries(entry.name):
             try:
-                self._install(entry, row["server"], etree.fromstring(row["summary"]), row["load"])
-                self.loads[row["server"]] = row["load"]
-                self.summary_versions[entry.name] = self.summary_versions.get(entry.name, 0) + 1
+                self._install_stored(entry, row["server"], etree.fromstring(row["summary"]),
+                                     row["load"])
             except (MatcherError, etree.XMLSyntaxError) as exc:
                 log.error("stored summary of %s for %s unusable: %s", row["server"], entry.name, exc)
+            self.shared.installed_now(entry.name, row["server"], row["generation"])
+
+    def _install_stored(self, entry: NamespaceEntry, server: str, summary: etree._Element,
+                        load: int) -> None:
+        """Install a summary read from the store (at start, or another process's)."""
+        self._install(entry, server, summary, load)
+        self.loads[server] = load
+        self.summary_versions[entry.name] = self.summary_versions.get(entry.name, 0) + 1
 
     def _install(self, entry: NamespaceEntry, server: str, summary: etree._Element,
                  load: int | None = None) -> None:
@@ -265,6 +293,7 @@ class Dispatcher(BaseRouteManager):
             raise UnusableSummary(server, exc) from exc
         self.tables.save_summary(route, server, request.Generation, request.Load or 0,
                                  etree.tostring(request.Summary))
+        self.shared.installed_now(route, server, request.Generation)
         self.loads[server] = request.Load or 0
         self.summary_versions[route] = self.summary_versions.get(route, 0) + 1
         return True
@@ -275,6 +304,8 @@ class Dispatcher(BaseRouteManager):
             # An event published here would reach this subtree only, not the whole network.
             raise sender_fault("this dispatcher is a child in a dispatch tree: publish at a "
                                f"root dispatcher (its parents: {', '.join(self.settings.parent)})")
+        self.shared.sync()  # routed with every summary another process acknowledged
+        entry = self.routes.get(entry.name) if entry.name in self.routes else entry
         body = message.body
         events = [e for e in body if isinstance(e.tag, str)] if body.tag == EVENT_BATCH else [body]
         message_id = message.addressing.message_id if message.addressing is not None else None
@@ -370,9 +401,13 @@ class Dispatcher(BaseRouteManager):
         if self.tree is not None:
             self.tree.stop()
         self.control.stop()
+        if self._lane_sweeper is not None:
+            self._lane_sweeper.stop()
         self.forwarder.close()
         if self.event_log is not None:
             self.event_log.close()
+        if self.lanes is not None:
+            self.lanes.close()
 
 
 def build_dispatcher(config, *, transport=None, **kwargs):
@@ -395,12 +430,28 @@ def build_dispatcher(config, *, transport=None, **kwargs):
 build_dispatcher.settings = (DispatcherSettings, SelfTuningSettings)  # edn serve checks --set
 
 
+def log_lanes(service, settings: DispatcherSettings, forwarder_for) -> LogLanes:
+    """The lanes of the durable log: lane 0 in the service's store, lane ``k`` in the store
+    ``lane{k}.db`` of its data directory (a schema beside the main one on PostgreSQL)."""
+    data = Path(service.config.data_dir)
+    s = settings
+    return LogLanes(
+        service.store, open_store=lambda k: Store(data / f"lane{k}.db"),
+        lane_exists=lambda k: store_exists(data / f"lane{k}.db"),
+        open_log=lambda store: EventLog(store, max_events=s.log_max_events,
+                                        max_bytes=s.log_max_bytes, max_age=s.log_max_age,
+                                        policy=s.log_full, group_commit=s.log_group_commit),
+        forwarder_for=forwarder_for)
+
+
 def _single_worker(settings) -> str | None:
-    """Why this dispatcher must run in one worker, or None: its durable log is held by one
-    process (a second worker would fail after the server had started answering)."""
-    durable = read_settings(settings, DispatcherSettings, SelfTuningSettings,
-                            allow_unknown=True)[0].durable_log
-    return "its durable log is held by one process; --set durable_log=false" if durable else None
+    """Why this dispatcher must run in one worker, or None: a child of a dispatch tree keeps
+    its parents' positions in its own lane of the log, so a parent's batch resent to another
+    process would be logged twice."""
+    parents = read_settings(settings, DispatcherSettings, SelfTuningSettings,
+                            allow_unknown=True)[0].parent
+    return ("a child of a dispatch tree records its parents' positions in one process's log"
+            if parents else None)
 
 
 build_dispatcher.single_worker = _single_worker  # edn serve refuses --workers > 1 when set

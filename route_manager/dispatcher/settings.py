@@ -46,6 +46,9 @@ class DispatcherSettings(Settings):
                                  "at most")
     log_max_age: float = setting(86_400.0, "seconds an undelivered copy waits in the log for "
                                  "its server; then it expires, counted and logged")
+    lane_sweep_interval: float = setting(2.0, "seconds between looks for lanes of the "
+                                         "durable log that a gone process left with "
+                                         "undelivered copies (adopted and delivered)")
     log_full: str = setting("refuse", "a full durable log refuses new events with the Receiver "
                             "fault edn:LogFull (refuse) or deletes the oldest undelivered "
                             "copies, counted and logged (drop-oldest)")
@@ -128,6 +131,8 @@ class DispatcherSettings(Settings):
             raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
         if self.log_max_events < 1 or self.log_max_bytes < 1 or self.log_max_age <= 0:
             raise ValueError("log_max_events and log_max_bytes must be >= 1, log_max_age > 0")
+        if self.lane_sweep_interval <= 0:
+            raise ValueError("lane_sweep_interval must be > 0")
         if self.overflow_policy not in POLICIES:
             raise ValueError(f"overflow_policy must be one of {', '.join(POLICIES)}")
         if min(self.forward_timeout, self.monitor_interval, self.measure_window) <= 0:

@@ -11,7 +11,7 @@ import time
 from lxml import etree
 
 from wsframework.migrations import columns, migrate
-from wsframework.store import upsert_sql
+from wsframework.store import Store, upsert_sql
 
 from .topic_catalog import TopicRecord, canonical_options
 
@@ -28,8 +28,14 @@ CREATE TABLE IF NOT EXISTS edn_topic_versions (
     name TEXT PRIMARY KEY, version INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0);
 """
 
-_SUMMARY_UPSERT = upsert_sql("edn_summaries", ("route", "server", "generation", "load", "summary"),
-                             ("route", "server"))
+# a summary replaces a stored one only when newer: two processes that install two
+# generations of one server's summary at once leave the newer one stored, whatever the order
+_SUMMARY_UPSERT = (upsert_sql("edn_summaries", ("route", "server", "generation", "load",
+                                                "summary"), ("route", "server"))
+                   + " WHERE edn_summaries.generation < excluded.generation")
+# bumped with every change of the servers, the summaries or the topics: a dispatcher of
+# several processes reloads what another one committed when it moves (.shared_state)
+STATE_GENERATION = "dispatcher:state"
 _TOPIC_UPSERT = upsert_sql("edn_topics", ("name", "server_matcher", "options"), ("name",))
 _TOPIC_VERSION_UPSERT = upsert_sql("edn_topic_versions", ("name", "version", "deleted"),
                                    ("name",))
@@ -73,17 +79,20 @@ class DispatcherTables:
                          "kind = excluded.kind, "
                          "incarnation = COALESCE(excluded.incarnation, edn_servers.incarnation)",
                          (name, address, time.time(), kind, incarnation))
+            Store.bump(conn, STATE_GENERATION)
         return row[0] if row else None
 
     def forget_generations(self, server: str) -> None:
         """``server``'s stored summaries stay, but any update of them wins (it was wiped)."""
         with self.store.transaction() as conn:
             conn.execute("UPDATE edn_summaries SET generation = -1 WHERE server = ?", (server,))
+            Store.bump(conn, STATE_GENERATION)
 
     # -- summaries -----------------------------------------------------------------------------
     def summaries(self, route: str) -> list:
-        """Rows (server, summary, load) of the summaries stored for ``route``."""
-        return self.store.query("SELECT server, summary, load FROM edn_summaries WHERE route = ?",
+        """Rows (server, summary, load, generation) of the summaries stored for ``route``."""
+        return self.store.query("SELECT server, summary, load, generation FROM edn_summaries "
+                                "WHERE route = ?",
                                 (route,))
 
     def generation(self, route: str, server: str) -> int | None:
@@ -92,10 +101,23 @@ class DispatcherTables:
                                (route, server))
         return row[0]["generation"] if row else None
 
+    def summary_generations(self) -> dict[tuple[str, str], int]:
+        """(route, server) -> generation of every stored summary."""
+        return {(row[0], row[1]): row[2] for row in self.store.query(
+            "SELECT route, server, generation FROM edn_summaries")}
+
+    def summary(self, route: str, server: str):
+        """The row (summary, load, generation) of ``server``'s summary for ``route``, or None."""
+        rows = self.store.query("SELECT summary, load, generation FROM edn_summaries "
+                                "WHERE route = ? AND server = ?", (route, server))
+        return rows[0] if rows else None
+
     def save_summary(self, route: str, server: str, generation: int, load: int,
                      summary: bytes) -> None:
+        """Store ``server``'s summary for ``route`` unless a newer one is stored already."""
         with self.store.transaction() as conn:
             conn.execute(_SUMMARY_UPSERT, (route, server, generation, load, summary))
+            Store.bump(conn, STATE_GENERATION)
 
     # -- topics --------------------------------------------------------------------------------
     def topics(self) -> list:
@@ -107,6 +129,7 @@ class DispatcherTables:
         with self.store.transaction() as conn:
             conn.execute(_TOPIC_UPSERT, (name, server_matcher, options))
             conn.execute(_TOPIC_VERSION_UPSERT, (name, version, 0))
+            Store.bump(conn, STATE_GENERATION)
 
     def delete_topic(self, name: str, version: int = 1) -> None:
         """The topic and every summary of its route; its tombstone at ``version`` stays."""
@@ -114,6 +137,7 @@ class DispatcherTables:
             conn.execute("DELETE FROM edn_topics WHERE name = ?", (name,))
             conn.execute("DELETE FROM edn_summaries WHERE route = ?", (name,))
             conn.execute(_TOPIC_VERSION_UPSERT, (name, version, 1))
+            Store.bump(conn, STATE_GENERATION)
 
     def topic_records(self) -> dict[str, TopicRecord]:
         """name -> record of every topic and tombstone. A topic stored before versions

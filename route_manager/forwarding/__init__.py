@@ -32,6 +32,7 @@ from .batch import batch_envelope
 from .channels import POLICIES, ChannelStats, Forwarder, ServerChannel
 from .link import TokenBucket
 from .log import LOG_FULL_POLICIES, EventLog, LogFull
+from .log_lanes import MAX_LANES, LogLanes, NoFreeLane
 
-__all__ = ["LOG_FULL_POLICIES", "EventLog", "LogFull", "POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
+__all__ = ["LOG_FULL_POLICIES", "EventLog", "LogFull", "LogLanes", "MAX_LANES", "NoFreeLane", "POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
            "batch_envelope"]

@@ -18,9 +18,10 @@ policy, the event's undelivered copies expire (counted in ``expired``, logged wi
 servers). Age never refuses new events: a server that never comes back would otherwise stop
 the whole network's publications once its oldest copy was ``log_max_age`` old.
 
-One dispatcher process owns the log (one gunicorn worker, the dispatcher's default): it holds
-an exclusive ``flock`` on ``{store}.log-lock`` (released by the kernel when the process dies,
-``kill -9`` included), and a second process on the same data dir refuses to start its log.
+One process owns a log: it holds the store's exclusive hold on ``log`` (a ``flock`` on
+``{store}.log-lock``, or a PostgreSQL advisory lock; released when the process dies, ``kill
+-9`` included), and a second process on the same store is refused. Several processes of one
+dispatcher each own a log of their own, a *lane* (:mod:`.log_lanes`).
 """
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ class EventLog:
         try:
             self._lockfile = store.hold_exclusive("log")
         except RuntimeError as exc:
-            raise RuntimeError(f"{exc}: a dispatcher with durable_log runs one worker") from None
+            raise RuntimeError(f"{exc}: each process of a dispatcher logs in a lane of its "
+                               "own") from None
         self.store = store
         self.max_events, self.max_bytes, self.max_age = max_events, max_bytes, max_age
         self.policy = policy
@@ -282,6 +284,12 @@ class EventLog:
             reason = full()
         self.dropped += dropped
         log.warning("durable log full: dropped the %d oldest undelivered copies", dropped)
+
+    def expire(self) -> None:
+        """Let the events older than ``max_age`` go now (a log that takes no appends, as an
+        adopted lane, never reaches :meth:`_make_room`)."""
+        with self._lock:
+            self._expire(self.clock())
 
     def _expire(self, now: float) -> None:
         """Events older than ``max_age`` leave the log with their undelivered copies."""

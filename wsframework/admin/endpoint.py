@@ -54,6 +54,7 @@ class AdminEndpoint:
         self._operations: dict[str, Operation] = {}
         self._topic_of: dict[str, Callable[[object], str]] = {}
         self._administrators: TopicAdministrators | None = None
+        self._before: list[Callable[[], object]] = []
         messaging.route("admin", MessageFilter(path=ADMIN_PATH), self._handle, priority=100)
 
     def register(self, request_class, operation: Operation, *,
@@ -67,6 +68,11 @@ class AdminEndpoint:
         self._operations[tag] = operation
         if topic_of is not None:
             self._topic_of[tag] = topic_of
+
+    def before_each(self, step: Callable[[], object]) -> None:
+        """Run ``step()`` before every authenticated operation (a role whose processes share
+        state brings its own view up to date with what the others committed)."""
+        self._before.append(step)
 
     def delegate_topics(self, administrators: TopicAdministrators) -> None:
         """Let ``administrators`` run the operations registered with ``topic_of``."""
@@ -99,6 +105,8 @@ class AdminEndpoint:
                 raise AccessDenied(f"{delegate} may not administer topic {str(topic)[:80]!r} "
                                    f"(needs an admin grant on it, or the network credential)")
             log.info("%s by %s (admin of the topic)", etree.QName(body).localname, delegate)
+        for step in self._before:
+            step()
         response = operation(request, message)
         element = render(response)
         name = etree.QName(element)

@@ -1,16 +1,19 @@
-"""`edn serve dispatcher --workers 2` is refused before anything starts while the durable log
-is on (one process holds it: the second worker used to fail after the server answered)."""
+"""`edn serve dispatcher --workers N`: each worker logs in a lane of its own, so the durable
+log no longer pins a dispatcher to one worker; a child of a dispatch tree, which records its
+parents' positions in its log, is still refused a second worker before anything starts."""
 import pytest
 
 from edn.cli import _check_workers, main
 
 
-def test_a_dispatcher_with_its_durable_log_refuses_a_second_worker(tmp_path):
-    with pytest.raises(SystemExit, match="durable log is held by one process"):
-        main(["serve", "dispatcher", "--data", str(tmp_path / "d"), "--workers", "2"])
+def test_a_child_of_a_dispatch_tree_refuses_a_second_worker(tmp_path):
+    with pytest.raises(SystemExit, match="child of a dispatch tree"):
+        main(["serve", "dispatcher", "--data", str(tmp_path / "d"), "--workers", "2",
+              "--set", "parent=http://root.example:8080"])
     assert not (tmp_path / "d").exists()  # refused before the data directory was made
 
 
-def test_without_the_durable_log_or_with_one_worker_it_is_allowed():
-    _check_workers("dispatcher", 2, {"durable_log": "false"})
-    _check_workers("dispatcher", 1, {})
+def test_a_root_dispatcher_may_run_several_workers_with_its_durable_log():
+    _check_workers("dispatcher", 2, {})
+    _check_workers("dispatcher", 4, {"durable_log": "true"})
+    _check_workers("dispatcher", 1, {"parent": "http://root.example:8080"})

@@ -206,9 +206,9 @@ def test_a_full_log_refuses_with_log_full_and_logs_nothing(net):
     assert [x for _, x in servers.received("s1")] == [1.0, 4.5, 2.0]
 
 
-def test_a_second_process_on_the_same_data_dir_does_not_take_the_log(tmp_path):
+def test_a_second_process_does_not_take_a_log_held_by_another(tmp_path):
     first = EventLog(Store(tmp_path / "s.db"))
-    with pytest.raises(RuntimeError, match="one worker"):
+    with pytest.raises(RuntimeError, match="another process holds the log.*a lane of its own"):
         EventLog(Store(tmp_path / "s.db"))
     first.close()
     EventLog(Store(tmp_path / "s.db")).close()

@@ -1,0 +1,167 @@
+"""A dispatcher of several processes on one store (route_manager.forwarding.log_lanes,
+route_manager.dispatcher.shared_state): each process logs in a lane of its own with its own
+dispatcher id, routes with what any of them committed (nodes, summaries, topics), and a lane
+left with undelivered copies by a process that is gone is adopted and delivered by another.
+
+Two dispatcher services on one data directory in one process stand for two workers: each
+holds its lane as a separate process would (a flock on its own open file, or an advisory
+lock on a connection of its own)."""
+import pytest
+
+from route_manager.dispatcher import build_dispatcher
+from route_manager.forwarding import EventLog, LogLanes, NoFreeLane
+from tests.unit.route_manager.test_dispatcher import TOKEN, event, register, schema, update
+from tests.unit.route_manager.test_dispatcher_log import Servers
+from wsframework.admin import AdminClient
+from wsframework.client import SoapClient
+from wsframework.publisher import PUBLISH_ACTION
+from wsframework.service import ServiceConfig
+from wsframework.store import Store, store_exists
+from wsframework.transport import InProcessTransport
+
+QUIET = {"lane_sweep_interval": "3600", "self_tuning": "false"}  # sweeps run by the tests
+
+
+@pytest.fixture
+def net(tmp_path):
+    transport = InProcessTransport()
+    servers = Servers()
+    for name in ("s1", "s2"):
+        transport.mount(f"http://{name}.test", servers.endpoint(name))
+    started = []
+
+    def start(url, **settings):
+        service = build_dispatcher(ServiceConfig(url, tmp_path / "d", TOKEN, role="dispatcher",
+                                                 settings={**QUIET, **settings}),
+                                   transport=transport)
+        transport.mount(url, service)
+        started.append(service)
+        return service
+
+    yield transport, servers, start
+    for service in reversed(started):
+        service.close()
+
+
+def publish(transport, url, xs):
+    client = SoapClient(transport)
+    for x in xs:
+        client.send(f"{url}/topics/grid", PUBLISH_ACTION, event(x, x))
+
+
+def test_each_process_logs_in_its_own_lane_and_routes_with_what_the_other_committed(net):
+    transport, servers, start = net
+    a, b = start("http://a.test"), start("http://b.test")
+    lanes = (a.dispatcher.lanes.own_index, b.dispatcher.lanes.own_index)
+    assert lanes == (0, 1)
+    assert a.dispatcher.event_log.dispatcher_id != b.dispatcher.event_log.dispatcher_id
+    # the topic, the nodes and their summaries all go through a; b routes with them
+    admin = AdminClient("http://a.test", TOKEN, transport=transport)
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1"), register(admin, "s2")
+    update(admin, "s1", 1, [0, 0], [5, 5])
+    update(admin, "s2", 1, [4, 4], [10, 10])
+    publish(transport, "http://b.test", [1.0, 4.5, 9.0])
+    publish(transport, "http://a.test", [2.0])
+    assert a.dispatcher.forwarder.drain(5) and b.dispatcher.forwarder.drain(5)
+    by_lane = {}
+    for name, dispatcher_id, first, xs in servers.batches:
+        by_lane.setdefault((name, dispatcher_id), []).extend(
+            (first + i, x) for i, x in enumerate(xs))
+    b_id, a_id = b.dispatcher.event_log.dispatcher_id, a.dispatcher.event_log.dispatcher_id
+    # each lane numbers its copies from 1 per server
+    assert by_lane[("s1", b_id)] == [(1, 1.0), (2, 4.5)]
+    assert by_lane[("s2", b_id)] == [(1, 4.5), (2, 9.0)]
+    assert by_lane[("s1", a_id)] == [(1, 2.0)]
+    assert ("s2", a_id) not in by_lane
+
+
+def test_a_newer_summary_through_one_process_replaces_the_other_ones(net):
+    transport, servers, start = net
+    a, _b = start("http://a.test"), start("http://b.test")
+    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
+    admin_b = AdminClient("http://b.test", TOKEN, transport=transport)
+    admin_a.create_topic("grid", None, schema())
+    register(admin_a, "s1")
+    update(admin_a, "s1", 1, [0, 0], [1, 1])
+    assert update(admin_b, "s1", 2, [8, 8], [10, 10]).Accepted == 1
+    # an older generation arriving later at the other process changes nothing
+    assert update(admin_a, "s1", 1, [0, 0], [1, 1]).Accepted == 0
+    publish(transport, "http://a.test", [9.0, 0.5])
+    assert a.dispatcher.forwarder.drain(5)
+    assert [x for _, x in servers.received("s1")] == [9.0]
+    stored = a.store.query("SELECT generation FROM edn_summaries WHERE server = 's1'")
+    assert [row[0] for row in stored] == [2]
+
+
+def test_a_topic_created_through_one_process_is_routed_by_the_other(net):
+    transport, servers, start = net
+    _a, b = start("http://a.test"), start("http://b.test")
+    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
+    register(admin_a, "s1")
+    admin_a.create_topic("grid", None, schema())
+    update(admin_a, "s1", 1, [0, 0], [10, 10])
+    publish(transport, "http://b.test", [3.0])
+    assert b.dispatcher.forwarder.drain(5)
+    assert [x for _, x in servers.received("s1")] == [3.0]
+
+
+def test_a_lane_left_with_undelivered_copies_is_adopted_delivered_and_released(net):
+    transport, servers, start = net
+    a, b = start("http://a.test"), start("http://b.test")
+    admin = AdminClient("http://a.test", TOKEN, transport=transport)
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    update(admin, "s1", 1, [0, 0], [10, 10])
+    servers.down.add("s1")
+    publish(transport, "http://b.test", [1.0, 2.0, 3.0])
+    left_by = b.dispatcher.event_log.dispatcher_id
+    b.dispatcher.close()  # the process is gone; its lane keeps the three copies
+    assert servers.received("s1") == []
+    servers.down.discard("s1")
+    lanes = a.dispatcher.lanes
+    lanes.sweep(dict(a.dispatcher.servers))
+    assert lanes.figures()["log.lanes_adopted"] == 1
+    adopted = lanes.adopted[1]
+    assert adopted.forwarder.drain(5)
+    assert [(name, sid, first) for name, sid, first, _ in servers.batches] == [("s1", left_by, 1)]
+    assert [x for _, x in servers.received("s1")] == [1.0, 2.0, 3.0]
+    lanes.sweep(dict(a.dispatcher.servers))  # nothing owed any more: let go
+    assert lanes.figures()["log.lanes_adopted"] == 0
+    assert lanes.figures()["log.lane_adoptions"] == 1
+    # the lane is free again: the next process to start takes it, with its id and position
+    c = start("http://c.test")
+    assert c.dispatcher.lanes.own_index == 1
+    assert c.dispatcher.event_log.dispatcher_id == left_by
+    assert c.dispatcher.event_log.events == 0
+
+
+def test_a_lane_held_by_a_live_process_or_owing_nothing_is_not_adopted(net):
+    transport, servers, start = net
+    a, b = start("http://a.test"), start("http://b.test")
+    a.dispatcher.lanes.sweep({})
+    assert a.dispatcher.lanes.figures()["log.lanes_adopted"] == 0  # b holds lane 1
+    b.dispatcher.close()
+    a.dispatcher.lanes.sweep({})
+    assert a.dispatcher.lanes.figures()["log.lanes_adopted"] == 0  # lane 1 owes nothing
+
+
+def _lanes(tmp_path, max_lanes):
+    return LogLanes(Store(tmp_path / "main.db"),
+                    open_store=lambda k: Store(tmp_path / f"lane{k}.db"),
+                    lane_exists=lambda k: store_exists(tmp_path / f"lane{k}.db"),
+                    open_log=EventLog, forwarder_for=lambda log: None, max_lanes=max_lanes)
+
+
+def test_lanes_are_bounded_and_taken_lowest_first(tmp_path):
+    first, second = _lanes(tmp_path, 2), _lanes(tmp_path, 2)
+    logs = [first.claim(), second.claim()]
+    assert (first.own_index, second.own_index) == (0, 1)
+    with pytest.raises(NoFreeLane, match="every one of the durable log's 2 lanes is held"):
+        _lanes(tmp_path, 2).claim()
+    logs[0].close()
+    third = _lanes(tmp_path, 2)
+    third.claim()
+    assert third.own_index == 0
+    for lanes in (first, second, third):
+        lanes.close()

@@ -136,15 +136,21 @@ def dispatcher_readings(d) -> list[Reading]:
             Reading("edn_dispatcher_server_up", "max",
                     "1 while the server answers", int(bool(channel.get("up", True))), label),
         ]
-    if d.event_log is not None:  # the durable log lives in the store every worker shares
+    if d.event_log is not None:  # each worker's own lane of the log: summed over them
         figures = d.event_log.figures()
+        lanes = d.lanes.figures()
         out += [
-            Reading("edn_dispatcher_log_events", "shared",
-                    "Events in the durable log with undelivered copies",
+            Reading("edn_dispatcher_log_events", "gauge",
+                    "Undelivered copies in the durable log (this worker's lane)",
                     figures.get("log.events", 0)),
-            Reading("edn_dispatcher_log_bytes", "shared", "Bytes of the durable log",
+            Reading("edn_dispatcher_log_adopted_events", "gauge",
+                    "Undelivered copies in lanes adopted from gone processes",
+                    lanes["log.adopted_events"]),
+            Reading("edn_dispatcher_log_lane_adoptions_total", "counter",
+                    "Lanes of the log adopted from gone processes", lanes["log.lane_adoptions"]),
+            Reading("edn_dispatcher_log_bytes", "gauge", "Bytes of the durable log",
                     figures.get("log.bytes", 0)),
-            Reading("edn_dispatcher_log_oldest_age_seconds", "shared",
+            Reading("edn_dispatcher_log_oldest_age_seconds", "max",
                     "Age of the oldest undelivered event", figures.get("log.oldest_age_s", 0.0)),
             Reading("edn_dispatcher_log_appended_total", "counter",
                     "Events appended to the log", figures.get("log.appended", 0)),

@@ -21,8 +21,11 @@ tree.*                      a child dispatcher: its name, ``tree.parent.N.*`` (a
 topic_sync.*                a root with peer roots: peers, exchanges answered, peer records
                             taken and skipped, ``peer.N.*`` (address, failures in a row),
                             ``conflict.NAME`` (a topic two roots define differently)
-log.*                       the durable log: events, bytes, oldest_age_s, appended,
-                            dropped (log_full=drop-oldest), refused (edn:LogFull)
+log.*                       the durable log (this process's lane): events, bytes,
+                            oldest_age_s, appended, dropped (log_full=drop-oldest), refused
+                            (edn:LogFull); lane (its index), lanes_adopted and
+                            adopted_events (lanes a gone process left, delivered here),
+                            lane_adoptions
 ==========================  ================================================================
 """
 from __future__ import annotations
@@ -90,6 +93,7 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
     figures["log.on"] = int(d.event_log is not None)
     if d.event_log is not None:  # size, oldest undelivered age, server.NAME.lag (seqs not acked)
         figures.update(d.event_log.figures())
+        figures.update(d.lanes.figures())  # this process's lane, the lanes it adopted
     for server, channel in d.forwarder.stats().items():
         for key, value in channel.items():
             figures[f"server.{server}.{key}"] = value

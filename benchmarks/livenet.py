@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -58,6 +58,8 @@ class Setup:
     seed: int = 7
     dispatcher_settings: dict = field(default_factory=dict)
     serve_args: tuple = ()          # given to every role's edn serve (e.g. --durable-sync)
+    dispatcher_workers: int = 1     # the dispatcher's gunicorn workers (each logs in a lane)
+    dispatcher_args: tuple = ()     # given to the dispatcher's edn serve only (e.g. --store)
 
     @classmethod
     def quick(cls) -> "Setup":
@@ -323,7 +325,7 @@ def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
         args.append("--no-self-tuning")
     for key, value in setup.dispatcher_settings.items():
         args += ["--set", f"{key}={value}"]
-    args += list(setup.serve_args)
+    args += list(setup.serve_args) + list(setup.dispatcher_args)
     servers = [(f"s{i + 1:02d}", "local", 1) for i in range(setup.servers)]
     network = LocalNetwork(data_dir, servers, token=token, d=D, keep_bodies=False,
                            load_threshold=10 * setup.per_server, dispatcher_args=args,
@@ -335,6 +337,7 @@ def start_network(setup: Setup, data_dir: Path, *, self_tuning: bool = False,
         process.extra_args += ["--max-body", str(64 * 1024 * 1024), "--log-level", "warning",
                                "--set", "routing_precision=0.0005", "--set", "peer_interval=30"]
         process.extra_args += list(setup.serve_args)
+    network.dispatcher.workers = setup.dispatcher_workers
     started = time.perf_counter()
     try:
         network.start()
@@ -367,6 +370,34 @@ def live_events_per_s(setup: Setup, precision, *, log=print, tls_dir: Path | Non
             finally:
                 publisher.stop()
             return round(measured.events_per_s, 1)
+        finally:
+            network.close()
+
+
+def acknowledged_events_per_s(setup: Setup, precision, *, log=print) -> float:
+    """Events/s the dispatcher acknowledges to publishers saturating it, counted by the
+    publishers over ``setup.seconds`` after ``setup.warmup``: the measure for a dispatcher of
+    several workers, whose own counters (GetStats) are each worker's."""
+    # every worker starts at the precision (Configure would reach the one that takes it)
+    setup = replace(setup, dispatcher_settings={**setup.dispatcher_settings,
+                                                "initial_precision": precision})
+    with tempfile.TemporaryDirectory(prefix="edn-bench-live-") as tmp:
+        network, _ = start_network(setup, Path(tmp), log=log)
+        try:
+            points, symbols = event_workload(setup, 64 * 100, setup.seed + 1)
+            publisher = Publisher(network.dispatcher.base_url,
+                                  batch_payloads(network, points, setup.batch, symbols=symbols),
+                                  setup.batch, setup.publishers).start()
+            try:
+                time.sleep(setup.warmup)  # the warm-up has no condition to wait on
+                before, started = publisher.sent_events, time.perf_counter()
+                time.sleep(setup.seconds)  # a measurement window, not a wait for a condition
+                sent, took = publisher.sent_events - before, time.perf_counter() - started
+            finally:
+                publisher.stop()
+            if publisher.errors:
+                log(f"  {publisher.errors} publications failed")
+            return round(sent / took, 1)
         finally:
             network.close()
 

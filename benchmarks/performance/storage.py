@@ -29,6 +29,11 @@ The figures:
   0.8); ``*_postgresql_vs_full`` and ``*_postgresql_standby_vs_full`` likewise;
 * ``commits_per_sync_full`` -- per ``full`` round, the source's commits over its syncs (from
   its ``edn_store_*`` metrics): how many commits, from the 16 clients, shared one sync;
+* ``dispatcher_events_per_s_workers_1`` / ``_2`` -- events/s a dispatcher with its durable
+  log on the local PostgreSQL acknowledges with one and with two gunicorn workers (each
+  logging in a lane of its own), counted by publishers saturating it, rounds alternated;
+  ``dispatcher_workers_2_vs_1`` is the ratio of the medians. Every role shares this
+  machine's cores: the figure says what a second worker adds here, not on a host of its own;
 * ``host_loss`` -- as root (the lab of hosts): :mod:`benchmarks.lab.host_loss`, the
   primary's host lost under load: acknowledged notifications and subscriptions lost, and the
   time from the cut to the first acknowledgement after the failover.
@@ -49,7 +54,7 @@ import requests
 from edn.localnet.processes import ServerProcess
 from wsframework.admin import AdminClient
 
-from ..livenet import Setup, live_events_per_s
+from ..livenet import Setup, acknowledged_events_per_s, live_events_per_s
 
 MODES = ("normal", "full", "postgresql", "postgresql_standby")
 _SQLITE = ("normal", "full")
@@ -278,8 +283,33 @@ def run(quick: bool = False) -> dict:
             name = "full_vs_normal" if mode == "normal" else f"{mode}_vs_full"
             figures[f"{key}_{name}"] = round(ratio, 3) if other and full else None
     figures["live_servers"] = live_setup.servers
+    if why_not is None:
+        figures.update(_dispatcher_workers(live_setup, rounds if quick else 2))
     figures["host_loss"] = _host_loss(quick)
     return figures
+
+
+def _dispatcher_workers(setup: Setup, rounds: int) -> dict:
+    """Events/s acknowledged by a dispatcher of one and of two workers, its durable log on
+    a local PostgreSQL (a database of its own each round), every other role on SQLite."""
+    from benchmarks.postgres_cluster import PostgresCluster
+    setup = replace(setup, publishers=8)  # connections enough to reach every worker
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    with tempfile.TemporaryDirectory(prefix="edn-bench-workers-") as tmp:
+        os.chmod(tmp, 0o711)
+        with PostgresCluster(Path(tmp) / "pg", settings={"shared_buffers": "128MB"}) as cluster:
+            for k in range(rounds):
+                for workers in ((1, 2) if k % 2 == 0 else (2, 1)):
+                    database = cluster.create_database(f"workers_{k}_{workers}")
+                    rate = acknowledged_events_per_s(
+                        replace(setup, dispatcher_workers=workers,
+                                dispatcher_args=("--store", database)), "precise", log=_log)
+                    rates[workers].append(rate)
+                    _log(f"  dispatcher of {workers} worker(s) on PostgreSQL: {rate} events/s")
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    return {"dispatcher_events_per_s_workers_1": rates[1],
+            "dispatcher_events_per_s_workers_2": rates[2],
+            "dispatcher_workers_2_vs_1": round(two / one, 3) if one else None}
 
 
 def _host_loss(quick: bool) -> dict:

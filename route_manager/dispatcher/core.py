@@ -34,7 +34,7 @@ from .. import protocol
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
 from ..protocol import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
-from ..forwarding import EventLog, Forwarder, LogLanes, TokenBucket
+from ..forwarding import EventLog, Forwarder, LaneLost, LogLanes, TokenBucket
 from ..selftuning import SelfTuningSettings, Ticker
 from .admin import DispatcherAdmin
 from .console import install_console
@@ -92,6 +92,7 @@ class Dispatcher(BaseRouteManager):
         self.lanes = log_lanes(service, self.settings, self._forwarder_for) \
             if self.settings.durable_log else None
         self.event_log = self.lanes.claim() if self.lanes is not None else None
+        self._lane_lock = threading.Lock()  # claiming another lane after LaneLost
         self.forwarder = self._forwarder_for(self.event_log)
         # Admin propagation to servers reuses one pooled transport (the service's own
         # unless a test injects one), not a new connection pool per message.
@@ -175,6 +176,21 @@ class Dispatcher(BaseRouteManager):
                          batch_max_bytes=s.batch_max_bytes, linger=s.batch_linger,
                          policy=s.overflow_policy, link=self._link,
                          credential=self.service.config.admin_token)
+
+    def _claim_again(self, lost: Forwarder) -> None:
+        """This process's lane was taken over (its hold had lapsed, and another process
+        opened it): stop sending from it, and log from now on in the lowest free lane."""
+        with self._lane_lock:
+            if self.forwarder is not lost:  # another thread did it already
+                return
+            lost.close(timeout=0)
+            self.event_log.close()
+            self.event_log = self.lanes.claim()
+            self.forwarder = self._forwarder_for(self.event_log)
+            for name, address in list(self.servers.items()):
+                self.forwarder.ensure(name, address)
+        log.warning("durable log: this process's lane was taken over; it logs in lane %d now",
+                    self.lanes.own_index)
 
     def _sweep_lanes(self, _now: float) -> None:
         self.shared.sync()  # deliver an adopted lane's copies to every node registered
@@ -363,7 +379,12 @@ class Dispatcher(BaseRouteManager):
                 hits[server] = hits.get(server, 0) + 1
         if logged or (upstream is not None and self.event_log is not None):
             # durable before the reply; LogFull refuses the whole message
-            copies += self.forwarder.forward_logged(logged, upstream=upstream)
+            forwarder = self.forwarder
+            try:
+                copies += forwarder.forward_logged(logged, upstream=upstream)
+            except LaneLost:  # the publisher retries; this process logs in another lane
+                self._claim_again(forwarder)
+                raise
         with self.counters_lock:
             c = self.counters
             c.events_in += len(events)

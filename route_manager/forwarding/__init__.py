@@ -31,8 +31,8 @@ bottleneck otherwise).
 from .batch import batch_envelope
 from .channels import POLICIES, ChannelStats, Forwarder, ServerChannel
 from .link import TokenBucket
-from .log import LOG_FULL_POLICIES, EventLog, LogFull
+from .log import LOG_FULL_POLICIES, EventLog, LaneLost, LogFull
 from .log_lanes import MAX_LANES, LogLanes, NoFreeLane
 
-__all__ = ["LOG_FULL_POLICIES", "EventLog", "LogFull", "LogLanes", "MAX_LANES", "NoFreeLane", "POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
+__all__ = ["LOG_FULL_POLICIES", "EventLog", "LaneLost", "LogFull", "LogLanes", "MAX_LANES", "NoFreeLane", "POLICIES", "ChannelStats", "Forwarder", "ServerChannel", "TokenBucket",
            "batch_envelope"]

@@ -456,6 +456,6 @@ class Forwarder:
     def stats(self) -> dict[str, dict]:
         return {sid: c.stats.as_dict() for sid, c in self.channels.items()}
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
         for channel in list(self.channels.values()):
-            channel.close()
+            channel.close(timeout)

@@ -22,6 +22,12 @@ One process owns a log: it holds the store's exclusive hold on ``log`` (a ``floc
 ``{store}.log-lock``, or a PostgreSQL advisory lock; released when the process dies, ``kill
 -9`` included), and a second process on the same store is refused. Several processes of one
 dispatcher each own a log of their own, a *lane* (:mod:`.log_lanes`).
+
+A PostgreSQL advisory lock is also released when its session ends with the process alive (a
+network cut between the process and the database, a failover to the standby). So the hold
+is *fenced*: opening a log writes a new holder token (``edn_log_meta``), and every
+transaction of the log checks it first. A process whose log another opened meanwhile gets
+:class:`LaneLost` instead of writing: two processes never number copies of one lane.
 """
 from __future__ import annotations
 
@@ -44,15 +50,22 @@ from .log_rows import MIGRATIONS, LogCopy, copies_named, seq_named
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EventLog", "LogFull", "LOG_FULL_POLICIES"]
+__all__ = ["EventLog", "LaneLost", "LogFull", "LOG_FULL_POLICIES"]
 
 LOG_FULL_POLICIES = ("refuse", "drop-oldest")
 _tuple_new = tuple.__new__  # LogCopy rows built by a C call (see log_rows.copy_of)
 ACK_DELAY = 0.05  # seconds an acknowledgement may wait for an append's transaction
+_HOLDER_UPSERT = ("INSERT INTO edn_log_meta(key, value) VALUES ('holder', ?) "
+                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
 
 
 class LogFull(RouteManagerError):
     """The durable log is at one of its bounds and its policy is to refuse new events."""
+
+
+class LaneLost(RouteManagerError):
+    """Another process opened this log after this one did (its hold had lapsed): this one
+    may no longer write to it."""
 
 
 @dataclass
@@ -99,6 +112,8 @@ class EventLog:
         self._left: dict[int, int] = {}
         self._cursor: dict[str, tuple[int, int]] = {}  # server -> (seq, event id) last read
         self.commits = 0
+        self.lost = False  # another process opened this log since (LaneLost)
+        self.holder = uuid.uuid4().hex
         migrate(store, "log", MIGRATIONS)
         with store.transaction() as conn:
             row = conn.execute("SELECT value FROM edn_log_meta WHERE key='dispatcher'").fetchone()
@@ -108,6 +123,7 @@ class EventLog:
                              (self.dispatcher_id,))
             else:
                 self.dispatcher_id = row[0]
+            conn.execute(_HOLDER_UPSERT, (self.holder,))
         self._next: dict[str, int] = {}
         self.upstream: dict[str, int] = {  # parent dispatcher id -> last seq logged
             row[0]: row[1] for row in store.query("SELECT dispatcher, seq FROM edn_log_upstream")}
@@ -231,6 +247,7 @@ class EventLog:
                         upstream[parent] = max(seq, upstream.get(parent, 0))
                 if rows or self._acks or upstream:
                     with self.store.transaction() as conn:
+                        self._check_holder(conn)
                         self._write_acks(conn)
                         if rows:
                             conn.executemany("INSERT INTO edn_log_event(id, topic, event, "
@@ -314,6 +331,7 @@ class EventLog:
         leave the channels (:meth:`on_drop`). Returns how many copies went, or None when
         nothing was selected."""
         with self.store.transaction() as conn:
+            self._check_holder(conn)
             gone = conn.execute(
                 f"DELETE FROM edn_log_event WHERE id IN (SELECT id FROM edn_log_event {selection}) "
                 "RETURNING id, copies, length(event)", args).fetchall()
@@ -364,11 +382,33 @@ class EventLog:
                 self.flush_acks()
 
     def flush_acks(self) -> None:
-        """Write the acknowledgements not written yet (an idle log, closing, tests)."""
+        """Write the acknowledgements not written yet (an idle log, closing, tests). A log
+        taken over by another process drops them: its new holder resends those copies, and
+        the servers skip what they have."""
         with self._lock:
-            if self._acks:
-                with self.store.transaction() as conn:
-                    self._write_acks(conn)
+            if not self._acks:
+                return
+            if not self.lost:
+                try:
+                    with self.store.transaction() as conn:
+                        self._check_holder(conn)
+                        self._write_acks(conn)
+                    return
+                except LaneLost:
+                    log.warning("durable log: taken over by another process; this one's "
+                                "acknowledgements are dropped")
+            self._acks.clear()
+            self._acked_ids = []
+
+    def _check_holder(self, conn) -> None:
+        """Raise :class:`LaneLost` unless this log is still the one its store last opened
+        (read in the transaction that would write)."""
+        row = conn.execute("SELECT value FROM edn_log_meta WHERE key = 'holder'").fetchone()
+        if row is None or row[0] != self.holder:
+            self.lost = True
+            raise LaneLost("the dispatcher's durable log was taken over by another process "
+                           "(this one's hold had lapsed); retry: the dispatcher logs in a "
+                           "lane of its own again")
 
     def _write_acks(self, conn) -> None:
         """Apply the pending acknowledgements in ``conn``'s transaction (under the lock):
@@ -478,3 +518,8 @@ class EventLog:
 @translate(LogFull)
 def _log_full(exc: LogFull) -> SoapFault:
     return receiver_fault(str(exc), FAULT_LOG_FULL)
+
+
+@translate(LaneLost)
+def _lane_lost(exc: LaneLost) -> SoapFault:
+    return receiver_fault(str(exc))

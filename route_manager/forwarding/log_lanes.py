@@ -101,11 +101,14 @@ class LogLanes:
             for index, lane in list(self.adopted.items()):
                 for name, address in servers.items():
                     lane.forwarder.ensure(name, address)
-                lane.log.expire()
-                if lane.log.events == 0:
+                if not lane.log.lost:
+                    lane.log.expire()
+                if lane.log.events == 0 or lane.log.lost:
                     lane.close()
                     del self.adopted[index]
-                    log.info("durable log: adopted lane %d delivered everything; released", index)
+                    log.info("durable log: adopted lane %d %s; released", index,
+                             "taken by another process" if lane.log.lost
+                             else "delivered everything")
             for index in range(self.max_lanes):
                 if index == self.own_index or index in self.adopted:
                     continue

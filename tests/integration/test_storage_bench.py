@@ -28,6 +28,9 @@ def test_bench_storage_quick_reports_every_figure():
                 assert min(figures[f"{key}_{mode}"]) > 0, (key, mode)
                 assert figures[f"{key}_{mode}_vs_full"] == round(
                     figures[f"{key}_{mode}"][0] / figures[f"{key}_full"][0], 3)
+        one, two = (figures[f"dispatcher_events_per_s_workers_{n}"] for n in (1, 2))
+        assert min(one + two) > 0
+        assert figures["dispatcher_workers_2_vs_1"] == round(two[0] / one[0], 3)
     else:
         assert figures["postgresql_not_measured"]
     loss = figures["host_loss"]

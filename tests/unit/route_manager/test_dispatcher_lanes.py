@@ -9,11 +9,12 @@ lock on a connection of its own)."""
 import pytest
 
 from route_manager.dispatcher import build_dispatcher
-from route_manager.forwarding import EventLog, LogLanes, NoFreeLane
+from route_manager.forwarding import EventLog, LaneLost, LogLanes, NoFreeLane
 from tests.unit.route_manager.test_dispatcher import TOKEN, event, register, schema, update
 from tests.unit.route_manager.test_dispatcher_log import Servers
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
+from wsframework.exceptions import RECEIVER, SoapFault
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.service import ServiceConfig
 from wsframework.store import Store, store_exists
@@ -165,3 +166,49 @@ def test_lanes_are_bounded_and_taken_lowest_first(tmp_path):
     assert third.own_index == 0
     for lanes in (first, second, third):
         lanes.close()
+
+
+def _lapse(event_log):
+    """The log's hold ends with its process alive (a PostgreSQL session cut off)."""
+    event_log._lockfile.close()
+    event_log._lockfile = None
+
+
+def test_a_log_whose_hold_lapsed_and_was_opened_again_refuses_to_write(tmp_path):
+    store = Store(tmp_path / "s.db")
+    first = EventLog(store)
+    first.append([("t", b"<a/>", ["s1"])])
+    _lapse(first)
+    second = EventLog(Store(tmp_path / "s.db"))
+    with pytest.raises(LaneLost, match="taken over by another process"):
+        first.append([("t", b"<b/>", ["s1"])])
+    assert first.lost
+    first.acknowledge("s1", 1, 1)  # dropped: the new holder resends, the server skips
+    # the new holder numbers on from what is stored: no seq is given twice
+    assert second.append([("t", b"<c/>", ["s1"])])[0].seq == 2
+    assert [seq for _, seq in second.copies()] == [1, 2]
+    second.close()
+
+
+def test_a_dispatcher_whose_lane_was_taken_over_logs_in_another_one(net):
+    transport, servers, start = net
+    a = start("http://a.test")
+    admin = AdminClient("http://a.test", TOKEN, transport=transport)
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    update(admin, "s1", 1, [0, 0], [10, 10])
+    publish(transport, "http://a.test", [1.0])
+    lost_id = a.dispatcher.event_log.dispatcher_id
+    _lapse(a.dispatcher.event_log)
+    taker = EventLog(a.store)  # another process opens lane 0
+    with pytest.raises(SoapFault) as refused:
+        publish(transport, "http://a.test", [2.0])
+    assert refused.value.code == RECEIVER and "taken over" in refused.value.reason
+    assert a.dispatcher.lanes.own_index == 1
+    publish(transport, "http://a.test", [3.0])  # the publisher's retry
+    assert a.dispatcher.forwarder.drain(5)
+    ids = [(sid, first, xs) for _, sid, first, xs in servers.batches]
+    assert (lost_id, 1, [1.0]) in ids
+    assert (a.dispatcher.event_log.dispatcher_id, 1, [3.0]) in ids
+    assert 2.0 not in [x for _, x in servers.received("s1")]  # refused: never logged
+    taker.close()

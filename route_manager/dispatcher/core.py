@@ -39,7 +39,7 @@ from ..selftuning import SelfTuningSettings, Ticker
 from .admin import DispatcherAdmin
 from .console import install_console
 from .peer_roots import PeerRoots
-from .control import CounterReader, PrecisionControl
+from .control import CounterReader, PrecisionControl, configure_key
 from .recent_publications import DUPLICATE, RecentPublications, StillInProgress
 from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
@@ -126,7 +126,7 @@ class Dispatcher(BaseRouteManager):
             subscription_servers=self.subscription_servers, update_summary=self.update_summary,
             client_for=self.admin_client, routing=self.settings.routing,
             precision=lambda: self.precision, figures=self.stats,
-            configure=self.control.configure)
+            configure=self._configure)
         from ..repartition import Repartitioner  # offline partitioning: Repartition (moves)
         self.repartitioner = Repartitioner(
             service.admin, routes=self.routes, subscription_servers=self.subscription_servers,
@@ -135,7 +135,9 @@ class Dispatcher(BaseRouteManager):
         service.add_component(self.repartitioner)
         self.shared = SharedState(self.tables, self.routes, servers=self.servers,
                                   kinds=self.kinds, add_server=self.add_server,
-                                  install=self._install_stored)
+                                  install=self._install_stored,
+                                  configure=self.control.configure)
+        self.shared.apply_configured()  # what operators set before this process started
         self.routes.on_change(self._on_route_change)
         self._load()
         service.admin.before_each(self.shared.sync)
@@ -166,6 +168,15 @@ class Dispatcher(BaseRouteManager):
         if self.peer_roots is not None:
             self.admin.on_topics_changed = self.peer_roots.wake
             self.peer_roots.start()
+
+    def _configure(self, settings) -> dict[str, str]:
+        """Configure: validated and applied here, then stored for every process of this
+        dispatcher and for its restarts; answers the settings in force."""
+        pairs = [(configure_key(name), value) for name, value in settings]
+        in_force = self.control.configure(pairs)
+        if pairs:
+            self.shared.configure(dict(pairs))
+        return in_force
 
     def _forwarder_for(self, event_log: EventLog | None) -> Forwarder:
         """A forwarder over ``event_log`` (this process's lane, or one it adopted; None

@@ -8,9 +8,13 @@ generations before it routes a publication or runs an admin operation, one small
 reloads what moved. So a publication accepted by any process is routed with every summary
 acknowledged before it, whichever process took the summary.
 
-What stays per process: the counters and figures it reports (GetStats, the console), its
-precision and self-tuner (each tunes on the traffic it routes), and a publisher's retry
-(MessageID) of a message another process accepted, which is routed again (at least once).
+Operators' run-time settings (Configure: the precision, self-tuning and its parameters) are
+stored too, and every process applies what another one took.
+
+What stays per process: the counters and figures it reports (GetStats, the console), the
+self-tuner's own moves of the precision (each tunes on the traffic it routes), and a
+publisher's retry (MessageID) of a message another process accepted, which is routed again
+(at least once).
 """
 from __future__ import annotations
 
@@ -34,16 +38,18 @@ class SharedState:
     """``routes``: the dispatcher's route namespace (reloaded by its own generation);
     ``servers``/``kinds``: its live maps of nodes; ``add_server(name, address, kind)``;
     ``install(entry, server, summary, load)``: put a summary into a route's matcher, as an
-    update would."""
+    update would; ``configure(pairs)``: apply run-time settings in this process only."""
 
     def __init__(self, tables: DispatcherTables, routes: Namespace, *, servers: dict,
-                 kinds: dict, add_server: Callable, install: Callable):
+                 kinds: dict, add_server: Callable, install: Callable, configure: Callable):
         self.tables = tables
         self.store = tables.store
         self.routes = routes
         self.servers, self.kinds = servers, kinds
         self._add_server = add_server
         self._install = install
+        self._configure = configure
+        self.configured: dict[str, str] = {}  # the operators' settings applied here
         self._names = (routes.generation_name, STATE_GENERATION)
         self._applied = self.store.generations(self._names)[STATE_GENERATION]
         self.installed: dict[tuple[str, str], int] = {}  # (route, server) -> generation
@@ -53,6 +59,23 @@ class SharedState:
     def installed_now(self, route: str, server: str, generation: int) -> None:
         """This process installed ``server``'s summary of ``generation`` for ``route``."""
         self.installed[(route, server)] = generation
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """An operator's ``settings`` (validated, and applied in this process already):
+        stored, for every other process and for a restart."""
+        self.tables.save_configured(settings)
+        self.configured.update(settings)
+
+    def apply_configured(self) -> None:
+        """Apply the stored settings that differ from what this process applied."""
+        stored = self.tables.configured()
+        changed = {k: v for k, v in stored.items() if self.configured.get(k) != v}
+        if changed:
+            try:
+                self._configure(changed.items())
+            except Exception as exc:  # stored by a newer version, say: the rest still apply
+                log.error("stored run-time settings %s not applied: %s", changed, exc)
+            self.configured.update(changed)
 
     def forget_route(self, route: str) -> None:
         for key in [k for k in self.installed if k[0] == route]:
@@ -75,6 +98,7 @@ class SharedState:
         return True
 
     def _reload(self) -> None:
+        self.apply_configured()
         for name, address, kind in self.tables.servers():
             if self.servers.get(name) != address.rstrip("/") or self.kinds.get(name) != kind:
                 self._add_server(name, address, kind)

@@ -3,7 +3,8 @@ child dispatchers, by kind), every
 server's latest summary per route (with its generation, so a reordered update never wins over
 a newer one), the topics with the matcher and options the servers host them with, and
 the version of every topic name, deleted ones included (:mod:`.topic_catalog`: what peer
-roots merge). A restarted dispatcher reloads all of it: it loses no route."""
+roots merge), and the run-time settings operators set (Configure). A restarted dispatcher
+reloads all of it: it loses no route."""
 from __future__ import annotations
 
 import time
@@ -49,7 +50,12 @@ def _add_server_columns(conn, store) -> None:
         conn.execute("ALTER TABLE edn_servers ADD COLUMN incarnation INTEGER")
 
 
-_MIGRATIONS = [_SCHEMA, _add_server_columns]
+_CONFIGURED = """
+CREATE TABLE IF NOT EXISTS edn_configured (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+_CONFIGURED_UPSERT = upsert_sql("edn_configured", ("name", "value"), ("name",))
+
+_MIGRATIONS = [_SCHEMA, _add_server_columns, _CONFIGURED]
 
 
 class DispatcherTables:
@@ -117,6 +123,18 @@ class DispatcherTables:
         """Store ``server``'s summary for ``route`` unless a newer one is stored already."""
         with self.store.transaction() as conn:
             conn.execute(_SUMMARY_UPSERT, (route, server, generation, load, summary))
+            Store.bump(conn, STATE_GENERATION)
+
+    # -- run-time settings (Configure) ---------------------------------------------------------
+    def configured(self) -> dict[str, str]:
+        """name -> value of every run-time setting an operator set (Configure), the last
+        value of each."""
+        return {row[0]: row[1] for row in self.store.query(
+            "SELECT name, value FROM edn_configured")}
+
+    def save_configured(self, settings: dict[str, str]) -> None:
+        with self.store.transaction() as conn:
+            conn.executemany(_CONFIGURED_UPSERT, list(settings.items()))
             Store.bump(conn, STATE_GENERATION)
 
     # -- topics --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from route_manager.dispatcher import build_dispatcher
 from route_manager.forwarding import EventLog, LaneLost, LogLanes, NoFreeLane
 from tests.unit.route_manager.test_dispatcher import TOKEN, event, register, schema, update
 from tests.unit.route_manager.test_dispatcher_log import Servers
-from wsframework.admin import AdminClient
+from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import RECEIVER, SoapFault
 from wsframework.publisher import PUBLISH_ACTION
@@ -212,3 +212,25 @@ def test_a_dispatcher_whose_lane_was_taken_over_logs_in_another_one(net):
     assert (a.dispatcher.event_log.dispatcher_id, 1, [3.0]) in ids
     assert 2.0 not in [x for _, x in servers.received("s1")]  # refused: never logged
     taker.close()
+
+
+def _configure(transport, url, **settings):
+    admin = AdminClient(url, TOKEN, transport=transport)
+    response = admin.call(contracts.Configure(Setting=[
+        contracts.Figure(Name=k, Value=v) for k, v in settings.items()]))
+    return {f.Name: f.Value for f in response.Setting or []}
+
+
+def test_an_operators_configure_at_one_process_reaches_the_others_and_a_restart(net):
+    transport, servers, start = net
+    a, b = start("http://a.test"), start("http://b.test")
+    assert _configure(transport, "http://a.test", precision="0.4")["precision"] == "0.4"
+    # b applies it before its next operation
+    assert _configure(transport, "http://b.test")["precision"] == "0.4"
+    assert b.dispatcher.precision == 0.4
+    # a bad Configure changes nothing anywhere
+    with pytest.raises(SoapFault):
+        _configure(transport, "http://b.test", precision="2")
+    assert _configure(transport, "http://a.test")["precision"] == "0.4"
+    a.close(), b.close()
+    assert start("http://c.test").dispatcher.precision == 0.4  # kept across a restart

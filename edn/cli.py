@@ -21,6 +21,7 @@ from . import access_commands as access, tls_commands as tls
 
 DEFAULT_PORT = 8080
 ALLOW_PRIVATE_ENV = "EDN_ALLOW_PRIVATE"  # --allow-private's default, for every role of a host
+STORE_ENV = "EDN_STORE"  # --store's default, for every role of a host
 CONTROL_SOCKET = "gunicorn.ctl"  # gunicorn's control socket, in the role's data directory
 COMMANDS_GROUP = "edn.commands"
 
@@ -90,12 +91,13 @@ def _add_serve(sub):
                         "acknowledged once committed, which survives kill -9 but not a power "
                         "cut or an OS crash (the last transactions, acknowledged or not, can "
                         "be lost)")
-    p.add_argument("--store", default=None, metavar="postgresql://...",
+    p.add_argument("--store", default=os.environ.get(STORE_ENV) or None,
+                   metavar="postgresql://...",
                    help="keep the role's state in this PostgreSQL database instead of SQLite "
                         "files in DATA: the shared and replicated store, for several workers "
                         "and hosts of one role (libpq's URL; several hosts, e.g. "
                         "postgresql://h1,h2/edn?target_session_attrs=read-write, follow a "
-                        "failover to the promoted standby)")
+                        f"failover to the promoted standby; default ${STORE_ENV})")
     p.add_argument("--store-schema", default=None, metavar="NAME",
                    help="the schema in --store that holds this role's state (default "
                         "ROLE_PORT); the workers and hosts of one role name the same one")

@@ -1,13 +1,33 @@
+import itertools
+
 import pytest
 
 from tests.support.processes import ADMIN_TOKEN, ServerProcess
 from tests.support.sink import HttpSink
 
 
+_databases = itertools.count(1)
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def roles_store(request, monkeypatch):
+    """With ``--store-backend postgresql``, every role a test starts keeps its state in a
+    database of the test's own (``$EDN_STORE``, which ``edn serve`` reads for ``--store``),
+    each role in its schema ``ROLE_PORT``."""
+    cluster = getattr(request.config, "_edn_postgres", None)
+    if cluster is None:
+        yield None
+        return
+    name = f"t_{next(_databases)}"
+    url = cluster.create_database(name)
+    monkeypatch.setenv("EDN_STORE", url)
+    yield url
 
 
 @pytest.fixture

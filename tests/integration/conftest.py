@@ -15,19 +15,20 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(autouse=True)
-def roles_store(request, monkeypatch):
-    """With ``--store-backend postgresql``, every role a test starts keeps its state in a
-    database of the test's own (``$EDN_STORE``, which ``edn serve`` reads for ``--store``),
-    each role in its schema ``ROLE_PORT``."""
+@pytest.fixture(scope="module", autouse=True)
+def roles_store(request):
+    """With ``--store-backend postgresql``, every role a test module starts keeps its state
+    in a database of the module's own (``$EDN_STORE``, which ``edn serve`` reads for
+    ``--store``), each role in its schema ``ROLE_PORT``: a role restarted on its port finds
+    its state again, also one that a module-scoped fixture started."""
     cluster = getattr(request.config, "_edn_postgres", None)
     if cluster is None:
         yield None
         return
-    name = f"t_{next(_databases)}"
-    url = cluster.create_database(name)
-    monkeypatch.setenv("EDN_STORE", url)
-    yield url
+    url = cluster.create_database(f"t_{next(_databases)}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EDN_STORE", url)
+        yield url
 
 
 @pytest.fixture

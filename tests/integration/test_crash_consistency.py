@@ -26,8 +26,10 @@ from tests.support.processes import ServerProcess
 from wsframework.admin import AdminClient
 from subscription_manager.client import EventingClient
 
-pytestmark = pytest.mark.skipif(shutil.which("strace") is None,
-                                reason="strace is not installed (Debian: apt install strace)")
+pytestmark = [pytest.mark.skipif(shutil.which("strace") is None,
+                                 reason="strace is not installed (Debian: apt install strace)"),
+              pytest.mark.sqlite_only("traces the fdatasync of SQLite's files; PostgreSQL's "
+                                      "commit returns once its server flushed it")]
 
 _LINE = re.compile(r"^(?P<tid>\d+)\s+(?P<rest>.*)$")
 _CALL = re.compile(r"^(?P<name>\w+)\((?P<fd>\d+)<(?P<path>[^>]*)>(?P<args>.*)$")

@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 from lxml import etree
 
 from edn.localnet.network import LocalNetwork, wait_until
@@ -47,6 +48,8 @@ def price_walk(n: int, seed: int) -> list[float]:
     return out
 
 
+@pytest.mark.sqlite_only("the publisher's interval store is a file that `edn intervals "
+                         "publish`, another process, reopens")
 def test_subscribers_receive_exactly_their_strict_notifications(tmp_path):
     servers = [("s1", "local", 1), ("s2", "local", 1)]
     with LocalNetwork(tmp_path / "net", servers, token=ADMIN_TOKEN) as network:

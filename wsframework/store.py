@@ -239,6 +239,10 @@ def _sync_directory(path: str) -> None:
         os.close(descriptor)
 
 
+class HeldElsewhere(RuntimeError):
+    """Another process holds what :meth:`Store.hold_exclusive` asked for."""
+
+
 def upsert_sql(table: str, columns: "Sequence[str]", key: "Sequence[str]") -> str:
     """``INSERT`` of a row of ``columns`` that replaces the one with the same ``key``: one
     statement both backends speak (SQLite's ``INSERT OR REPLACE`` PostgreSQL has not)."""
@@ -307,7 +311,7 @@ class Store:
 
     def hold_exclusive(self, purpose: str):
         """Become the one holder of ``purpose`` in this store, among every process (an
-        open file with ``close()``; ``RuntimeError`` if another holds it): a lock file
+        open file with ``close()``; :class:`HeldElsewhere` if another holds it): a lock file
         beside the database, ``None`` for an in-memory store, which no other process sees."""
         if self.path == ":memory:":
             return None
@@ -316,8 +320,23 @@ class Store:
             fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder.close()
-            raise RuntimeError(f"another process holds the {purpose} of {self.path}") from None
+            raise HeldElsewhere(f"another process holds the {purpose} of {self.path}") from None
         return holder
+
+    def hold_taken(self, path: "str | Path", purpose: str) -> bool:
+        """Whether a process holds ``purpose`` (:meth:`hold_exclusive`) in the store that
+        ``path`` names, asked without opening that store: the lock file beside it is tried
+        and let go at once."""
+        lock = Path(f"{path}.{purpose}-lock")
+        if not lock.exists():
+            return False
+        with open(lock, "a+b") as probe:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(probe, fcntl.LOCK_UN)
+        return False
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

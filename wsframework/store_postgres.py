@@ -44,8 +44,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .exceptions import SoapFault, receiver_fault
 from .faults import translate
-from .store import (BASE_SCHEMA, Store, check_durability, default_durability, is_postgresql,
-                    placed, register_store, unregister_store)
+from .store import (BASE_SCHEMA, HeldElsewhere, Store, check_durability, default_durability,
+                    is_postgresql, placed, register_store, unregister_store)
 
 log = logging.getLogger(__name__)
 
@@ -438,8 +438,22 @@ class PostgresStore(Store):
         key = _lock_key(f"{self.schema}:{purpose}")
         if not raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
             raw.close()
-            raise RuntimeError(f"another process holds the {purpose} of schema {self.schema}")
+            raise HeldElsewhere(f"another process holds the {purpose} of schema {self.schema}")
         return _ExclusiveHold(raw)
+
+    def hold_taken(self, path: str, purpose: str) -> bool:
+        """Whether a session holds ``purpose`` in the schema that ``path`` names (see
+        :meth:`Store.hold_taken`): one read of ``pg_locks`` on this store's pool."""
+        location, schema = placed(path)
+        schema = schema or split_location(location)[1]
+        key = _lock_key(f"{schema}:{purpose}")
+        # a bigint advisory lock shows its high 32 bits as classid, its low 32 as objid
+        high, low = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
+        return bool(self.query(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+            "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1",
+            (high, low))[0][0])
 
     def last_commit(self) -> int:
         return 0

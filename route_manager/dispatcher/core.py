@@ -26,7 +26,6 @@ from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
 from wsframework.settings import read_settings
-from wsframework.store import Store, store_exists
 from wsframework.transport import LeanHttpTransport
 from wsframework.urlpolicy import UrlPolicy
 
@@ -136,7 +135,7 @@ class Dispatcher(BaseRouteManager):
         self.shared = SharedState(self.tables, self.routes, servers=self.servers,
                                   kinds=self.kinds, add_server=self.add_server,
                                   install=self._install_stored,
-                                  configure=self.control.configure)
+                                  configure=self.control.configure, lock=self._summary_lock)
         self.shared.apply_configured()  # what operators set before this process started
         self.routes.on_change(self._on_route_change)
         self._load()
@@ -195,7 +194,7 @@ class Dispatcher(BaseRouteManager):
             if self.forwarder is not lost:  # another thread did it already
                 return
             lost.close(timeout=0)
-            self.event_log.close()
+            self.lanes.release_own(self.event_log)
             self.event_log = self.lanes.claim()
             self.forwarder = self._forwarder_for(self.event_log)
             for name, address in list(self.servers.items()):
@@ -204,6 +203,8 @@ class Dispatcher(BaseRouteManager):
                     self.lanes.own_index)
 
     def _sweep_lanes(self, _now: float) -> None:
+        if self.event_log.lost:  # taken over while idle: the next publication need not fail
+            self._claim_again(self.forwarder)
         self.shared.sync()  # deliver an adopted lane's copies to every node registered
         self.lanes.sweep(dict(self.servers))
 
@@ -264,9 +265,10 @@ class Dispatcher(BaseRouteManager):
         entry.matcher.add_filter(server, FilterSpec(SUMMARY_DIALECT, "", (), summary))
 
     def add_server(self, name: str, address: str, kind: str = KIND_SERVER) -> None:
-        self.servers[name] = address.rstrip("/")
-        self.kinds[name] = kind
-        self.forwarder.ensure(name, address)
+        with self._lane_lock:  # not between a lost lane's forwarder and the next one's
+            self.servers[name] = address.rstrip("/")
+            self.kinds[name] = kind
+            self.forwarder.ensure(name, address)
 
     def register_server(self, name: str, address: str, kind: str = KIND_SERVER,
                         incarnation: int | None = None) -> None:
@@ -318,9 +320,11 @@ class Dispatcher(BaseRouteManager):
             self._install(entry, server, request.Summary, request.Load)  # validates first
         except MatcherError as exc:  # the route stays as it was; the sender is named
             raise UnusableSummary(server, exc) from exc
-        self.tables.save_summary(route, server, request.Generation, request.Load or 0,
-                                 etree.tostring(request.Summary))
+        stored = self.tables.save_summary(route, server, request.Generation,
+                                          request.Load or 0, etree.tostring(request.Summary))
         self.shared.installed_now(route, server, request.Generation)
+        if not stored:  # another process stored a newer one meanwhile: route with that
+            self.shared.install_stored(entry, server)
         self.loads[server] = request.Load or 0
         self.summary_versions[route] = self.summary_versions.get(route, 0) + 1
         return True
@@ -332,7 +336,7 @@ class Dispatcher(BaseRouteManager):
             raise sender_fault("this dispatcher is a child in a dispatch tree: publish at a "
                                f"root dispatcher (its parents: {', '.join(self.settings.parent)})")
         self.shared.sync()  # routed with every summary another process acknowledged
-        entry = self.routes.get(entry.name) if entry.name in self.routes else entry
+        entry = self.routes.get(entry.name)  # UnknownEntry if another process deleted it
         body = message.body
         events = [e for e in body if isinstance(e.tag, str)] if body.tag == EVENT_BATCH else [body]
         message_id = message.addressing.message_id if message.addressing is not None else None
@@ -436,9 +440,8 @@ class Dispatcher(BaseRouteManager):
         if self._lane_sweeper is not None:
             self._lane_sweeper.stop()
         self.forwarder.close()
-        if self.event_log is not None:
-            self.event_log.close()
         if self.lanes is not None:
+            self.lanes.release_own(self.event_log)
             self.lanes.close()
 
 
@@ -468,8 +471,7 @@ def log_lanes(service, settings: DispatcherSettings, forwarder_for) -> LogLanes:
     data = Path(service.config.data_dir)
     s = settings
     return LogLanes(
-        service.store, open_store=lambda k: Store(data / f"lane{k}.db"),
-        lane_exists=lambda k: store_exists(data / f"lane{k}.db"),
+        service.store, lane_path=lambda k: data / f"lane{k}.db",
         open_log=lambda store: EventLog(store, max_events=s.log_max_events,
                                         max_bytes=s.log_max_bytes, max_age=s.log_max_age,
                                         policy=s.log_full, group_commit=s.log_group_commit),

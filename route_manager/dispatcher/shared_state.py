@@ -41,7 +41,8 @@ class SharedState:
     update would; ``configure(pairs)``: apply run-time settings in this process only."""
 
     def __init__(self, tables: DispatcherTables, routes: Namespace, *, servers: dict,
-                 kinds: dict, add_server: Callable, install: Callable, configure: Callable):
+                 kinds: dict, add_server: Callable, install: Callable, configure: Callable,
+                 lock: threading.Lock):
         self.tables = tables
         self.store = tables.store
         self.routes = routes
@@ -53,7 +54,10 @@ class SharedState:
         self._names = (routes.generation_name, STATE_GENERATION)
         self._applied = self.store.generations(self._names)[STATE_GENERATION]
         self.installed: dict[tuple[str, str], int] = {}  # (route, server) -> generation
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one reload at a time
+        # the dispatcher's summary lock: a summary is read from the store and installed as
+        # one step, as an update checks, installs and stores as one
+        self._summary_lock = lock
         self.reloads = 0
 
     def installed_now(self, route: str, server: str, generation: int) -> None:
@@ -67,19 +71,34 @@ class SharedState:
         self.configured.update(settings)
 
     def apply_configured(self) -> None:
-        """Apply the stored settings that differ from what this process applied."""
+        """Apply the stored settings that differ from what this process applied, each on
+        its own (one this version refuses leaves the others in force)."""
         stored = self.tables.configured()
-        changed = {k: v for k, v in stored.items() if self.configured.get(k) != v}
-        if changed:
+        for name, value in stored.items():
+            if self.configured.get(name) == value:
+                continue
             try:
-                self._configure(changed.items())
-            except Exception as exc:  # stored by a newer version, say: the rest still apply
-                log.error("stored run-time settings %s not applied: %s", changed, exc)
-            self.configured.update(changed)
+                self._configure([(name, value)])
+                log.info("run-time setting %s=%s (Configure, stored)", name, value)
+            except Exception as exc:  # stored by a newer version, say
+                log.error("stored run-time setting %s=%r not applied: %s", name, value, exc)
+            self.configured[name] = value
 
     def forget_route(self, route: str) -> None:
-        for key in [k for k in self.installed if k[0] == route]:
-            del self.installed[key]
+        for key in [k for k in list(self.installed) if k[0] == route]:
+            self.installed.pop(key, None)
+
+    def install_stored(self, entry, server: str) -> None:
+        """Install ``server``'s stored summary of ``entry``'s route (under the summary
+        lock, which the caller may hold already)."""
+        row = self.tables.summary(entry.name, server)
+        if row is None:
+            return
+        try:
+            self._install(entry, server, etree.fromstring(row["summary"]), row["load"])
+        except (MatcherError, etree.XMLSyntaxError) as exc:
+            log.error("stored summary of %s for %s unusable: %s", server, entry.name, exc)
+        self.installed[(entry.name, server)] = row["generation"]
 
     def sync(self) -> bool:
         """Bring this process's routes, nodes and summaries up to what the store holds; True
@@ -105,12 +124,5 @@ class SharedState:
         for (route, server), generation in self.tables.summary_generations().items():
             if self.installed.get((route, server)) == generation or route not in self.routes:
                 continue
-            row = self.tables.summary(route, server)
-            if row is None:  # deleted since the list was read
-                continue
-            try:
-                self._install(self.routes.get(route), server, etree.fromstring(row["summary"]),
-                              row["load"])
-            except (MatcherError, etree.XMLSyntaxError) as exc:
-                log.error("stored summary of %s for %s unusable: %s", server, route, exc)
-            self.installed[(route, server)] = row["generation"]
+            with self._summary_lock:
+                self.install_stored(self.routes.get(route), server)

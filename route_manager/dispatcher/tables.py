@@ -119,11 +119,14 @@ class DispatcherTables:
         return rows[0] if rows else None
 
     def save_summary(self, route: str, server: str, generation: int, load: int,
-                     summary: bytes) -> None:
-        """Store ``server``'s summary for ``route`` unless a newer one is stored already."""
+                     summary: bytes) -> bool:
+        """Store ``server``'s summary for ``route`` unless a newer one is stored already;
+        whether it was stored."""
         with self.store.transaction() as conn:
-            conn.execute(_SUMMARY_UPSERT, (route, server, generation, load, summary))
+            stored = conn.execute(_SUMMARY_UPSERT, (route, server, generation, load,
+                                                    summary)).rowcount
             Store.bump(conn, STATE_GENERATION)
+        return bool(stored)
 
     # -- run-time settings (Configure) ---------------------------------------------------------
     def configured(self) -> dict[str, str]:

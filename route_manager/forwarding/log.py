@@ -42,6 +42,7 @@ from typing import Sequence
 from wsframework.exceptions import SoapFault, receiver_fault
 from wsframework.faults import translate
 from wsframework.migrations import migrate
+from wsframework.store import HeldElsewhere
 
 from ..protocol import FAULT_LOG_FULL
 from ..exceptions import RouteManagerError
@@ -90,9 +91,17 @@ class EventLog:
             raise ValueError(f"log_full must be one of {', '.join(LOG_FULL_POLICIES)}")
         try:
             self._lockfile = store.hold_exclusive("log")
-        except RuntimeError as exc:
-            raise RuntimeError(f"{exc}: each process of a dispatcher logs in a lane of its "
-                               "own") from None
+        except HeldElsewhere as exc:
+            raise HeldElsewhere(f"{exc}: each process of a dispatcher logs in a lane of its "
+                                "own") from None
+        try:
+            self._open(store, max_events, max_bytes, max_age, policy, clock, group_commit)
+        except BaseException:  # the hold goes with the failed log, not with its collection
+            if self._lockfile is not None:
+                self._lockfile.close()
+            raise
+
+    def _open(self, store, max_events, max_bytes, max_age, policy, clock, group_commit):
         self.store = store
         self.max_events, self.max_bytes, self.max_age = max_events, max_bytes, max_age
         self.policy = policy

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from typing import Callable
+
+from wsframework.store import HeldElsewhere, Store, store_exists
 
 from .log import EventLog
 
@@ -42,56 +45,103 @@ class NoFreeLane(RuntimeError):
 class _Adopted:
     """A lane this process holds only to deliver what it owes."""
 
-    def __init__(self, index: int, event_log: EventLog, forwarder):
+    def __init__(self, index: int, event_log: EventLog, store):
         self.index = index
         self.log = event_log
-        self.forwarder = forwarder
+        self.store = store
+        self.forwarder = None
 
-    def close(self) -> None:
-        self.forwarder.close()
+    def owes_nothing(self) -> bool:
+        """Every copy acknowledged (read from the store: the in-memory count is only a
+        hint, and a lane let go too early would wait for the next sweep to be adopted)."""
+        return self.log.events <= 0 and not self.log.copies()
+
+    def close(self, close_store) -> None:
+        if self.forwarder is not None:
+            self.forwarder.close(timeout=0)
         self.log.close()
+        close_store(self.store)
 
 
 class LogLanes:
-    """``main_store``: lane 0's store; ``open_store(k)``: the store of lane ``k`` >= 1
-    (opened once, kept until :meth:`close`); ``lane_exists(k)``: whether lane ``k`` >= 1 was
-    ever made; ``open_log(store)``: an :class:`EventLog` on a store (raises ``RuntimeError``
-    while another process holds it); ``forwarder_for(event_log)``: a forwarder delivering an
-    adopted lane's copies."""
+    """``main_store``: lane 0's store; ``lane_path(k)``: where lane ``k`` >= 1 is stored (a
+    file path, which :func:`~wsframework.store.use_postgresql` may put in a schema);
+    ``open_log(store)``: an :class:`EventLog` on a store (raises
+    :class:`~wsframework.store.HeldElsewhere` while another process holds it);
+    ``forwarder_for(event_log)``: a forwarder delivering an adopted lane's copies.
 
-    def __init__(self, main_store, *, open_store: Callable[[int], object],
-                 lane_exists: Callable[[int], bool], open_log: Callable[[object], EventLog],
+    A lane's store is opened only to hold it: whether another process holds a lane is asked
+    of the main store (:meth:`~wsframework.store.Store.hold_taken`), so a process keeps
+    connections only for its own lane and the ones it adopted."""
+
+    def __init__(self, main_store, *, lane_path: Callable[[int], Path],
+                 open_log: Callable[[object], EventLog],
                  forwarder_for: Callable[[EventLog], object], max_lanes: int = MAX_LANES):
-        self._stores = {0: main_store}
-        self._open_store = open_store
-        self._lane_exists = lane_exists
+        self.main_store = main_store
+        self._lane_path = lane_path
         self._open_log = open_log
         self._forwarder_for = forwarder_for
         self.max_lanes = max_lanes
         self.own_index: int | None = None
+        self._own_store = None
         self.adopted: dict[int, _Adopted] = {}
         self.adoptions = 0  # lanes taken over so far
-        self._lock = threading.Lock()  # sweeps and close
+        self._lock = threading.Lock()  # claims, sweeps and close
 
-    def _lane_store(self, index: int):
-        store = self._stores.get(index)
-        if store is None:
-            store = self._stores[index] = self._open_store(index)
-        return store
+    def _path(self, index: int) -> str:
+        return self.main_store.path if index == 0 else str(self._lane_path(index))
+
+    def _exists(self, index: int) -> bool:
+        return index == 0 or store_exists(self._path(index))
+
+    def _hold(self, index: int) -> tuple[EventLog, object] | None:
+        """(the log of lane ``index``, its store), held by this process; None when another
+        process holds it."""
+        if self.main_store.hold_taken(self._path(index), "log"):
+            return None
+        store = self.main_store if index == 0 else Store(self._path(index))
+        try:
+            return self._open_log(store), store
+        except HeldElsewhere:  # taken between the look and the hold
+            self._close_store(store)
+            return None
+        except BaseException:
+            self._close_store(store)
+            raise
+
+    def _close_store(self, store) -> None:
+        if store is not self.main_store:
+            store.close()
 
     def claim(self) -> EventLog:
         """The log of the lowest lane no live process holds (made if it never was)."""
-        for index in range(self.max_lanes):
-            try:
-                event_log = self._open_log(self._lane_store(index))
-            except RuntimeError:
-                continue
-            self.own_index = index
-            if index:
-                log.info("durable log: lane %d (dispatcher id %s)", index, event_log.dispatcher_id)
-            return event_log
+        with self._lock:
+            for index in range(self.max_lanes):
+                if index in self.adopted:  # this process holds it already: take it over
+                    lane = self.adopted.pop(index)
+                    lane.forwarder.close(timeout=0)
+                    held = lane.log, lane.store
+                else:
+                    held = self._hold(index)
+                if held is None:
+                    continue
+                event_log, self._own_store = held
+                self.own_index = index
+                if index:
+                    log.info("durable log: lane %d (dispatcher id %s)", index,
+                             event_log.dispatcher_id)
+                return event_log
         raise NoFreeLane(f"every one of the durable log's {self.max_lanes} lanes is held by a "
                          "live process: run fewer dispatcher processes on this store")
+
+    def release_own(self, event_log: EventLog) -> None:
+        """This process stops logging in its lane (closed, or taken over by another)."""
+        with self._lock:
+            event_log.close()
+            if self._own_store is not None:
+                self._close_store(self._own_store)
+            self._own_store = None
+            self.own_index = None
 
     def sweep(self, servers: dict[str, str]) -> None:
         """Deliver through every adopted lane to ``servers`` (name -> address, the nodes
@@ -103,8 +153,8 @@ class LogLanes:
                     lane.forwarder.ensure(name, address)
                 if not lane.log.lost:
                     lane.log.expire()
-                if lane.log.events == 0 or lane.log.lost:
-                    lane.close()
+                if lane.log.lost or lane.owes_nothing():
+                    lane.close(self._close_store)
                     del self.adopted[index]
                     log.info("durable log: adopted lane %d %s; released", index,
                              "taken by another process" if lane.log.lost
@@ -112,39 +162,41 @@ class LogLanes:
             for index in range(self.max_lanes):
                 if index == self.own_index or index in self.adopted:
                     continue
-                if index and index not in self._stores and not self._lane_exists(index):
+                if not self._exists(index):
                     break
                 self._try_adopt(index, servers)
 
     def _try_adopt(self, index: int, servers: dict[str, str]) -> None:
+        held = self._hold(index)
+        if held is None:
+            return
+        event_log, store = held
+        lane = _Adopted(index, event_log, store)
+        if lane.owes_nothing():
+            lane.close(self._close_store)
+            return
         try:
-            event_log = self._open_log(self._lane_store(index))
-        except RuntimeError:  # a live process holds it
-            return
-        if event_log.events == 0:
-            event_log.close()
-            return
-        lane = _Adopted(index, event_log, self._forwarder_for(event_log))
-        for name, address in servers.items():
-            lane.forwarder.ensure(name, address)
+            lane.forwarder = self._forwarder_for(event_log)
+            for name, address in servers.items():
+                lane.forwarder.ensure(name, address)
+        except BaseException:  # let the lane go: a later sweep, here or elsewhere, retries
+            lane.close(self._close_store)
+            raise
         self.adopted[index] = lane
         self.adoptions += 1
         log.warning("durable log: adopted lane %d, left by a process that is gone, with %d "
                     "undelivered copies", index, event_log.events)
 
     def figures(self) -> dict[str, int]:
+        adopted = list(self.adopted.values())
         return {"log.lane": self.own_index if self.own_index is not None else -1,
-                "log.lanes_adopted": len(self.adopted), "log.lane_adoptions": self.adoptions,
-                "log.adopted_events": sum(lane.log.events for lane in self.adopted.values())}
+                "log.lanes_adopted": len(adopted), "log.lane_adoptions": self.adoptions,
+                "log.adopted_events": sum(max(0, lane.log.events) for lane in adopted)}
 
     def close(self) -> None:
-        """Release the adopted lanes and close the lanes' stores (lane 0's is the service's;
-        this process's own log is closed by its owner first)."""
+        """Release the adopted lanes and close their stores (this process's own log is
+        released by its owner, :meth:`release_own`)."""
         with self._lock:
             for lane in self.adopted.values():
-                lane.close()
+                lane.close(self._close_store)
             self.adopted.clear()
-            for index, store in list(self._stores.items()):
-                if index:
-                    store.close()
-            self._stores = {0: self._stores[0]}

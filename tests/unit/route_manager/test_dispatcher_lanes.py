@@ -17,7 +17,7 @@ from wsframework.client import SoapClient
 from wsframework.exceptions import RECEIVER, SoapFault
 from wsframework.publisher import PUBLISH_ACTION
 from wsframework.service import ServiceConfig
-from wsframework.store import Store, store_exists
+from wsframework.store import Store
 from wsframework.transport import InProcessTransport
 
 QUIET = {"lane_sweep_interval": "3600", "self_tuning": "false"}  # sweeps run by the tests
@@ -148,9 +148,7 @@ def test_a_lane_held_by_a_live_process_or_owing_nothing_is_not_adopted(net):
 
 
 def _lanes(tmp_path, max_lanes):
-    return LogLanes(Store(tmp_path / "main.db"),
-                    open_store=lambda k: Store(tmp_path / f"lane{k}.db"),
-                    lane_exists=lambda k: store_exists(tmp_path / f"lane{k}.db"),
+    return LogLanes(Store(tmp_path / "main.db"), lane_path=lambda k: tmp_path / f"lane{k}.db",
                     open_log=EventLog, forwarder_for=lambda log: None, max_lanes=max_lanes)
 
 
@@ -160,12 +158,11 @@ def test_lanes_are_bounded_and_taken_lowest_first(tmp_path):
     assert (first.own_index, second.own_index) == (0, 1)
     with pytest.raises(NoFreeLane, match="every one of the durable log's 2 lanes is held"):
         _lanes(tmp_path, 2).claim()
-    logs[0].close()
+    first.release_own(logs[0])
     third = _lanes(tmp_path, 2)
-    third.claim()
+    logs.append(third.claim())
     assert third.own_index == 0
-    for lanes in (first, second, third):
-        lanes.close()
+    second.release_own(logs[1]), third.release_own(logs[2])
 
 
 def _lapse(event_log):
@@ -234,3 +231,68 @@ def test_an_operators_configure_at_one_process_reaches_the_others_and_a_restart(
     assert _configure(transport, "http://a.test")["precision"] == "0.4"
     a.close(), b.close()
     assert start("http://c.test").dispatcher.precision == 0.4  # kept across a restart
+
+
+def test_an_adoption_that_fails_lets_the_lane_go(tmp_path):
+    owner = _lanes(tmp_path, 4)
+    owner_log = owner.claim()
+    owner_log.append([("t", b"<a/>", ["s1"])])  # owed, then the process is gone
+    owner.release_own(owner_log)
+    failing = LogLanes(Store(tmp_path / "main.db"), lane_path=lambda k: tmp_path / f"l{k}.db",
+                       open_log=EventLog, forwarder_for=_refuse, max_lanes=4)
+    failing.own_index = 3  # it logs elsewhere; lane 0 is left
+    with pytest.raises(OSError, match="no forwarder"):
+        failing.sweep({"s1": "http://s1.test"})
+    assert failing.adopted == {}
+    # the lane was let go: another process adopts it
+    other = _lanes(tmp_path, 4)
+    other.own_index = 2
+    adopted = []
+    other._forwarder_for = lambda log: adopted.append(log) or _NoForwarder()
+    other.sweep({"s1": "http://s1.test"})
+    assert list(other.adopted) == [0] and adopted[0].events == 1
+    other.close()
+
+
+def _refuse(event_log):
+    raise OSError("no forwarder")
+
+
+class _NoForwarder:
+    def ensure(self, name, address):
+        pass
+
+    def close(self, timeout=5.0):
+        pass
+
+
+def test_an_update_that_lost_a_race_routes_with_the_newer_stored_summary(net):
+    transport, servers, start = net
+    _a, b = start("http://a.test"), start("http://b.test")
+    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
+    admin_a.create_topic("grid", None, schema())
+    register(admin_a, "s1")
+    update(admin_a, "s1", 4, [0, 0], [1, 1])
+    update(admin_a, "s1", 6, [8, 8], [10, 10])
+    # b read generation 4 before a stored 6 (the race), then installs 5 and stores nothing
+    tables = b.dispatcher.tables
+    tables.generation = lambda route, server: 4
+    update(AdminClient("http://b.test", TOKEN, transport=transport), "s1", 5, [0, 0], [1, 1])
+    publish(transport, "http://b.test", [9.0, 0.5])
+    assert b.dispatcher.forwarder.drain(5)
+    assert [x for _, x in servers.received("s1")] == [9.0]  # generation 6's box
+
+
+def test_a_route_another_process_deleted_is_refused(net):
+    transport, servers, start = net
+    _a, b = start("http://a.test"), start("http://b.test")
+    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
+    admin_a.create_topic("grid", None, schema())
+    register(admin_a, "s1")
+    update(admin_a, "s1", 1, [0, 0], [10, 10])
+    publish(transport, "http://b.test", [1.0])
+    admin_a.delete_topic("grid")
+    with pytest.raises(SoapFault):
+        publish(transport, "http://b.test", [2.0])
+    assert b.dispatcher.forwarder.drain(5)
+    assert [x for _, x in servers.received("s1")] == [1.0]

@@ -50,6 +50,16 @@ def publish(transport, url, xs):
         client.send(f"{url}/topics/grid", PUBLISH_ACTION, event(x, x))
 
 
+def grid_with_s1(transport, url, generation=1, lo=(0, 0), hi=(10, 10)):
+    """Through ``url``: the topic grid, the server s1 registered, its summary ``lo``..``hi``;
+    the admin client."""
+    admin = AdminClient(url, TOKEN, transport=transport)
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    update(admin, "s1", generation, list(lo), list(hi))
+    return admin
+
+
 def test_each_process_logs_in_its_own_lane_and_routes_with_what_the_other_committed(net):
     transport, servers, start = net
     a, b = start("http://a.test"), start("http://b.test")
@@ -80,11 +90,8 @@ def test_each_process_logs_in_its_own_lane_and_routes_with_what_the_other_commit
 def test_a_newer_summary_through_one_process_replaces_the_other_ones(net):
     transport, servers, start = net
     a, _b = start("http://a.test"), start("http://b.test")
-    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
+    admin_a = grid_with_s1(transport, "http://a.test", hi=(1, 1))
     admin_b = AdminClient("http://b.test", TOKEN, transport=transport)
-    admin_a.create_topic("grid", None, schema())
-    register(admin_a, "s1")
-    update(admin_a, "s1", 1, [0, 0], [1, 1])
     assert update(admin_b, "s1", 2, [8, 8], [10, 10]).Accepted == 1
     # an older generation arriving later at the other process changes nothing
     assert update(admin_a, "s1", 1, [0, 0], [1, 1]).Accepted == 0
@@ -110,10 +117,7 @@ def test_a_topic_created_through_one_process_is_routed_by_the_other(net):
 def test_a_lane_left_with_undelivered_copies_is_adopted_delivered_and_released(net):
     transport, servers, start = net
     a, b = start("http://a.test"), start("http://b.test")
-    admin = AdminClient("http://a.test", TOKEN, transport=transport)
-    admin.create_topic("grid", None, schema())
-    register(admin, "s1")
-    update(admin, "s1", 1, [0, 0], [10, 10])
+    grid_with_s1(transport, "http://a.test")
     servers.down.add("s1")
     publish(transport, "http://b.test", [1.0, 2.0, 3.0])
     left_by = b.dispatcher.event_log.dispatcher_id
@@ -190,10 +194,7 @@ def test_a_log_whose_hold_lapsed_and_was_opened_again_refuses_to_write(tmp_path)
 def test_a_dispatcher_whose_lane_was_taken_over_logs_in_another_one(net):
     transport, servers, start = net
     a = start("http://a.test")
-    admin = AdminClient("http://a.test", TOKEN, transport=transport)
-    admin.create_topic("grid", None, schema())
-    register(admin, "s1")
-    update(admin, "s1", 1, [0, 0], [10, 10])
+    grid_with_s1(transport, "http://a.test")
     publish(transport, "http://a.test", [1.0])
     lost_id = a.dispatcher.event_log.dispatcher_id
     _lapse(a.dispatcher.event_log)
@@ -269,10 +270,7 @@ class _NoForwarder:
 def test_an_update_that_lost_a_race_routes_with_the_newer_stored_summary(net):
     transport, servers, start = net
     _a, b = start("http://a.test"), start("http://b.test")
-    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
-    admin_a.create_topic("grid", None, schema())
-    register(admin_a, "s1")
-    update(admin_a, "s1", 4, [0, 0], [1, 1])
+    admin_a = grid_with_s1(transport, "http://a.test", generation=4, hi=(1, 1))
     update(admin_a, "s1", 6, [8, 8], [10, 10])
     # b read generation 4 before a stored 6 (the race), then installs 5 and stores nothing
     tables = b.dispatcher.tables
@@ -286,10 +284,7 @@ def test_an_update_that_lost_a_race_routes_with_the_newer_stored_summary(net):
 def test_a_route_another_process_deleted_is_refused(net):
     transport, servers, start = net
     _a, b = start("http://a.test"), start("http://b.test")
-    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
-    admin_a.create_topic("grid", None, schema())
-    register(admin_a, "s1")
-    update(admin_a, "s1", 1, [0, 0], [10, 10])
+    admin_a = grid_with_s1(transport, "http://a.test")
     publish(transport, "http://b.test", [1.0])
     admin_a.delete_topic("grid")
     with pytest.raises(SoapFault):

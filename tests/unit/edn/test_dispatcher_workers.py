@@ -1,5 +1,5 @@
-"""`edn serve dispatcher --workers N`: each worker logs in a lane of its own, so the durable
-log no longer pins a dispatcher to one worker; a child of a dispatch tree, which records its
+"""`edn serve dispatcher --workers N`: each worker logs in a lane of its own of the durable
+log; a child of a dispatch tree, which records its
 parents' positions in its log, is still refused a second worker before anything starts."""
 import pytest
 

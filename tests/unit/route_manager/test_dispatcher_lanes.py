@@ -276,6 +276,8 @@ def test_an_update_that_lost_a_race_routes_with_the_newer_stored_summary(net):
     tables = b.dispatcher.tables
     tables.generation = lambda route, server: 4
     update(AdminClient("http://b.test", TOKEN, transport=transport), "s1", 5, [0, 0], [1, 1])
+    # installed at once, before any reload could repair it
+    assert b.dispatcher.shared.installed[("grid", "s1")] == 6
     publish(transport, "http://b.test", [9.0, 0.5])
     assert b.dispatcher.forwarder.drain(5)
     assert [x for _, x in servers.received("s1")] == [9.0]  # generation 6's box

@@ -6,6 +6,7 @@ spanning the space, elementpath evaluating every event).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from wsframework.matching.base import FilterSpec
@@ -34,6 +35,8 @@ def compile_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
     """A :class:`CompiledFilter` for ``spec``: range filters bound to ``schema``; XPath 1.0
     filters with the ranges :mod:`matchers.xpath_ranges` can prove, checked exactly by lxml."""
     if spec.dialect == RANGES_DIALECT:
+        if len(spec.expression) <= CACHED_RANGE_FILTER_LENGTH:
+            return _compiled_range_filter(spec.expression, schema)
         return bind_range_filter(parse_range_filter(spec.expression), schema)
     if spec.dialect == RANGE_AGGREGATE_DIALECT:  # S-CN: a point against change boxes
         return compile_range_aggregate(spec, schema)
@@ -42,6 +45,20 @@ def compile_filter(spec: FilterSpec, schema: Schema) -> CompiledFilter:
     if spec.dialect in XPATH20_DIALECTS:
         return _whole_space(compile_xpath2(spec), schema)
     raise UnsupportedDialect(spec.dialect, box_dialects())
+
+
+#: range filters up to this many characters are compiled once for :data:`CACHED_RANGE_FILTERS`
+#: uses: a Subscribe compiles its filter up to three times (placement, the matcher, the
+#: centre of its box), a bulk subscribe or an import twice (validation, the matcher)
+CACHED_RANGE_FILTER_LENGTH = 512
+CACHED_RANGE_FILTERS = 8192
+
+
+@functools.lru_cache(maxsize=CACHED_RANGE_FILTERS)
+def _compiled_range_filter(expression: str, schema: Schema) -> CompiledFilter:
+    # A CompiledFilter is immutable (read-only corner arrays, a pure check), so one object
+    # serves every subscription with the same text and schema; refusals are not cached.
+    return bind_range_filter(parse_range_filter(expression), schema)
 
 
 def _whole_space(evaluate: Any, schema: Schema) -> CompiledFilter:

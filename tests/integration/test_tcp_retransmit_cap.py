@@ -45,7 +45,8 @@ def test_the_requests_transport_caps_its_connections(cap_2500):
     with NotificationSink() as sink:
         transport = HttpTransport(timeout=(2.0, 5.0))
         assert transport.post(sink.url, b"<x/>", "text/xml").status == 202
-        manager = transport._session().adapters["http://"].poolmanager
+        (session,) = transport._idle  # the one session the request used, given back
+        manager = session.adapters["http://"].poolmanager
         pool = manager.pools[next(iter(manager.pools.keys()))]
         connection = pool.pool.get_nowait()
         assert _cap(connection.sock) == 2500

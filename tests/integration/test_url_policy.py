@@ -242,7 +242,9 @@ def test_tls_to_a_pinned_address_keeps_the_name_for_sni_and_the_certificate(tmp_
 
     policy = UrlPolicy(resolver=resolver)
     transport = HttpTransport(timeout=(3.0, 5.0))
-    transport._session().verify = str(cert)  # trust the test certificate (this thread's session)
+    session = transport._take_session()
+    session.verify = str(cert)  # trust the test certificate (the session the requests reuse)
+    transport._give_back(session)
     try:
         response = transport.post(policy.approve(f"https://pinned.test:{port}/n"), b"<x/>",
                                   SOAP12_CT)

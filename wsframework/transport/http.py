@@ -65,8 +65,12 @@ def set_process_authorization(value: str | None) -> None:
 class HttpTransport:
     """SOAP over HTTP with pooled keep-alive connections.
 
-    ``timeout`` is (connect, read) seconds. Each thread gets its own session, so a pool of
-    delivery threads never contends on one connection pool lock.
+    ``timeout`` is (connect, read) seconds. A request takes a session no other request is
+    using from the transport's free list and gives it back when its answer is read, so a
+    pool of delivery threads never contends on one connection pool lock, and the requests
+    of a gevent worker's greenlets (each its own "thread" there) reuse the keep-alive
+    connections of those before them instead of each opening, and keeping, its own. At most
+    ``pool_size`` idle sessions are kept; one given back beyond that is closed.
 
     A URL approved by a :class:`~wsframework.urlpolicy.UrlPolicy` (an
     :class:`~wsframework.urlpolicy.ApprovedUrl`) is connected to at the address the policy
@@ -84,23 +88,27 @@ class HttpTransport:
         self.timeout = timeout
         self.pool_size = pool_size
         self.max_response_bytes = max_response_bytes
-        self._local = threading.local()
-        self._sessions: list[requests.Session] = []
+        self._idle: list[requests.Session] = []  # sessions no request is using
         self._lock = threading.Lock()
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            session.trust_env = False  # never route SOAP traffic through a proxy from the env
-            adapter = _PinnedAdapter(pool_connections=self.pool_size,
-                                     pool_maxsize=self.pool_size, max_retries=0)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._local.session = session
-            with self._lock:
-                self._sessions.append(session)
+    def _take_session(self) -> requests.Session:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        session = requests.Session()
+        session.trust_env = False  # never route SOAP traffic through a proxy from the env
+        adapter = _PinnedAdapter(pool_connections=self.pool_size,
+                                 pool_maxsize=self.pool_size, max_retries=0)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
         return session
+
+    def _give_back(self, session: requests.Session) -> None:
+        with self._lock:
+            if len(self._idle) < self.pool_size:
+                self._idle.append(session)
+                return
+        session.close()
 
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse:
@@ -112,7 +120,19 @@ class HttpTransport:
         if isinstance(url, ApprovedUrl):
             target = url.pinned_url
             headers["Host"] = url.parsed.host_header
-        session = self._session()
+        session = self._take_session()
+        try:
+            body, response = self._exchange(session, url, target, payload, headers)
+        finally:
+            self._give_back(session)
+        if len(body) > self.max_response_bytes:
+            raise TransportError(f"response from {url} exceeds {self.max_response_bytes} bytes")
+        return TransportResponse(response.status_code, response.headers.get("Content-Type"), body)
+
+    def _exchange(self, session: requests.Session, url, target: str, payload: bytes,
+                  headers: dict) -> tuple[bytes, requests.Response]:
+        """POST over ``session``; the answer's body (at most one byte over the limit) and
+        the closed response."""
         try:
             request = session.prepare_request(requests.Request(
                 "POST", target, data=payload, headers=headers, auth=_no_url_credentials))
@@ -130,13 +150,12 @@ class HttpTransport:
             raise TransportError(f"POST {url} failed reading the answer: {exc}") from exc
         finally:
             response.close()
-        if len(body) > self.max_response_bytes:
-            raise TransportError(f"response from {url} exceeds {self.max_response_bytes} bytes")
-        return TransportResponse(response.status_code, response.headers.get("Content-Type"), body)
+        return body, response
 
     def close(self) -> None:
+        """Close the idle sessions and their connections (the transport stays usable: a
+        later request opens a new one)."""
         with self._lock:
-            for session in self._sessions:
-                session.close()
-            self._sessions.clear()
-        self._local = threading.local()
+            idle, self._idle = self._idle, []
+        for session in idle:
+            session.close()

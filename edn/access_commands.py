@@ -64,8 +64,8 @@ def add_access(sub):
 
 
 def _client(args):
-    from edn.admin_commands import _admin_client
-    return _admin_client(args)
+    from edn.admin_commands import admin_client
+    return admin_client(args)
 
 
 def cmd_token_create(args) -> int:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from wsframework.commandline import number
 
-__all__ = ["add_topic", "add_dead_letters", "add_partition", "add_precision", "add_status"]
+__all__ = ["admin_client", "add_topic", "add_dead_letters", "add_partition", "add_precision", "add_status"]
 
 
-def _admin_client(args, transport=None, *, principal_may: bool = False):
+def admin_client(args, transport=None, *, principal_may: bool = False):
     """An admin client of ``--at`` with the credential of ``--admin-token``, else of the
     EDN's environment variable (EDN_ADMIN_TOKEN). ``principal_may``: the operation may also
     be run by a principal with an admin grant on its topic, so without the network
@@ -61,13 +61,13 @@ def add_topic(sub):
 def cmd_topic_create(args) -> int:
     from wsframework.xmlparse import parse_xml
     options = parse_xml(Path(args.options).read_bytes()) if args.options else None
-    topic = _admin_client(args, principal_may=True).create_topic(args.name, args.matcher, options)
+    topic = admin_client(args, principal_may=True).create_topic(args.name, args.matcher, options)
     _print(args, topic, f"created {topic['name']} ({topic['matcher']}) at {topic['address']}")
     return 0
 
 
 def cmd_topic_list(args) -> int:
-    topics = _admin_client(args).list_topics(args.prefix)
+    topics = admin_client(args).list_topics(args.prefix)
     if args.json:
         print(json.dumps(topics, indent=2))
     else:
@@ -77,7 +77,7 @@ def cmd_topic_list(args) -> int:
 
 
 def cmd_topic_delete(args) -> int:
-    name = _admin_client(args, principal_may=True).delete_topic(args.name)
+    name = admin_client(args, principal_may=True).delete_topic(args.name)
     _print(args, {"name": name}, f"deleted {name}")
     return 0
 
@@ -107,7 +107,7 @@ def add_dead_letters(sub):
 
 def cmd_dead_letters_list(args) -> int:
     from subscription_manager.deadletters import ListDeadLetters
-    answer = _admin_client(args).call(ListDeadLetters(Topic=args.topic, Limit=args.limit,
+    answer = admin_client(args).call(ListDeadLetters(Topic=args.topic, Limit=args.limit,
                                                       Subscription=args.subscription))
     letters = [{key: getattr(d, key) for key in type(d).get_flat_type_info(type(d))}
                for d in answer.DeadLetter or ()]
@@ -125,13 +125,13 @@ def cmd_dead_letters_change(args) -> int:
     from subscription_manager.deadletters import PurgeDeadLetters, RedeliverDeadLetters
     every = "true" if args.all else None
     if args.verb == "redeliver":
-        answer = _admin_client(args).call(RedeliverDeadLetters(Id=args.ids or None, All=every))
+        answer = admin_client(args).call(RedeliverDeadLetters(Id=args.ids or None, All=every))
         unknown = list(answer.Unknown or ())
         _print(args, {"redelivered": answer.Redelivered, "unknown": unknown},
                f"redelivered {answer.Redelivered}"
                + (f"; unknown ids: {' '.join(map(str, unknown))}" if unknown else ""))
     else:
-        answer = _admin_client(args).call(PurgeDeadLetters(Id=args.ids or None, All=every,
+        answer = admin_client(args).call(PurgeDeadLetters(Id=args.ids or None, All=every,
                                                            OlderThan=args.older_than))
         _print(args, {"purged": answer.Purged}, f"purged {answer.Purged}")
     return 0
@@ -166,7 +166,7 @@ def cmd_partition(args) -> int:
     from wsframework.transport import HttpTransport
     algorithm = algorithm_text(args.algorithm, max_distance=args.max_distance,
                                max_servers=args.max_servers)
-    client = _admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
+    client = admin_client(args, HttpTransport(timeout=(3.0, args.timeout)))
     with waiting(f"re-partitioning {args.topic} at the dispatcher", quiet=args.json):
         response = client.call(protocol.Repartition(Topic=args.topic, Algorithm=algorithm))
     figures = {f.Name: number(f.Value) for f in (response.Figure or [])}
@@ -201,7 +201,7 @@ def cmd_precision(args) -> int:
         settings.append(contracts.Figure(Name="self_tuning", Value=args.self_tuning))
     if args.value is not None:
         settings.append(contracts.Figure(Name="precision", Value=args.value))
-    response = _admin_client(args).call(contracts.Configure(Setting=settings))
+    response = admin_client(args).call(contracts.Configure(Setting=settings))
     in_force = {f.Name: f.Value for f in response.Setting or []}
     if args.json:
         print(json.dumps(in_force, indent=2))
@@ -223,7 +223,7 @@ def add_status(sub):
 def cmd_status(args) -> int:
     from wsframework.admin import contracts
     figures = {f.Name: f.Value for f in
-               _admin_client(args).call(contracts.GetStats()).Figure or []}
+               admin_client(args).call(contracts.GetStats()).Figure or []}
     trace = [json.loads(v) for k, v in sorted(figures.items()) if k.startswith("selftuning.trace.")]
     plain = {k: number(v) for k, v in figures.items() if not k.startswith("selftuning.trace.")}
     if args.json:

@@ -78,7 +78,8 @@ def add_subscribe(sub):
     p = sub.add_parser("subscribe", help="subscribe a notification endpoint to a topic (WS-Eventing)")
     p.add_argument("--at", required=True, help="base URL of a source or subscription server")
     p.add_argument("topic")
-    p.add_argument("--notify-to", required=True, help="URL that receives the notifications")
+    p.add_argument("--notify-to", default=None,
+                   help="URL that receives the notifications (required without --from-file)")
     p.add_argument("--end-to", default=None, help="URL that receives SubscriptionEnd")
     p.add_argument("--filter", default=None, help="filter expression")
     p.add_argument("--dialect", default=None,
@@ -95,6 +96,14 @@ def add_subscribe(sub):
                    help="with --notify-when: the change, absolute or N%% of the last value")
     p.add_argument("--tolerance", default=None, metavar="T",
                    help="with --notify-when: how much earlier a notification may come (0..D)")
+    bulk = p.add_argument_group("bulk (an operator migrating subscriptions; admin credential)")
+    bulk.add_argument("--from-file", default=None, metavar="FILE",
+                      help="one JSON request per line ('-': standard input), sent as "
+                           "SubscribeMany admin messages; see edn/bulk_commands.py")
+    bulk.add_argument("--chunk", type=int, default=5000, help="requests per message")
+    bulk.add_argument("--out", default=None, metavar="FILE",
+                      help="where each line's result goes (default standard output)")
+    bulk.add_argument("--admin-token", default=None)
     p.set_defaults(func=cmd_subscribe)
 
 
@@ -112,6 +121,18 @@ def cmd_subscribe(args) -> int:
             args.tolerance is not None and args.notify_when is None):
         print("edn subscribe: --notify-when and --changed-by go together (and --tolerance "
               "only with them)", file=sys.stderr)
+        return 2
+    if args.from_file is not None:
+        if args.notify_to or args.filter or args.notify_when or args.end_to:
+            print("edn subscribe: with --from-file, each line gives notify_to, end_to and "
+                  "filter", file=sys.stderr)
+            return 2
+        from edn.admin_commands import admin_client
+        from edn.bulk_commands import run_bulk_subscribe
+        return run_bulk_subscribe(args, admin_client(args), dialect=dialect,
+                                  namespaces=namespaces)
+    if args.notify_to is None:
+        print("edn subscribe: --notify-to is required (or --from-file)", file=sys.stderr)
         return 2
     if args.notify_when is not None:
         from subscription_manager.notify_when import notify_when_element

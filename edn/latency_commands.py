@@ -127,10 +127,10 @@ def cmd_latency_measure(args) -> int:
     from wsframework.admin import AdminClient
     from wsframework.transport import HttpTransport
 
-    from .admin_commands import _admin_client
+    from .admin_commands import admin_client
     out = Path(args.out)
     fmt = _format_of(out)
-    dispatcher = _admin_client(args)
+    dispatcher = admin_client(args)
     listed = dispatcher.call(protocol.ListServers()).Server or []
     servers = [(info.Name, info.Address) for info in listed]
     # a server answers once it has timed every peer: up to its budget

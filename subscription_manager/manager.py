@@ -63,6 +63,7 @@ from wsframework.soap import SoapVersion, build_envelope
 from wsframework.xmlparse import parse_xml
 
 from . import messages as msg
+from .bulk_subscribe import register_bulk_subscribe
 from .deadletters import register_dead_letter_admin
 from .delivery_job import SUBSCRIPTION_END, Delivery
 from .event_limits import EventLimits
@@ -162,6 +163,8 @@ class SubscriptionManager:
         self._register_routes(service.messaging)
         register_dead_letter_admin(service.admin, self.outbox,
                                    after_redeliver=self._after_redeliver)
+        register_bulk_subscribe(service.admin, self.operations, topics=self.topics,
+                                before=self.sync, after=self.on_bulk_subscribed)
         self.topics.on_change(self._on_topic_change)
         self._load()
         self.notify_gate.load(service.store.connection(), list(self.view.subscriptions.values()))
@@ -187,6 +190,10 @@ class SubscriptionManager:
 
     def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
         """Called (outside locks) when a subscription enters this process's view."""
+
+    def on_bulk_subscribed(self, entry: NamespaceEntry, made: int) -> None:
+        """Called once a bulk subscribe (:mod:`.bulk_subscribe`) stored ``made``
+        subscriptions to ``entry``, before it is answered."""
 
     def on_subscription_removed(self, subscription: Subscription, *, local: bool) -> None:
         """Called (outside locks) when a subscription leaves this process's view; its

@@ -21,6 +21,8 @@ from typing import Callable
 from wsframework import addressing as wsa
 from wsframework.addressing import EndpointReference
 from wsframework.canonical import canonical_xml
+from wsframework.exceptions import SoapFault
+from wsframework.faults import fault_for, translation_for
 from wsframework.messaging import IncomingMessage, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.urlpolicy import UrlPolicy, UrlRefused
@@ -37,7 +39,7 @@ from .view import SubscriptionView
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SubscriptionOperations", "request_key", "MAX_MESSAGE_ID"]
+__all__ = ["SubscriptionOperations", "request_key", "MAX_MESSAGE_ID", "Made", "Refused"]
 
 #: the longest wsa:MessageID that makes a Subscribe idempotent; a longer one is accepted but
 #: not remembered (every copy of such a request makes its own subscription)
@@ -71,6 +73,36 @@ def _owner(message: IncomingMessage) -> str | None:
     """The principal a new subscription belongs to (None: its identifier alone manages it)."""
     principal = message.principal
     return principal if principal and not principal.startswith("#") else None
+
+
+def _without_request_element(subscription: Subscription) -> Subscription:
+    """``subscription`` with its filter's ``content`` (the request's ``wse:Filter``
+    element, which would keep the whole request document alive) dropped."""
+    spec = subscription.filter
+    if spec is None or spec.content is None:
+        return subscription
+    return dataclasses.replace(subscription, filter=dataclasses.replace(spec, content=None))
+
+
+@dataclasses.dataclass(frozen=True)
+class Made:
+    """A subscription a bulk subscribe made: its identifier and the expiry granted (as a
+    SubscribeResponse renders it; None: none)."""
+
+    id: str
+    expires: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """A request of a bulk subscribe refused: the fault a Subscribe would have got."""
+
+    code: str
+    reason: str
+
+    @classmethod
+    def of(cls, fault: SoapFault) -> "Refused":
+        return cls(fault.subcode or fault.code, fault.reason)
 
 
 class SubscriptionOperations:
@@ -151,9 +183,7 @@ class SubscriptionOperations:
         except LimitReached as reached:
             raise TooManySubscriptions(subscription.version, reached.scope, reached.limit) from None
         self.view.install(entry, subscription)
-        if subscription.filter is not None and subscription.filter.content is not None:
-            subscription = dataclasses.replace(
-                subscription, filter=dataclasses.replace(subscription.filter, content=None))
+        subscription = _without_request_element(subscription)
         try:
             stored = self.store.insert(subscription, limits, now, request_key=request_key)
         except LimitReached as reached:  # another worker took the last place meanwhile
@@ -164,6 +194,65 @@ class SubscriptionOperations:
             raise
         self.view.committed(stored)
         return stored
+
+    def subscribe_many(self, entry: NamespaceEntry, version: EventingVersion,
+                       bodies: list, *, soap_version: str) -> list[Made | Refused]:
+        """Subscribe each of ``bodies`` (``wse:Subscribe`` elements of ``version``) to
+        ``entry``, validated and limited as one Subscribe each, and stored in one
+        transaction: one answer per body, in order. The subscriptions deliver in
+        ``soap_version`` and belong to no principal (their identifiers manage them); a body
+        repeated makes another subscription (there is no wsa:MessageID to recognise it by)."""
+        now = self.clock()
+        answers: list[Made | Refused | None] = [None] * len(bodies)
+        pending: list[tuple[int, Subscription, Grant]] = []
+        try:
+            for index, body in enumerate(bodies):
+                try:
+                    subscription, grant = self._bulk_request(entry, version, body, now,
+                                                             soap_version)
+                except Exception as exc:
+                    if not isinstance(exc, SoapFault) and translation_for(exc) is None:
+                        raise  # no refusal: a failure of this service's
+                    answers[index] = Refused.of(fault_for(exc))
+                    continue
+                pending.append((index, subscription, grant))
+            stored, refused = self.store.insert_many(
+                [s for _, s, _ in pending], self.settings.subscription_limits(), now)
+        except BaseException:
+            for _, subscription, _ in pending:
+                self.view.uninstall(subscription.id)
+            raise
+        by_id = {s.id: s for s in stored}
+        for index, subscription, grant in pending:
+            if subscription.id in refused:
+                self.view.uninstall(subscription.id)
+                reached = refused[subscription.id]
+                answers[index] = Refused.of(fault_for(TooManySubscriptions(
+                    version, reached.scope, reached.limit)))
+                continue
+            self.view.committed(by_id[subscription.id])  # in seq order, as committed
+            answers[index] = Made(subscription.id, self._render_grant(version, grant, now))
+        log.info("bulk subscribe to %s: %d made, %d refused", entry.name, len(stored),
+                 len(bodies) - len(stored))
+        return answers
+
+    def _bulk_request(self, entry: NamespaceEntry, version: EventingVersion, body, now: float,
+                      soap_version: str) -> tuple[Subscription, Grant]:
+        """One request of a bulk subscribe checked as a Subscribe is, its filter installed:
+        the subscription to store and its grant; the refusal a Subscribe would get."""
+        if body.tag != version.q("Subscribe"):
+            raise version.faults.invalid_message(
+                f"a bulk subscribe's request is a {version.q('Subscribe')} element")
+        request = msg.parse_subscribe(body, version)
+        self._check_targets(version, request.notify_to, request.end_to)
+        grant = self._grant(version, request.expires, now)
+        subscription = Subscription(
+            id=uuid.uuid4().hex, topic=entry.name, topic_uid=entry.uid, version=version,
+            soap_version=soap_version, filter=request.filter, notify_to=request.notify_to,
+            end_to=request.end_to, format=request.format, expires=grant.expires,
+            expires_kind=grant.kind, created=now, notify_when=request.notify_when, owner=None)
+        self.view.install(entry, subscription)  # validates the filter
+        return _without_request_element(subscription), grant
 
     def _check_targets(self, version: EventingVersion, *eprs: EndpointReference | None) -> None:
         for epr in eprs:

@@ -27,6 +27,7 @@ from wsframework.admin import OPERATIONS as BASE_ADMIN_OPERATIONS
 from wsframework.service import Service, ServiceConfig
 
 from .console import install_console
+from .bulk_subscribe import OPERATIONS as BULK_SUBSCRIBE_OPERATIONS
 from .deadletters import OPERATIONS as DEAD_LETTER_OPERATIONS
 from .manager import SubscriptionManager
 from .metrics import serve_source_metrics
@@ -41,9 +42,10 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
                  start_sweeper: bool = True, clock=None, admin_operations: tuple | None = None,
                  **kwargs) -> Service:
     service = Service(config, names=SERVICE_NAMES, **kwargs)
-    # every event source also answers the dead-letter messages (registered by its manager)
+    # every event source also answers the dead-letter and bulk-subscribe messages
+    # (registered by its manager)
     serve_admin_wsdl(service, tuple(admin_operations or BASE_ADMIN_OPERATIONS)
-                     + DEAD_LETTER_OPERATIONS)
+                     + DEAD_LETTER_OPERATIONS + BULK_SUBSCRIBE_OPERATIONS)
     serve_eventing_wsdl(service)
     try:
         pinned = {"clock": clock} if clock is not None else {}

@@ -209,22 +209,54 @@ def _insert_row(conn, s: Subscription, seq: int, now: float, *,
          s.notify_when.to_json() if s.notify_when is not None else None, s.owner))
 
 
+def _limit_scopes(s: Subscription, limits: SubscriptionLimits):
+    """(limit, key, SQL condition, its parameters, scope) of each limit ``s`` counts against."""
+    host = notify_host(s.notify_to.address)
+    for limit, key, where, params, scope in (
+            (limits.per_host, ("host", host), "notify_host = ?", (host,), f"host {host}"),
+            (limits.per_topic, ("topic", s.topic_uid), "topic_uid = ?", (s.topic_uid,),
+             f"topic {s.topic}"),
+            (limits.total, ("total",), "1 = 1", (), "the service")):
+        if limit > 0:
+            yield limit, key, where, params, scope
+
+
+def _active_count(conn, where: str, params: tuple, now: float, limit: int) -> int:
+    """Active, unexpired rows matching ``where``, counted up to ``limit`` (``LIMIT``: it
+    costs at most ``limit`` index entries)."""
+    return conn.execute(
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {_TABLE} WHERE {where} AND {_ACTIVE_NOW} "
+        "LIMIT ?) AS capped", (*params, now, limit)).fetchone()[0]
+
+
 def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -> None:
     """Raise :class:`LimitReached` if one more active subscription like ``s`` is one too
-    many. Each count stops at its limit (``LIMIT``), so it costs at most ``limit`` index
-    entries."""
-    host = notify_host(s.notify_to.address)
-    for limit, where, params, scope in (
-            (limits.per_host, "notify_host = ?", (host,), f"host {host}"),
-            (limits.per_topic, "topic_uid = ?", (s.topic_uid,), f"topic {s.topic}"),
-            (limits.total, "1 = 1", (), "the service")):
-        if limit <= 0:
-            continue
-        count = conn.execute(
-            f"SELECT COUNT(*) FROM (SELECT 1 FROM {_TABLE} WHERE {where} AND {_ACTIVE_NOW} "
-            "LIMIT ?) AS capped", (*params, now, limit)).fetchone()[0]
-        if count >= limit:
+    many."""
+    for limit, _, where, params, scope in _limit_scopes(s, limits):
+        if _active_count(conn, where, params, now, limit) >= limit:
             raise LimitReached(scope, limit)
+
+
+class _LimitCounts:
+    """The limits of a bulk insert: each scope counted once in the transaction, then kept
+    up to date as rows go in (so n inserts cost one count per scope, not n)."""
+
+    def __init__(self, conn, limits: SubscriptionLimits, now: float):
+        self.conn = conn
+        self.limits = limits
+        self.now = now
+        self.counts: dict[tuple, int] = {}
+
+    def take(self, s: Subscription) -> None:
+        """Count ``s`` in; :class:`LimitReached` (nothing counted) if it is one too many."""
+        scopes = list(_limit_scopes(s, self.limits))
+        for limit, key, where, params, scope in scopes:
+            if key not in self.counts:
+                self.counts[key] = _active_count(self.conn, where, params, self.now, limit)
+            if self.counts[key] >= limit:
+                raise LimitReached(scope, limit)
+        for _, key, _, _, _ in scopes:
+            self.counts[key] += 1
 
 
 def _add_columns(conn, store) -> None:
@@ -288,6 +320,35 @@ class SubscriptionStore:
             seq = Store.bump(conn, GENERATION)
             _insert_row(conn, s, seq, stamp, request_key=request_key)
         return replace(s, status=State.ACTIVE, seq=seq, created=s.created or stamp)
+
+    def insert_many(self, subscriptions: list[Subscription], limits: SubscriptionLimits | None,
+                    now: float) -> tuple[list[Subscription], dict[str, LimitReached]]:
+        """Store new active subscriptions in one transaction (a bulk subscribe, no
+        idempotency keys): returns those stored, with their ``seq`` in order, and id ->
+        :class:`LimitReached` for those that one of ``limits`` refused (counted as for
+        :meth:`insert`, each row against those before it)."""
+        next_state(None, Event.SUBSCRIBE)  # the transition every row takes
+        stamp = time.time()
+        stored: list[Subscription] = []
+        refused: dict[str, LimitReached] = {}
+        with self.store.transaction() as conn:
+            counts = _LimitCounts(conn, limits, now) if limits is not None else None
+            accepted = []
+            for s in subscriptions:
+                try:
+                    if counts is not None:
+                        counts.take(s)
+                except LimitReached as reached:
+                    refused[s.id] = reached
+                    continue
+                accepted.append(s)
+            if accepted:
+                last = Store.bump(conn, GENERATION, len(accepted))
+                for seq, s in enumerate(accepted, start=last - len(accepted) + 1):
+                    _insert_row(conn, s, seq, stamp)
+                    stored.append(replace(s, status=State.ACTIVE, seq=seq,
+                                          created=s.created or stamp))
+        return stored, refused
 
     # -- moving subscriptions between servers (EDN offline partitioning) -------------------
     def adopt(self, conn, subscriptions: Iterable[Subscription],

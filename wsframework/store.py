@@ -386,10 +386,12 @@ class Store:
 
     # -- generations -----------------------------------------------------------------------
     @staticmethod
-    def bump(conn: sqlite3.Connection, name: str) -> int:
-        return conn.execute("INSERT INTO generations(name, value) VALUES (?, 1) "
-                            "ON CONFLICT(name) DO UPDATE SET value = generations.value + 1 "
-                            "RETURNING value", (name,)).fetchone()[0]
+    def bump(conn: sqlite3.Connection, name: str, by: int = 1) -> int:
+        """Move generation ``name`` on by ``by`` in the caller's transaction; returns the
+        new value (``by`` changes stamped value - by + 1 .. value)."""
+        return conn.execute("INSERT INTO generations(name, value) VALUES (?, ?) "
+                            "ON CONFLICT(name) DO UPDATE SET value = generations.value + ? "
+                            "RETURNING value", (name, by, by)).fetchone()[0]
 
     def generation(self, name: str) -> int:
         row = self.connection().execute("SELECT value FROM generations WHERE name = ?",

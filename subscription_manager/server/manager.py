@@ -156,6 +156,18 @@ class EdnSubscriptionManager(SubscriptionManager):
             self.summaries.forget_engine(entry)
             self.router.forget(entry.name)
 
+    def on_bulk_subscribed(self, entry: NamespaceEntry, made: int) -> None:
+        """Subscriptions came in bulk: their filters paged for batches, and the route
+        update sent before the answer (the dispatcher routes to them from then on)."""
+        engine = self.matcher_for(entry)
+        with self.view.lock.write():
+            engine.pack()
+        self.count("bulk_subscribed", made)
+        try:
+            self._routes_changed([entry.name])
+        except Exception as exc:  # the background loop retries
+            log.warning("route update after a bulk subscribe failed: %s", exc)
+
     def _routes_changed(self, topics: list[str]) -> None:
         """Subscriptions came or went in bulk (an import, a move): route updates now, before
         answering, so that the dispatcher routes accordingly from then on."""

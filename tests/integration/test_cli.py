@@ -82,3 +82,47 @@ def test_tolerance_without_a_condition_is_refused():
                              "--notify-to", "http://127.0.0.1:2/x", "--tolerance", "1"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "go together" in result.stderr
+
+
+def test_bulk_subscribe_from_a_file(source_server, tmp_path):
+    """edn subscribe --from-file: each JSON line made or refused alone, in order, one result
+    line each; the subscriptions deliver; the exit status says that some were refused."""
+    import json
+    at = ["--at", source_server.base_url]
+    token = ["--admin-token", source_server.admin_token]
+    run("topic", "create", "stocks", *at, *token)
+    port = free_port()
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join([
+        json.dumps({"notify_to": f"http://127.0.0.1:{port}/a", "filter": "//q:price > 30",
+                    "prefixes": {"q": "urn:example:quotes"}}),
+        "not json",
+        json.dumps({"notify_to": f"http://127.0.0.1:{port}/b", "expires": "-PT1M"}),
+        json.dumps({"notify_to": f"http://127.0.0.1:{port}/c", "colour": "red"}),
+        "",
+        json.dumps({"notify_to": f"http://127.0.0.1:{port}/d", "filter": "//q:price > 99",
+                    "prefixes": {"q": "urn:example:quotes"}}),
+    ]) + "\n")
+    results = tmp_path / "results.jsonl"
+    result = subprocess.run([*EDN, "subscribe", *at, "stocks", "--from-file", str(requests),
+                             "--out", str(results), "--chunk", "2", *token],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "2 subscriptions made, 3 refused" in result.stderr
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [line["line"] for line in lines] == [1, 2, 3, 4, 6]
+    assert [("id" in line) for line in lines] == [True, False, False, False, True]
+    assert "UnsupportedExpirationValue" in lines[2]["refused"]
+    without_token = subprocess.run([*EDN, "subscribe", *at, "stocks", "--from-file",
+                                    str(requests)], capture_output=True, text=True, timeout=60,
+                                   env={"PATH": "/usr/bin:/bin"})
+    assert without_token.returncode != 0 and "admin credential" in without_token.stderr
+    sink = subprocess.Popen([*EDN, "sink", "--port", str(port), "--count", "1"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout.readline().startswith("listening at")
+        run("publish", *at, "stocks", str(EXAMPLES / "event.xml"))  # price 31.25
+        printed, _ = sink.communicate(timeout=30)
+        assert printed.startswith("/a: <q:quote")
+    finally:
+        sink.kill()

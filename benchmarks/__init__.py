@@ -55,6 +55,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
             "propagation, and distance-aware against R-tree placement on measured latencies "
             "(needs root)"),
     "kill": ("benchmarks.robustness.kill:run", "kill -9 of a server, the dispatcher and a source during bursts: notifications lost, duplicates, recovery time"),
+    "control": ("benchmarks.performance.control:run",
+                "the control path on real processes: Subscribes/s into 4 servers with "
+                "placement, bulk subscribes/s into one server, summary propagation p99"),
     "eventpath": ("benchmarks.performance.eventpath:run",
                   "the event path's figures: dispatcher CPU per event, server CPU per copy, T_c at "
                   "precise, live events/s (real processes, link uncapped), notifications/s, "

@@ -310,7 +310,34 @@ class _Parser:
 def parse_range_filter(text: str) -> RangeFilter:
     """Parse range-dialect ``text`` (syntax only; :func:`bind_range_filter` checks names and
     types against a schema).  Raises :class:`InvalidFilter`."""
-    return _Parser(text).parse()
+    simple = _parse_conjunction_of_numbers(text)
+    return simple if simple is not None else _Parser(text).parse()
+
+
+# The common form, parsed by two regular expressions instead of the tokenizer and parser
+# (a fifth of the time): predicates on numbers joined by 'and' with white space around it.
+# Anything else (and every error) goes to the parser, whose result this one equals.
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_SIMPLE_PREDICATE = re.compile(rf"""\s*(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?:
+      \s+in\s*(?P<open>[\[(])\s*(?P<low>{_NUMBER})\s*,\s*(?P<high>{_NUMBER})\s*(?P<close>[\])])
+    | \s*(?P<op><=|>=|==|<|>|=)\s*(?P<value>{_NUMBER}))\s*""", re.VERBOSE)
+_AND = re.compile(r"\s+and\s+")
+
+
+def _parse_conjunction_of_numbers(text: str) -> RangeFilter | None:
+    predicates = []
+    for part in _AND.split(text):
+        found = _SIMPLE_PREDICATE.fullmatch(part)
+        if found is None or found["name"] in _KEYWORDS:
+            return None
+        name = found["name"]
+        if found["open"] is not None:
+            predicates.append(Predicate(name, "in", float(found["low"]), float(found["high"]),
+                                        found["open"] == "(", found["close"] == ")"))
+        else:
+            op = found["op"]
+            predicates.append(Predicate(name, "=" if op == "==" else op, float(found["value"])))
+    return RangeFilter((tuple(predicates),))
 
 
 # -- binding to a schema --------------------------------------------------------------------

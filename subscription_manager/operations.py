@@ -204,18 +204,25 @@ class SubscriptionOperations:
         repeated makes another subscription (there is no wsa:MessageID to recognise it by)."""
         now = self.clock()
         answers: list[Made | Refused | None] = [None] * len(bodies)
-        pending: list[tuple[int, Subscription, Grant]] = []
+        parsed: list[tuple[int, Subscription, Grant]] = []
+        for index, body in enumerate(bodies):
+            try:
+                subscription, grant = self._bulk_request(entry, version, body, now,
+                                                         soap_version)
+            except Exception as exc:
+                if not isinstance(exc, SoapFault) and translation_for(exc) is None:
+                    raise  # no refusal: a failure of this service's
+                answers[index] = Refused.of(fault_for(exc))
+                continue
+            parsed.append((index, subscription, grant))
+        refusals = self.view.install_many(entry, [s for _, s, _ in parsed])
+        pending = []
+        for index, subscription, grant in parsed:
+            if subscription.id in refusals:
+                answers[index] = Refused.of(fault_for(refusals[subscription.id]))
+            else:
+                pending.append((index, _without_request_element(subscription), grant))
         try:
-            for index, body in enumerate(bodies):
-                try:
-                    subscription, grant = self._bulk_request(entry, version, body, now,
-                                                             soap_version)
-                except Exception as exc:
-                    if not isinstance(exc, SoapFault) and translation_for(exc) is None:
-                        raise  # no refusal: a failure of this service's
-                    answers[index] = Refused.of(fault_for(exc))
-                    continue
-                pending.append((index, subscription, grant))
             stored, refused = self.store.insert_many(
                 [s for _, s, _ in pending], self.settings.subscription_limits(), now)
         except BaseException:
@@ -238,8 +245,9 @@ class SubscriptionOperations:
 
     def _bulk_request(self, entry: NamespaceEntry, version: EventingVersion, body, now: float,
                       soap_version: str) -> tuple[Subscription, Grant]:
-        """One request of a bulk subscribe checked as a Subscribe is, its filter installed:
-        the subscription to store and its grant; the refusal a Subscribe would get."""
+        """One request of a bulk subscribe checked as a Subscribe is (but for its filter,
+        which the matcher checks with the others): the subscription and its grant; the
+        refusal a Subscribe would get."""
         if body.tag != version.q("Subscribe"):
             raise version.faults.invalid_message(
                 f"a bulk subscribe's request is a {version.q('Subscribe')} element")
@@ -251,8 +259,7 @@ class SubscriptionOperations:
             soap_version=soap_version, filter=request.filter, notify_to=request.notify_to,
             end_to=request.end_to, format=request.format, expires=grant.expires,
             expires_kind=grant.kind, created=now, notify_when=request.notify_when, owner=None)
-        self.view.install(entry, subscription)  # validates the filter
-        return _without_request_element(subscription), grant
+        return subscription, grant
 
     def _check_targets(self, version: EventingVersion, *eprs: EndpointReference | None) -> None:
         for epr in eprs:

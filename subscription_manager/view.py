@@ -108,6 +108,41 @@ class SubscriptionView:
         with self.lock.write():
             self._install(entry, subscription)
 
+    def install_many(self, entry: NamespaceEntry,
+                     subscriptions: list[Subscription]) -> dict[str, RefusedFilter]:
+        """:meth:`install` for many new subscriptions to ``entry`` at once (the matcher's
+        bulk path, :meth:`~wsframework.matching.Matcher.add_filters`); returns id ->
+        :class:`RefusedFilter` for those refused, the others installed."""
+        refusals: dict[str, RefusedFilter] = {}
+        with self.lock.write():
+            batch = []
+            matcher = self._matcher_for(entry)
+            for subscription in subscriptions:
+                spec = subscription.filter
+                if spec is None or subscription.id in self._installed:
+                    self._install(entry, subscription)
+                    continue
+                try:
+                    check_filter_limits(spec, self.filter_limits)
+                    matcher.check_dialect(spec)
+                except (InvalidFilter, UnsupportedDialect) as exc:
+                    refusals[subscription.id] = RefusedFilter(subscription.version, exc)
+                    continue
+                batch.append(subscription)
+            try:
+                matcher.add_filters([(s.id, s.filter) for s in batch])
+            except (InvalidFilter, UnsupportedDialect):
+                for subscription in batch:  # none was added: find the refused one by one
+                    try:
+                        self._install(entry, subscription)
+                    except RefusedFilter as refused:
+                        refusals[subscription.id] = refused
+                return refusals
+            for subscription in batch:
+                self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
+                                                    matcher)
+        return refusals
+
     def uninstall(self, subscription_id: str) -> None:
         with self.lock.write():
             self._uninstall(subscription_id)
@@ -131,11 +166,8 @@ class SubscriptionView:
             except (InvalidFilter, UnsupportedDialect) as exc:  # adm:InvalidRequest elsewhere
                 raise RefusedFilter(subscription.version, exc) from None
         # the matcher is kept so that removal needs no topic lookup (it runs under the
-        # write lock, for every expiry and unsubscribe); the spec without its element, which
-        # would keep the whole Subscribe request document alive
-        if spec is not None and spec.content is not None:
-            spec = dataclasses.replace(spec, content=None)
-        self._installed[subscription.id] = (entry.uid, spec, matcher)
+        # write lock, for every expiry and unsubscribe)
+        self._installed[subscription.id] = (entry.uid, _without_content(spec), matcher)
 
     def _uninstall(self, subscription_id: str) -> None:
         installed = self._installed.pop(subscription_id, None)
@@ -248,6 +280,14 @@ class SubscriptionView:
                 if topic_uid == entry.uid:
                     del self._installed[subscription_id]
             self._unfiltered.pop(entry.uid, None)
+
+
+def _without_content(spec):
+    """``spec`` without its element, which would keep the whole Subscribe request document
+    alive."""
+    if spec is not None and spec.content is not None:
+        return dataclasses.replace(spec, content=None)
+    return spec
 
 
 def _safely(hook: Hook, subscription: Subscription, local: bool) -> None:

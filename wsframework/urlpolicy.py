@@ -137,14 +137,15 @@ def parse_url(url: str, *, max_length: int = DEFAULT_MAX_URL_LENGTH,
     if len(url) > max_length:
         raise UrlRefused(f"URL of {len(url)} characters exceeds the limit of {max_length}")
     shown = url[:80]
-    for ch in url:
+    bad = _UNSAFE_CHARACTER.search(url)  # the first one, as a scan would find it
+    if bad is not None:
+        ch = bad.group()
         if ch <= " " or ch == "\x7f":
             raise UrlRefused(f"control character or whitespace in URL {shown!r}")
         if ch == "\\":
             raise UrlRefused(f"backslash in URL {shown!r}")
-        if ch > "\x7e":
-            raise UrlRefused(f"non-ASCII character in URL {shown!r} (IDNA-encode the host, "
-                             "percent-encode the path)")
+        raise UrlRefused(f"non-ASCII character in URL {shown!r} (IDNA-encode the host, "
+                         "percent-encode the path)")
     scheme, sep, rest = url.partition("://")
     if not sep or not _SCHEME.fullmatch(scheme):
         raise UrlRefused(f"not an absolute http(s) URL: {shown!r}")
@@ -197,8 +198,30 @@ def parse_url(url: str, *, max_length: int = DEFAULT_MAX_URL_LENGTH,
     return ParsedUrl(scheme, host, port, target, ip)
 
 
+#: control characters, white space, DEL, a backslash, anything beyond ASCII
+_UNSAFE_CHARACTER = re.compile(r"[\x00-\x20\x7f-\U0010ffff\\]")
+
+
 def _host_ip(host: str, shown: str):
-    """The IPv4 address a host names literally, None for a name; refuse the ambiguous."""
+    """The IPv4 address a host names literally, None for a name; refuse the ambiguous.
+    Hosts accepted are remembered (:data:`KNOWN_HOSTS` of them): every subscription of a
+    sink names the same one."""
+    known = _known_hosts.get(host, _UNKNOWN)
+    if known is not _UNKNOWN:
+        return known
+    ip = _checked_host_ip(host, shown)
+    if len(_known_hosts) >= KNOWN_HOSTS:
+        _known_hosts.clear()
+    _known_hosts[host] = ip
+    return ip
+
+
+KNOWN_HOSTS = 4096
+_known_hosts: dict[str, object] = {}
+_UNKNOWN = object()
+
+
+def _checked_host_ip(host: str, shown: str):
     labels = host.split(".")
     if _NUMERIC_LABEL.fullmatch(labels[-1]):
         try:

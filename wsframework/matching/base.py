@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from .errors import UnsupportedDialect
 
@@ -143,6 +143,20 @@ class Matcher(abc.ABC):
     @abc.abstractmethod
     def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
         """Store ``spec`` under ``filter_id``, replacing any filter with that id."""
+
+    def add_filters(self, items: Iterable[tuple[str, FilterSpec]]) -> None:
+        """Add many filters under new ids: all of them, or none when one is refused (its
+        ``InvalidFilter`` or ``UnsupportedDialect`` raised). Engines with a bulk path (an
+        index built once for the whole batch) override it."""
+        added: list[str] = []
+        try:
+            for filter_id, spec in items:
+                self.add_filter(filter_id, spec)
+                added.append(filter_id)
+        except BaseException:
+            for filter_id in added:
+                self.remove_filter(filter_id)
+            raise
 
     @abc.abstractmethod
     def remove_filter(self, filter_id: str) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from wsframework.matching.base import FilterSpec
+
 from .compiled_filter import CompiledFilter
 
 __all__ = ["ALWAYS", "BOX", "IF_UNCLEAN", "FilterTable"]
@@ -31,7 +33,8 @@ class FilterTable:
         self.seq_of: dict[str, int] = {}
         self.ids = np.empty(16, dtype=object)
         self.kind = np.zeros(16, dtype=np.int8)
-        self.compiled: dict[int, CompiledFilter] = {}
+        # seq -> its CompiledFilter, or the FilterSpec it compiles from again when needed
+        self.compiled: dict[int, CompiledFilter | FilterSpec] = {}
         self.row_of = np.full(16, -1, dtype=np.int64)  # seq -> its row, for one-rectangle filters
         self.rows_multi: dict[int, np.ndarray] = {}     # seq -> rows, for the others
         self.next_seq = 0

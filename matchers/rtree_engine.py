@@ -51,6 +51,7 @@ libspatialindex).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Iterable, Mapping, Sequence
@@ -63,6 +64,7 @@ from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, Reporti
 from wsframework.matching.errors import UnknownFilter
 
 from .box_filters import box_dialects, compile_filter
+from .ranges import RANGES_DIALECT
 from .compiled_filter import CompiledFilter
 from .filter_table import ALWAYS, BOX, IF_UNCLEAN, FilterTable
 from .paged_index import PagedBoxIndex
@@ -110,7 +112,7 @@ class RTreeMatchingEngine(ReportingMatcher):
             seq = int(table.new_seqs([filter_id])[0])
         else:
             self._unindex(seq)
-        self._store(seq, compiled)
+        self._store(seq, compiled, spec)
         rows = table.rows(seq)
         for row in rows.tolist():
             self._index.insert(row, table.mins[row], table.maxs[row])
@@ -233,6 +235,18 @@ class RTreeMatchingEngine(ReportingMatcher):
     def filter_ids(self) -> list[str]:
         return list(self._table.seq_of)
 
+    def bounding_box(self, filter_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The bounding box of the rectangles ``filter_id`` compiled to (copies); None for
+        a filter not held here or one of no rectangle."""
+        table = self._table
+        seq = table.seq_of.get(filter_id)
+        if seq is None:
+            return None
+        rows = table.rows(seq)
+        if not len(rows):
+            return None
+        return table.mins[rows].min(axis=0), table.maxs[rows].max(axis=0)
+
     def __len__(self) -> int:
         return len(self._table.seq_of)
 
@@ -302,12 +316,12 @@ class RTreeMatchingEngine(ReportingMatcher):
                 raise ValueError(f"add_filters takes new ids only; {filter_id!r} is taken")
             seen.add(filter_id)
             self.check_dialect(spec)
-            compiled.append((filter_id, compile_filter(spec, self.schema)))
+            compiled.append((filter_id, compile_filter(spec, self.schema), spec))
         table = self._table
         added = []
-        seqs = table.new_seqs([filter_id for filter_id, _ in compiled]).tolist()
-        for seq, (_, filter_) in zip(seqs, compiled):
-            self._store(seq, filter_)
+        seqs = table.new_seqs([filter_id for filter_id, _, _ in compiled]).tolist()
+        for seq, (_, filter_, spec) in zip(seqs, compiled):
+            self._store(seq, filter_, spec)
             added.append(table.rows(seq))
         if added:
             self._index_new_rows(np.concatenate(added))
@@ -360,9 +374,17 @@ class RTreeMatchingEngine(ReportingMatcher):
         return live
 
     # -- internals ---------------------------------------------------------------------------
-    def _store(self, seq: int, compiled: CompiledFilter) -> None:
+    def _store(self, seq: int, compiled: CompiledFilter, spec: FilterSpec) -> None:
         table = self._table
-        table.compiled[seq] = compiled
+        # An exact range filter is checked only against an unclean event's values: it keeps
+        # its spec, compiled again (through compile_filter's cache) when one comes, instead
+        # of its compiled form (~1.4 KB a filter, most of a subscription's memory).
+        if compiled.box_exact and spec.dialect == RANGES_DIALECT:
+            # without the request's element, which would keep its whole document alive
+            table.compiled[seq] = (spec if spec.content is None
+                                   else dataclasses.replace(spec, content=None))
+        else:
+            table.compiled[seq] = compiled
         table.kind[seq] = IF_UNCLEAN if compiled.box_exact else ALWAYS
         rows = table.take_rows(len(compiled.mins))
         table.set_rows(seq, rows, compiled.mins, compiled.maxs)
@@ -382,7 +404,10 @@ class RTreeMatchingEngine(ReportingMatcher):
         budget = failures.budget if failures is not None else None
         started = time.perf_counter() if budget else 0.0
         try:
-            accepted = bool(self._table.compiled[seq].check(event, box, variables))
+            held = self._table.compiled[seq]
+            compiled = (held if isinstance(held, CompiledFilter)
+                        else compile_filter(held, self.schema))
+            accepted = bool(compiled.check(event, box, variables))
         except Exception as exc:  # one filter failing on one event must not fail the match
             log.debug("filter %r failed on an event: %s", self._table.ids[seq], exc)
             if failures is not None:

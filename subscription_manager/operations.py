@@ -214,14 +214,16 @@ class SubscriptionOperations:
                     raise  # no refusal: a failure of this service's
                 answers[index] = Refused.of(fault_for(exc))
                 continue
-            parsed.append((index, subscription, grant))
+            # one FilterSpec, without the request's element, for the row, the view and
+            # the matcher
+            parsed.append((index, _without_request_element(subscription), grant))
         refusals = self.view.install_many(entry, [s for _, s, _ in parsed])
         pending = []
         for index, subscription, grant in parsed:
             if subscription.id in refusals:
                 answers[index] = Refused.of(fault_for(refusals[subscription.id]))
             else:
-                pending.append((index, _without_request_element(subscription), grant))
+                pending.append((index, subscription, grant))
         try:
             stored, refused = self.store.insert_many(
                 [s for _, s, _ in pending], self.settings.subscription_limits(), now)

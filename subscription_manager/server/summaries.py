@@ -90,10 +90,15 @@ class RoutingSummaries:
         entry = self.view.entry_of(subscription)
         if entry is None:
             return
-        try:
-            lo, hi = subscription_box(self.matcher_for(entry).schema, subscription.filter)
-        except MatcherError:
-            return
+        engine = self.matcher_for(entry)
+        # the box the engine holds for the installed filter; compiled only when it holds none
+        box = engine.bounding_box(subscription.id) if subscription.filter is not None else None
+        if box is None:
+            try:
+                box = subscription_box(engine.schema, subscription.filter)
+            except MatcherError:
+                return
+        lo, hi = box
         centre = (lo + hi) / 2.0
         with self._centre_lock:
             if subscription.id in self._centres:

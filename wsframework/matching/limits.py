@@ -28,6 +28,7 @@ lxml's EXSLT functions and elementpath's; until then ``allow_regex`` stays false
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .. import ns
@@ -72,11 +73,33 @@ class FilterLimits:
             raise ValueError("filter limits must be at least 1")
 
 
+# A text with none of these has no path, call, axis, variable or literal: only brackets,
+# commas, bars and boolean words count (a range filter, a simple comparison).
+_COMPLEX = re.compile(r"""[/({$'"]|::""")
+_BOOLEAN_WORD = re.compile(r"(?<![A-Za-z0-9_.:-])(?:and|or)(?![A-Za-z0-9_.:-])")  # as the scan reads words
+
+
 def check_filter_limits(spec: FilterSpec, limits: FilterLimits) -> None:
     """Raise :class:`InvalidFilter` if ``spec``'s expression exceeds ``limits``."""
     text = spec.expression
     if len(text) > limits.max_length:
         raise InvalidFilter(f"filter longer than {limits.max_length} characters")
+    if _COMPLEX.search(text) is None and _within_simple_bounds(text, limits):
+        return  # what the scan below would find, counted without it (an upper bound)
+    _scan(spec, text, limits)
+
+
+def _within_simple_bounds(text: str, limits: FilterLimits) -> bool:
+    """Whether a text without paths, calls, axes, variables and literals keeps the depth
+    and step limits, counting every '[' as open (an upper bound of the nesting: the range
+    dialect closes intervals with ')' too) and every boolean word, ',' and '|' as a step."""
+    brackets = text.count("[")
+    steps = (brackets + text.count(",") + text.count("|")
+             + len(_BOOLEAN_WORD.findall(text)))
+    return brackets <= limits.max_depth and steps <= limits.max_steps
+
+
+def _scan(spec: FilterSpec, text: str, limits: FilterLimits) -> None:
     # one entry per open bracket: True when what it holds runs once per node of a path
     # (a predicate, a bracket or call used as a path step, anything nested in those)
     stack: list[bool] = []

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from lxml import etree
 
+from matchers.compiled_filter import CompiledFilter
 from matchers import (
     FilterSpec,
     InvalidFilter,
@@ -160,3 +161,29 @@ def test_repacking_after_many_single_insertions_keeps_answers():
     point = np.array([5.0, 5.0])
     inside = np.all((lo <= point) & (lo + 1 >= point), axis=1)
     assert engine.match_box(point) == [f"s{i}" for i in np.flatnonzero(inside) if i % 2]
+
+
+def test_bounding_box_is_the_compiled_filters_bounding_box():
+    from route_manager.placement_router import subscription_box
+    schema = Schema((Attribute("price", "number", "/e/@price", (), 0, 10),
+                     Attribute("qty", "number", "/e/@qty", (), 0, 10)))
+    engine = RTreeMatchingEngine(schema)
+    spec = ranges("price in [1, 2] and qty < 3 or price in [5, 9]")
+    engine.add_filter("f", spec)
+    lo, hi = engine.bounding_box("f")
+    want_lo, want_hi = subscription_box(engine.schema, spec)
+    assert lo.tolist() == want_lo.tolist() and hi.tolist() == want_hi.tolist()
+    assert engine.bounding_box("unknown") is None
+
+
+def test_an_exact_range_filter_kept_as_its_spec_still_checks_unclean_events():
+    """A value outside the domain is clamped (the event's box is unclean): the filter is
+    compiled again from its spec to check the real value."""
+    schema = Schema((Attribute("price", "number", "/e/@price", (), 0, 10),))
+    engine = RTreeMatchingEngine(schema)
+    engine.add_filter("top", ranges("price >= 9"))
+    engine.add_filter("mid", ranges("price in [2, 3]"))
+    assert not isinstance(engine._table.compiled[engine._table.seq_of["top"]], CompiledFilter)
+    assert engine.match(etree.fromstring('<e price="50"/>')) == ["top"]  # clamped to 10
+    assert engine.match(etree.fromstring('<e price="2.5"/>')) == ["mid"]
+    assert engine.match(etree.fromstring('<e price="-4"/>')) == []  # clamped to 0

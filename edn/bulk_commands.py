@@ -20,10 +20,13 @@ import json
 import sys
 from typing import Iterator
 
-__all__ = ["run_bulk_subscribe", "DEFAULT_CHUNK", "BadLine"]
+__all__ = ["run_bulk_subscribe", "DEFAULT_CHUNK", "BULK_TIMEOUT", "BadLine"]
 
 #: requests per SubscribeMany message (the service takes at most MAX_BULK_SUBSCRIBES)
 DEFAULT_CHUNK = 5000
+#: seconds to wait for a chunk's answer: a server holding many subscriptions already takes
+#: far longer than an admin call's usual 10 s to make 5,000 more
+BULK_TIMEOUT = 600.0
 _KEYS = {"notify_to", "end_to", "filter", "dialect", "expires", "prefixes"}
 
 

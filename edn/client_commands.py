@@ -128,8 +128,10 @@ def cmd_subscribe(args) -> int:
                   "filter", file=sys.stderr)
             return 2
         from edn.admin_commands import admin_client
-        from edn.bulk_commands import run_bulk_subscribe
-        return run_bulk_subscribe(args, admin_client(args), dialect=dialect,
+        from edn.bulk_commands import BULK_TIMEOUT, run_bulk_subscribe
+        from wsframework.transport import HttpTransport
+        transport = HttpTransport(timeout=(3.0, BULK_TIMEOUT))
+        return run_bulk_subscribe(args, admin_client(args, transport), dialect=dialect,
                                   namespaces=namespaces)
     if args.notify_to is None:
         print("edn subscribe: --notify-to is required (or --from-file)", file=sys.stderr)

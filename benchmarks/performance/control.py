@@ -171,7 +171,9 @@ def _bulk_admin(server, n: int, seed: int) -> list[str]:
     from subscription_manager.bulk_subscribe import SubscribeMany, parse_results, requests_element
     from subscription_manager.client import subscribe_body
     from wsframework.admin import AdminClient
-    admin = AdminClient(server.base_url, _TOKEN)
+    from wsframework.transport import HttpTransport
+    # a chunk into a server holding many takes longer than an admin call's usual 10 s
+    admin = AdminClient(server.base_url, _TOKEN, transport=HttpTransport(timeout=(3.0, 600.0)))
     lo, hi = uniform_rectangles(n, _D, seed=seed)
     lo, hi = np.round(lo, 3), np.round(hi, 3)
     ids = []

@@ -20,3 +20,14 @@ def number(text: str):
         except ValueError:
             pass
     return text
+
+
+def new_token(nbytes: int = 32) -> str:
+    """A random URL-safe token of ``nbytes`` bytes that never starts with '-': a user passes
+    it as an option's value (``--access-token TOKEN``), which argparse would otherwise take
+    for an option of its own (one token in 64)."""
+    import secrets
+    while True:
+        token = secrets.token_urlsafe(nbytes)
+        if not token.startswith("-"):
+            return token

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from .commandline import new_token
 from .access.sealing import SealKey
 from .access import AccessAdmin, AccessPolicy, AccessStore
 from .admin import AdminEndpoint, NamespaceAdmin
@@ -74,7 +74,7 @@ def resolve_admin_token(explicit: str | None, data_dir: Path, env: str | None = 
     if path.exists():
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(24)
+    token = new_token(24)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")

@@ -17,11 +17,11 @@ import fnmatch
 import hashlib
 import hmac
 import re
-import secrets
 import threading
 import time
 from dataclasses import dataclass
 
+from ..commandline import new_token
 from ..migrations import columns, migrate
 from .sealing import SealBroken, SealKey
 
@@ -192,7 +192,7 @@ class AccessStore:
         if password_digest and self.seal_key is None:
             raise AccessRefused("this role keeps no key for PasswordDigest tokens")
         if token is None:
-            token = secrets.token_urlsafe(32)
+            token = new_token(32)
         elif not MIN_TOKEN <= len(token) <= 256 or not token.isascii() or not token.isprintable():
             raise AccessRefused(f"a token given is {MIN_TOKEN}-256 printable ASCII characters")
         with self.store.transaction() as conn:

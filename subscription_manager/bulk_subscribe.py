@@ -23,7 +23,7 @@ retries checks what the first attempt made (``GetStatus``) or unsubscribes it.
 
 On an EDN server the subscriptions stay on the server addressed (no placement, which is a
 Subscribe's); the dispatcher routes to them from the route update sent before the answer,
-and ``edn repartition`` spreads them afterwards. The admin message needs the admin
+and ``edn partition`` spreads them afterwards. The admin message needs the admin
 credential, as every admin message does. ``edn subscribe --from-file`` sends them.
 """
 from __future__ import annotations

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.livenet import group_cpu_seconds
 from edn.localnet.network import TOPIC, LocalNetwork
 from edn.sink import FastSink
 from route_manager.workloads import uniform_rectangles
@@ -46,27 +47,6 @@ from subscription_manager.client import EventingClient
 _TOKEN = "bench-control-token"
 _D = 4
 _MILLION = 1_000_000
-
-
-def _cpu_seconds(pid: int) -> float:
-    """CPU seconds of ``pid`` and its children (the gunicorn arbiter and its workers)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    pids = [pid]
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as children:
-                pids += [int(c) for c in children.read().split()]
-    except OSError:
-        pass
-    total = 0.0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-        except OSError:
-            pass
-    return total
 
 
 def _own_cpu() -> float:
@@ -83,11 +63,11 @@ def _subscribe_network(tmp: Path, n: int, clients: int, probes: int) -> dict:
             sink=sink) as network:
         network.create_topic()
         pids = [p.proc.pid for p in [*network.servers.values(), network.dispatcher]]
-        cpu_before, own_before = sum(map(_cpu_seconds, pids)), _own_cpu()
+        cpu_before, own_before = sum(map(group_cpu_seconds, pids)), _own_cpu()
         started = time.perf_counter()
         network.subscribe(lo, hi, threads=clients)
         took = time.perf_counter() - started
-        cpu = sum(map(_cpu_seconds, pids)) - cpu_before
+        cpu = sum(map(group_cpu_seconds, pids)) - cpu_before
         own = _own_cpu() - own_before
         delays = _propagation(network, sink, probes)
     return {"subscribe_per_s": round(n / took, 1),
@@ -138,14 +118,14 @@ def _bulk(tmp: Path, n: int) -> dict:
     with network:
         network.create_topic()
         server = network.servers["s1"]
-        cpu_before = _cpu_seconds(server.proc.pid)
+        cpu_before = group_cpu_seconds(server.proc.pid)
         started = time.perf_counter()
         result = subprocess.run(
             [sys.executable, "-m", "edn.cli", "subscribe", "--at", server.base_url, TOPIC,
              "--from-file", str(requests), "--dialect", "ranges", "--admin-token", _TOKEN,
              "--out", str(tmp / "results.jsonl")], capture_output=True, text=True, timeout=900)
         took = time.perf_counter() - started
-        cpu = _cpu_seconds(server.proc.pid) - cpu_before
+        cpu = group_cpu_seconds(server.proc.pid) - cpu_before
         if result.returncode != 0:
             raise RuntimeError(f"edn subscribe --from-file failed: {result.stderr[-2000:]}")
     return {"bulk_subscribe_per_s": round(n / took, 1),

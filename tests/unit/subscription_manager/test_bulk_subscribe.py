@@ -74,7 +74,7 @@ def test_made_subscriptions_are_managed_like_any_other(make):
     assert stored is not None and stored.is_active and stored.owner is None
     manager = msg.manager_epr(V2011, h.manager.manager_address, made.id)
     client = h.client()
-    assert client.get_status(manager) == "PT1H" or client.get_status(manager)
+    assert client.get_status(manager) is not None  # the manager knows it
     client.unsubscribe(manager)
     assert not h.manager.store.get(made.id).is_active
 

@@ -51,7 +51,6 @@ libspatialindex).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import Any, Iterable, Mapping, Sequence
@@ -381,8 +380,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         # of its compiled form (~1.4 KB a filter, most of a subscription's memory).
         if compiled.box_exact and spec.dialect == RANGES_DIALECT:
             # without the request's element, which would keep its whole document alive
-            table.compiled[seq] = (spec if spec.content is None
-                                   else dataclasses.replace(spec, content=None))
+            table.compiled[seq] = spec.without_content()
         else:
             table.compiled[seq] = compiled
         table.kind[seq] = IF_UNCLEAN if compiled.box_exact else ALWAYS

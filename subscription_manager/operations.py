@@ -81,7 +81,7 @@ def _without_request_element(subscription: Subscription) -> Subscription:
     spec = subscription.filter
     if spec is None or spec.content is None:
         return subscription
-    return dataclasses.replace(subscription, filter=dataclasses.replace(spec, content=None))
+    return dataclasses.replace(subscription, filter=spec.without_content())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,14 +95,22 @@ class Made:
 
 @dataclasses.dataclass(frozen=True)
 class Refused:
-    """A request of a bulk subscribe refused: the fault a Subscribe would have got."""
+    """A request of a bulk subscribe refused: the fault a Subscribe would have got, its
+    reason cut to :data:`MAX_REFUSAL_REASON` characters (a reason may quote the request's
+    filter, and one answer carries up to 10,000 of them)."""
 
     code: str
     reason: str
 
     @classmethod
     def of(cls, fault: SoapFault) -> "Refused":
-        return cls(fault.subcode or fault.code, fault.reason)
+        reason = fault.reason or ""
+        if len(reason) > MAX_REFUSAL_REASON:
+            reason = reason[:MAX_REFUSAL_REASON - 1] + "\u2026"
+        return cls(fault.subcode or fault.code, reason)
+
+
+MAX_REFUSAL_REASON = 240
 
 
 class SubscriptionOperations:

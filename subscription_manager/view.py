@@ -23,7 +23,6 @@ thread made or learned the change; a failing hook is logged, not propagated.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -283,11 +282,7 @@ class SubscriptionView:
 
 
 def _without_content(spec):
-    """``spec`` without its element, which would keep the whole Subscribe request document
-    alive."""
-    if spec is not None and spec.content is not None:
-        return dataclasses.replace(spec, content=None)
-    return spec
+    return spec.without_content() if spec is not None else None
 
 
 def _safely(hook: Hook, subscription: Subscription, local: bool) -> None:

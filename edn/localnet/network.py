@@ -166,8 +166,25 @@ class LocalNetwork:
             self.close()
             raise
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        died = self.died_on_their_own() if exc is not None else []
         self.close()
+        if died:
+            # A refused connection says little; the process that went away, its exit code
+            # and the end of its log say why.
+            names = ", ".join(f"{label} exited with {process.proc.returncode}"
+                              for label, process in died)
+            tails = "\n".join(f"--- {label} (last 3,000 characters of its log) ---\n"
+                              f"{process.log_text()[-3000:]}" for label, process in died)
+            raise RuntimeError(f"{names} (then: {exc_type.__name__}: {exc})\n{tails}") from exc
+
+    def died_on_their_own(self) -> list[tuple[str, ServerProcess]]:
+        """(name, process) for each node that exited though nothing here stopped or killed it."""
+        nodes = {**{_root_dir(k): r for k, r in enumerate(self.roots)}, **self.children,
+                 **self.servers}
+        return [(name, process) for name, process in nodes.items()
+                if process.proc is not None and process.proc.poll() is not None
+                and not process.stopped_here]
 
     # -- administration ------------------------------------------------------------------------
     def dispatcher_stats(self, prefix: str | None = None) -> dict[str, str]:

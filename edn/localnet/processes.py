@@ -96,6 +96,7 @@ class ServerProcess:
         self.workers = workers
         self.env = env
         self.proc: subprocess.Popen | None = None
+        self.stopped_here = False  # stop(), terminate() or kill() was called since start()
         self._log = tempfile.TemporaryFile()
 
     @property
@@ -114,6 +115,7 @@ class ServerProcess:
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         env = dict(os.environ, **(self.env or {}))
+        self.stopped_here = False
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -138,6 +140,7 @@ class ServerProcess:
         """Graceful stop (SIGTERM to gunicorn's arbiter); returns the exit code."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
+        self.stopped_here = True
         self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
@@ -148,11 +151,13 @@ class ServerProcess:
     def terminate(self) -> None:
         """Begin a graceful stop (SIGTERM to gunicorn's arbiter) without waiting for it."""
         if self.proc is not None and self.proc.poll() is None:
+            self.stopped_here = True
             self.proc.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         """``kill -9`` of the whole process group (arbiter and workers)."""
         if self.proc is not None and self.proc.poll() is None:
+            self.stopped_here = True
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping, Sequence
@@ -30,6 +31,11 @@ class FilterSpec:
     @property
     def namespace_map(self) -> dict[str, str]:
         return dict(self.namespaces)
+
+    def without_content(self) -> "FilterSpec":
+        """This spec without its element: what a store, a view or an engine keeps, since the
+        element would keep the whole request document it came in alive."""
+        return self if self.content is None else dataclasses.replace(self, content=None)
 
     @classmethod
     def from_element(cls, element: Any, default_dialect: str) -> "FilterSpec":

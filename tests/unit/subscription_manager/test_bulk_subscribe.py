@@ -16,7 +16,7 @@ from subscription_manager.bulk_subscribe import (MAX_BULK_SUBSCRIBES, SubscribeM
 from subscription_manager import messages as msg
 from subscription_manager.client import subscribe_body
 from subscription_manager.lifecycle import State
-from subscription_manager.operations import Made, Refused
+from subscription_manager.operations import MAX_REFUSAL_REASON, Made, Refused
 from subscription_manager.versions import V2011
 from tests.support.edn import TOPIC, Network, server_url
 from tests.support.eventing import SINK, TOKEN, Harness, quote
@@ -104,6 +104,16 @@ def test_the_message_is_bounded_and_versioned(make):
     with pytest.raises(SoapFault):
         bulk(h.admin, [body(0)], topic="no-such-topic")
     assert h.manager.store.count(State.ACTIVE) == 0
+
+
+def test_refusal_reasons_are_bounded_whatever_the_requests_quote(make):
+    h = make()
+    long_and_wrong = "/q:quote[q:price > " + "1" * 3000  # the reason quotes the expression
+    answers = bulk(h.admin, [body(i, filter=long_and_wrong, namespaces={"q": "urn:quotes"})
+                             for i in range(50)])
+    assert all(isinstance(a, Refused) for a in answers)
+    assert all(0 < len(a.reason) <= MAX_REFUSAL_REASON for a in answers)
+    assert any(len(a.reason) == MAX_REFUSAL_REASON for a in answers)  # one was cut
 
 
 def test_the_2004_vocabulary_and_its_faults(make):

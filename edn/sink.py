@@ -221,7 +221,7 @@ class _CountingProtocol(asyncio.Protocol):
             if head.startswith(b"POST "):
                 state.count += 1
                 if state.record is not None:
-                    state.record.append((head.split(b" ", 2)[1], body))
+                    state.record.append((head.split(b" ", 2)[1], body, time.time()))
                 answers.append(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
             elif head.startswith(b"GET /messages"):
                 answers.append(self._messages(head))
@@ -247,14 +247,14 @@ class _CountingProtocol(asyncio.Protocol):
 
     def _messages(self, head: bytes) -> bytes:
         """The recorded POSTs from number ``from`` on, each as ``<path length> <body
-        length>\n<path><body>``."""
+        length> <arrival, microseconds of the wall clock>\n<path><body>``."""
         query = head.split(b" ", 2)[1].partition(b"?")[2].decode("latin-1")
         params = dict(p.partition("=")[::2] for p in query.split("&") if p)
         records = self.state.record or []
         start = params.get("from", "0")
         parts = []
-        for path, body in records[int(start) if start.isdigit() else 0:]:
-            parts.append(b"%d %d\n%s%s" % (len(path), len(body), path, body))
+        for path, body, at in records[int(start) if start.isdigit() else 0:]:
+            parts.append(b"%d %d %d\n%s%s" % (len(path), len(body), int(at * 1e6), path, body))
         payload = b"".join(parts)
         return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)
 
@@ -415,10 +415,11 @@ class FastSink:
         at = 0
         while at < len(data):
             line_end = data.index(b"\n", at)
-            path_length, body_length = (int(x) for x in data[at:line_end].split())
+            path_length, body_length, arrival = (int(x) for x in data[at:line_end].split())
             path_end = line_end + 1 + path_length
             self._fetched.append(ReceivedMessage(data[line_end + 1:path_end].decode("latin-1"),
-                                                 {}, data[path_end:path_end + body_length]))
+                                                 {}, data[path_end:path_end + body_length],
+                                                 arrival / 1e6))
             at = path_end + body_length
         return list(self._fetched)
 

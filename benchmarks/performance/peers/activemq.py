@@ -1,0 +1,223 @@
+"""ActiveMQ Classic (the Debian ``activemq`` package) as a peer of ``edn bench peers``.
+
+The broker runs as its own JVM with a configuration written here: one STOMP connector, JMX
+off, KahaDB syncing its journal to disk before a persistent send is acknowledged (the EDN
+answers a publication once its log is on disk: ``--durable-sync full``), and virtual topics
+that are selector-aware (a consumer queue only takes the messages its selector matches).
+
+A subscription is a STOMP SUBSCRIBE whose JMS selector is the range filter
+(``x0 >= 1.250 AND x0 <= 4.000 AND ...``; numeric literals always with a decimal point, as
+STOMP headers are strings the broker converts). Two ways, as a user would pick:
+
+* ``persistent``: each subscription a queue ``Consumer.s<i>.VirtualTopic.grid`` of a virtual
+  topic; events sent persistent, each with a receipt (the broker answers once the message is
+  on disk);
+* ``nonpersistent``: each subscription a topic subscriber; events sent non-persistent, with
+  a receipt.
+
+The subscriptions are spread over a few consumer connections; each MESSAGE frame names its
+subscription and carries the event's index as a header. CPU is the broker JVM's.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from edn.localnet.processes import free_port
+
+from .stomp import StompConnection
+from .workload import Outcome, Workload, judge
+
+JAR = Path("/usr/share/activemq/bin/activemq.jar")
+_CONSUMER_CONNECTIONS = 4
+_CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" useJmx="false" brokerName="bench"
+          dataDirectory="{data}" persistent="true" advisorySupport="false">
+    <destinationInterceptors>
+      <virtualDestinationInterceptor>
+        <virtualDestinations>
+          <virtualTopic name="VirtualTopic.>" prefix="Consumer.*." selectorAware="true"/>
+        </virtualDestinations>
+      </virtualDestinationInterceptor>
+    </destinationInterceptors>
+    <persistenceAdapter>
+      <kahaDB directory="{data}/kahadb" enableJournalDiskSyncs="true"/>
+    </persistenceAdapter>
+    <systemUsage><systemUsage>
+      <memoryUsage><memoryUsage percentOfJvmHeap="70"/></memoryUsage>
+      <storeUsage><storeUsage limit="8 gb"/></storeUsage>
+      <tempUsage><tempUsage limit="4 gb"/></tempUsage>
+    </systemUsage></systemUsage>
+    <transportConnectors>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+    </transportConnectors>
+  </broker>
+</beans>
+"""
+
+
+def missing() -> str | None:
+    """Why ActiveMQ cannot run here (None: it can)."""
+    if not JAR.exists():
+        return f"ActiveMQ is not installed ({JAR} is missing: apt-get install activemq)"
+    if shutil.which("java") is None:
+        return "no java for ActiveMQ"
+    return None
+
+
+def selector(lo: np.ndarray, hi: np.ndarray) -> str:
+    return " AND ".join(f"x{j} >= {a:.3f} AND x{j} <= {b:.3f}" for j, (a, b) in enumerate(zip(lo, hi)))
+
+
+class Broker:
+    def __init__(self, tmp: Path, heap_mb: int = 2048):
+        self.dir = tmp / "activemq"
+        (self.dir / "conf").mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        data = self.dir / "data"
+        (self.dir / "conf" / "activemq.xml").write_text(_CONFIG.format(data=data, port=self.port))
+        self.command = [
+            "java", f"-Xms{heap_mb}M", f"-Xmx{heap_mb}M",
+            "-Dorg.apache.activemq.filter.ComparisonExpression.CONVERT_STRING_EXPRESSIONS=true",
+            "-Dactivemq.home=/usr/share/activemq", f"-Dactivemq.base={self.dir}",
+            f"-Dactivemq.conf={self.dir / 'conf'}", f"-Dactivemq.data={data}",
+            "-jar", str(JAR), "start", f"xbean:file:{self.dir / 'conf' / 'activemq.xml'}"]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> "Broker":
+        self.log = open(self.dir / "broker.log", "wb")
+        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=self.dir, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ActiveMQ exited with {self.proc.returncode}: "
+                                   f"{(self.dir / 'broker.log').read_text()[-2000:]}")
+            try:
+                StompConnection("127.0.0.1", self.port, timeout=2).close()
+                return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"ActiveMQ did not listen within {timeout} s")
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if getattr(self, "log", None):
+            self.log.close()
+
+
+class ActiveMqSystem:
+    """One broker, the workload's subscriptions made once in the way ``kind`` names."""
+
+    def __init__(self, tmp: Path, work: Workload, kind: str):
+        self.name = f"activemq_{kind}"
+        self.work = work
+        self.kind = kind
+        self.broker = Broker(tmp / self.name)
+        self.received: list[tuple[int, int, float]] = []
+        self.next_id = 0
+
+    def __enter__(self):
+        try:
+            self.broker.start()
+            started = time.perf_counter()
+            self._subscribe()
+            self.subscribe_seconds = time.perf_counter() - started
+            self.publisher = StompConnection("127.0.0.1", self.broker.port)
+            self.receipts = 0
+            return self
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        for connection in getattr(self, "consumers", []):
+            connection.close()
+        if getattr(self, "publisher", None) is not None:
+            self.publisher.close()
+        self.broker.stop()
+
+    def _on_message(self, headers: dict) -> None:
+        # list.append is atomic under the GIL: the readers share one list
+        self.received.append((int(headers["subscription"][1:]), int(headers["eid"]), time.time()))
+
+    def _subscribe(self) -> None:
+        work = self.work
+        self.consumers = [StompConnection("127.0.0.1", self.broker.port, on_message=self._on_message)
+                          for _ in range(_CONSUMER_CONNECTIONS)]
+        for i in range(work.n):
+            destination = (f"/queue/Consumer.s{i}.VirtualTopic.grid" if self.kind == "persistent"
+                           else "/topic/grid")
+            connection = self.consumers[i % len(self.consumers)]
+            connection.subscribe(f"s{i}", destination, selector=selector(work.lo[i], work.hi[i]),
+                                 receipt=f"s{i}")
+        for k, connection in enumerate(self.consumers):
+            connection.wait_receipts(len(range(k, work.n, len(self.consumers))), 600)
+
+    def _wait_received(self, count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while len(self.received) < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def run(self, mode: str, *, window: int, timeout: float) -> Outcome:
+        work = self.work
+        offset, self.next_id = self.next_id, self.next_id + work.m
+        destination = "/topic/VirtualTopic.grid" if self.kind == "persistent" else "/topic/grid"
+        persistent = "true" if self.kind == "persistent" else "false"
+        sent_at = np.zeros(work.m)
+        before = len(self.received)
+        cpu_before, started = self.broker.cpu_seconds(), time.time()
+
+        def send(k: int) -> None:
+            headers = {f"x{j}": f"{v:.3f}" for j, v in enumerate(work.points[k])}
+            sent_at[k] = time.time()
+            self.receipts += 1
+            self.publisher.send(destination, {**headers, "eid": offset + k,
+                                              "persistent": persistent}, receipt=str(self.receipts))
+
+        if mode == "paced":
+            for first in range(0, work.m, window):
+                last = min(work.m, first + window)
+                for k in range(first, last):
+                    send(k)
+                self.publisher.wait_receipts(self.receipts, timeout)
+                if not self._wait_received(before + work.expected(0, last), timeout):
+                    break
+        else:
+            sender = threading.Thread(target=lambda: [send(k) for k in range(work.m)])
+            sender.start()
+            sender.join()
+            self.publisher.wait_receipts(self.receipts, timeout)
+            self._wait_received(before + work.expected(), timeout)
+        seconds = time.time() - started
+        cpu = self.broker.cpu_seconds() - cpu_before
+        got = np.array(self.received[before:], dtype=float).reshape(-1, 3)
+        return judge(work, got[:, 0].astype(np.int64), got[:, 1].astype(np.int64) - offset,
+                     got[:, 2], sent_at, seconds=seconds, cpu_seconds=cpu)

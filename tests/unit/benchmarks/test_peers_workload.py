@@ -1,0 +1,60 @@
+"""The peers bench's oracle and judge, and its STOMP frames (no sockets)."""
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.performance.peers.activemq import selector
+from benchmarks.performance.peers.stomp import StompConnection, _unescape, frame
+from benchmarks.performance.peers.workload import Workload, judge
+
+
+def delivered(work: Workload):
+    pairs = [(int(s), k) for k, subs in enumerate(work.matches) for s in subs]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+def test_the_oracle_is_the_brute_force():
+    work = Workload.make(200, 50)
+    for k, point in enumerate(work.points):
+        inside = [i for i in range(work.n) if all(work.lo[i] <= point) and all(point <= work.hi[i])]
+        assert list(work.matches[k]) == inside
+    assert work.expected() == sum(len(x) for x in work.matches) > 0
+
+
+def test_judge_finds_lost_extra_and_duplicated_deliveries():
+    work = Workload.make(200, 50)
+    subs, events = delivered(work)
+    sent = np.zeros(work.m)
+    exact = judge(work, subs, events, np.full(len(subs), 0.002), sent, seconds=1, cpu_seconds=0.5)
+    assert exact.exact and exact.latency_p50_ms == 2.0
+    # one lost, one delivered twice, one that no filter wanted
+    wrong_sub = next(i for i in range(work.n) if i not in set(work.matches[0]))
+    subs2 = np.concatenate([subs[1:], subs[-1:], [wrong_sub]])
+    events2 = np.concatenate([events[1:], events[-1:], [0]])
+    outcome = judge(work, subs2, events2, np.zeros(len(subs2)), sent, seconds=1, cpu_seconds=0.5)
+    assert (outcome.lost, outcome.duplicates, outcome.extra) == (1, 1, 1)
+    assert not outcome.exact
+
+
+def test_a_selector_writes_every_bound_with_a_decimal_point():
+    assert selector(np.array([1.0, 2.25]), np.array([3.0, 4.5])) == (
+        "x0 >= 1.000 AND x0 <= 3.000 AND x1 >= 2.250 AND x1 <= 4.500")
+
+
+class Unconnected(StompConnection):
+    def __init__(self, data: bytes):  # the parser alone, over bytes given here
+        self._buffer = data
+
+
+def test_frames_round_trip_with_escapes_and_bodies():
+    data = (frame("MESSAGE", {"subscription": "s1", "odd:key": "a\nb\\c"}, b"body\0with nul")
+            .replace(b"\n\n", b"\ncontent-length:13\n\n", 1)
+            + frame("RECEIPT", {"receipt-id": "7"}))
+    reader = Unconnected(b"\n" + data[:20])
+    assert reader._take_frame() is None  # a frame cut short waits for the rest
+    reader._buffer += data[20:]
+    command, headers, body = reader._take_frame()
+    assert command == "MESSAGE" and headers["subscription"] == "s1"
+    assert headers["odd:key"] == "a\nb\\c" and body == b"body\0with nul"
+    assert reader._take_frame() == ("RECEIPT", {"receipt-id": "7"}, b"")
+    assert _unescape("x\\cy") == "x:y"

@@ -130,8 +130,9 @@ class Broker:
 class ActiveMqSystem:
     """One broker, the workload's subscriptions made once in the way ``kind`` names."""
 
-    def __init__(self, tmp: Path, work: Workload, kind: str):
+    def __init__(self, tmp: Path, work: Workload, kind: str, *, subscribe_timeout: float = 600.0):
         self.name = f"activemq_{kind}"
+        self.subscribe_timeout = subscribe_timeout
         self.work = work
         self.kind = kind
         self.broker = Broker(tmp / self.name)
@@ -175,8 +176,10 @@ class ActiveMqSystem:
             connection = self.consumers[i % len(self.consumers)]
             connection.subscribe(f"s{i}", destination, selector=selector(work.lo[i], work.hi[i]),
                                  receipt=f"s{i}")
+        deadline = time.monotonic() + self.subscribe_timeout
         for k, connection in enumerate(self.consumers):
-            connection.wait_receipts(len(range(k, work.n, len(self.consumers))), 600)
+            connection.wait_receipts(len(range(k, work.n, len(self.consumers))),
+                                     max(0.0, deadline - time.monotonic()))
 
     def _wait_received(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -168,6 +168,7 @@ class ActiveMqSystem:
 
     def _subscribe(self) -> None:
         work = self.work
+        deadline = time.monotonic() + self.subscribe_timeout  # sending them counts too
         self.consumers = [StompConnection("127.0.0.1", self.broker.port, on_message=self._on_message)
                           for _ in range(_CONSUMER_CONNECTIONS)]
         for i in range(work.n):
@@ -176,7 +177,9 @@ class ActiveMqSystem:
             connection = self.consumers[i % len(self.consumers)]
             connection.subscribe(f"s{i}", destination, selector=selector(work.lo[i], work.hi[i]),
                                  receipt=f"s{i}")
-        deadline = time.monotonic() + self.subscribe_timeout
+            if i % 1000 == 999 and time.monotonic() > deadline:
+                raise TimeoutError(f"{i + 1} of {work.n} subscriptions sent in "
+                                   f"{self.subscribe_timeout:.0f} s")
         for k, connection in enumerate(self.consumers):
             connection.wait_receipts(len(range(k, work.n, len(self.consumers))),
                                      max(0.0, deadline - time.monotonic()))

@@ -32,7 +32,7 @@ import numpy as np
 from edn.localnet.processes import free_port
 
 from .stomp import StompConnection
-from .workload import Outcome, Workload, judge
+from .workload import Outcome, System, Workload, judge
 
 JAR = Path("/usr/share/activemq/bin/activemq.jar")
 _CONSUMER_CONNECTIONS = 4
@@ -127,7 +127,7 @@ class Broker:
             self.log.close()
 
 
-class ActiveMqSystem:
+class ActiveMqSystem(System):
     """One broker, the workload's subscriptions made once in the way ``kind`` names."""
 
     def __init__(self, tmp: Path, work: Workload, kind: str, *, subscribe_timeout: float = 600.0):
@@ -139,21 +139,12 @@ class ActiveMqSystem:
         self.received: list[tuple[int, int, float]] = []
         self.next_id = 0
 
-    def __enter__(self):
-        try:
-            self.broker.start()
-            started = time.perf_counter()
-            self._subscribe()
-            self.subscribe_seconds = time.perf_counter() - started
-            self.publisher = StompConnection("127.0.0.1", self.broker.port)
-            self.receipts = 0
-            return self
-        except BaseException:
-            self.close()
-            raise
+    def start(self) -> None:
+        self.broker.start()
 
-    def __exit__(self, *exc):
-        self.close()
+    def connect(self) -> None:
+        self.publisher = StompConnection("127.0.0.1", self.broker.port)
+        self.receipts = 0
 
     def close(self) -> None:
         for connection in getattr(self, "consumers", []):
@@ -166,7 +157,7 @@ class ActiveMqSystem:
         # list.append is atomic under the GIL: the readers share one list
         self.received.append((int(headers["subscription"][1:]), int(headers["eid"]), time.time()))
 
-    def _subscribe(self) -> None:
+    def subscribe(self) -> None:
         work = self.work
         deadline = time.monotonic() + self.subscribe_timeout  # sending them counts too
         self.consumers = [StompConnection("127.0.0.1", self.broker.port, on_message=self._on_message)

@@ -20,7 +20,7 @@ from matchers.vocabulary import RANGES_DIALECT
 from route_manager.publisher import Publisher
 from route_manager.workloads.grid_xml import event_element, range_filter
 
-from .workload import Outcome, Workload, judge
+from .workload import Outcome, System, Workload, judge
 
 _TOKEN = "bench-peers-token"
 _SERVERS = 4
@@ -30,7 +30,7 @@ _UNLIMITED = ["--set", "max_subscriptions=0", "--set", "max_subscriptions_per_to
               "--set", "max_subscriptions_per_host=0"]
 
 
-class EdnSystem:
+class EdnSystem(System):
     name = "edn"
 
     def __init__(self, tmp: Path, work: Workload):
@@ -43,27 +43,18 @@ class EdnSystem:
             server.extra_args += _UNLIMITED
         self.next_id = 0
 
-    def __enter__(self):
-        try:
-            self.network.start()
-            self.network.create_topic(TOPIC)
-            started = time.perf_counter()
-            self._subscribe()
-            self.subscribe_seconds = time.perf_counter() - started
-            self.publisher = Publisher([self.network.dispatcher.base_url])
-            return self
-        except BaseException:
-            self.close()
-            raise
+    def start(self) -> None:
+        self.network.start()
+        self.network.create_topic(TOPIC)
 
-    def __exit__(self, *exc):
-        self.close()
+    def connect(self) -> None:
+        self.publisher = Publisher([self.network.dispatcher.base_url])
 
     def close(self) -> None:
         self.network.close()
         self.sink.stop()
 
-    def _subscribe(self) -> None:
+    def subscribe(self) -> None:
         from subscription_manager.bulk_subscribe import SubscribeMany, parse_results, requests_element
         from subscription_manager.client import subscribe_body
         from wsframework.admin import AdminClient

@@ -9,6 +9,7 @@ nothing extra, nothing twice.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -94,3 +95,42 @@ def judge(work: Workload, subs: np.ndarray, events: np.ndarray, arrived: np.ndar
                    int((counts - 1).sum()),
                    round(float(np.percentile(latency, 50)), 2) if len(latency) else None,
                    round(float(np.percentile(latency, 99)), 2) if len(latency) else None)
+
+
+class System:
+    """A system under test, used as a context manager: :meth:`start` it, make the workload's
+    subscriptions (:meth:`subscribe`, timed into ``subscribe_seconds``), :meth:`connect` its
+    publisher; :meth:`close` whatever of that was done, on the way out or on a failure."""
+
+    name = "system"
+    subscribe_seconds = 0.0
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def subscribe(self) -> None:
+        raise NotImplementedError
+
+    def connect(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def run(self, mode: str, *, window: int, timeout: float) -> Outcome:
+        raise NotImplementedError
+
+    def __enter__(self):
+        try:
+            self.start()
+            started = time.perf_counter()
+            self.subscribe()
+            self.subscribe_seconds = time.perf_counter() - started
+            self.connect()
+            return self
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,7 +1,7 @@
-"""``edn bench peers --quick --json`` end to end: the EDN and ActiveMQ (a real broker, from
-Debian's package) each take the same subscriptions and events, paced and in a burst, and
-each delivers exactly what the oracle says. Skipped, with the bench's reason, where ActiveMQ
-is not installed and cannot be."""
+"""``edn bench peers --quick --json`` end to end: the EDN, ActiveMQ and RabbitMQ (real
+brokers, from Debian's packages) each take the same subscriptions and events, paced and in a
+burst, and each delivers exactly what the oracle says. Skipped, with the bench's reason,
+where a peer is not installed and cannot be."""
 from __future__ import annotations
 
 import json
@@ -10,18 +10,20 @@ import sys
 
 import pytest
 
-from benchmarks.performance.peers import activemq
+from benchmarks.performance.peers import activemq, rabbitmq
 
 
 def test_bench_peers_quick():
-    if activemq.missing():
-        pytest.skip(activemq.missing())
+    for peer in (activemq, rabbitmq):
+        if peer.missing():
+            pytest.skip(peer.missing())
     result = subprocess.run([sys.executable, "-m", "edn.cli", "bench", "peers", "--quick",
                              "--json"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads(result.stdout)
     assert figures["oracle_deliveries_300"] > 100
-    for system in ("edn", "activemq_persistent", "activemq_nonpersistent"):
+    for system in ("edn", "activemq_persistent", "activemq_nonpersistent", "rabbitmq_persistent",
+                   "rabbitmq_nonpersistent"):
         for mode in ("paced", "burst"):
             prefix = f"{system}_{mode}_300_"
             assert figures[prefix + "exact"], {k: v for k, v in figures.items() if k.startswith(prefix)}

@@ -1,10 +1,11 @@
 """``edn bench peers``: the same range subscriptions and the same events through the EDN and
 through the broker a user would pick instead, each checked against one oracle.
 
-Systems (:mod:`.edn_system`, :mod:`.activemq`): the EDN (a dispatcher and 4 servers), and
-ActiveMQ Classic with JMS selectors over STOMP, persistent (selector-aware virtual-topic
-queues, the journal synced before a send is acknowledged, as the EDN syncs its log) and
-non-persistent (topics). A peer that is not installed is installed from Debian's packages
+Systems (:mod:`.edn_system`, :mod:`.activemq`, :mod:`.rabbitmq`): the EDN (a dispatcher and
+4 servers); ActiveMQ Classic with JMS selectors over STOMP, persistent (selector-aware
+virtual-topic queues, the journal synced before a send is acknowledged, as the EDN syncs its
+log) and non-persistent (topics); and RabbitMQ's headers exchange (equality only: a queue
+bound per grid cell a box touches, the consumer filtering exactly), persistent and not. A peer that is not installed is installed from Debian's packages
 when this runs as root with apt-get (:mod:`.install`), else skipped with the reason in
 ``<peer>_skipped``.
 
@@ -21,11 +22,12 @@ that size are missing, the others stand).
 """
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
 
-from . import activemq, install
+from . import activemq, install, rabbitmq
 from .edn_system import EdnSystem
 from .workload import Workload
 
@@ -36,10 +38,23 @@ WINDOW = 20
 
 
 def _systems(tmp: Path, work: Workload, skipped: dict, subscribe_timeout: float):
+    """(name, factory) of each system to run: every one not skipped, or those named in
+    $EDN_BENCH_PEERS (a comma-separated list of system names, e.g. ``edn,rabbitmq_persistent``)."""
+    chosen = {name.strip() for name in os.environ.get("EDN_BENCH_PEERS", "").split(",") if name.strip()}
+    for name, factory in _all_systems(tmp, work, skipped, subscribe_timeout):
+        if not chosen or name in chosen:
+            yield name, factory
+
+
+def _all_systems(tmp: Path, work: Workload, skipped: dict, subscribe_timeout: float):
     yield "edn", lambda: EdnSystem(tmp, work)
     if "activemq" not in skipped:
         for kind in ("persistent", "nonpersistent"):
             yield f"activemq_{kind}", lambda kind=kind: activemq.ActiveMqSystem(
+                tmp, work, kind, subscribe_timeout=subscribe_timeout)
+    if "rabbitmq" not in skipped:
+        for kind in ("persistent", "nonpersistent"):
+            yield f"rabbitmq_{kind}", lambda kind=kind: rabbitmq.RabbitMqSystem(
                 tmp, work, kind, subscribe_timeout=subscribe_timeout)
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -32,7 +31,8 @@ import numpy as np
 from edn.localnet.processes import free_port
 
 from .stomp import StompConnection
-from .workload import Outcome, System, Workload, judge
+from .broker_system import BrokerSystem
+from .workload import Workload
 
 JAR = Path("/usr/share/activemq/bin/activemq.jar")
 _CONSUMER_CONNECTIONS = 4
@@ -127,17 +127,18 @@ class Broker:
             self.log.close()
 
 
-class ActiveMqSystem(System):
+class ActiveMqSystem(BrokerSystem):
     """One broker, the workload's subscriptions made once in the way ``kind`` names."""
 
     def __init__(self, tmp: Path, work: Workload, kind: str, *, subscribe_timeout: float = 600.0):
+        super().__init__()
         self.name = f"activemq_{kind}"
         self.subscribe_timeout = subscribe_timeout
         self.work = work
         self.kind = kind
         self.broker = Broker(tmp / self.name)
-        self.received: list[tuple[int, int, float]] = []
-        self.next_id = 0
+        self.destination = ("/topic/VirtualTopic.grid" if kind == "persistent" else "/topic/grid")
+        self.persistent = "true" if kind == "persistent" else "false"
 
     def start(self) -> None:
         self.broker.start()
@@ -154,7 +155,6 @@ class ActiveMqSystem(System):
         self.broker.stop()
 
     def _on_message(self, headers: dict) -> None:
-        # list.append is atomic under the GIL: the readers share one list
         self.received.append((int(headers["subscription"][1:]), int(headers["eid"]), time.time()))
 
     def subscribe(self) -> None:
@@ -175,46 +175,15 @@ class ActiveMqSystem(System):
             connection.wait_receipts(len(range(k, work.n, len(self.consumers))),
                                      max(0.0, deadline - time.monotonic()))
 
-    def _wait_received(self, count: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while len(self.received) < count:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
-        return True
+    def publish(self, k: int, event_id: int) -> None:
+        headers = {f"x{j}": f"{v:.3f}" for j, v in enumerate(self.work.points[k])}
+        self.receipts += 1
+        self.publisher.send(self.destination, {**headers, "eid": event_id,
+                                               "persistent": self.persistent},
+                            receipt=str(self.receipts))
 
-    def run(self, mode: str, *, window: int, timeout: float) -> Outcome:
-        work = self.work
-        offset, self.next_id = self.next_id, self.next_id + work.m
-        destination = "/topic/VirtualTopic.grid" if self.kind == "persistent" else "/topic/grid"
-        persistent = "true" if self.kind == "persistent" else "false"
-        sent_at = np.zeros(work.m)
-        before = len(self.received)
-        cpu_before, started = self.broker.cpu_seconds(), time.time()
+    def confirm(self, timeout: float) -> None:
+        self.publisher.wait_receipts(self.receipts, timeout)
 
-        def send(k: int) -> None:
-            headers = {f"x{j}": f"{v:.3f}" for j, v in enumerate(work.points[k])}
-            sent_at[k] = time.time()
-            self.receipts += 1
-            self.publisher.send(destination, {**headers, "eid": offset + k,
-                                              "persistent": persistent}, receipt=str(self.receipts))
-
-        if mode == "paced":
-            for first in range(0, work.m, window):
-                last = min(work.m, first + window)
-                for k in range(first, last):
-                    send(k)
-                self.publisher.wait_receipts(self.receipts, timeout)
-                if not self._wait_received(before + work.expected(0, last), timeout):
-                    break
-        else:
-            sender = threading.Thread(target=lambda: [send(k) for k in range(work.m)])
-            sender.start()
-            sender.join()
-            self.publisher.wait_receipts(self.receipts, timeout)
-            self._wait_received(before + work.expected(), timeout)
-        seconds = time.time() - started
-        cpu = self.broker.cpu_seconds() - cpu_before
-        got = np.array(self.received[before:], dtype=float).reshape(-1, 3)
-        return judge(work, got[:, 0].astype(np.int64), got[:, 1].astype(np.int64) - offset,
-                     got[:, 2], sent_at, seconds=seconds, cpu_seconds=cpu)
+    def cpu_seconds(self) -> float:
+        return self.broker.cpu_seconds()

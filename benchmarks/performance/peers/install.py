@@ -6,10 +6,11 @@ import os
 import shutil
 import subprocess
 
-from . import activemq
+from . import activemq, rabbitmq
 
 # peer -> (its Debian packages, the check that says why it cannot run: None when it can)
-PEERS = {"activemq": (("activemq",), activemq.missing)}
+PEERS = {"activemq": (("activemq",), activemq.missing),
+         "rabbitmq": (("rabbitmq-server",), rabbitmq.missing)}
 
 
 def ensure_peers() -> dict[str, str]:

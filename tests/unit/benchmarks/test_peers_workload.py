@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.performance.peers.activemq import selector
+from benchmarks.performance.peers.rabbitmq import BUCKETS, cell, cells
 from benchmarks.performance.peers.stomp import StompConnection, _unescape, frame
 from benchmarks.performance.peers.workload import Workload, judge
 
@@ -58,3 +59,13 @@ def test_frames_round_trip_with_escapes_and_bodies():
     assert headers["odd:key"] == "a\nb\\c" and body == b"body\0with nul"
     assert reader._take_frame() == ("RECEIPT", {"receipt-id": "7"}, b"")
     assert _unescape("x\\cy") == "x:y"
+
+
+def test_a_box_is_bound_on_every_cell_that_holds_one_of_its_points():
+    work = Workload.make(300, 400)
+    for k, point in enumerate(work.points):
+        home = tuple(cell(v) for v in point)
+        for i in work.matches[k]:  # every match is routed: its event's cell is one of the box's
+            assert home in set(cells(work.lo[i], work.hi[i]))
+    assert cell(0.0) == 0 and cell(10.0) == BUCKETS - 1
+    assert list(cells(np.array([0.0, 9.9]), np.array([0.1, 10.0]))) == [(0, BUCKETS - 1)]

@@ -53,6 +53,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie has exited: its parent has not read its status yet
 
 
+def _as_from_a_terminal() -> None:
+    """The demo gets SIGINT's default action, as when a user starts it at a terminal: a test
+    run started in the background (``cmd &`` in a script) inherits SIGINT ignored, and so
+    would the demo, which then could not be stopped with the Ctrl-C this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class _Lines:
     """The demo's stdout, read by a thread so the test can wait for a line with a deadline."""
 
@@ -96,7 +103,7 @@ def test_demo_console_keeps_the_network_up_and_stops_everything(stop_with, topol
             else [*SMALLEST, "--topology", topology])
     demo = subprocess.Popen([sys.executable, "-m", "edn.cli", "demo", "--console", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+                            text=True, bufsize=1, preexec_fn=_as_from_a_terminal)
     out = _Lines(demo.stdout)
     try:
         address = out.wait_for(r"web console: (http://\S+)/console", timeout=240).group(1)

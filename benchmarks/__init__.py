@@ -97,9 +97,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                "index beside a scan, S-CN interval sets, range-aggregate S-CN vs unicast "
                "(the paper's Tables 2 and 3)"),
     "peers": ("benchmarks.performance.peers:run",
-              "the same range subscriptions and events through the EDN and ActiveMQ (JMS "
-              "selectors over STOMP, persistent and not), checked against one oracle: "
-              "events/s, deliveries/s, CPU per event, latency p50/p99, paced and in a burst"),
+              "the same range subscriptions and events through the EDN, ActiveMQ (JMS "
+              "selectors over STOMP) and RabbitMQ (headers exchange), persistent and not, "
+              "checked against one oracle: events/s, deliveries/s, CPU per event, latency "
+              "p50/p99, paced and in a burst"),
     "fuzz": ("benchmarks.robustness.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)

@@ -224,6 +224,37 @@ class Publisher:
             thread.join(35)
 
 
+# -- making subscriptions in bulk ----------------------------------------------------------
+
+BULK_CHUNK = 5_000
+
+
+def bulk_subscribe(base_url: str, token: str, topic: str, lo: np.ndarray, hi: np.ndarray,
+                   notify_to, indices=None) -> list[str]:
+    """Range subscriptions ``lo[i]``..``hi[i]`` for each ``i`` of ``indices`` (default all),
+    made at the source or server ``base_url`` with SubscribeMany in chunks of
+    :data:`BULK_CHUNK`, each notifying ``notify_to(i)``; their ids. RuntimeError if any is
+    refused."""
+    from subscription_manager.bulk_subscribe import SubscribeMany, parse_results, requests_element
+    from subscription_manager.client import subscribe_body
+    from wsframework.transport import HttpTransport
+    # a chunk into a server holding many takes longer than an admin call's usual 10 s
+    admin = AdminClient(base_url, token, transport=HttpTransport(timeout=(3.0, 600.0)))
+    indices = list(range(len(lo)) if indices is None else indices)
+    ids = []
+    for start in range(0, len(indices), BULK_CHUNK):
+        bodies = [subscribe_body("2011", notify_to(i), expires="PT10H",
+                                 filter=range_filter(lo[i], hi[i]), dialect=RANGES_DIALECT)
+                  for i in indices[start:start + BULK_CHUNK]]
+        answers = parse_results(admin.call(SubscribeMany(
+            Topic=topic, Requests=requests_element("2011", bodies))).Results)
+        refused = [a for a in answers if not hasattr(a, "id")]
+        if refused:
+            raise RuntimeError(f"bulk subscribe refused some: {refused[:3]}")
+        ids += [a.id for a in answers]
+    return ids
+
+
 # -- reading the processes -----------------------------------------------------------------
 
 def group_cpu_seconds(pgid: int) -> float:

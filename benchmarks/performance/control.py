@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.livenet import group_cpu_seconds
+from benchmarks.livenet import bulk_subscribe, group_cpu_seconds
 from edn.localnet.network import TOPIC, LocalNetwork
 from edn.sink import FastSink
 from route_manager.workloads import uniform_rectangles
@@ -148,26 +148,9 @@ def _rss(pid: int) -> int:
 
 def _bulk_admin(server, n: int, seed: int) -> list[str]:
     """``n`` range subscriptions made at ``server`` with SubscribeMany; their ids."""
-    from subscription_manager.bulk_subscribe import SubscribeMany, parse_results, requests_element
-    from subscription_manager.client import subscribe_body
-    from wsframework.admin import AdminClient
-    from wsframework.transport import HttpTransport
-    # a chunk into a server holding many takes longer than an admin call's usual 10 s
-    admin = AdminClient(server.base_url, _TOKEN, transport=HttpTransport(timeout=(3.0, 600.0)))
     lo, hi = uniform_rectangles(n, _D, seed=seed)
-    lo, hi = np.round(lo, 3), np.round(hi, 3)
-    ids = []
-    for start in range(0, n, 5000):
-        bodies = [subscribe_body("2011", f"http://127.0.0.1:9/n/{i}", expires="PT10H",
-                                 filter=range_filter(lo[i], hi[i]), dialect=RANGES_DIALECT)
-                  for i in range(start, min(n, start + 5000))]
-        answers = parse_results(admin.call(SubscribeMany(
-            Topic=TOPIC, Requests=requests_element("2011", bodies))).Results)
-        missing = [a for a in answers if not hasattr(a, "id")]
-        if missing:
-            raise RuntimeError(f"bulk subscribe refused some: {missing[:3]}")
-        ids += [a.id for a in answers]
-    return ids
+    return bulk_subscribe(server.base_url, _TOKEN, TOPIC, np.round(lo, 3), np.round(hi, 3),
+                          lambda i: f"http://127.0.0.1:9/n/{i}")
 
 
 def _batch_round_trips(server, count: int, first_seq: int) -> list[float]:

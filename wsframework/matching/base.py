@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import abc
-import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from .errors import UnsupportedDialect
@@ -35,7 +34,7 @@ class FilterSpec:
     def without_content(self) -> "FilterSpec":
         """This spec without its element: what a store, a view or an engine keeps, since the
         element would keep the whole request document it came in alive."""
-        return self if self.content is None else dataclasses.replace(self, content=None)
+        return self if self.content is None else replace(self, content=None)
 
     @classmethod
     def from_element(cls, element: Any, default_dialect: str) -> "FilterSpec":

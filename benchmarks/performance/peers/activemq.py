@@ -20,7 +20,6 @@ subscription and carries the event's index as a header. CPU is the broker JVM's.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.livenet import group_cpu_seconds
 from edn.localnet.processes import free_port
 
 from .stomp import StompConnection
@@ -111,9 +111,7 @@ class Broker:
         raise RuntimeError(f"ActiveMQ did not listen within {timeout} s")
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return group_cpu_seconds(self.proc.pid)  # its own session: the group is the JVM
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

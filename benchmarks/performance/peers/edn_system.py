@@ -13,18 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.livenet import group_cpu_seconds
+from benchmarks.livenet import bulk_subscribe, group_cpu_seconds
 from edn.localnet.network import TOPIC, LocalNetwork, wait_until
 from edn.sink import FastSink
-from matchers.vocabulary import RANGES_DIALECT
 from route_manager.publisher import Publisher
-from route_manager.workloads.grid_xml import event_element, range_filter
+from route_manager.workloads.grid_xml import event_element
 
 from .workload import Outcome, System, Workload, judge
 
 _TOKEN = "bench-peers-token"
 _SERVERS = 4
-_CHUNK = 5_000
 _EVENT_ID = re.compile(rb'id="(\d+)"')
 _UNLIMITED = ["--set", "max_subscriptions=0", "--set", "max_subscriptions_per_topic=0",
               "--set", "max_subscriptions_per_host=0"]
@@ -55,24 +53,10 @@ class EdnSystem(System):
         self.sink.stop()
 
     def subscribe(self) -> None:
-        from subscription_manager.bulk_subscribe import SubscribeMany, parse_results, requests_element
-        from subscription_manager.client import subscribe_body
-        from wsframework.admin import AdminClient
-        from wsframework.transport import HttpTransport
         work, servers = self.work, list(self.network.servers.values())
         for k, server in enumerate(servers):
-            admin = AdminClient(server.base_url, _TOKEN, transport=HttpTransport(timeout=(3.0, 600.0)))
-            mine = range(k, work.n, len(servers))
-            for start in range(0, len(mine), _CHUNK):
-                bodies = [subscribe_body("2011", f"{self.sink.url}/n/{i}", expires="PT10H",
-                                         filter=range_filter(work.lo[i], work.hi[i]),
-                                         dialect=RANGES_DIALECT)
-                          for i in mine[start:start + _CHUNK]]
-                answers = parse_results(admin.call(SubscribeMany(
-                    Topic=TOPIC, Requests=requests_element("2011", bodies))).Results)
-                refused = [a for a in answers if not hasattr(a, "id")]
-                if refused:
-                    raise RuntimeError(f"the EDN refused subscriptions: {refused[:3]}")
+            bulk_subscribe(server.base_url, _TOKEN, TOPIC, work.lo, work.hi,
+                           lambda i: f"{self.sink.url}/n/{i}", range(k, work.n, len(servers)))
 
         def routed():
             figures = self.network.dispatcher_stats("server.")

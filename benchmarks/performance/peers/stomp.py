@@ -53,7 +53,7 @@ class StompConnection:
         self.error: str | None = None
         self.sock.sendall(frame("CONNECT", {"accept-version": "1.2", "host": "localhost",
                                             "heart-beat": "0,0"}))
-        self._buffer = b""
+        self._buffer, self._at = b"", 0
         command, headers, _ = self._read_frame()
         if command != "CONNECTED":
             raise StompError(f"the broker answered {command}: {headers.get('message')}")
@@ -102,7 +102,10 @@ class StompConnection:
         chunk = self.sock.recv(1 << 20)
         if not chunk:
             return False
-        self._buffer += chunk
+        # frames are read at an offset (slicing each off would copy the rest every time);
+        # what was read is dropped here, once per chunk
+        self._buffer = self._buffer[self._at:] + chunk
+        self._at = 0
         return True
 
     def _read_frame(self):
@@ -114,12 +117,14 @@ class StompConnection:
                 raise StompError("the broker closed the connection")
 
     def _take_frame(self):
-        buffer = self._buffer.lstrip(b"\r\n")  # heart-beats between frames
-        end_of_head = buffer.find(b"\n\n")
+        buffer, at = self._buffer, self._at
+        while at < len(buffer) and buffer[at] in b"\r\n":  # heart-beats between frames
+            at += 1
+        self._at = at
+        end_of_head = buffer.find(b"\n\n", at)
         if end_of_head < 0:
-            self._buffer = buffer
             return None
-        lines = buffer[:end_of_head].decode().split("\n")
+        lines = buffer[at:end_of_head].decode().split("\n")
         headers: dict[str, str] = {}
         for line in lines[1:]:
             key, _, value = line.partition(":")
@@ -128,14 +133,12 @@ class StompConnection:
         if "content-length" in headers:
             end = start + int(headers["content-length"])
             if len(buffer) < end + 1:
-                self._buffer = buffer
                 return None
         else:
             end = buffer.find(b"\0", start)
             if end < 0:
-                self._buffer = buffer
                 return None
-        self._buffer = buffer[end + 1:]
+        self._at = end + 1
         return lines[0], headers, buffer[start:end]
 
     def _read_loop(self) -> None:

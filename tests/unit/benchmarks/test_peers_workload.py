@@ -42,22 +42,34 @@ def test_a_selector_writes_every_bound_with_a_decimal_point():
         "x0 >= 1.000 AND x0 <= 3.000 AND x1 >= 2.250 AND x1 <= 4.500")
 
 
+class Chunks:
+    """A socket that hands out the given chunks, one per ``recv``."""
+
+    def __init__(self, chunks):
+        self.chunks = list(chunks)
+
+    def recv(self, _size):
+        return self.chunks.pop(0) if self.chunks else b""
+
+
 class Unconnected(StompConnection):
-    def __init__(self, data: bytes):  # the parser alone, over bytes given here
-        self._buffer = data
+    def __init__(self, chunks):  # the reading side alone, over chunks given here
+        self.sock = Chunks(chunks)
+        self._buffer, self._at = b"", 0
 
 
 def test_frames_round_trip_with_escapes_and_bodies():
     data = (frame("MESSAGE", {"subscription": "s1", "odd:key": "a\nb\\c"}, b"body\0with nul")
             .replace(b"\n\n", b"\ncontent-length:13\n\n", 1)
             + frame("RECEIPT", {"receipt-id": "7"}))
-    reader = Unconnected(b"\n" + data[:20])
-    assert reader._take_frame() is None  # a frame cut short waits for the rest
-    reader._buffer += data[20:]
+    reader = Unconnected([b"\n" + data[:20], data[20:]])
+    assert reader._fill() and reader._take_frame() is None  # cut short: waits for the rest
+    assert reader._fill()
     command, headers, body = reader._take_frame()
     assert command == "MESSAGE" and headers["subscription"] == "s1"
     assert headers["odd:key"] == "a\nb\\c" and body == b"body\0with nul"
     assert reader._take_frame() == ("RECEIPT", {"receipt-id": "7"}, b"")
+    assert reader._take_frame() is None and not reader._fill()  # all read; then closed
     assert _unescape("x\\cy") == "x:y"
 
 

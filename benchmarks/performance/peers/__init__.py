@@ -1,11 +1,13 @@
 """``edn bench peers``: the same range subscriptions and the same events through the EDN and
 through the broker a user would pick instead, each checked against one oracle.
 
-Systems (:mod:`.edn_system`, :mod:`.activemq`, :mod:`.rabbitmq`): the EDN (a dispatcher and
-4 servers); ActiveMQ Classic with JMS selectors over STOMP, persistent (selector-aware
-virtual-topic queues, the journal synced before a send is acknowledged, as the EDN syncs its
-log) and non-persistent (topics); and RabbitMQ's headers exchange (equality only: a queue
-bound per grid cell a box touches, the consumer filtering exactly), persistent and not. A peer that is not installed is installed from Debian's packages
+Systems (:mod:`.edn_system`, :mod:`.activemq`, :mod:`.rabbitmq`, :mod:`.mosquitto`): the EDN
+(a dispatcher and 4 servers); ActiveMQ Classic with JMS selectors over STOMP, persistent
+(selector-aware virtual-topic queues, the journal synced before a send is acknowledged, as
+the EDN syncs its log) and non-persistent (topics); RabbitMQ's headers exchange (equality
+only: a queue bound per grid cell a box touches, the consumer filtering exactly), persistent
+and not; and Mosquitto's topics (MQTT, routing by grid cell only: the floor), in memory. A
+peer that is not installed is installed from Debian's packages
 when this runs as root with apt-get (:mod:`.install`), else skipped with the reason in
 ``<peer>_skipped``.
 
@@ -27,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import activemq, install, rabbitmq
+from . import activemq, install, mosquitto, rabbitmq
 from .edn_system import EdnSystem
 from .workload import Workload
 
@@ -56,6 +58,9 @@ def _all_systems(tmp: Path, work: Workload, skipped: dict, subscribe_timeout: fl
         for kind in ("persistent", "nonpersistent"):
             yield f"rabbitmq_{kind}", lambda kind=kind: rabbitmq.RabbitMqSystem(
                 tmp, work, kind, subscribe_timeout=subscribe_timeout)
+    if "mosquitto" not in skipped:
+        yield "mosquitto_nonpersistent", lambda: mosquitto.MosquittoSystem(
+            tmp, work, subscribe_timeout=subscribe_timeout)
 
 
 def _progress(line: str) -> None:

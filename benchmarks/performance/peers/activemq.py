@@ -21,16 +21,15 @@ subscription and carries the event's index as a header. CPU is the broker JVM's.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.livenet import group_cpu_seconds
 from edn.localnet.processes import free_port
 
 from .stomp import StompConnection
+from .broker_process import BrokerProcess
 from .broker_system import BrokerSystem
 from .workload import Workload
 
@@ -78,7 +77,9 @@ def selector(lo: np.ndarray, hi: np.ndarray) -> str:
     return " AND ".join(f"x{j} >= {a:.3f} AND x{j} <= {b:.3f}" for j, (a, b) in enumerate(zip(lo, hi)))
 
 
-class Broker:
+class Broker(BrokerProcess):
+    label = "ActiveMQ"
+
     def __init__(self, tmp: Path, heap_mb: int = 2048):
         self.dir = tmp / "activemq"
         (self.dir / "conf").mkdir(parents=True, exist_ok=True)
@@ -91,38 +92,11 @@ class Broker:
             "-Dactivemq.home=/usr/share/activemq", f"-Dactivemq.base={self.dir}",
             f"-Dactivemq.conf={self.dir / 'conf'}", f"-Dactivemq.data={data}",
             "-jar", str(JAR), "start", f"xbean:file:{self.dir / 'conf' / 'activemq.xml'}"]
-        self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> "Broker":
-        self.log = open(self.dir / "broker.log", "wb")
-        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
-                                     cwd=self.dir, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ActiveMQ exited with {self.proc.returncode}: "
-                                   f"{(self.dir / 'broker.log').read_text()[-2000:]}")
-            try:
-                StompConnection("127.0.0.1", self.port, timeout=2).close()
-                return self
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"ActiveMQ did not listen within {timeout} s")
-
-    def cpu_seconds(self) -> float:
-        return group_cpu_seconds(self.proc.pid)  # its own session: the group is the JVM
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if getattr(self, "log", None):
-            self.log.close()
+        self.launch(self.command, refused=(OSError,), timeout=timeout,
+                    probe=lambda: StompConnection("127.0.0.1", self.port, timeout=2).close())
+        return self
 
 
 class ActiveMqSystem(BrokerSystem):

@@ -29,6 +29,11 @@ class BrokerSystem(System):
     def cpu_seconds(self) -> float:
         raise NotImplementedError
 
+    def routed(self) -> int | None:
+        """Messages the broker has handed the consumers so far, before the consumers' own
+        filter; None where the broker's filter is exact (every one is a delivery)."""
+        return None
+
     def _wait_received(self, count: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while len(self.received) < count:
@@ -41,7 +46,7 @@ class BrokerSystem(System):
         work = self.work
         offset, self.next_id = self.next_id, self.next_id + work.m
         sent_at = np.zeros(work.m)
-        before = len(self.received)
+        before, routed_before = len(self.received), self.routed()
         cpu_before, started = self.cpu_seconds(), time.time()
 
         def send(first: int, last: int) -> None:
@@ -63,5 +68,8 @@ class BrokerSystem(System):
         seconds = time.time() - started
         cpu = self.cpu_seconds() - cpu_before
         got = np.array(self.received[before:], dtype=float).reshape(-1, 3)
-        return judge(work, got[:, 0].astype(np.int64), got[:, 1].astype(np.int64) - offset,
-                     got[:, 2], sent_at, seconds=seconds, cpu_seconds=cpu)
+        outcome = judge(work, got[:, 0].astype(np.int64), got[:, 1].astype(np.int64) - offset,
+                        got[:, 2], sent_at, seconds=seconds, cpu_seconds=cpu)
+        if routed_before is not None:  # what routing by grid cell costs the consumers
+            outcome.own_figures["routed_per_event"] = round((self.routed() - routed_before) / work.m, 1)
+        return outcome

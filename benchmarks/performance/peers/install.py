@@ -6,11 +6,12 @@ import os
 import shutil
 import subprocess
 
-from . import activemq, rabbitmq
+from . import activemq, mosquitto, rabbitmq
 
 # peer -> (its Debian packages, the check that says why it cannot run: None when it can)
 PEERS = {"activemq": (("activemq",), activemq.missing),
-         "rabbitmq": (("rabbitmq-server",), rabbitmq.missing)}
+         "rabbitmq": (("rabbitmq-server",), rabbitmq.missing),
+         "mosquitto": (("mosquitto",), mosquitto.missing)}
 
 
 def ensure_peers() -> dict[str, str]:

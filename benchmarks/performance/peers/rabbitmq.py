@@ -3,7 +3,7 @@ headers exchange, which matches equality only.
 
 A range subscription cannot be said to a headers exchange, so each becomes a queue bound
 once per grid cell its box touches (``x-match: all`` on the event's cell numbers ``c0`` ..
-``c3``; :data:`BUCKETS` per attribute), and the consumer drops what its box does not hold:
+``c3``; :mod:`.grid`), and the consumer drops what its box does not hold:
 the broker routes by cell, the client filters exactly. Deliveries are counted after that
 filter (checked against the oracle). Kinds, as for ActiveMQ: ``persistent`` (durable
 queues, persistent messages, a publisher confirm once on disk) and ``nonpersistent``
@@ -11,10 +11,8 @@ queues, persistent messages, a publisher confirm once on disk) and ``nonpersiste
 """
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -22,14 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.livenet import group_cpu_seconds
 from edn.localnet.processes import free_port
 
+from .broker_process import BrokerProcess
 from .broker_system import BrokerSystem
+from .grid import cell, cells, inside
 from .workload import Workload
 
 SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
-BUCKETS = 3  # cells per attribute over [0, 10]
 _CONSUMER_CONNECTIONS = 4
 
 
@@ -43,15 +41,6 @@ def missing() -> str | None:
     return None
 
 
-def cell(value: float) -> int:
-    return min(BUCKETS - 1, int(value * BUCKETS / 10.0))
-
-
-def cells(lo: np.ndarray, hi: np.ndarray):
-    """Every cell (a tuple of bucket numbers) the box [lo, hi] touches."""
-    return itertools.product(*(range(cell(a), cell(b) + 1) for a, b in zip(lo, hi)))
-
-
 def _within(deadline: float, allowed: float, started: float, done: int, total: int) -> None:
     """TimeoutError once past ``deadline``, or as soon as the pace so far (after 5 s) says
     ``total`` would not be bound by then: a size the broker cannot take costs seconds, not
@@ -63,7 +52,9 @@ def _within(deadline: float, allowed: float, started: float, done: int, total: i
                            f"{total} would take about {projected:.0f} s, over {allowed:.0f} s")
 
 
-class Broker:
+class Broker(BrokerProcess):
+    label = "RabbitMQ"
+
     def __init__(self, tmp: Path):
         self.dir = tmp / "rabbitmq"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +73,6 @@ class Broker:
                         RABBITMQ_ENABLED_PLUGINS_FILE=str(self.dir / "enabled_plugins"),
                         RABBITMQ_PID_FILE=str(self.dir / "pid"),
                         ERL_EPMD_PORT=str(self.epmd_port))
-        self.proc: subprocess.Popen | None = None
 
     def parameters(self):
         import pika
@@ -91,43 +81,16 @@ class Broker:
 
     def start(self, timeout: float = 60.0) -> "Broker":
         import pika
-        self.log = open(self.dir / "broker.log", "wb")
-        self.proc = subprocess.Popen([str(SERVER)], stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=self.env, cwd=self.dir, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"RabbitMQ exited with {self.proc.returncode}: "
-                                   f"{(self.dir / 'broker.log').read_text()[-2000:]}")
-            try:
-                pika.BlockingConnection(self.parameters()).close()
-                return self
-            except pika.exceptions.AMQPConnectionError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"RabbitMQ did not listen within {timeout} s")
-
-    def cpu_seconds(self) -> float:
-        return group_cpu_seconds(self.proc.pid)
+        self.launch([str(SERVER)], env=self.env, refused=(pika.exceptions.AMQPConnectionError,),
+                    timeout=timeout,
+                    probe=lambda: pika.BlockingConnection(self.parameters()).close())
+        return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-        if self.proc is not None:
-            try:  # the Erlang VM and epmd it started, whatever is left of the group
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(10)
+        super().stop()
         if self.proc is not None and shutil.which("epmd"):  # it daemonized out of the group
             subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], env=self.env,
                            capture_output=True, timeout=30)
-        if getattr(self, "log", None):
-            self.log.close()
         shutil.rmtree(self.dir / "mnesia", ignore_errors=True)
 
 
@@ -141,6 +104,7 @@ class RabbitMqSystem(BrokerSystem):
         self.broker = Broker(tmp / self.name)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._routed = [0] * _CONSUMER_CONNECTIONS
 
     def start(self) -> None:
         self.broker.start()
@@ -163,22 +127,23 @@ class RabbitMqSystem(BrokerSystem):
         connection.close()
         ready = threading.Barrier(_CONSUMER_CONNECTIONS + 1)
         for k in range(_CONSUMER_CONNECTIONS):
-            thread = threading.Thread(target=self._consume, args=(range(k, work.n, _CONSUMER_CONNECTIONS), ready),
+            thread = threading.Thread(target=self._consume, args=(k, range(k, work.n, _CONSUMER_CONNECTIONS), ready),
                                       daemon=True, name=f"rabbitmq-consumer-{k}")
             thread.start()
             self._threads.append(thread)
         ready.wait(max(1.0, deadline - time.monotonic()))
 
-    def _consume(self, mine: range, ready: threading.Barrier) -> None:
+    def _consume(self, k: int, mine: range, ready: threading.Barrier) -> None:
         import pika
         work = self.work
         connection = pika.BlockingConnection(self.broker.parameters())
         channel = connection.channel()
 
         def on_message(_channel, method, properties, _body, i=None):
+            self._routed[k] += 1  # each consumer thread counts in a slot of its own
             headers = properties.headers
             point = np.array([float(headers[f"x{j}"]) for j in range(work.lo.shape[1])])
-            if np.all((work.lo[i] <= point) & (point <= work.hi[i])):
+            if inside(work.lo[i], work.hi[i], point):
                 self.received.append((i, int(headers["eid"]), time.time()))
 
         for i in mine:
@@ -216,3 +181,6 @@ class RabbitMqSystem(BrokerSystem):
 
     def cpu_seconds(self) -> float:
         return self.broker.cpu_seconds()
+
+    def routed(self) -> int:
+        return sum(self._routed)

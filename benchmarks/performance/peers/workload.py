@@ -65,6 +65,7 @@ class Outcome:
     duplicates: int
     latency_p50_ms: float | None
     latency_p99_ms: float | None
+    own_figures: dict = field(default_factory=dict)  # figures of one kind of system only
 
     @property
     def exact(self) -> bool:
@@ -76,7 +77,7 @@ class Outcome:
                 "cpu_ms_per_event": round(self.cpu_seconds / self.events * 1000, 3),
                 "latency_p50_ms": self.latency_p50_ms, "latency_p99_ms": self.latency_p99_ms,
                 "exact": self.exact, "lost": self.lost, "extra": self.extra,
-                "duplicates": self.duplicates}
+                "duplicates": self.duplicates, **self.own_figures}
 
 
 def judge(work: Workload, subs: np.ndarray, events: np.ndarray, arrived: np.ndarray,

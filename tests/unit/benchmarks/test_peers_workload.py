@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from benchmarks.performance.peers import mqtt
 from benchmarks.performance.peers.activemq import selector
-from benchmarks.performance.peers.rabbitmq import BUCKETS, cell, cells
+from benchmarks.performance.peers.grid import BUCKETS, cell, cells, topic, topic_filters
 from benchmarks.performance.peers.stomp import StompConnection, _unescape, frame
 from benchmarks.performance.peers.workload import Workload, judge
 
@@ -81,3 +83,52 @@ def test_a_box_is_bound_on_every_cell_that_holds_one_of_its_points():
             assert home in set(cells(work.lo[i], work.hi[i]))
     assert cell(0.0) == 0 and cell(10.0) == BUCKETS - 1
     assert list(cells(np.array([0.0, 9.9]), np.array([0.1, 10.0]))) == [(0, BUCKETS - 1)]
+
+
+def _covers(topic_filter: str, name: str) -> bool:
+    return all(f in ("+", t) for f, t in zip(topic_filter.split("/"), name.split("/")))
+
+
+def test_a_box_subscribes_to_exactly_one_filter_that_covers_each_of_its_points_topic():
+    work = Workload.make(300, 400)
+    for k, point in enumerate(work.points):
+        name = topic(point)
+        for i in work.matches[k]:  # once: a second covering filter would deliver it twice
+            assert sum(_covers(f, name) for f in topic_filters(work.lo[i], work.hi[i])) == 1
+    # a box over every bucket of an attribute asks for it with one wildcard, not three cells
+    assert topic_filters(np.array([0.0, 0.0]), np.array([10.0, 1.0])) == ["g/+/0"]
+    assert topic_filters(np.array([3.0, 0.0]), np.array([5.0, 1.0])) == ["g/0/0", "g/1/0"]
+
+
+@pytest.mark.parametrize("n, encoded", [(0, b"\x00"), (127, b"\x7f"), (128, b"\x80\x01"),
+                                        (16_383, b"\xff\x7f"), (16_384, b"\x80\x80\x01"),
+                                        (268_435_455, b"\xff\xff\xff\x7f")])
+def test_mqtt_remaining_length_is_seven_bits_a_byte(n, encoded):
+    assert mqtt._length(n) == encoded
+    first = mqtt.packet(mqtt.PUBACK, 0, b"\x00" * min(n, 20_000))
+    if n <= 20_000:
+        assert mqtt.PacketReader().feed(first) == [(mqtt.PUBACK, 0, b"\x00" * n)]
+
+
+def test_mqtt_packets_are_read_whole_however_the_stream_is_cut():
+    stream = (mqtt.publish_packet("g/1/2", b"7 1.000 2.000", qos=1, packet_id=513)
+              + mqtt.puback_packet(9) + mqtt.publish_packet("g/+", b"x" * 300))
+    for cut in range(1, len(stream)):
+        reader = mqtt.PacketReader()
+        packets = reader.feed(stream[:cut]) + reader.feed(stream[cut:])
+        assert [kind for kind, _, _ in packets] == [mqtt.PUBLISH, mqtt.PUBACK, mqtt.PUBLISH]
+    (kind, flags, body), _, (_, flags2, body2) = packets
+    assert mqtt.parse_publish(flags, body) == ("g/1/2", 513, b"7 1.000 2.000")
+    assert mqtt.parse_publish(flags2, body2) == ("g/+", 0, b"x" * 300)
+
+
+def test_mqtt_connect_and_subscribe_packets_follow_the_3_1_1_layout():
+    connect = mqtt.connect_packet("s7")
+    assert connect == b"\x10\x0e\x00\x04MQTT\x04\x02\x00\x00\x00\x02s7"
+    subscribe = mqtt.subscribe_packet(1, ["g/+", "g/1"], 1)
+    assert subscribe == b"\x82\x0e\x00\x01\x00\x03g/+\x01\x00\x03g/1\x01"
+
+
+def test_an_mqtt_length_past_four_bytes_is_refused():
+    with pytest.raises(mqtt.MqttError):
+        mqtt.PacketReader().feed(b"\x30\xff\xff\xff\xff\x01")

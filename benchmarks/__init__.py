@@ -99,7 +99,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "peers": ("benchmarks.performance.peers:run",
               "the same range subscriptions and events through the EDN, ActiveMQ (JMS "
               "selectors over STOMP) and RabbitMQ (headers exchange), persistent and not, "
-              "checked against one oracle: events/s, deliveries/s, CPU per event, latency "
+              "and Mosquitto (MQTT topics, in memory), checked against one oracle: events/s, deliveries/s, CPU per event, latency "
               "p50/p99, paced and in a burst"),
     "fuzz": ("benchmarks.robustness.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }

@@ -13,7 +13,7 @@ import pytest
 from lxml import etree
 
 from wsframework import xmlparse
-from wsframework.store import Store
+from wsframework.store import IDLE_CONNECTIONS, Store
 from wsframework.urlpolicy import UrlPolicy, UrlRefused
 
 
@@ -98,24 +98,53 @@ def test_a_cached_refusal_is_a_new_exception_each_time():
 # == SQLite connections per thread / greenlet =====================================================
 
 @pytest.mark.sqlite_only("SQLite's connection per thread (PostgreSQL's come from a bounded pool)")
-def test_a_finished_threads_connection_is_closed(tmp_path):
+def test_a_finished_threads_connection_is_kept_for_the_next_up_to_a_bound_then_closed(tmp_path):
     store = Store(tmp_path / "s.db")
-    conns = []
+    store.generation("x")  # the creating thread's own connection
+    conns, ready = [], threading.Barrier(IDLE_CONNECTIONS + 4)
 
     def work():
         conns.append(store.connection())
+        ready.wait(10)  # all at once: each needs a connection of its own
         store.generation("x")
 
-    threads = [threading.Thread(target=work) for _ in range(5)]
+    threads = [threading.Thread(target=work) for _ in range(IDLE_CONNECTIONS + 4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     gc.collect()
-    assert len(store._all) == 1  # the creating thread's only
-    for conn in conns:
+    assert len({id(c) for c in conns}) == IDLE_CONNECTIONS + 4
+    assert len(store._all) == 1 and len(store._idle) == IDLE_CONNECTIONS
+    closed = [c for c in conns if c not in store._idle]
+    assert len(closed) == 4  # past the bound: closed, not kept
+    for conn in closed:
         with pytest.raises(sqlite3.ProgrammingError):
             conn.execute("SELECT 1")
+
+    # threads one after another reuse a kept connection instead of opening one each
+    reused = []
+    for _ in range(20):
+        thread = threading.Thread(target=lambda: reused.append(store.connection()))
+        thread.start()
+        thread.join()
+    assert {id(c) for c in reused} <= {id(c) for c in conns}
+    assert len(store._idle) == IDLE_CONNECTIONS
+
+    # a thread that left a transaction open gives no connection back
+    def leave_open():
+        store.connection().execute("BEGIN")
+
+    thread = threading.Thread(target=leave_open)
+    thread.start()
+    thread.join()
+    gc.collect()
+    assert len(store._idle) == IDLE_CONNECTIONS - 1
+    assert not any(c.in_transaction for c in store._idle)
     assert store.generation("x") == 0
+    kept = list(store._idle)
     store.close()
-    assert len(store._all) == 0
+    assert len(store._all) == 0 and len(store._idle) == 0
+    for conn in kept:
+        with pytest.raises(sqlite3.ProgrammingError):
+            conn.execute("SELECT 1")

@@ -6,11 +6,15 @@ left with undelivered copies by a process that is gone is adopted and delivered 
 Two dispatcher services on one data directory in one process stand for two workers: each
 holds its lane as a separate process would (a flock on its own open file, or an advisory
 lock on a connection of its own)."""
+import threading
+
 import pytest
 
 from route_manager.dispatcher import build_dispatcher
 from route_manager.forwarding import EventLog, LaneLost, LogLanes, NoFreeLane
-from tests.unit.route_manager.test_dispatcher import TOKEN, event, register, schema, update
+from route_manager import protocol
+from tests.unit.route_manager.test_dispatcher import (TOKEN, box_summary, event, register,
+                                                     schema, update)
 from tests.unit.route_manager.test_dispatcher_log import Servers
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
@@ -293,3 +297,43 @@ def test_a_route_another_process_deleted_is_refused(net):
         publish(transport, "http://b.test", [2.0])
     assert b.dispatcher.forwarder.drain(5)
     assert [x for _, x in servers.received("s1")] == [1.0]
+
+
+def test_a_route_loaded_from_the_store_never_installs_a_summary_older_than_a_concurrent_update(net):
+    """b loads the route a created, reading s1's stored generation 4, and an update to
+    generation 6 reaches b on another thread before b installs what it read: b still
+    routes with 6 (the same sync reloads what the store holds after the route is loaded)."""
+    transport, servers, start = net
+    _a, b = start("http://a.test"), start("http://b.test")
+    admin_a = AdminClient("http://a.test", TOKEN, transport=transport)
+    register(admin_a, "s1")
+    b.dispatcher.shared.sync()  # b knows s1, not the topic yet
+    admin_a.create_topic("grid", None, schema())
+    update(admin_a, "s1", 4, [0, 0], [1, 1])
+    tables, read = b.dispatcher.tables, b.dispatcher.tables.summaries
+    updated = threading.Event()
+
+    def newer_update():
+        b.dispatcher.update_summary("s1", protocol.UpdateSummary(
+            Server="s1", Route="grid", Generation=6, Load=1, Summary=box_summary([8, 8], [10, 10])))
+        updated.set()
+
+    def summaries_read_before_the_update(route):
+        rows = read(route)  # generation 4
+        thread = threading.Thread(target=newer_update)
+        thread.start()
+        # the update lands between this read and the install of what it read (bounded:
+        # were the update held back until the install, the test would go on regardless)
+        updated.wait(5)
+        worker.append(thread)
+        return rows
+
+    worker: list[threading.Thread] = []
+    tables.summaries = summaries_read_before_the_update
+    b.dispatcher.shared.sync()  # loads the route: its stored summaries installed
+    worker[0].join(10)
+    assert updated.is_set()
+    assert b.dispatcher.shared.installed[("grid", "s1")] == 6
+    publish(transport, "http://b.test", [9.0, 0.5])
+    assert b.dispatcher.forwarder.drain(5)
+    assert [x for _, x in servers.received("s1")] == [9.0]  # generation 6's box

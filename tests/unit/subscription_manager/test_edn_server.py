@@ -456,7 +456,7 @@ def test_a_restarted_server_keeps_its_subscriptions_and_announces_its_summary(ne
     for i in range(20):
         net.subscribe(0, lo[i], hi[i], i)
     net.step()
-    generation = summary_rows(net, "s0")[0]["generation"]
+    generation, summary = (summary_rows(net, "s0")[0][k] for k in ("generation", "summary"))
     net.servers[0].close()  # (kept subscriptions: the server role's default)
     net.servers[0] = net.start_server(0, "local")
     m0 = net.manager(0)
@@ -465,6 +465,8 @@ def test_a_restarted_server_keeps_its_subscriptions_and_announces_its_summary(ne
     assert m0.network.register()
     assert m0.stats()["summary_updates_sent"] == sent + 1  # re-announced
     assert summary_rows(net, "s0")[0]["generation"] >= generation
+    # the same summary as the one built box by box as the subscriptions came
+    assert summary_rows(net, "s0")[0]["summary"] == summary
     events = random_points(40, 3, seed=22)
     net.publish(events)
     net.drain()

@@ -247,3 +247,28 @@ def test_housekeeping_purges_terminal_rows_and_forgets_them(tmp_path):
         assert h.manager.view._gone == {}
     finally:
         h.close()
+
+
+def test_a_start_installs_every_stored_filter_but_one_its_limits_refuse(tmp_path, caplog):
+    """A start takes the stored subscriptions in: a filter this process's settings refuse
+    is logged and left out (its subscription stays and matches no event), every other one
+    matches as before."""
+    first = Harness(tmp_path, topics=("stocks", "bonds"))
+    short, long = "//q:price > 30", "//q:price > 30 and //q:price < 1000000000000000"
+    for topic in ("stocks", "bonds"):
+        for name, xpath in (("short", short), ("long", long)):
+            first.subscribe(topic=topic, filter=xpath, namespaces={"q": "urn:quotes"},
+                            notify_path=f"/{topic}-{name}", expires="PT1H")
+    second = Harness(tmp_path, sink=first.sink, topics=(),
+                     settings={"filter_max_length": str(len(short) + 5)})
+    try:
+        assert second.manager.counters["subscriptions"] == 4
+        assert caplog.text.count("cannot install the filter of subscription") == 2
+        for topic in ("stocks", "bonds"):
+            second.publish(quote(50), topic=topic)
+        second.drain()
+        assert [len(first.sink.at(f"/{t}-{n}")) for t in ("stocks", "bonds")
+                for n in ("short", "long")] == [1, 0, 1, 0]
+    finally:
+        second.close()
+        first.manager.deliverer.close(0)

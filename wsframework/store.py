@@ -435,8 +435,11 @@ class Store:
         _stores.discard(self)
 
 
-#: the most idle SQLite connections a store keeps open for threads and greenlets to come
-IDLE_CONNECTIONS = 8
+#: the most idle SQLite connections a store keeps open for threads and greenlets to come:
+#: enough for a worker's usual concurrency (a renewal storm from 32 clients opened a
+#: connection for a quarter of its Renews with 8), and at most 16 page caches (2 MB each by
+#: default) of memory
+IDLE_CONNECTIONS = 16
 
 
 class _Holder:

@@ -436,9 +436,9 @@ class Store:
 
 
 #: the most idle SQLite connections a store keeps open for threads and greenlets to come:
-#: enough for a worker's usual concurrency (a renewal storm from 32 clients opened a
-#: connection for a quarter of its Renews with 8), and at most 16 page caches (2 MB each by
-#: default) of memory
+#: about a worker's usual concurrency (in a renewal storm from 32 clients, opening
+#: connections took 9% of the server's request time with 8 kept, under 1% with 32), and at
+#: most 16 page caches (2 MB each by default) of memory
 IDLE_CONNECTIONS = 16
 
 

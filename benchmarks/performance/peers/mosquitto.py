@@ -34,14 +34,14 @@ _PER_LISTENER = 20_000
 _SPARE_DESCRIPTORS = 1_000
 
 
+def _executable() -> str:
+    return shutil.which(SERVER) or "/usr/sbin/mosquitto"  # sbin: not on every user's PATH
+
+
 def missing() -> str | None:
-    if shutil.which(SERVER) is None and not Path("/usr/sbin/mosquitto").exists():
+    if not Path(_executable()).exists():
         return "Mosquitto is not installed (apt-get install mosquitto)"
     return None
-
-
-def _executable() -> str:
-    return shutil.which(SERVER) or "/usr/sbin/mosquitto"
 
 
 def _allow_descriptors(count: int) -> None:

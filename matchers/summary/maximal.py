@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .._rtree import BoxIndex
+from .bulk import maximal_parents
 from .cuts import str_groups
 
 __all__ = ["MaximalRectangles"]
@@ -169,7 +170,7 @@ class MaximalRectangles:
         self._mins[rows] = mins
         self._maxs[rows] = maxs
         self._count = len(rows)
-        parent_of = _bulk_parents(mins, maxs)  # positions; -1 for maximal
+        parent_of = maximal_parents(mins, maxs)  # positions; -1 for maximal
         is_max = parent_of < 0
         self._parent[rows] = np.where(is_max, _MAXIMAL, rows[np.maximum(parent_of, 0)])
         for child, parent in zip(rows[~is_max].tolist(), rows[parent_of[~is_max]].tolist()):
@@ -188,104 +189,3 @@ class MaximalRectangles:
         if len(mins) <= target:
             return mins, maxs
         return str_groups(mins, maxs, target)
-
-
-def _bulk_parents(mins: np.ndarray, maxs: np.ndarray, *, budget: int = 4_000_000) -> np.ndarray:
-    """For each box (by position): -1 if maximal, else the position of a maximal box covering
-    it.  Identical boxes: the first position is the maximal one.
-
-    Candidate coverers of b must have ``lo_j`` in ``[hi_j(b) - S_j, lo_j(b)]`` on every
-    dimension j (S_j: the widest side there); on the dimension where that window holds the
-    fewest boxes, a sorted search lists them, and numpy checks them in chunks.  When even
-    that is too many pairs (very unequal sizes), the corner-space R-tree answers in batches.
-    """
-    n, d = mins.shape
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    if d == 0:
-        parents = np.zeros(n, dtype=np.int64)
-        parents[0] = -1
-        return parents
-    widest = (maxs - mins).max(axis=0)
-    widest = widest * (1 + 1e-9) + 1e-300
-    # Pick the dimension with the narrowest windows on a sample of the boxes, then search
-    # every box's window on that dimension only.
-    sample = np.arange(n) if n <= 4096 else np.random.default_rng(0).choice(n, 4096, replace=False)
-    best_dim, best_total = 0, None
-    for j in range(d):
-        ordered = np.sort(mins[:, j])
-        total = int((np.searchsorted(ordered, mins[sample, j], side="right")
-                     - np.searchsorted(ordered, maxs[sample, j] - widest[j], side="left")).sum())
-        if best_total is None or total < best_total:
-            best_dim, best_total = j, total
-    j = best_dim
-    order = np.argsort(mins[:, j], kind="stable")
-    ordered = mins[order, j]
-    left = _search(ordered, maxs[:, j] - widest[j], "left")
-    right = _search(ordered, mins[:, j], "right")
-    total = int((right - left).sum())
-    pairs_q: list[np.ndarray] = []
-    pairs_c: list[np.ndarray] = []
-    if total <= budget * 8:
-        counts = right - left
-        start = 0
-        while start < n:
-            # a chunk of queries holding about `budget` candidate pairs
-            stop = int(np.searchsorted(np.cumsum(counts[start:]), budget, side="right")) + start
-            stop = max(stop, start + 1)
-            chunk = np.arange(start, min(stop, n))
-            c_counts = counts[chunk]
-            q = np.repeat(chunk, c_counts)
-            offsets = np.arange(len(q)) - np.repeat(np.cumsum(c_counts) - c_counts, c_counts)
-            c = order[np.repeat(left[chunk], c_counts) + offsets]
-            keep = _covers(mins, maxs, c, q)
-            pairs_q.append(q[keep])
-            pairs_c.append(c[keep])
-            start = int(chunk[-1]) + 1
-    else:
-        corners = np.hstack([mins, -maxs])
-        tree = BoxIndex.bulk(np.arange(n), corners, corners, dims=2 * d)
-        step = 50_000
-        for start in range(0, n, step):
-            stop = min(start + step, n)
-            ids, counts = tree.intersecting_batch(np.full((stop - start, 2 * d), -np.inf),
-                                                  corners[start:stop])
-            q = np.repeat(np.arange(start, stop), counts)
-            keep = ids != q
-            pairs_q.append(q[keep])
-            pairs_c.append(ids[keep])
-    q = np.concatenate(pairs_q) if pairs_q else np.zeros(0, dtype=np.int64)
-    c = np.concatenate(pairs_c) if pairs_c else np.zeros(0, dtype=np.int64)
-    # c covers q.  It dominates q unless the boxes are identical and q comes first.
-    identical = np.all(mins[c] == mins[q], axis=1) & np.all(maxs[c] == maxs[q], axis=1)
-    dominates = ~identical | (c < q)
-    q, c = q[dominates], c[dominates]
-    is_max = np.ones(n, dtype=bool)
-    is_max[q] = False
-    parents = np.full(n, -1, dtype=np.int64)
-    # Some maximal box covers every dominated box (the top of its chain): pick the first.
-    via_max = is_max[c]
-    q, c = q[via_max], c[via_max]
-    order = np.lexsort((c, q))
-    q, c = q[order], c[order]
-    first = np.r_[True, q[1:] != q[:-1]] if len(q) else np.zeros(0, dtype=bool)
-    parents[q[first]] = c[first]
-    return parents
-
-
-def _search(ordered: np.ndarray, needles: np.ndarray, side: str) -> np.ndarray:
-    """``np.searchsorted`` with the needles sorted first (3-5x faster on a million: the
-    binary searches then walk the array in order instead of jumping around the cache)."""
-    order = np.argsort(needles, kind="stable")
-    found = np.empty(len(needles), dtype=np.int64)
-    found[order] = np.searchsorted(ordered, needles[order], side=side)
-    return found
-
-
-def _covers(mins: np.ndarray, maxs: np.ndarray, c: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Mask of pairs where box c covers box q and c is not q."""
-    keep = c != q
-    for j in range(mins.shape[1]):
-        keep &= mins[c, j] <= mins[q, j]
-        keep &= maxs[c, j] >= maxs[q, j]
-    return keep

@@ -10,7 +10,7 @@ from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, Schema, Sum
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
 from matchers.summary import MaximalRectangles, str_groups, summary_target
-from matchers.summary.maximal import _bulk_parents
+from matchers.summary.bulk import maximal_parents
 from matchers.vocabulary import EDN
 
 SCHEMA = Schema((Attribute("x", "number", "/e/x", (), 0, 10),
@@ -130,8 +130,15 @@ def test_maximal_rectangles_incremental_bulk_and_removal(seed):
     mins = rng.integers(0, 5, (n, d)).astype(float)
     maxs = mins + rng.integers(0, 4, (n, d))
     expected = _maximal_by_definition(mins, maxs)
-    for budget in (4_000_000, 1):  # sorted-window search, then the corner R-tree fallback
-        parents = _bulk_parents(mins, maxs, budget=budget)
+    ways = [{"window_pairs": n * n},  # windows
+            {"window_pairs": 0, "sort_filter_coverers": n},  # the corner R-tree
+            {"window_pairs": 0, "sort_filter_coverers": 0},  # sort-filter in one block
+            # in blocks, with leaders and bitsets; with the R-tree beyond 4 maximal boxes
+            {"window_pairs": 0, "sort_filter_coverers": 0, "block": 7, "leaders": 3},
+            {"window_pairs": 0, "sort_filter_coverers": 0, "block": 5, "leaders": 1,
+             "bits_limit": 4}]
+    for way in ways:
+        parents = maximal_parents(mins, maxs, **way)
         assert np.array_equal(parents < 0, expected)
         for child in np.flatnonzero(parents >= 0):
             parent = parents[child]

@@ -337,9 +337,14 @@ class RTreeMatchingEngine(ReportingMatcher):
             raise ValueError("boxes must lie inside the schema's space "
                              "(schema.null .. schema.domain_hi on every dimension)")
 
+    # A batch of new boxes at least this fraction of all rebuilds both trees from arrays
+    # rather than inserting each: per box, ~5 us rebuilt against ~200 us inserted into the
+    # maximal rectangles of uniform boxes (measured at 50,000).
+    REBUILD_FRACTION = 1 / 8
+
     def _index_new_rows(self, rows: np.ndarray) -> None:
         table = self._table
-        if len(rows) >= table.boxes - len(rows):
+        if len(rows) >= table.boxes * self.REBUILD_FRACTION:
             live = self._repack()
             self._maximal.load(live, table.mins[live], table.maxs[live])
         else:

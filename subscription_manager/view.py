@@ -223,11 +223,34 @@ class SubscriptionView:
             # Topics are committed before their subscriptions: syncing the namespace after
             # reading the subscriptions means a missing topic really is gone.
             self.topics.sync()
-            for subscription in active:
-                self.apply(subscription, local=False)
+            if self.subscriptions or self._gone:
+                for subscription in active:
+                    self.apply(subscription, local=False)
+            else:
+                self._load_into_empty(active)
             self._applied = generation
         live = {entry.uid for entry in self.topics.entries()}
         return {s.topic_uid for s in active if s.topic_uid not in live}
+
+    def _load_into_empty(self, active: list[Subscription]) -> None:
+        """:meth:`apply` for every active row (one per id) into an empty view, each topic's
+        filters installed in one batch (the matcher's bulk path: an engine indexes them all
+        at once)."""
+        by_topic: dict[str, tuple[NamespaceEntry, list[Subscription]]] = {}
+        with self.lock.write():
+            for subscription in active:
+                entry = self.entry_of(subscription)
+                if entry is not None:
+                    by_topic.setdefault(entry.uid, (entry, []))[1].append(subscription)
+                self.subscriptions[subscription.id] = subscription
+                self.templates[subscription.id] = NotificationTemplate(subscription)
+            for entry, subscriptions in by_topic.values():
+                refusals = self.install_many(entry, subscriptions)
+                for subscription_id, refused in refusals.items():  # stored by other plugins
+                    log.error("cannot install the filter of subscription %s: %s",
+                              subscription_id, refused)
+        for subscription in active:
+            _safely(self._on_added, subscription, False)
 
     def sync(self) -> bool:
         """Apply changes other processes committed; True if there were any. One indexed

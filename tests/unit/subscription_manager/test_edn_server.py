@@ -449,18 +449,26 @@ def test_notifications_carry_the_networks_topic_action(network):
 
 # -- restarts -------------------------------------------------------------------------------
 
-def test_a_restarted_server_keeps_its_subscriptions_and_announces_its_summary(network):
+def test_a_restarted_server_keeps_its_subscriptions_and_announces_its_summary(network,
+                                                                             monkeypatch):
+    from matchers.rtree_engine import RTreeMatchingEngine
     net = network(("local", "local", "local"))
     net.create_topic()
-    lo, hi = random_boxes(20, 3, seed=21)
-    for i in range(20):
+    lo, hi = random_boxes(24, 3, seed=21)
+    lo[20:], hi[20:] = lo[:4], hi[:4]  # identical boxes: the first made stays maximal
+    for i in range(24):
         net.subscribe(0, lo[i], hi[i], i)
     net.step()
     generation, summary = (summary_rows(net, "s0")[0][k] for k in ("generation", "summary"))
     net.servers[0].close()  # (kept subscriptions: the server role's default)
+    one_by_one = []
+    monkeypatch.setattr(RTreeMatchingEngine, "add_filter",
+                        lambda self, *args: one_by_one.append(args))
     net.servers[0] = net.start_server(0, "local")
+    assert one_by_one == []  # loaded in one batch, through the engine's bulk path
+    monkeypatch.undo()
     m0 = net.manager(0)
-    assert m0.load() == 20
+    assert m0.load() == 24
     sent = m0.stats().get("summary_updates_sent", 0)
     assert m0.network.register()
     assert m0.stats()["summary_updates_sent"] == sent + 1  # re-announced

@@ -272,3 +272,23 @@ def test_a_start_installs_every_stored_filter_but_one_its_limits_refuse(tmp_path
     finally:
         second.close()
         first.manager.deliverer.close(0)
+
+
+@pytest.mark.parametrize("address", [
+    "http://h:1/a", "  http://h:1/a?b=1&c=<2>&amp;  ", "http://h/é/ü", "http://h/a\r\nb",
+    "http://h/&lt;", "http://h/\u2028", "http://h/a b\tc"])
+@pytest.mark.parametrize("version", ["2004", "2011"])
+def test_a_stored_address_only_epr_reads_back_as_the_parser_reads_it(address, version):
+    from lxml import etree
+    from subscription_manager.store import _dump_epr, _load_epr
+    from subscription_manager.versions import VERSIONS
+    from wsframework.addressing import EndpointReference
+    from wsframework.xmlparse import parse_xml
+    v = VERSIONS[version]
+    parameter = etree.Element("{urn:x}Key")
+    parameter.text = "7"
+    for epr in (EndpointReference(address), EndpointReference(address, (parameter,))):
+        blob = _dump_epr(epr, v)
+        parsed = EndpointReference.from_element(parse_xml(blob), v.wsa)
+        loaded = _load_epr(blob, v)
+        assert loaded == parsed and loaded.address == parsed.address

@@ -29,13 +29,32 @@ from .store import Subscription
 __all__ = ["NotificationTemplate", "notification_action"]
 
 
+_WRAP_OPEN = f"<wse:Notify xmlns:wse={quoteattr(ns.WSE2011)} actionURI=".encode()
+_TAIL = b"</s:Body></s:Envelope>"
+_SHARED: dict[bytes, bytes] = {}
+_SHARED_MOST = 64  # distinct parts kept: reference parameters make them unique
+
+
+def _shared(part: bytes) -> bytes:
+    """One object for a template part many subscriptions repeat (a few hundred bytes each
+    otherwise)."""
+    held = _SHARED.get(part)
+    if held is not None:
+        return held
+    if len(_SHARED) < _SHARED_MOST:
+        _SHARED[part] = part
+    return part
+
+
 def notification_action(subscription: Subscription, event_action: str) -> str:
     return ns.WSE2011_NOTIFY_ACTION if subscription.format == WRAP else event_action
 
 
 class NotificationTemplate:
-    __slots__ = ("content_type", "url", "_head", "_after_action", "_after_id", "_wrap_open",
-                 "_tail", "wrapped")
+    # Only the escaped address is this subscription's own: the other parts are objects shared
+    # by every subscription of the same SOAP and WS-Addressing versions (and parameters).
+    __slots__ = ("content_type", "url", "_open", "_to", "_after_to", "_after_action",
+                 "_after_id", "wrapped")
 
     def __init__(self, subscription: Subscription):
         soap = SoapVersion(subscription.soap_version)
@@ -46,25 +65,24 @@ class NotificationTemplate:
         wsa_ns = quoteattr(wsa.namespace)
         params = b"".join(etree.tostring(block)
                           for block in subscription.notify_to.header_blocks(wsa))
-        self._head = (f"<?xml version='1.0' encoding='utf-8'?>\n"
-                      f"<s:Envelope xmlns:s={quoteattr(env)}><s:Header>"
-                      f"<wsa:To xmlns:wsa={wsa_ns}>{escape(self.url)}</wsa:To>"
-                      f"<wsa:Action xmlns:wsa={wsa_ns}>").encode()
-        self._after_action = f"</wsa:Action><wsa:MessageID xmlns:wsa={wsa_ns}>".encode()
-        self._after_id = b"</wsa:MessageID>" + params + b"</s:Header><s:Body>"
+        self._open = _shared(f"<?xml version='1.0' encoding='utf-8'?>\n"
+                             f"<s:Envelope xmlns:s={quoteattr(env)}><s:Header>"
+                             f"<wsa:To xmlns:wsa={wsa_ns}>".encode())
+        self._to = escape(self.url).encode()
+        self._after_to = _shared(f"</wsa:To><wsa:Action xmlns:wsa={wsa_ns}>".encode())
+        self._after_action = _shared(f"</wsa:Action><wsa:MessageID xmlns:wsa={wsa_ns}>".encode())
+        self._after_id = _shared(b"</wsa:MessageID>" + params + b"</s:Header><s:Body>")
         self.wrapped = subscription.format == WRAP
-        self._wrap_open = f"<wse:Notify xmlns:wse={quoteattr(ns.WSE2011)} actionURI=".encode()
-        self._tail = b"</s:Body></s:Envelope>"
 
     def render(self, event_action: str, event: bytes, message_id: str | None = None) -> bytes:
         """The notification envelope for ``event`` (serialized element bytes)."""
         message_id = message_id or f"urn:uuid:{uuid.uuid4()}"
         if self.wrapped:
             header_action = ns.WSE2011_NOTIFY_ACTION
-            body = (self._wrap_open + quoteattr(event_action).encode() + b">" + event
+            body = (_WRAP_OPEN + quoteattr(event_action).encode() + b">" + event
                     + b"</wse:Notify>")
         else:
             header_action = event_action
             body = event
-        return b"".join((self._head, escape(header_action).encode(), self._after_action,
-                         message_id.encode(), self._after_id, body, self._tail))
+        return b"".join((self._open, self._to, self._after_to, escape(header_action).encode(),
+                         self._after_action, message_id.encode(), self._after_id, body, _TAIL))

@@ -19,6 +19,7 @@ unexpired rows count; an expired row the sweeper has not reached yet does not.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
@@ -126,7 +127,7 @@ class LimitReached(Exception):
         self.limit = limit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (slots: a few hundred bytes less a subscription)
 class Subscription:
     """One subscription as stored (and as each process holds it in memory)."""
 
@@ -200,17 +201,23 @@ def _from_row(row) -> Subscription:
     version = VERSIONS[row["version"]]
     spec = None
     if row["dialect"] is not None:
-        spec = FilterSpec(row["dialect"], row["expression"] or "",
+        spec = FilterSpec(_shared(row["dialect"]), row["expression"] or "",
                           tuple(tuple(pair) for pair in json.loads(row["namespaces"] or "[]")))
     return Subscription(
-        id=row["id"], topic=row["topic"], topic_uid=row["topic_uid"], version=version,
-        soap_version=row["soap_version"], filter=spec,
+        id=row["id"], topic=_shared(row["topic"]), topic_uid=_shared(row["topic_uid"]),
+        version=version, soap_version=_shared(row["soap_version"]), filter=spec,
         notify_to=_load_epr(row["notify_to"], version), end_to=_load_epr(row["end_to"], version),
-        format=row["format"], expires=row["expires"], expires_kind=row["expires_kind"],
-        status=State(row["status"]), created=row["created"], seq=row["seq"],
-        end_reason=row["end_reason"],
+        format=_shared(row["format"]), expires=row["expires"],
+        expires_kind=_shared(row["expires_kind"]), status=State(row["status"]),
+        created=row["created"], seq=row["seq"], end_reason=row["end_reason"],
         notify_when=NotifyWhen.from_json(row["notify_when"]) if row["notify_when"] else None,
-        owner=row["owner"])
+        owner=_shared(row["owner"]))
+
+
+def _shared(text: str | None) -> str | None:
+    """One string object for a value many rows repeat (a topic, a version, a principal)
+    rather than one per row read."""
+    return sys.intern(text) if text is not None else None
 
 
 _ROW_COLUMNS = ("id", "topic", "topic_uid", "version", "soap_version", "dialect", "expression",

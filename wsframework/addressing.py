@@ -58,7 +58,7 @@ def _serialize(elements: Sequence[etree._Element]) -> tuple[bytes, ...]:
     return tuple(canonical_xml(e) for e in elements)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class EndpointReference:
     """An endpoint reference: an address plus the reference parameters (and, for 2004/08,
     reference properties) a sender must echo as header blocks when it targets the EPR."""

@@ -12,7 +12,7 @@ from .errors import UnsupportedDialect
 __all__ = ["FilterSpec", "FilterFailures", "Matcher", "Pacer"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FilterSpec:
     """One filter as a subscriber or route administrator gave it.
 

@@ -53,6 +53,7 @@ from wsframework import addressing as wsa
 from wsframework.addressing import request_headers
 from wsframework.exceptions import AccessDenied, sender_fault
 from wsframework.matching import Matcher
+from wsframework.memory import settle_after_load
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.publisher import PUBLISH_ACTION
@@ -89,6 +90,9 @@ __all__ = ["SubscriptionManager", "MANAGER_PATH", "TOPICS_PREFIX"]
 MANAGER_PATH = "/subscriptions"
 TOPICS_PREFIX = "/topics/"
 _HOUSEKEEPING_INTERVAL = 600.0
+# A start that loaded at least this many subscriptions settles its memory
+# (wsframework.memory): a full collection, worth its time only after a large load.
+SETTLE_AFTER_LOADING = 10_000
 
 
 class SubscriptionManager:
@@ -371,6 +375,8 @@ class SubscriptionManager:
         for topic_uid in self.view.load():
             self._end(self.store.end_topic(topic_uid, END_CANCELLING), END_CANCELLING,
                       "the topic no longer exists")
+        if len(self.view) >= SETTLE_AFTER_LOADING:
+            settle_after_load()
         log.info("event source loaded %d active subscriptions", len(self.view))
 
     def _on_topic_change(self, event: str, entry: NamespaceEntry) -> None:

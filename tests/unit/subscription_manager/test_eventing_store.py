@@ -292,3 +292,21 @@ def test_a_stored_address_only_epr_reads_back_as_the_parser_reads_it(address, ve
         parsed = EndpointReference.from_element(parse_xml(blob), v.wsa)
         loaded = _load_epr(blob, v)
         assert loaded == parsed and loaded.address == parsed.address
+
+
+def test_a_start_settles_its_memory_only_after_a_large_load(tmp_path, monkeypatch):
+    import subscription_manager.manager as manager_module
+    settled = []
+    monkeypatch.setattr(manager_module, "settle_after_load", lambda: settled.append(True))
+    first = Harness(tmp_path)
+    for i in range(3):
+        first.subscribe(notify_path=f"/n/{i}", expires="PT1H")
+    monkeypatch.setattr(manager_module, "SETTLE_AFTER_LOADING", 4)
+    below = Harness(tmp_path, sink=first.sink, topics=())
+    assert settled == [] and below.manager.counters["subscriptions"] == 3
+    monkeypatch.setattr(manager_module, "SETTLE_AFTER_LOADING", 3)
+    at = Harness(tmp_path, sink=first.sink, topics=())
+    assert settled == [True]
+    for h in (at, below):
+        h.close()
+    first.manager.deliverer.close(0)

@@ -136,6 +136,10 @@ class _DeferredMaximal:
             self._note((int(row), np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)))
             self._size += 1
 
+    def add_many(self, rows: Any, mins: Any, maxs: Any) -> None:
+        for row, lo, hi in zip(np.asarray(rows).tolist(), mins, maxs):
+            self.add(row, lo, hi)
+
     def remove(self, row: int) -> None:
         with self._lock:
             self._note((int(row), None, None))

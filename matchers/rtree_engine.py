@@ -350,7 +350,11 @@ class RTreeMatchingEngine(ReportingMatcher):
         else:
             for row in rows.tolist():
                 self._index.insert(row, table.mins[row], table.maxs[row])
-                self._maximal.add(row, table.mins[row], table.maxs[row])
+            if len(rows) == 1:
+                self._maximal.add(int(rows[0]), table.mins[rows[0]], table.maxs[rows[0]])
+            else:
+                ordered = np.sort(rows)
+                self._maximal.add_many(ordered, table.mins[ordered], table.maxs[ordered])
             self._index_changes += 1
             self._maybe_repack()
 

@@ -25,7 +25,7 @@ import numpy as np
 from .._rtree import BoxIndex
 from .corner_bits import CornerBits
 
-__all__ = ["maximal_parents"]
+__all__ = ["covering_rows", "first_covering", "maximal_parents"]
 
 # Window pairs checked in all, at most (40-120 ns a pair).
 _WINDOW_PAIRS = 32_000_000
@@ -276,10 +276,41 @@ class _EarlierMaximal:
         """Per corner: a maximal row whose corner is <= it everywhere, or -1."""
         if self._tree is None:
             return self._bits.first_below(corners)
-        found = np.full(len(corners), -1, dtype=np.int64)
-        if len(self._tree):
-            ids, counts = self._tree.intersecting_batch(np.full(corners.shape, -np.inf),
-                                                        corners)
-            hit = counts > 0
-            found[hit] = ids[(np.cumsum(counts) - counts)[hit].astype(np.int64)]
+        return first_covering(self._tree, corners)
+
+
+def first_covering(tree: BoxIndex, corners: np.ndarray) -> np.ndarray:
+    """Per corner: the id of one point of the corner-space ``tree`` that is <= it
+    everywhere (a box covering that corner's box), or -1."""
+    found = np.full(len(corners), -1, dtype=np.int64)
+    if len(tree) and len(corners):
+        ids, counts = tree.intersecting_batch(np.full(corners.shape, -np.inf), corners)
+        hit = counts > 0
+        found[hit] = ids[(np.cumsum(counts) - counts)[hit].astype(np.int64)]
+    return found
+
+
+def covering_rows(rows: np.ndarray, mins: np.ndarray, maxs: np.ndarray, new_mins: np.ndarray,
+                  new_maxs: np.ndarray, *, leaders: int = 256, block: int = 2048) -> np.ndarray:
+    """Per new box: one of the boxes ``rows`` (``mins``/``maxs``) that covers it, or -1.
+    The widest boxes are checked first, all at once; the rest through
+    :class:`~.corner_bits.CornerBits` of every box."""
+    found = np.full(len(new_mins), -1, dtype=np.int64)
+    if not len(rows) or not len(new_mins):
         return found
+    corners = np.hstack([mins, -maxs])
+    new_corners = np.hstack([new_mins, -new_maxs])
+    widest = np.argsort(-(maxs - mins).sum(axis=1), kind="stable")[:leaders]
+    sample = np.arange(len(rows)) if len(rows) <= 65536 else \
+        np.random.default_rng(0).choice(len(rows), 65536, replace=False)
+    bits = CornerBits(corners[sample])
+    bits.add(rows, corners)
+    for start in range(0, len(new_corners), block):
+        chunk = new_corners[start:start + block]
+        covering = _dominated(corners[widest], chunk)
+        hit = covering.any(axis=1)
+        found[start + np.flatnonzero(hit)] = rows[widest][covering[hit].argmax(axis=1)]
+        open_ = np.flatnonzero(~hit)
+        if len(open_):
+            found[start + open_] = bits.first_below(chunk[open_])
+    return found

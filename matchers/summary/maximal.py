@@ -25,7 +25,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .._rtree import BoxIndex
-from .bulk import maximal_parents
+from .bulk import covering_rows, first_covering, maximal_parents
 from .cuts import str_groups
 
 __all__ = ["MaximalRectangles"]
@@ -50,6 +50,7 @@ class MaximalRectangles:
         self._count = 0
         self._maximal = 0
         self.generation = 0  # bumped whenever the set of maximal rectangles changes
+        self.bulk_adds = 0  # calls of add_many (for tests and figures)
 
     # -- storage -----------------------------------------------------------------------------
     def _reserve(self, rows: int) -> None:
@@ -106,6 +107,48 @@ class MaximalRectangles:
         self._count += 1
         return self._place(row)
 
+    def add_many(self, rows: Iterable[int] | np.ndarray, mins: np.ndarray, maxs: np.ndarray) -> None:
+        """Add boxes ``rows`` (increasing) at once, to the same maximal rectangles as
+        :meth:`add` one by one: the maximal boxes held are consulted in bulk
+        (:func:`~.bulk.covering_rows`), the new boxes among themselves in bulk, and only
+        the new boxes that end up maximal go through the tree, to demote what they cover."""
+        self.bulk_adds += 1
+        rows = np.asarray(rows, dtype=np.int64)
+        mins = np.asarray(mins, dtype=np.float64).reshape(len(rows), self.d)
+        maxs = np.asarray(maxs, dtype=np.float64).reshape(len(rows), self.d)
+        if not len(rows):
+            return
+        if rows.min() < 0 or np.any(rows[1:] <= rows[:-1]):
+            raise ValueError("rows must be increasing non-negative integers")
+        held = [row for row in rows.tolist() if row in self]
+        if held:
+            raise KeyError(f"row {held[0]} is already held")
+        maximal = self.maximal_rows()
+        if len(maximal) > self.BULK_COVER_LIMIT:
+            cover = first_covering(self._tree, np.hstack([mins, -maxs]))
+        else:
+            cover = covering_rows(maximal, self._mins[maximal], self._maxs[maximal], mins, maxs)
+        self._reserve(int(rows[-1]) + 1)
+        self._mins[rows] = mins
+        self._maxs[rows] = maxs
+        self._count += len(rows)
+        self._file_under(rows[cover >= 0], cover[cover >= 0])
+        rest = np.flatnonzero(cover < 0)
+        parent_of = maximal_parents(mins[rest], maxs[rest])  # positions in rest; -1: maximal
+        for row in rows[rest[parent_of < 0]].tolist():  # none covers another
+            self._promote(row, self._corner(row))
+        below = parent_of >= 0
+        self._file_under(rows[rest[below]], rows[rest[parent_of[below]]])
+
+    # Above this many maximal boxes, add_many asks the corner tree which covers each new box
+    # (per-axis bitsets grow with the maximal boxes: see matchers.summary.bulk).
+    BULK_COVER_LIMIT = 1 << 17
+
+    def _file_under(self, rows: np.ndarray, parents: np.ndarray) -> None:
+        self._parent[rows] = parents
+        for row, parent in zip(rows.tolist(), parents.tolist()):
+            self._children.setdefault(parent, set()).add(row)
+
     def _place(self, row: int) -> bool:
         corner = self._corner(row)
         covering = self._tree.intersecting(np.full(2 * self.d, -np.inf), corner)
@@ -114,6 +157,11 @@ class MaximalRectangles:
             self._parent[row] = parent
             self._children.setdefault(parent, set()).add(row)
             return False
+        self._promote(row, corner)
+        return True
+
+    def _promote(self, row: int, corner: np.ndarray) -> None:
+        """``row``, which no maximal box covers, becomes maximal over those it covers."""
         covered = self._tree.intersecting(corner, np.full(2 * self.d, np.inf))
         adopted: set[int] = set()
         for other in covered.tolist():
@@ -128,7 +176,6 @@ class MaximalRectangles:
         self._parent[row] = _MAXIMAL
         self._maximal += 1
         self.generation += 1
-        return True
 
     def remove(self, row: int) -> None:
         row = int(row)

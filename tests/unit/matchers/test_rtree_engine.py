@@ -147,6 +147,28 @@ def test_add_filters_validates_everything_first(engine):
         engine.add_filters([("f1", ranges("price > 1"))])
 
 
+def test_small_batches_into_a_full_engine_summarize_as_one_by_one():
+    schema = Schema((Attribute("x", "number", "/e/@x", (), 0, 10),
+                     Attribute("y", "number", "/e/@y", (), 0, 10)))
+    rng = np.random.default_rng(4)
+    a, b = rng.uniform(0, 10, (2, 600, 2)).round(1)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    specs = [(f"s{i}", ranges(f"x in [{lo[i, 0]}, {hi[i, 0]}] and y in [{lo[i, 1]}, {hi[i, 1]}]"))
+             for i in range(600)]
+    batched, single = RTreeMatchingEngine(schema), RTreeMatchingEngine(schema)
+    batched.add_filters(specs[:400])  # rebuilt from arrays
+    for start in range(400, 600, 20):  # a twentieth of what is held: added in bulk
+        batched.add_filters(specs[start:start + 20])
+    assert batched._maximal.bulk_adds == 10
+    for filter_id, spec in specs:
+        single.add_filter(filter_id, spec)
+    assert batched.maximal_count == single.maximal_count
+    assert set(map(tuple, np.hstack(batched._maximal.maximal_boxes()))) == \
+        set(map(tuple, np.hstack(single._maximal.maximal_boxes())))
+    event = etree.fromstring('<e x="5" y="5"/>')
+    assert sorted(batched.match(event)) == sorted(single.match(event))
+
+
 def test_repacking_after_many_single_insertions_keeps_answers():
     schema = Schema((Attribute("x", "number", "/e/@x", (), 0, 10),
                      Attribute("y", "number", "/e/@y", (), 0, 10)))

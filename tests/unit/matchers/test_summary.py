@@ -163,6 +163,41 @@ def test_maximal_rectangles_incremental_bulk_and_removal(seed):
             assert boxes == {(tuple(mins[r]), tuple(maxs[r])) for r, m in zip(alive, reference) if m}
 
 
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("cover_limit", [1 << 17, 0])  # bitsets; the corner tree
+def test_adding_many_at_once_gives_the_maximal_rectangles_of_adding_one_by_one(seed, cover_limit):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 4))
+    n = int(rng.integers(2, 90))
+    mins = rng.integers(0, 5, (n, d)).astype(float)
+    maxs = mins + rng.integers(0, 4, (n, d))
+    first = int(rng.integers(0, n))
+    manager = MaximalRectangles(d)
+    manager.BULK_COVER_LIMIT = cover_limit
+    for i in range(first):
+        manager.add(i, mins[i], maxs[i])
+    generation = manager.generation
+    manager.add_many(np.arange(first, n), mins[first:], maxs[first:])
+    expected = _maximal_by_definition(mins, maxs)
+    assert np.array_equal(np.isin(np.arange(n), manager.maximal_rows()), expected)
+    assert len(manager) == n and manager.maximal_count == int(expected.sum())
+    assert (manager.generation != generation) == (
+        set(manager.maximal_rows().tolist()) != set(np.flatnonzero(
+            _maximal_by_definition(mins[:first], maxs[:first])).tolist()))
+    for row in range(n):  # every box filed under a maximal box that covers it
+        if not expected[row]:
+            parent = int(manager._parent[row])
+            assert expected[parent] and row in manager._children[parent]
+            assert np.all(mins[parent] <= mins[row]) and np.all(maxs[parent] >= maxs[row])
+    removed = rng.permutation(n)[: n // 2].tolist()
+    for row in removed:  # and removals still promote right
+        manager.remove(row)
+    alive = sorted(set(range(n)) - set(removed))
+    reference = _maximal_by_definition(mins[alive], maxs[alive])
+    boxes = {(tuple(a), tuple(b)) for a, b in zip(*manager.maximal_boxes())}
+    assert boxes == {(tuple(mins[r]), tuple(maxs[r])) for r, m in zip(alive, reference) if m}
+
+
 def test_generation_changes_only_with_the_maximal_set():
     manager = MaximalRectangles(1)
     manager.add(0, [0.0], [10.0])

@@ -110,8 +110,8 @@ class MaximalRectangles:
     def add_many(self, rows: Iterable[int] | np.ndarray, mins: np.ndarray, maxs: np.ndarray) -> None:
         """Add boxes ``rows`` (increasing) at once, to the same maximal rectangles as
         :meth:`add` one by one: the maximal boxes held are consulted in bulk
-        (:func:`~.bulk.covering_rows`), the new boxes among themselves in bulk, and only
-        the new boxes that end up maximal go through the tree, to demote what they cover."""
+        (:func:`~.bulk.covering_rows`), then the new boxes among themselves, then which held
+        maximal boxes the new maximal ones cover, all in bulk."""
         self.bulk_adds += 1
         rows = np.asarray(rows, dtype=np.int64)
         mins = np.asarray(mins, dtype=np.float64).reshape(len(rows), self.d)
@@ -135,14 +135,33 @@ class MaximalRectangles:
         self._file_under(rows[cover >= 0], cover[cover >= 0])
         rest = np.flatnonzero(cover < 0)
         parent_of = maximal_parents(mins[rest], maxs[rest])  # positions in rest; -1: maximal
-        for row in rows[rest[parent_of < 0]].tolist():  # none covers another
-            self._promote(row, self._corner(row))
+        tops = rows[rest[parent_of < 0]]
+        if len(tops):
+            self._promote_many(tops, maximal)
         below = parent_of >= 0
         self._file_under(rows[rest[below]], rows[rest[parent_of[below]]])
 
     # Above this many maximal boxes, add_many asks the corner tree which covers each new box
     # (per-axis bitsets grow with the maximal boxes: see matchers.summary.bulk).
     BULK_COVER_LIMIT = 1 << 17
+
+    def _promote_many(self, tops: np.ndarray, held: np.ndarray) -> None:
+        """``tops``, which no box of ``held`` (the maximal rows) covers and none of which
+        covers another, become maximal over the held ones they cover.  Found in bulk; the
+        tree is rebuilt from the arrays when next needed (deleting demoted boxes from it one
+        by one took most of a batch's time)."""
+        over = covering_rows(tops, self._mins[tops], self._maxs[tops], self._mins[held],
+                             self._maxs[held]) if len(held) else np.zeros(0, dtype=np.int64)
+        demoted = over >= 0
+        for row, top in zip(held[demoted].tolist(), over[demoted].tolist()):
+            adopted = self._children.pop(row, set())
+            adopted.add(row)
+            self._parent[list(adopted)] = top
+            self._children.setdefault(top, set()).update(adopted)
+        self._parent[tops] = _MAXIMAL
+        self._maximal += len(tops) - int(demoted.sum())
+        self._tree_ = None
+        self.generation += 1
 
     def _file_under(self, rows: np.ndarray, parents: np.ndarray) -> None:
         self._parent[rows] = parents

@@ -236,7 +236,7 @@ class CellBitmapEngine(RTreeMatchingEngine):
         return live, table.mins[live], table.maxs[live]
 
     def _index_new_rows(self, rows: np.ndarray) -> None:
-        if len(rows) >= self._table.boxes - len(rows):
+        if len(rows) >= self._table.boxes * self.REBUILD_FRACTION:
             # the R-tree engine's bulk branch, without gathering boxes for the summary
             # manager: deferred, it reads the live rows when a summary is asked for
             self._maximal.load(self._repack(), None, None)

@@ -90,8 +90,8 @@ __all__ = ["SubscriptionManager", "MANAGER_PATH", "TOPICS_PREFIX"]
 MANAGER_PATH = "/subscriptions"
 TOPICS_PREFIX = "/topics/"
 _HOUSEKEEPING_INTERVAL = 600.0
-# A start that loaded at least this many subscriptions settles its memory
-# (wsframework.memory): a full collection, worth its time only after a large load.
+# A start that loaded at least this many subscriptions hands what it freed back to the
+# system (wsframework.memory): a full collection first, worth its time only after a large load.
 SETTLE_AFTER_LOADING = 10_000
 
 

@@ -32,7 +32,7 @@ __all__ = ["NotificationTemplate", "notification_action"]
 _WRAP_OPEN = f"<wse:Notify xmlns:wse={quoteattr(ns.WSE2011)} actionURI=".encode()
 _TAIL = b"</s:Body></s:Envelope>"
 _SHARED: dict[bytes, bytes] = {}
-_SHARED_MOST = 64  # distinct parts kept: reference parameters make them unique
+_SHARED_MOST = 64  # distinct parts kept (a few per SOAP and WS-Addressing version)
 
 
 def _shared(part: bytes) -> bytes:
@@ -71,7 +71,8 @@ class NotificationTemplate:
         self._to = escape(self.url).encode()
         self._after_to = _shared(f"</wsa:To><wsa:Action xmlns:wsa={wsa_ns}>".encode())
         self._after_action = _shared(f"</wsa:Action><wsa:MessageID xmlns:wsa={wsa_ns}>".encode())
-        self._after_id = _shared(b"</wsa:MessageID>" + params + b"</s:Header><s:Body>")
+        after_id = b"</wsa:MessageID>" + params + b"</s:Header><s:Body>"
+        self._after_id = after_id if params else _shared(after_id)  # parameters: its own
         self.wrapped = subscription.format == WRAP
 
     def render(self, event_action: str, event: bytes, message_id: str | None = None) -> bytes:

@@ -128,19 +128,26 @@ class SubscriptionView:
                     refusals[subscription.id] = RefusedFilter(subscription.version, exc)
                     continue
                 batch.append(subscription)
-            try:
-                matcher.add_filters([(s.id, s.filter) for s in batch])
-            except (InvalidFilter, UnsupportedDialect):
-                for subscription in batch:  # none was added: find the refused one by one
-                    try:
-                        self._install(entry, subscription)
-                    except RefusedFilter as refused:
-                        refusals[subscription.id] = refused
-                return refusals
-            for subscription in batch:
-                self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
-                                                    matcher)
+            self._add_batch(entry, matcher, batch, refusals)
         return refusals
+
+    def _add_batch(self, entry: NamespaceEntry, matcher: Matcher, batch: list[Subscription],
+                   refusals: dict[str, RefusedFilter]) -> None:
+        """``batch``'s filters in one call of the matcher's bulk path; when it refuses one
+        (and so adds none), each half again, down to the refused ones."""
+        try:
+            matcher.add_filters([(s.id, s.filter) for s in batch])
+        except (InvalidFilter, UnsupportedDialect) as exc:
+            if len(batch) == 1:
+                refusals[batch[0].id] = RefusedFilter(batch[0].version, exc)
+                return
+            half = len(batch) // 2
+            self._add_batch(entry, matcher, batch[:half], refusals)
+            self._add_batch(entry, matcher, batch[half:], refusals)
+            return
+        for subscription in batch:
+            self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
+                                                matcher)
 
     def uninstall(self, subscription_id: str) -> None:
         with self.lock.write():

@@ -1,14 +1,10 @@
-"""Settling a process after a start that loaded much: free memory back to the system, and
-what was loaded out of the garbage collector's way.
+"""Handing memory freed after a large start back to the operating system.
 
 A start that loads a large store allocates far more in passing (rows, parsed filters, the
 lists it builds) than it keeps. CPython frees those objects, but glibc keeps the freed heap
 pages for reuse, so the process's resident size would stay at its peak: ``malloc_trim(0)``
-returns them. What the start keeps (a subscription's objects, millions of them at a million
-subscriptions) lives until its subscription ends; ``gc.freeze()`` moves it out of the
-collector's generations, so that a full collection no longer walks all of it (a pause that
-grows with the subscriptions held). Frozen objects are still freed when their last
-reference goes.
+returns them. (What the start keeps is frozen out of the collector's generations by the
+gunicorn worker once the application is built: :mod:`edn.gunicorn`.)
 """
 from __future__ import annotations
 
@@ -38,7 +34,6 @@ def return_free_memory() -> bool:
 
 
 def settle_after_load() -> None:
-    """Collect what the load left, return the freed memory, freeze what it kept."""
+    """Collect the cycles the load left, then return the freed memory."""
     gc.collect()
     return_free_memory()
-    gc.freeze()

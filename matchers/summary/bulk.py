@@ -2,7 +2,7 @@
 
 :func:`maximal_parents` tells, for each box, whether it is maximal (no other box covers it;
 of identical boxes, the first) and otherwise one maximal box that covers it.  It chooses
-between two algorithms by the boxes' overlap, estimated on a sample:
+between three algorithms by the boxes' overlap, estimated on a sample:
 
 * **Windows** (:func:`_window_parents`), for boxes that overlap little: a box's coverers
   have their low side in a window on every axis, a sorted search lists the boxes in the
@@ -16,7 +16,7 @@ between two algorithms by the boxes' overlap, estimated on a sample:
   are visited so that every box comes after its coverers, and only the maximal boxes found
   so far are consulted (0.45 s for 100,000 uniform boxes, 4.5 s for 1,000,000).
 
-In both, "c covers b" is "corner(c) <= corner(b) on every axis" with corner = (lo, -hi).
+In each, "c covers b" is "corner(c) <= corner(b) on every axis" with corner = (lo, -hi).
 """
 from __future__ import annotations
 
@@ -64,13 +64,18 @@ def _coverers_per_box(mins: np.ndarray, maxs: np.ndarray, sample: int = 512,
                       against: int = 4096) -> float:
     """About how many boxes cover a box: a sample of boxes checked against another."""
     n = len(mins)
-    rng = np.random.default_rng(0)
-    queries = rng.choice(n, min(sample, n), replace=False)
-    others = rng.choice(n, min(against, n), replace=False)
+    queries, others = _sample(n, sample), _sample(n, against, seed=1)
     corners = np.hstack([mins, -maxs])
     covering = _dominated(corners[others], corners[queries])
     covering &= queries[:, None] != others[None, :]
     return float(covering.mean()) * (n - 1)
+
+
+def _sample(n: int, size: int, *, seed: int = 0) -> np.ndarray:
+    """All of ``range(n)``, or ``size`` of them drawn at random (always the same ones)."""
+    if n <= size:
+        return np.arange(n)
+    return np.random.default_rng(seed).choice(n, size, replace=False)
 
 
 # -- windows ---------------------------------------------------------------------------------
@@ -85,7 +90,7 @@ def _narrowest_window_axis(mins: np.ndarray, maxs: np.ndarray) -> tuple[int, int
     all (estimated on a sample of the boxes)."""
     n, d = mins.shape
     widest = _widest(mins, maxs)
-    sample = np.arange(n) if n <= 4096 else np.random.default_rng(0).choice(n, 4096, replace=False)
+    sample = _sample(n, 4096)
     best_axis, best_total = 0, None
     for j in range(d):
         ordered = np.sort(mins[:, j])
@@ -198,7 +203,7 @@ def _sorted_filter_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int, le
     parents = np.full(n, -1, dtype=np.int64)
     corners = np.hstack([mins, -maxs])
     order = _cover_order(mins, maxs, corners)
-    sample = order if n <= 65536 else np.random.default_rng(0).choice(n, 65536, replace=False)
+    sample = _sample(n, 65536)
     earlier = _EarlierMaximal(corners, CornerBits(corners[sample]), bits_limit)
     lead_rows = np.zeros(0, dtype=np.int64)
     for start in range(0, n, block):
@@ -301,8 +306,7 @@ def covering_rows(rows: np.ndarray, mins: np.ndarray, maxs: np.ndarray, new_mins
     corners = np.hstack([mins, -maxs])
     new_corners = np.hstack([new_mins, -new_maxs])
     widest = np.argsort(-(maxs - mins).sum(axis=1), kind="stable")[:leaders]
-    sample = np.arange(len(rows)) if len(rows) <= 65536 else \
-        np.random.default_rng(0).choice(len(rows), 65536, replace=False)
+    sample = _sample(len(rows), 65536)
     bits = CornerBits(corners[sample])
     bits.add(rows, corners)
     for start in range(0, len(new_corners), block):

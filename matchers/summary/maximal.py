@@ -50,7 +50,6 @@ class MaximalRectangles:
         self._count = 0
         self._maximal = 0
         self.generation = 0  # bumped whenever the set of maximal rectangles changes
-        self.bulk_adds = 0  # calls of add_many (for tests and figures)
 
     # -- storage -----------------------------------------------------------------------------
     def _reserve(self, rows: int) -> None:
@@ -107,12 +106,21 @@ class MaximalRectangles:
         self._count += 1
         return self._place(row)
 
+    # add_many's bulk steps cost time in proportion to the maximal boxes held, and a box
+    # added alone two tree queries: batches smaller than this fraction of the maximal boxes
+    # are added one by one.  Above BULK_COVER_LIMIT maximal boxes, the corner tree (not
+    # per-axis bitsets, which grow with them: see matchers.summary.bulk) says which held box
+    # covers each new one.  Up to IN_PLACE_CHANGES promotions and demotions change the tree
+    # in place; more drop it, to be rebuilt from the arrays when next needed.
+    ONE_BY_ONE_BELOW = 1 / 64
+    BULK_COVER_LIMIT = 1 << 17
+    IN_PLACE_CHANGES = 64
+
     def add_many(self, rows: Iterable[int] | np.ndarray, mins: np.ndarray, maxs: np.ndarray) -> None:
         """Add boxes ``rows`` (increasing) at once, to the same maximal rectangles as
         :meth:`add` one by one: the maximal boxes held are consulted in bulk
         (:func:`~.bulk.covering_rows`), then the new boxes among themselves, then which held
         maximal boxes the new maximal ones cover, all in bulk."""
-        self.bulk_adds += 1
         rows = np.asarray(rows, dtype=np.int64)
         mins = np.asarray(mins, dtype=np.float64).reshape(len(rows), self.d)
         maxs = np.asarray(maxs, dtype=np.float64).reshape(len(rows), self.d)
@@ -124,6 +132,10 @@ class MaximalRectangles:
         if held:
             raise KeyError(f"row {held[0]} is already held")
         maximal = self.maximal_rows()
+        if len(rows) < len(maximal) * self.ONE_BY_ONE_BELOW:
+            for row, lo, hi in zip(rows.tolist(), mins, maxs):
+                self.add(row, lo, hi)
+            return
         if len(maximal) > self.BULK_COVER_LIMIT:
             cover = first_covering(self._tree, np.hstack([mins, -maxs]))
         else:
@@ -141,27 +153,29 @@ class MaximalRectangles:
         below = parent_of >= 0
         self._file_under(rows[rest[below]], rows[rest[parent_of[below]]])
 
-    # Above this many maximal boxes, add_many asks the corner tree which covers each new box
-    # (per-axis bitsets grow with the maximal boxes: see matchers.summary.bulk).
-    BULK_COVER_LIMIT = 1 << 17
-
     def _promote_many(self, tops: np.ndarray, held: np.ndarray) -> None:
         """``tops``, which no box of ``held`` (the maximal rows) covers and none of which
-        covers another, become maximal over the held ones they cover.  Found in bulk; the
-        tree is rebuilt from the arrays when next needed (deleting demoted boxes from it one
-        by one took most of a batch's time)."""
+        covers another, become maximal over the held ones they cover, found in bulk."""
         over = covering_rows(tops, self._mins[tops], self._maxs[tops], self._mins[held],
                              self._maxs[held]) if len(held) else np.zeros(0, dtype=np.int64)
-        demoted = over >= 0
-        for row, top in zip(held[demoted].tolist(), over[demoted].tolist()):
+        demoted = held[over >= 0]
+        for row, top in zip(demoted.tolist(), over[over >= 0].tolist()):
             adopted = self._children.pop(row, set())
             adopted.add(row)
             self._parent[list(adopted)] = top
             self._children.setdefault(top, set()).update(adopted)
         self._parent[tops] = _MAXIMAL
-        self._maximal += len(tops) - int(demoted.sum())
-        self._tree_ = None
+        self._maximal += len(tops) - len(demoted)
         self.generation += 1
+        if self._tree_ is None:
+            return
+        if len(tops) + len(demoted) > self.IN_PLACE_CHANGES:
+            self._tree_ = None  # cheaper rebuilt from the arrays than changed box by box
+            return
+        for row in demoted.tolist():
+            self._tree_.delete(row, self._corner(row), self._corner(row))
+        for row in tops.tolist():
+            self._tree_.insert(row, self._corner(row), self._corner(row))
 
     def _file_under(self, rows: np.ndarray, parents: np.ndarray) -> None:
         self._parent[rows] = parents
@@ -208,8 +222,8 @@ class MaximalRectangles:
             if not self._children[parent]:
                 del self._children[parent]
             return
-        corner = self._corner(row)
-        self._tree.delete(row, corner, corner)
+        if self._tree_ is not None:  # (one rebuilt later leaves the row out by itself)
+            self._tree_.delete(row, self._corner(row), self._corner(row))
         self._maximal -= 1
         self.generation += 1
         orphans = self._children.pop(row, set())

@@ -164,8 +164,11 @@ def test_maximal_rectangles_incremental_bulk_and_removal(seed):
 
 
 @pytest.mark.parametrize("seed", range(10))
-@pytest.mark.parametrize("cover_limit", [1 << 17, 0])  # bitsets; the corner tree
-def test_adding_many_at_once_gives_the_maximal_rectangles_of_adding_one_by_one(seed, cover_limit):
+@pytest.mark.parametrize("settings", [
+    {},  # bitsets, the tree changed in place
+    {"BULK_COVER_LIMIT": 0, "IN_PLACE_CHANGES": 0},  # the corner tree, dropped and rebuilt
+    {"ONE_BY_ONE_BELOW": float("inf")}])  # a batch small next to what is held
+def test_adding_many_at_once_gives_the_maximal_rectangles_of_adding_one_by_one(seed, settings):
     rng = np.random.default_rng(seed)
     d = int(rng.integers(1, 4))
     n = int(rng.integers(2, 90))
@@ -173,7 +176,8 @@ def test_adding_many_at_once_gives_the_maximal_rectangles_of_adding_one_by_one(s
     maxs = mins + rng.integers(0, 4, (n, d))
     first = int(rng.integers(0, n))
     manager = MaximalRectangles(d)
-    manager.BULK_COVER_LIMIT = cover_limit
+    for name, value in settings.items():
+        setattr(manager, name, value)
     for i in range(first):
         manager.add(i, mins[i], maxs[i])
     generation = manager.generation

@@ -67,6 +67,18 @@ def test_each_request_is_made_or_refused_alone_in_order(make):
     assert sorted(url for url, *_ in h.sink.messages) == [f"{SINK}/n/0", f"{SINK}/n/5"]
 
 
+def test_filters_a_matcher_refuses_in_a_batch_leave_the_others_made(make):
+    h = make()
+    bad = {1, 4, 5, 8}
+    answers = bulk(h.admin, [
+        body(i, filter="/q:quote[" if i in bad else f"/q:quote[q:price > {i}]",
+             namespaces={"q": "urn:quotes"}) for i in range(9)])
+    assert [type(a) for a in answers] == [Refused if i in bad else Made for i in range(9)]
+    h.publish(quote(7))
+    h.drain()
+    assert sorted(url for url, *_ in h.sink.messages) == [f"{SINK}/n/{i}" for i in (0, 2, 3, 6)]
+
+
 def test_made_subscriptions_are_managed_like_any_other(make):
     h = make()
     made, = bulk(h.admin, [body(0)])

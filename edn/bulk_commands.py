@@ -1,6 +1,7 @@
 """``edn subscribe --from-file FILE``: an operator's bulk subscribe (migrating an existing
 population), sent as ``SubscribeMany`` admin messages (:mod:`subscription_manager.bulk_subscribe`)
-of ``--chunk`` requests each to the source or server at ``--at``.
+of ``--chunk`` requests each to the source or server at ``--at``; with ``--place`` an EDN
+server places each request on the server a Subscribe would go to.
 
 FILE (``-``: standard input) holds one JSON object per line::
 
@@ -10,7 +11,8 @@ FILE (``-``: standard input) holds one JSON object per line::
 ``notify_to`` is required; ``dialect``, ``expires`` and ``prefixes`` default to the command's
 ``--dialect``, ``--expires`` and ``--prefix`` options (no filter, no EndTo). One JSON line per input line is written
 to ``--out`` (default standard output): ``{"line": N, "id": ..., "expires": ...}`` for a
-subscription made, ``{"line": N, "refused": CODE, "reason": ...}`` for one refused (by the
+subscription made (with ``"manager": URL`` when another server holds it),
+``{"line": N, "refused": CODE, "reason": ...}`` for one refused (by the
 service, with the fault a Subscribe would get, or here for a line that is no such object).
 The exit status is 0 when every line was made, 1 when some were refused.
 """
@@ -108,14 +110,14 @@ def run_bulk_subscribe(args, client, *, dialect: str | None, namespaces: dict) -
                 sent.append(number)
             if bodies:
                 response = client.call(SubscribeMany(
-                    Topic=args.topic, Requests=requests_element(args.version, bodies)))
+                    Topic=args.topic, Requests=requests_element(args.version, bodies),
+                    Place=True if getattr(args, "place", False) else None))
                 answers = parse_results(response.Results)
                 if len(answers) != len(sent):
                     raise SystemExit(f"edn subscribe: the service answered {len(answers)} of "
                                      f"{len(sent)} requests; see --out for those before")
                 for number, answer in zip(sent, answers):
-                    results[number] = ({"id": answer.id, "expires": answer.expires}
-                                       if isinstance(answer, Made) else
+                    results[number] = (_made(answer) if isinstance(answer, Made) else
                                        {"refused": answer.code, "reason": answer.reason})
             for number in sorted(results):
                 made += "id" in results[number]
@@ -126,3 +128,10 @@ def run_bulk_subscribe(args, client, *, dialect: str | None, namespaces: dict) -
             out.close()
     print(f"edn subscribe: {made} subscriptions made, {refused} refused", file=sys.stderr)
     return 0 if refused == 0 else 1
+
+
+def _made(answer) -> dict:
+    result = {"id": answer.id, "expires": answer.expires}
+    if answer.manager is not None:
+        result["manager"] = answer.manager
+    return result

@@ -101,6 +101,9 @@ def add_subscribe(sub):
                       help="one JSON request per line ('-': standard input), sent as "
                            "SubscribeMany admin messages; see edn/bulk_commands.py")
     bulk.add_argument("--chunk", type=int, default=5000, help="requests per message")
+    bulk.add_argument("--place", action="store_true",
+                      help="an EDN server places each request on the server a Subscribe "
+                           "would go to (default: all on the server at --at)")
     bulk.add_argument("--out", default=None, metavar="FILE",
                       help="where each line's result goes (default standard output)")
     bulk.add_argument("--admin-token", default=None)
@@ -202,6 +205,10 @@ def add_demo(sub):
                    choices=["random", "rtree", "kmeans"])
     p.add_argument("--no-repartition", action="store_true",
                    help="skip the offline re-partition of the random network")
+    p.add_argument("--one-by-one", action="store_true",
+                   help="make the subscriptions with one WS-Eventing Subscribe each, placed "
+                        "by the server each reaches (default: an operator's placed bulk "
+                        "subscribe, each request placed as a Subscribe would be)")
     p.add_argument("--topology", choices=("flat", "tree"), default="flat",
                    help="flat: one dispatcher per partitioner (default); tree: a root, two "
                         "child dispatchers and two servers under each (dispatch tree)")

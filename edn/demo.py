@@ -2,8 +2,9 @@
 
 The event distribution network (default): for each subscription partitioner, a dispatcher
 and several subscription servers (gunicorn processes, SQLite), a notification sink, a few
-thousand range subscriptions made through WS-Eventing at the servers (which place each on the
-best server), events published at the dispatcher, and per partitioner the hit ratio, the
+thousand range subscriptions made by an operator's placed bulk subscribe at the servers (which
+place each on the best server, as they place a Subscribe; ``--one-by-one``: one WS-Eventing
+Subscribe each), events published at the dispatcher, and per partitioner the hit ratio, the
 throughput and the exactness check against the ground truth: what a single event source would
 deliver for the same filters and events. The random network is then re-partitioned offline
 (bulk-loading R-tree) and measured again. Everything started is stopped.

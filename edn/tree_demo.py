@@ -52,7 +52,10 @@ def run_tree_demo(args) -> int:
         network.create_topic()
         _say("  topic created at the root; every child and server hosts it")
         started = time.perf_counter()
-        network.subscribe(lo, hi)
+        if getattr(args, "one_by_one", False):
+            network.subscribe(lo, hi)
+        else:
+            network.subscribe_in_bulk(lo, hi)
         _say(f"  subscribed {n_subscriptions} in {time.perf_counter() - started:.1f}s; the "
              f"root's route updates account for all of them (sub-tree loads)")
         points = np.round(uniform_events(n_events, d, seed=100), 3)

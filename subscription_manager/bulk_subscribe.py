@@ -2,14 +2,15 @@
 (a standalone source or one EDN subscription server), as many WS-Eventing Subscribes would,
 committed together::
 
-    SubscribeMany {Topic, Requests}  -> SubscribeManyResponse {Results}
+    SubscribeMany {Topic, Requests, Place?}  -> SubscribeManyResponse {Results}
 
     <edn:Requests version="2011">            (a key of subscription_manager.versions.VERSIONS)
       <wse:Subscribe>...</wse:Subscribe>     (1 to MAX_BULK_SUBSCRIBES, that version's)
     </edn:Requests>
 
     <edn:Results>                            (one per request, in order)
-      <edn:Made id="..." expires="PT1H"/>    (expires as a SubscribeResponse renders it)
+      <edn:Made id="..." expires="PT1H"/>    (expires as a SubscribeResponse renders it;
+                                             manager="URL": made on another server)
       <edn:Refused code="{ns}InvalidExpirationTime" reason="..."/>
     </edn:Results>
 
@@ -21,10 +22,16 @@ to no principal: their identifiers manage them, as a Subscribe's do. Requests ca
 wsa:MessageID, so a message sent twice makes its subscriptions twice: an operator who
 retries checks what the first attempt made (``GetStatus``) or unsubscribes it.
 
-On an EDN server the subscriptions stay on the server addressed (no placement, which is a
-Subscribe's); the dispatcher routes to them from the route update sent before the answer,
-and ``edn partition`` spreads them afterwards. The admin message needs the admin
-credential, as every admin message does. ``edn subscribe --from-file`` sends them.
+On an EDN server the subscriptions stay on the server addressed, unless ``Place`` is true:
+then each valid request is placed as a Subscribe is (the server's placement router, in the
+order of the requests, each choice seen by the next), and each other server's share goes
+there as one SubscribeMany (:mod:`subscription_manager.server.bulk_placement`); a Made answer
+of a subscription made elsewhere names the subscription manager that holds it
+(``manager``, the address a SubscribeResponse's SubscriptionManager EPR would carry). A
+standalone source makes every request here whatever ``Place`` says. Either way the
+dispatcher routes to the subscriptions from the route updates sent before the answer, and
+``edn partition`` can spread them afterwards. The admin message needs the admin credential,
+as every admin message does. ``edn subscribe --from-file`` sends them (``--place``).
 """
 from __future__ import annotations
 
@@ -34,13 +41,14 @@ from lxml import etree
 
 from matchers.vocabulary import EDN
 from wsframework import ns
-from wsframework.admin import (AdminEndpoint, AnyXml, Contract, register_operation, required)
+from wsframework.admin import (AdminEndpoint, AnyXml, Boolean, Contract, optional,
+                               register_operation, required)
 from wsframework.admin.contracts import EntryName
 from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage
-from wsframework.namespace import Namespace, NamespaceEntry
+from wsframework.namespace import Namespace
 
-from .operations import Made, Refused, SubscriptionOperations
+from .operations import Made, Refused
 from .versions import VERSIONS
 
 __all__ = ["SubscribeMany", "SubscribeManyResponse", "OPERATIONS", "MAX_BULK_SUBSCRIBES",
@@ -57,7 +65,8 @@ REFUSED = ns.qname(EDN, "Refused")
 
 class SubscribeMany(Contract):
     __namespace__ = ns.ADMIN
-    _type_info = [("Topic", EntryName), ("Requests", required(AnyXml))]
+    _type_info = [("Topic", EntryName), ("Requests", required(AnyXml)),
+                  ("Place", optional(Boolean))]
 
 
 class SubscribeManyResponse(Contract):
@@ -80,7 +89,8 @@ def parse_results(element: etree._Element) -> list[Made | Refused]:
     answers: list[Made | Refused] = []
     for child in element:
         if child.tag == MADE:
-            answers.append(Made(child.get("id", ""), child.get("expires")))
+            answers.append(Made(child.get("id", ""), child.get("expires"),
+                                child.get("manager")))
         elif child.tag == REFUSED:
             answers.append(Refused(child.get("code", ""), child.get("reason", "")))
     return answers
@@ -93,19 +103,25 @@ def _results_element(answers) -> etree._Element:
             child = etree.SubElement(element, MADE, id=answer.id)
             if answer.expires is not None:
                 child.set("expires", answer.expires)
+            if answer.manager is not None:
+                child.set("manager", answer.manager)
         else:
             etree.SubElement(element, REFUSED, code=answer.code, reason=answer.reason)
     return element
 
 
-def register_bulk_subscribe(admin: AdminEndpoint, operations: SubscriptionOperations, *,
-                            topics: Namespace, before: Callable[[], None],
-                            after: Callable[[NamespaceEntry, int], None]) -> None:
-    """Answer ``SubscribeMany`` at ``admin`` with ``operations``; ``before()`` runs first
-    (the manager takes in what other workers committed), ``after(entry, made)`` once the
-    subscriptions are stored (an EDN server sends its route update then)."""
+#: ``subscribe_many(entry, version, bodies, soap_version=..., place=...)``: the answers
+BulkSubscriber = Callable[..., "list[Made | Refused]"]
 
-    def subscribe_many(request, message: IncomingMessage):
+
+def register_bulk_subscribe(admin: AdminEndpoint, subscribe_many: BulkSubscriber, *,
+                            topics: Namespace, before: Callable[[], None]) -> None:
+    """Answer ``SubscribeMany`` at ``admin`` with ``subscribe_many(entry, version, bodies,
+    soap_version=..., place=...)`` (the manager's, which stores them, sends its route
+    update when it has one, and places them when asked and able); ``before()`` runs first
+    (the manager takes in what other workers committed)."""
+
+    def handle(request, message: IncomingMessage):
         element = request.Requests
         version = VERSIONS.get(element.get("version", "") if element.tag == REQUESTS else "")
         if version is None:
@@ -117,11 +133,8 @@ def register_bulk_subscribe(admin: AdminEndpoint, operations: SubscriptionOperat
                                f"not {len(bodies)}")
         before()
         entry = topics.get(request.Topic)  # the admin endpoint answers an unknown one
-        answers = operations.subscribe_many(entry, version, bodies,
-                                            soap_version=message.soap_version.value)
-        made = sum(isinstance(a, Made) for a in answers)
-        if made:
-            after(entry, made)
+        answers = subscribe_many(entry, version, bodies, soap_version=message.soap_version.value,
+                                 place=bool(request.Place))
         return SubscribeManyResponse(Results=_results_element(answers))
 
-    admin.register(SubscribeMany, subscribe_many)
+    admin.register(SubscribeMany, handle)

@@ -70,7 +70,7 @@ from .delivery_job import SUBSCRIPTION_END, Delivery
 from .event_limits import EventLimits
 from .exceptions import RefusedEvent, UnknownSubscription
 from .notify_index import NotifyGate
-from .operations import SubscriptionOperations
+from .operations import Made, Refused, SubscriptionOperations
 from .outbox import Outbox
 from .outbox_deliveries import OutboxDeliveries
 from .publication import Publication, Published
@@ -167,8 +167,8 @@ class SubscriptionManager:
         self._register_routes(service.messaging)
         register_dead_letter_admin(service.admin, self.outbox,
                                    after_redeliver=self._after_redeliver)
-        register_bulk_subscribe(service.admin, self.operations, topics=self.topics,
-                                before=self.sync, after=self.on_bulk_subscribed)
+        register_bulk_subscribe(service.admin, self.subscribe_many, topics=self.topics,
+                                before=self.sync)
         self.topics.on_change(self._on_topic_change)
         self._load()
         self.notify_gate.load(service.store.connection(), list(self.view.subscriptions.values()))
@@ -194,6 +194,18 @@ class SubscriptionManager:
 
     def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
         """Called (outside locks) when a subscription enters this process's view."""
+
+    def subscribe_many(self, entry: NamespaceEntry, version: EventingVersion, bodies: list,
+                       *, soap_version: str, place: bool = False) -> list[Made | Refused]:
+        """A bulk subscribe (:mod:`.bulk_subscribe`): each of ``bodies`` made here, then
+        :meth:`on_bulk_subscribed`. ``place`` (placing each request in the network) means
+        nothing to a standalone source, which makes them all here."""
+        answers = self.operations.subscribe_many(entry, version, bodies,
+                                                 soap_version=soap_version)
+        made = sum(isinstance(a, Made) for a in answers)
+        if made:
+            self.on_bulk_subscribed(entry, made)
+        return answers
 
     def on_bulk_subscribed(self, entry: NamespaceEntry, made: int) -> None:
         """Called once a bulk subscribe (:mod:`.bulk_subscribe`) stored ``made``

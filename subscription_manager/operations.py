@@ -91,6 +91,9 @@ class Made:
 
     id: str
     expires: str | None
+    #: the subscription manager's address when another server holds it (a placed bulk
+    #: subscribe); None: the one addressed
+    manager: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,11 @@
   with placement (R-tree partitioner, load threshold twice the average), from
   ``subscribe_clients`` concurrent clients; ``subscribe_cpu_ms_per_subscription``: the
   servers' and dispatcher's CPU per Subscribe, and the clients' (``client_cpu_ms...``).
+* ``placed_bulk_subscribe_per_s``: the same population made by an operator's placed bulk
+  subscribe (``edn subscribe --from-file --place``: SubscribeMany with ``Place``, at most
+  2,500 requests a message, one message per server at once, each request placed as a
+  Subscribe would be), which ``edn demo`` uses; ``placed_bulk_cpu_ms_per_subscription``
+  (servers and dispatcher).
 * ``bulk_subscribe_per_s``: ``edn subscribe --from-file`` (SubscribeMany, chunks of 5,000)
   into one server with its subscription limits lifted; ``bulk_server_cpu_us_per_subscription``.
 * ``summary_propagation_p99_ms``: after the Subscribe network is populated, a Subscribe whose
@@ -75,6 +80,24 @@ def _subscribe_network(tmp: Path, n: int, clients: int, probes: int) -> dict:
             "client_cpu_ms_per_subscription": round(own / n * 1000, 3),
             "summary_propagation_p50_ms": round(float(np.percentile(delays, 50)), 1),
             "summary_propagation_p99_ms": round(float(np.percentile(delays, 99)), 1)}
+
+
+def _placed_bulk(tmp: Path, n: int) -> dict:
+    lo, hi = uniform_rectangles(n, _D, seed=11)
+    lo, hi = np.round(lo, 3), np.round(hi, 3)
+    servers = [(f"s{i + 1}", "rtree", 1) for i in range(4)]
+    with FastSink() as sink, LocalNetwork(tmp / "placed", servers, token=_TOKEN, d=_D,
+                                          load_threshold=max(1, 2 * n // 4),
+                                          sink=sink) as network:
+        network.create_topic()
+        pids = [p.proc.pid for p in [*network.servers.values(), network.dispatcher]]
+        cpu_before = sum(map(group_cpu_seconds, pids))
+        started = time.perf_counter()
+        network.subscribe_in_bulk(lo, hi)
+        took = time.perf_counter() - started
+        cpu = sum(map(group_cpu_seconds, pids)) - cpu_before
+    return {"placed_bulk_subscribe_per_s": round(n / took, 1),
+            "placed_bulk_cpu_ms_per_subscription": round(cpu / n * 1000, 3)}
 
 
 def _propagation(network: LocalNetwork, sink, probes: int) -> list[float]:
@@ -259,6 +282,7 @@ def run(quick: bool = False) -> dict:
                              "bulk_subscriptions": bulk_n, "probes": probes,
                              "server_subscriptions": server_n, "cores": os.cpu_count()}}
         figures.update(_subscribe_network(Path(tmp), n, clients, probes))
+        figures.update(_placed_bulk(Path(tmp), n))
         figures.update(_bulk(Path(tmp), bulk_n))
         figures.update(_one_server(Path(tmp), server_n, clients, 200 if not quick else 50))
     return figures

@@ -257,6 +257,51 @@ class LocalNetwork:
         self.hi = np.vstack([self.hi, hi])
         self.wait_routed()
 
+    def subscribe_in_bulk(self, lo: np.ndarray, hi: np.ndarray, *, topic: str = TOPIC,
+                          chunk: int = 2500, version: str = "2011") -> None:
+        """Subscribe one range filter per row as an operator's placed bulk subscribe does
+        (``edn subscribe --from-file --place``): SubscribeMany messages of at most ``chunk``
+        requests, one per server at once (each server places its requests as Subscribes
+        would be, and sends every other server its share in one message)."""
+        from subscription_manager.bulk_subscribe import (SubscribeMany, parse_results,
+                                                         requests_element)
+        from subscription_manager.client import SubscriptionHandle, subscribe_body
+        from subscription_manager.manager import MANAGER_PATH
+        from subscription_manager.messages import manager_epr
+        from subscription_manager.operations import Made
+        from subscription_manager.versions import VERSIONS
+        from wsframework.transport import HttpTransport
+        start = len(self.handles)
+        names = list(self.servers)
+        size = max(1, chunk)
+        parts = [range(i, min(i + size, len(lo))) for i in range(0, len(lo), size)]
+
+        def send(k):
+            server = self.servers[names[k % len(names)]]
+            rows = parts[k]
+            bodies = [subscribe_body(version, f"{self.sink.url}/n/{start + i}",
+                                     filter=range_filter(lo[i], hi[i]),
+                                     dialect=RANGES_DIALECT, expires="PT1H") for i in rows]
+            admin = AdminClient(server.base_url, self.token,
+                                transport=HttpTransport(timeout=(3.0, 600.0)))
+            answers = parse_results(admin.call(SubscribeMany(
+                Topic=topic, Requests=requests_element(version, bodies), Place=True)).Results)
+            refused = [a for a in answers if not isinstance(a, Made)]
+            if refused or len(answers) != len(rows):
+                raise RuntimeError(f"a placed bulk subscribe at {server.base_url} refused "
+                                   f"{len(refused)} of {len(rows)}: {refused[:3]}")
+            own = server.base_url + MANAGER_PATH
+            return [SubscriptionHandle(VERSIONS[version],
+                                       manager_epr(VERSIONS[version], a.manager or own, a.id),
+                                       a.expires) for a in answers]
+
+        with ThreadPoolExecutor(len(names)) as pool:
+            for handles in pool.map(send, range(len(parts))):
+                self.handles.extend(handles)
+        self.lo = np.vstack([self.lo, lo])
+        self.hi = np.vstack([self.hi, hi])
+        self.wait_routed()
+
     def wait_routed(self, timeout: float = 60.0) -> None:
         """Until every root's route updates account for every subscription (a child
         dispatcher reports the load of its whole subtree)."""

@@ -46,9 +46,11 @@ from wsframework.transport import HttpTransport
 
 from ..manager import TOPICS_PREFIX, SubscriptionManager
 from ..settings import EventingSettings
+from ..operations import Made, Refused
 from ..store import Subscription
 from ..versions import EventingVersion, check_pairing
 from .admin import ServerAdmin
+from .bulk_placement import BulkPlacement
 from .exceptions import PlacementRefused, TopicNotHere
 from .moves import Mover
 from .network import NetworkAgent
@@ -112,6 +114,10 @@ class EdnSubscriptionManager(SubscriptionManager):
             service.store, name=self.edn.name, router=self.router, peers=self.peers,
             health=self.health, summaries=self.summaries, filter_limits=self.view.filter_limits,
             routing_precision=self.edn.routing_precision, claims=claims)
+        self.bulk_placement = BulkPlacement(
+            name=self.edn.name, placement=self.placement, peers=self.peers, health=self.health,
+            transport=lambda: self.peer_transport, admin_token=service.config.admin_token,
+            count=self.count)
         self.network = NetworkAgent(
             self.edn, store=service.store, subscriptions=self.store, topics=self.topics,
             peers=self.peers, summaries=self.summaries, health=self.health,
@@ -155,6 +161,19 @@ class EdnSubscriptionManager(SubscriptionManager):
         if event == "removed":
             self.summaries.forget_engine(entry)
             self.router.forget(entry.name)
+
+    def subscribe_many(self, entry: NamespaceEntry, version: EventingVersion, bodies: list,
+                       *, soap_version: str, place: bool = False) -> list[Made | Refused]:
+        """A bulk subscribe: made here, or with ``place`` each request on the server the
+        router chooses (:mod:`.bulk_placement`)."""
+        if not place:
+            return super().subscribe_many(entry, version, bodies, soap_version=soap_version)
+
+        def make_here(entry, version, share, soap_version):
+            return super(EdnSubscriptionManager, self).subscribe_many(
+                entry, version, share, soap_version=soap_version)
+        return self.bulk_placement.subscribe_many(entry, version, bodies, soap_version,
+                                                  make_here)
 
     def on_bulk_subscribed(self, entry: NamespaceEntry, made: int) -> None:
         """Subscriptions came in bulk: their filters paged for batches, and the route
@@ -294,6 +313,7 @@ class EdnSubscriptionManager(SubscriptionManager):
 
     def close(self) -> None:
         self.network.close()
+        self.bulk_placement.close()
         super().close()
         if self._own_transport:
             self.peer_transport.close()

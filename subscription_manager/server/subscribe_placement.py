@@ -122,8 +122,16 @@ class SubscriptionPlacement:
         """The router's choice for a valid Subscribe; None for an invalid one."""
         if message.action != version.action("Subscribe"):
             return None  # the base answers with the right fault
+        return self.choose(entry, message.body, version)
+
+    def choose(self, entry: NamespaceEntry, body, version: EventingVersion, *,
+               pending_here: int = 0) -> str | None:
+        """The router's choice for the ``wse:Subscribe`` ``body`` (recorded by the router,
+        so the next choice sees it); None for an invalid request, whose local answer is its
+        fault. ``pending_here``: subscriptions already placed here and not made yet (a bulk
+        subscribe's), counted in this server's load."""
         try:
-            request = msg.parse_subscribe(message.body, version)
+            request = msg.parse_subscribe(body, version)
             engine = self.summaries.matcher_for(entry)
             if request.filter is not None:
                 engine.check_dialect(request.filter)
@@ -132,7 +140,8 @@ class SubscriptionPlacement:
             lo, hi = subscription_box(engine.schema, request.filter)
         except (SoapFault, MatcherError):
             return None  # an invalid request: the local answer is the fault
-        return self.router.choose(entry.name, lo, hi, _RouteView(self, entry, engine))
+        return self.router.choose(entry.name, lo, hi,
+                                  _RouteView(self, entry, engine, pending_here))
 
     # -- placements remembered for repeated Subscribes ------------------------------------
     def _remembered(self, key: str) -> str | None:
@@ -163,8 +172,9 @@ class _RouteView:
     """The placement router's view of one route (see :class:`route_manager.placement_router.RouteView`)."""
 
     def __init__(self, placement: SubscriptionPlacement, entry: NamespaceEntry,
-                 engine: RTreeMatchingEngine):
+                 engine: RTreeMatchingEngine, pending_here: int = 0):
         self.placement = placement
+        self.pending_here = pending_here
         self.entry = entry
         self.engine = engine
         self.self_name = placement.name
@@ -173,7 +183,7 @@ class _RouteView:
 
     @property
     def self_load(self) -> int:
-        return self.placement.summaries.load()
+        return self.placement.summaries.load() + self.pending_here
 
     def membership(self) -> tuple[str, ...]:
         if self._members is None:

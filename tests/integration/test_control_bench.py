@@ -14,6 +14,7 @@ def test_bench_control_quick():
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["subscribe_per_s"] > 0 and figures["bulk_subscribe_per_s"] > 0
+    assert figures["placed_bulk_subscribe_per_s"] > 0
     assert 0 < figures["summary_propagation_p50_ms"] <= figures["summary_propagation_p99_ms"]
     assert figures["subscribe_cpu_ms_per_subscription"] > 0
     assert figures["setup"]["server_subscriptions"] == 5000

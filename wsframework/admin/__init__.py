@@ -70,7 +70,7 @@ from .contracts import (ADMIN_TOKEN_QNAME, FAULT_ACCESS_DENIED, FAULT_INVALID_NA
                         GetStatsResponse, ListTopics, ListTopicsResponse, TopicInfo)
 from .endpoint import (ADMIN_PATH, AdminEndpoint, NamespaceAdmin, TopicAdministrators,
                        carries_credential, topic_named, unknown_matcher_fault)
-from .model import (AnyUri, AnyXml, Contract, Integer32, Unicode, optional, repeated,
+from .model import (AnyUri, AnyXml, Boolean, Contract, Integer32, Unicode, optional, repeated,
                     required)
 from .registry import (REQUEST_ACTIONS, RESPONSE_ACTIONS, action_for, element_qname,
                        register_contract, register_operation, reset_contracts,
@@ -86,7 +86,7 @@ __all__ = [
     "CreateTopic", "CreateTopicResponse", "DeleteTopic", "DeleteTopicResponse",
     "ListTopics", "ListTopicsResponse", "TopicInfo",
     "Figure", "GetStats", "GetStatsResponse", "Configure", "ConfigureResponse",
-    "Contract", "AnyUri", "AnyXml", "Integer32", "Unicode", "required", "optional", "repeated",
+    "Contract", "AnyUri", "AnyXml", "Boolean", "Integer32", "Unicode", "required", "optional", "repeated",
     "register_contract", "register_operation", "unregister_contract", "reset_contracts",
     "parse_request", "parse_response", "render", "spyne_wsdl",
     "ADMIN_PATH", "AdminEndpoint", "NamespaceAdmin", "TopicAdministrators", "carries_credential",

@@ -15,12 +15,24 @@ from __future__ import annotations
 import functools
 
 from lxml import etree
-from spyne import AnyUri, AnyXml, Boolean, ComplexModel, Integer32, Unicode
+from spyne import AnyUri, AnyXml, ComplexModel, Integer32, Unicode
+from spyne import Boolean as _SpyneBoolean
 
 from ..canonical import canonical_xml
 
 __all__ = ["Contract", "AnyUri", "AnyXml", "Boolean", "Integer32", "Unicode", "required", "optional",
            "repeated", "schema"]
+
+
+class Boolean(_SpyneBoolean):
+    """xs:boolean whose text must be one of its four lexical forms (true, false, 1, 0):
+    spyne's own reads any other text, "maybe" or "yes", as false."""
+    __type_name__ = "boolean"
+
+    @staticmethod
+    def validate_string(cls, value):
+        return (_SpyneBoolean.validate_string(cls, value)
+                and (value is None or value.strip() in ("true", "false", "1", "0")))
 
 
 class Contract(ComplexModel):

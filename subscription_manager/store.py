@@ -29,7 +29,7 @@ from lxml import etree
 from matchers import FilterSpec
 from wsframework import ns
 from wsframework.addressing import EndpointReference
-from wsframework.migrations import columns, migrate
+from wsframework.migrations import Step, columns, migrate
 from wsframework.store import Store, upsert_sql
 from wsframework.urlpolicy import UrlRefused, parse_url
 from wsframework.xmlparse import parse_xml
@@ -244,15 +244,23 @@ def _insert_row(conn, s: Subscription, seq: int, now: float, *,
 
 
 def _limit_scopes(s: Subscription, limits: SubscriptionLimits):
-    """(limit, key, SQL condition, its parameters, scope) of each limit ``s`` counts against."""
+    """(limit, key, SQL condition, its parameters, scope) of each limit ``s`` counts against;
+    the key names the scope's row of the active counts."""
     host = notify_host(s.notify_to.address)
     for limit, key, where, params, scope in (
-            (limits.per_host, ("host", host), "notify_host = ?", (host,), f"host {host}"),
-            (limits.per_topic, ("topic", s.topic_uid), "topic_uid = ?", (s.topic_uid,),
+            (limits.per_host, f"host:{host}", "notify_host = ?", (host,), f"host {host}"),
+            (limits.per_topic, f"topic:{s.topic_uid}", "topic_uid = ?", (s.topic_uid,),
              f"topic {s.topic}"),
-            (limits.total, ("total",), "1 = 1", (), "the service")):
+            (limits.total, "total", "1 = 1", (), "the service")):
         if limit > 0:
             yield limit, key, where, params, scope
+
+
+def _counted(conn, key: str) -> int:
+    """The active rows of a limit's scope, expired ones not yet ended included: never below
+    what :func:`_active_count` counts."""
+    row = conn.execute(f"SELECT n FROM {_COUNTS} WHERE scope = ?", (key,)).fetchone()
+    return row[0] if row else 0
 
 
 def _active_count(conn, where: str, params: tuple, now: float, limit: int) -> int:
@@ -266,31 +274,42 @@ def _active_count(conn, where: str, params: tuple, now: float, limit: int) -> in
 def _over_limit(conn, s: Subscription, limits: SubscriptionLimits, now: float) -> None:
     """Raise :class:`LimitReached` if one more active subscription like ``s`` is one too
     many."""
-    for limit, _, where, params, scope in _limit_scopes(s, limits):
-        if _active_count(conn, where, params, now, limit) >= limit:
+    for limit, key, where, params, scope in _limit_scopes(s, limits):
+        if (_counted(conn, key) >= limit
+                and _active_count(conn, where, params, now, limit) >= limit):
             raise LimitReached(scope, limit)
 
 
 class _LimitCounts:
-    """The limits of a bulk insert: each scope counted once in the transaction, then kept
-    up to date as rows go in (so n inserts cost one count per scope, not n)."""
+    """The limits of a bulk insert, all taken before any row goes in: each scope's count
+    read once in the transaction, plus the rows taken since; a count that reaches its limit
+    is replaced once by the exact one, counted row by row (so n inserts cost one read per
+    scope, not n counts)."""
 
     def __init__(self, conn, limits: SubscriptionLimits, now: float):
         self.conn = conn
         self.limits = limits
         self.now = now
-        self.counts: dict[tuple, int] = {}
+        self.counts: dict[str, int] = {}
+        self.taken: dict[str, int] = {}
+        self.exact: set[str] = set()
 
     def take(self, s: Subscription) -> None:
         """Count ``s`` in; :class:`LimitReached` (nothing counted) if it is one too many."""
         scopes = list(_limit_scopes(s, self.limits))
         for limit, key, where, params, scope in scopes:
             if key not in self.counts:
-                self.counts[key] = _active_count(self.conn, where, params, self.now, limit)
+                self.counts[key] = _counted(self.conn, key)
+                self.taken[key] = 0
+            if self.counts[key] >= limit and key not in self.exact:
+                self.counts[key] = (_active_count(self.conn, where, params, self.now, limit)
+                                    + self.taken[key])
+                self.exact.add(key)
             if self.counts[key] >= limit:
                 raise LimitReached(scope, limit)
         for _, key, _, _, _ in scopes:
             self.counts[key] += 1
+            self.taken[key] += 1
 
 
 def _add_columns(conn, store) -> None:
@@ -312,7 +331,69 @@ def _add_columns(conn, store) -> None:
                      (notify_host(epr.address), row["id"]))
 
 
-_MIGRATIONS = [_SCHEMA, _add_columns, _INDEXES]
+# How many active rows each limit's scope holds ('total', 'topic:<uid>', 'host:<host>'),
+# kept by triggers in the transaction of every change, whatever the code path. An active
+# row stays counted after its expiry until it leaves the active state, so a count is never
+# below the rows a limit counts (active and unexpired): one below the limit settles a
+# Subscribe with one indexed read, and only a count at the limit is checked row by row.
+ACTIVE_COUNTS_TABLE = "eventing_active_counts"
+_COUNTS = ACTIVE_COUNTS_TABLE
+_COUNTS_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {_COUNTS} (scope TEXT PRIMARY KEY, n INTEGER NOT NULL);
+"""
+
+
+def _scopes(row: str) -> str:
+    return (f"'total', 'topic:' || {row}.topic_uid, "
+            f"'host:' || COALESCE({row}.notify_host, '')")
+
+
+def _count_in(row: str) -> str:
+    values = ", ".join(f"({scope}, 1)" for scope in (
+        "'total'", f"'topic:' || {row}.topic_uid", f"'host:' || COALESCE({row}.notify_host, '')"))
+    return (f"INSERT INTO {_COUNTS} (scope, n) VALUES {values} "
+            f"ON CONFLICT (scope) DO UPDATE SET n = {_COUNTS}.n + 1;")
+
+
+def _count_out(row: str) -> str:
+    return f"UPDATE {_COUNTS} SET n = n - 1 WHERE scope IN ({_scopes(row)});"
+
+
+_COUNTS_TRIGGERS = Step(sqlite=f"""
+CREATE TRIGGER IF NOT EXISTS {_COUNTS}_inserted AFTER INSERT ON {_TABLE}
+    WHEN NEW.status = 'active' BEGIN {_count_in("NEW")} END;
+CREATE TRIGGER IF NOT EXISTS {_COUNTS}_left AFTER UPDATE OF status, topic_uid, notify_host
+    ON {_TABLE} WHEN OLD.status = 'active' BEGIN {_count_out("OLD")} END;
+CREATE TRIGGER IF NOT EXISTS {_COUNTS}_entered AFTER UPDATE OF status, topic_uid, notify_host
+    ON {_TABLE} WHEN NEW.status = 'active' BEGIN {_count_in("NEW")} END;
+CREATE TRIGGER IF NOT EXISTS {_COUNTS}_deleted AFTER DELETE ON {_TABLE}
+    WHEN OLD.status = 'active' BEGIN {_count_out("OLD")} END;
+""", postgresql=f"""
+CREATE OR REPLACE FUNCTION {_COUNTS}_change() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        IF OLD.status = 'active' THEN {_count_out("OLD")} END IF;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        IF NEW.status = 'active' THEN {_count_in("NEW")} END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER {_COUNTS}_change
+    AFTER INSERT OR UPDATE OF status, topic_uid, notify_host OR DELETE ON {_TABLE}
+    FOR EACH ROW EXECUTE FUNCTION {_COUNTS}_change();
+""")
+_COUNTS_FILL = f"""
+DELETE FROM {_COUNTS};
+INSERT INTO {_COUNTS} (scope, n) SELECT 'total', COUNT(*) FROM {_TABLE} WHERE status = 'active';
+INSERT INTO {_COUNTS} (scope, n) SELECT 'topic:' || topic_uid, COUNT(*) FROM {_TABLE}
+    WHERE status = 'active' GROUP BY topic_uid;
+INSERT INTO {_COUNTS} (scope, n) SELECT 'host:' || COALESCE(notify_host, ''), COUNT(*)
+    FROM {_TABLE} WHERE status = 'active' GROUP BY COALESCE(notify_host, '');
+"""
+
+_MIGRATIONS = [_SCHEMA, _add_columns, _INDEXES, _COUNTS_SCHEMA, _COUNTS_TRIGGERS, _COUNTS_FILL]
 
 
 class SubscriptionStore:

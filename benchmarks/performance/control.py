@@ -6,8 +6,8 @@
   servers' and dispatcher's CPU per Subscribe, and the clients' (``client_cpu_ms...``).
 * ``placed_bulk_subscribe_per_s``: the same population made by an operator's placed bulk
   subscribe (``edn subscribe --from-file --place``: SubscribeMany with ``Place``, at most
-  2,500 requests a message, one message per server at once, each request placed as a
-  Subscribe would be), which ``edn demo`` uses; ``placed_bulk_cpu_ms_per_subscription``
+  2,500 requests a message, so one message to one server, which places each request as a
+  Subscribe would be and sends each other server its share), which ``edn demo`` uses; ``placed_bulk_cpu_ms_per_subscription``
   (servers and dispatcher).
 * ``bulk_subscribe_per_s``: ``edn subscribe --from-file`` (SubscribeMany, chunks of 5,000)
   into one server with its subscription limits lifted; ``bulk_server_cpu_us_per_subscription``.

@@ -261,8 +261,9 @@ class LocalNetwork:
                           chunk: int = 2500, version: str = "2011") -> None:
         """Subscribe one range filter per row as an operator's placed bulk subscribe does
         (``edn subscribe --from-file --place``): SubscribeMany messages of at most ``chunk``
-        requests, one per server at once (each server places its requests as Subscribes
-        would be, and sends every other server its share in one message)."""
+        requests, sent to the servers in turn, as many at once as there are servers (each
+        server places its message's requests as Subscribes would be, and sends every other
+        server its share in one message; one message when the rows fit in one)."""
         from subscription_manager.bulk_subscribe import (SubscribeMany, parse_results,
                                                          requests_element)
         from subscription_manager.client import SubscriptionHandle, subscribe_body
@@ -282,10 +283,14 @@ class LocalNetwork:
             bodies = [subscribe_body(version, f"{self.sink.url}/n/{start + i}",
                                      filter=range_filter(lo[i], hi[i]),
                                      dialect=RANGES_DIALECT, expires="PT1H") for i in rows]
-            admin = AdminClient(server.base_url, self.token,
-                                transport=HttpTransport(timeout=(3.0, 600.0)))
-            answers = parse_results(admin.call(SubscribeMany(
-                Topic=topic, Requests=requests_element(version, bodies), Place=True)).Results)
+            transport = HttpTransport(timeout=(3.0, 600.0))
+            try:
+                answers = parse_results(AdminClient(server.base_url, self.token,
+                                                    transport=transport).call(SubscribeMany(
+                    Topic=topic, Requests=requests_element(version, bodies),
+                    Place=True)).Results)
+            finally:
+                transport.close()
             refused = [a for a in answers if not isinstance(a, Made)]
             if refused or len(answers) != len(rows):
                 raise RuntimeError(f"a placed bulk subscribe at {server.base_url} refused "

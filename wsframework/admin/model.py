@@ -25,14 +25,15 @@ __all__ = ["Contract", "AnyUri", "AnyXml", "Boolean", "Integer32", "Unicode", "r
 
 
 class Boolean(_SpyneBoolean):
-    """xs:boolean whose text must be one of its four lexical forms (true, false, 1, 0):
-    spyne's own reads any other text, "maybe" or "yes", as false."""
+    """xs:boolean whose text must be one of its four lexical forms (true, false, 1, 0),
+    without surrounding white space: spyne's own reads any other text, "maybe", "yes" or
+    " true ", as false."""
     __type_name__ = "boolean"
 
     @staticmethod
     def validate_string(cls, value):
         return (_SpyneBoolean.validate_string(cls, value)
-                and (value is None or value.strip() in ("true", "false", "1", "0")))
+                and (value is None or value in ("true", "false", "1", "0")))
 
 
 class Contract(ComplexModel):

@@ -17,7 +17,7 @@ from subscription_manager.client import EventingClient, SubscriptionHandle, subs
 from subscription_manager.messages import manager_epr
 from subscription_manager.operations import Made, Refused
 from subscription_manager.versions import VERSIONS
-from tests.support.edn import (TOPIC, Network, SingleSource, expected_notifications,
+from tests.support.edn import (EV, TOPIC, Network, SingleSource, expected_notifications,
                                random_boxes, random_points, server_url)
 from tests.support.eventing import SINK, TOKEN, Harness
 from wsframework import ns
@@ -152,36 +152,92 @@ def test_an_unreachable_servers_share_is_made_here(network):
     assert m0.stats()["bulk_share_unreachable"] == 1
 
 
-class _ReadTimeoutTo:
-    """The in-process transport, but a request to ``url`` arrives and its answer is lost."""
+class _AnswerLostFrom:
+    """The in-process transport, but a request to ``url`` arrives and its answer is lost
+    (``cause``: a read timeout, or a connection reset after sending)."""
 
-    def __init__(self, transport, url: str):
+    def __init__(self, transport, url: str, cause: Exception):
         self.transport = transport
         self.url = url
+        self.cause = cause
 
     def post(self, url, *args, **kwargs):
         answer = self.transport.post(url, *args, **kwargs)
         if url.startswith(self.url):
-            raise TransportError("read timed out") from requests.exceptions.ReadTimeout()
+            raise TransportError(f"answer lost: {self.cause!r}") from self.cause
         return answer
 
     def __getattr__(self, name):
         return getattr(self.transport, name)
 
 
-def test_a_share_that_may_have_arrived_is_refused_not_made_twice(network):
+@pytest.mark.parametrize("cause", [requests.exceptions.ReadTimeout(),
+                                   requests.exceptions.ConnectionError("reset by peer")])
+def test_a_share_that_may_have_arrived_is_refused_not_made_twice(network, cause):
     net = network(("rtree", "rtree", "local"))
     net.create_topic()
     net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)
     net.step()
     m0 = net.manager(0)
-    m0.peer_transport = _ReadTimeoutTo(net.transport, server_url(2))
+    m0.peer_transport = _AnswerLostFrom(net.transport, server_url(2), cause)
     answers = placed_bulk(net, 0, [_body([1, 1, 1], [2, 2, 2], i) for i in range(1, 3)])
     # 2011 has no subcode of its own for it: the Receiver fault a Subscribe would get
     assert all(isinstance(a, Refused) and a.code == "Receiver"
                and "may exist there" in a.reason for a in answers)
     assert m0.load() == 0 and not m0.is_down("s2")
     assert net.manager(2).load() == 3  # it did arrive: an operator checks before a retry
+
+
+def test_a_receiver_fault_for_a_share_says_it_may_exist_there(network, monkeypatch):
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)
+    net.step()
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+    monkeypatch.setattr(net.manager(2).operations, "subscribe_many", fail)
+    answers = placed_bulk(net, 0, [_body([1, 1, 1], [2, 2, 2], 1)])
+    assert answers[0].code == "Receiver" and "may exist there" in answers[0].reason
+
+
+def test_a_failure_of_the_share_here_keeps_the_other_shares_answers(network, monkeypatch):
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)  # s2 owns that region; s0 the rest
+    net.step()
+    m0 = net.manager(0)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+    monkeypatch.setattr(m0.operations, "subscribe_many", fail)
+    answers = placed_bulk(net, 0, [_body([6, 6, 6], [7, 7, 7], 1),
+                                   _body([0, 0, 0], [1, 1, 1], 2)])
+    assert isinstance(answers[0], Made) and answers[0].manager == server_url(2) + "/subscriptions"
+    assert isinstance(answers[1], Refused) and "could not store its share" in answers[1].reason
+    assert net.manager(2).load() == 2 and m0.load() == 0
+
+
+def test_prefixes_declared_above_the_requests_survive_placement(network):
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)  # s2 covers everything: placed there
+    net.step()
+    bodies = [subscribe_body("2011", f"{SINK}/n/{i}", filter=f"e:x0 > {i}", expires="PT1H")
+              for i in (1, 2)]
+    requests_ = requests_element("2011", bodies)
+    requests_ = etree.fromstring(etree.tostring(requests_).replace(
+        b"<edn:Requests ", f'<edn:Requests xmlns:e="{EV}" '.encode(), 1))
+    admin = AdminClient(server_url(0), TOKEN, transport=net.transport)
+    answers = parse_results(admin.call(SubscribeMany(Topic=TOPIC, Requests=requests_,
+                                                     Place=True)).Results)
+    assert all(isinstance(a, Made) and a.manager == server_url(2) + "/subscriptions"
+               for a in answers), answers
+    net.step()
+    net.publish([[1.5, 1, 1], [3, 1, 1]])
+    net.drain()
+    assert net.received() == [("/n/0", "0"), ("/n/0", "1"), ("/n/1", "0"), ("/n/1", "1"),
+                              ("/n/2", "1")]
 
 
 def test_a_fault_for_a_whole_share_refuses_each_request_of_it(network, monkeypatch):
@@ -212,7 +268,7 @@ def test_a_bulk_placed_here_counts_its_own_share_against_the_threshold(network):
     assert sorted(m.load() for m in net.managers) == [10, 10, 10]
 
 
-@pytest.mark.parametrize("value", ["maybe", "2", "yes"])
+@pytest.mark.parametrize("value", ["maybe", "2", "yes", " true ", "True"])
 def test_place_must_be_a_boolean(network, value):
     net = network(("rtree", "rtree"))
     net.create_topic()

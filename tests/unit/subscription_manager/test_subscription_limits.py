@@ -261,6 +261,9 @@ def test_a_table_from_before_the_host_column_is_migrated(tmp_path):
     store.insert(_subscription("a", "t", "http://Old.Example:81/n"))
     store.store.close()
     conn = sqlite3.connect(path)
+    for trigger in ("inserted", "left", "entered", "deleted"):  # before the counts, too
+        conn.execute(f"DROP TRIGGER eventing_active_counts_{trigger}")
+    conn.execute("DROP TABLE eventing_active_counts")
     conn.execute("DROP INDEX eventing_subscriptions_host")
     conn.execute("ALTER TABLE eventing_subscriptions DROP COLUMN notify_host")
     conn.execute("DROP TABLE schema_versions")  # and before migrations were versioned
@@ -269,6 +272,8 @@ def test_a_table_from_before_the_host_column_is_migrated(tmp_path):
     migrated = SubscriptionStore(Store(path))
     assert migrated.store.query("SELECT notify_host FROM eventing_subscriptions")[0][0] == \
         "old.example"
+    assert dict(migrated.store.query("SELECT scope, n FROM eventing_active_counts")) == {
+        "total": 1, "topic:t-uid": 1, "host:old.example": 1}
     with pytest.raises(LimitReached):
         migrated.insert(_subscription("b", "u", "http://old.example/x"),
                         SubscriptionLimits(per_host=1), T0)

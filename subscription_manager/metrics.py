@@ -14,7 +14,6 @@ from __future__ import annotations
 from wsframework.metrics import Reading, RoleMetrics
 
 from .console import topics
-from .lifecycle import State
 
 __all__ = ["serve_source_metrics", "source_readings", "serve_table_metrics", "table_readings"]
 
@@ -54,6 +53,7 @@ def serve_source_metrics(service, manager, *, access: str | None = None) -> Role
 
 def source_readings(manager) -> list[Reading]:
     counters = manager.counters
+    active, _ = manager.store.active_counts()
     out = [Reading(name, "counter", help, counters.get(key, 0))
            for key, (name, help) in _DELIVERY_COUNTERS.items()]
     out += [
@@ -63,8 +63,7 @@ def source_readings(manager) -> list[Reading]:
         Reading("edn_delivery_pending", "gauge",
                 "Notifications accepted and not finished (retries included)",
                 counters.get("pending", 0)),
-        Reading("edn_subscriptions_active", "shared", "Active subscriptions",
-                manager.store.count(State.ACTIVE)),
+        Reading("edn_subscriptions_active", "shared", "Active subscriptions", active),
         # label topic: topics are created by administrators, so their number is bounded
         *(Reading("edn_topic_subscriptions_active", "shared",
                   "Active subscriptions of a topic", topic["subscriptions"],

@@ -620,6 +620,19 @@ class SubscriptionStore:
         refusing early; :meth:`insert` decides)."""
         _over_limit(self.store.connection(), subscription, limits, now)
 
+    def active_counts(self) -> tuple[int, dict[str, int]]:
+        """Active rows in all, and per topic uid, from the counts the store's triggers keep
+        (one read per topic, whatever the rows held; a row past its expiry counts until the
+        sweeper ends it)."""
+        total, per_topic = 0, {}
+        for scope, n in self.store.query(
+                f"SELECT scope, n FROM {_COUNTS} WHERE scope = 'total' OR scope LIKE 'topic:%'"):
+            if scope == "total":
+                total = n
+            elif n:
+                per_topic[scope[len("topic:"):]] = n
+        return total, per_topic
+
     def count(self, status: State | None = None) -> int:
         if status is None:
             return self.store.query(f"SELECT COUNT(*) FROM {_TABLE}")[0][0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from subscription_manager.lifecycle import State
 from subscription_manager.messages import UNWRAP
 from subscription_manager.store import (LimitReached, Subscription, SubscriptionLimits,
                                         SubscriptionStore)
@@ -86,6 +87,11 @@ def test_the_counts_follow_every_change_of_the_store(tmp_path):
             elif kind == "purge":
                 store.purge(now - 20)
             assert _kept(store) == _truth(store), (step, kind)
+            total, per_topic = store.active_counts()
+            truth = _truth(store)
+            assert total == truth.get("total", 0) == store.count(State.ACTIVE)
+            assert per_topic == {scope[len("topic:"):]: n for scope, n in truth.items()
+                                 if scope.startswith("topic:")}
         store.end_all("shutting down")
         assert _kept(store) == {} == _truth(store)
     finally:

@@ -74,7 +74,10 @@ A key no settings group of the role knows is refused (:func:`wsframework.setting
 
 The subscription limits are counted in the store, in the transaction that inserts the
 subscription (:meth:`~subscription_manager.store.SubscriptionStore.insert`), so every
-worker of a service sees one count; only active, unexpired subscriptions count. A Subscribe
+worker of a service sees one count; only active, unexpired subscriptions count. Triggers keep
+the number of active rows per scope in the same transactions, so a Subscribe well below a
+limit costs one indexed read per scope; only a scope whose kept count has reached its limit
+(which may include expired rows the sweeper has not ended yet) is counted row by row. A Subscribe
 over a limit is refused with Receiver ``wse:EventSourceUnableToProcess`` (2004/08) or a
 Receiver fault (2011, which dropped that subcode); see :mod:`.exceptions`. Why these
 defaults: a subscription costs a worker about 10 KB (its compiled filter, notification

@@ -48,6 +48,22 @@ def _body(lo, hi, index: int, version: str = "2011", **options):
                           dialect=RANGES_DIALECT, **options)
 
 
+def _held_by_s2(network, lo, hi):
+    """Three servers (s2 never places elsewhere) that know each other, s2 holding one
+    subscription ``lo``..``hi``: the R-tree rule sends requests inside it to s2."""
+    net = network(("rtree", "rtree", "local"))
+    net.create_topic()
+    net.subscribe(2, lo, hi, 0)
+    net.step()
+    return net
+
+
+def _raising(exc: Exception):
+    def fail(*args, **kwargs):
+        raise exc
+    return fail
+
+
 def placed_bulk(net, at: int, bodies, *, version: str = "2011", place=True):
     admin = AdminClient(server_url(at), TOKEN, transport=net.transport)
     return parse_results(admin.call(SubscribeMany(
@@ -95,10 +111,7 @@ def test_a_placed_bulk_spreads_like_subscribes_and_delivers_exactly(network, tmp
 
 
 def test_a_subscription_made_elsewhere_is_managed_through_the_manager_named(network):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)  # s2 owns the region
-    net.step()
+    net = _held_by_s2(network, [5, 5, 5], [8, 8, 8])  # s2 owns the region
     answers = placed_bulk(net, 0, [_body([6, 6, 6], [7, 7, 7], 1)])
     (answer,) = answers
     assert answer.manager == server_url(2) + "/subscriptions"
@@ -112,19 +125,13 @@ def test_a_subscription_made_elsewhere_is_managed_through_the_manager_named(netw
 
 
 def test_without_place_every_request_stays_on_the_server_addressed(network):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)
-    net.step()
+    net = _held_by_s2(network, [5, 5, 5], [8, 8, 8])
     answers = placed_bulk(net, 0, [_body([6, 6, 6], [7, 7, 7], 1)], place=None)
     assert answers[0].manager is None and net.manager(0).load() == 1
 
 
 def test_each_request_is_refused_alone_with_the_fault_a_subscribe_gets(network):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)
-    net.step()
+    net = _held_by_s2(network, [5, 5, 5], [8, 8, 8])
     bodies = [_body([6, 6, 6], [7, 7, 7], 1),           # placed on s2
               _body([6, 6, 6], [7, 7, 7], 2, expires="-PT5M"),  # a negative duration
               subscribe_body("2011", f"{SINK}/n/3", filter="x0 in [", dialect=RANGES_DIALECT,
@@ -140,10 +147,7 @@ def test_each_request_is_refused_alone_with_the_fault_a_subscribe_gets(network):
 
 
 def test_an_unreachable_servers_share_is_made_here(network):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)  # s2 covers everything
-    net.step()
+    net = _held_by_s2(network, [0, 0, 0], [10, 10, 10])  # s2 covers everything
     net.transport._endpoints.pop(server_url(2))  # s2 goes away
     answers = placed_bulk(net, 0, [_body([1, 1, 1], [2, 2, 2], i) for i in range(1, 4)])
     assert all(isinstance(a, Made) and a.manager is None for a in answers)
@@ -174,10 +178,7 @@ class _AnswerLostFrom:
 @pytest.mark.parametrize("cause", [requests.exceptions.ReadTimeout(),
                                    requests.exceptions.ConnectionError("reset by peer")])
 def test_a_share_that_may_have_arrived_is_refused_not_made_twice(network, cause):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)
-    net.step()
+    net = _held_by_s2(network, [0, 0, 0], [10, 10, 10])
     m0 = net.manager(0)
     m0.peer_transport = _AnswerLostFrom(net.transport, server_url(2), cause)
     answers = placed_bulk(net, 0, [_body([1, 1, 1], [2, 2, 2], i) for i in range(1, 3)])
@@ -189,28 +190,17 @@ def test_a_share_that_may_have_arrived_is_refused_not_made_twice(network, cause)
 
 
 def test_a_receiver_fault_for_a_share_says_it_may_exist_there(network, monkeypatch):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)
-    net.step()
-
-    def fail(*args, **kwargs):
-        raise RuntimeError("disk full")
-    monkeypatch.setattr(net.manager(2).operations, "subscribe_many", fail)
+    net = _held_by_s2(network, [0, 0, 0], [10, 10, 10])
+    monkeypatch.setattr(net.manager(2).operations, "subscribe_many",
+                        _raising(RuntimeError("disk full")))
     answers = placed_bulk(net, 0, [_body([1, 1, 1], [2, 2, 2], 1)])
     assert answers[0].code == "Receiver" and "may exist there" in answers[0].reason
 
 
 def test_a_failure_of_the_share_here_keeps_the_other_shares_answers(network, monkeypatch):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [5, 5, 5], [8, 8, 8], 0)  # s2 owns that region; s0 the rest
-    net.step()
+    net = _held_by_s2(network, [5, 5, 5], [8, 8, 8])  # s2 owns that region; s0 the rest
     m0 = net.manager(0)
-
-    def fail(*args, **kwargs):
-        raise RuntimeError("disk full")
-    monkeypatch.setattr(m0.operations, "subscribe_many", fail)
+    monkeypatch.setattr(m0.operations, "subscribe_many", _raising(RuntimeError("disk full")))
     answers = placed_bulk(net, 0, [_body([6, 6, 6], [7, 7, 7], 1),
                                    _body([0, 0, 0], [1, 1, 1], 2)])
     assert isinstance(answers[0], Made) and answers[0].manager == server_url(2) + "/subscriptions"
@@ -219,10 +209,7 @@ def test_a_failure_of_the_share_here_keeps_the_other_shares_answers(network, mon
 
 
 def test_prefixes_declared_above_the_requests_survive_placement(network):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)  # s2 covers everything: placed there
-    net.step()
+    net = _held_by_s2(network, [0, 0, 0], [10, 10, 10])  # s2 covers everything: placed there
     bodies = [subscribe_body("2011", f"{SINK}/n/{i}", filter=f"e:x0 > {i}", expires="PT1H")
               for i in (1, 2)]
     requests_ = requests_element("2011", bodies)
@@ -241,15 +228,10 @@ def test_prefixes_declared_above_the_requests_survive_placement(network):
 
 
 def test_a_fault_for_a_whole_share_refuses_each_request_of_it(network, monkeypatch):
-    net = network(("rtree", "rtree", "local"))
-    net.create_topic()
-    net.subscribe(2, [0, 0, 0], [10, 10, 10], 0)
-    net.step()
+    net = _held_by_s2(network, [0, 0, 0], [10, 10, 10])
     m2 = net.manager(2)
-
-    def refuse(*args, **kwargs):
-        raise sender_fault("this server takes no bulk subscribes now")
-    monkeypatch.setattr(m2.operations, "subscribe_many", refuse)
+    monkeypatch.setattr(m2.operations, "subscribe_many",
+                        _raising(sender_fault("this server takes no bulk subscribes now")))
     answers = placed_bulk(net, 0, [_body([1, 1, 1], [2, 2, 2], 1),
                                    _body([1, 1, 1], [2, 2, 2], 2)])
     assert [a.reason for a in answers] == ["this server takes no bulk subscribes now"] * 2

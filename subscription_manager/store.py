@@ -343,20 +343,24 @@ CREATE TABLE IF NOT EXISTS {_COUNTS} (scope TEXT PRIMARY KEY, n INTEGER NOT NULL
 """
 
 
-def _scopes(row: str) -> str:
-    return (f"'total', 'topic:' || {row}.topic_uid, "
+def _scopes(row: str) -> tuple[str, ...]:
+    """The SQL expressions of the scope keys of the row ``row`` (NEW or OLD)."""
+    return ("'total'", f"'topic:' || {row}.topic_uid",
             f"'host:' || COALESCE({row}.notify_host, '')")
 
 
 def _count_in(row: str) -> str:
-    values = ", ".join(f"({scope}, 1)" for scope in (
-        "'total'", f"'topic:' || {row}.topic_uid", f"'host:' || COALESCE({row}.notify_host, '')"))
+    values = ", ".join(f"({scope}, 1)" for scope in _scopes(row))
     return (f"INSERT INTO {_COUNTS} (scope, n) VALUES {values} "
             f"ON CONFLICT (scope) DO UPDATE SET n = {_COUNTS}.n + 1;")
 
 
 def _count_out(row: str) -> str:
-    return f"UPDATE {_COUNTS} SET n = n - 1 WHERE scope IN ({_scopes(row)});"
+    # a scope left empty goes: NotifyTo hosts are the peers' to choose, so rows kept at
+    # zero would grow with every host ever named
+    scopes = ", ".join(_scopes(row))
+    return (f"UPDATE {_COUNTS} SET n = n - 1 WHERE scope IN ({scopes}); "
+            f"DELETE FROM {_COUNTS} WHERE n <= 0 AND scope IN ({scopes});")
 
 
 _COUNTS_TRIGGERS = Step(sqlite=f"""

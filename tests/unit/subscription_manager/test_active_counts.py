@@ -87,6 +87,8 @@ def test_the_counts_follow_every_change_of_the_store(tmp_path):
             elif kind == "purge":
                 store.purge(now - 20)
             assert _kept(store) == _truth(store), (step, kind)
+            assert store.store.query(  # no scope left behind empty
+                "SELECT COUNT(*) FROM eventing_active_counts WHERE n <= 0")[0][0] == 0
             total, per_topic = store.active_counts()
             truth = _truth(store)
             assert total == truth.get("total", 0) == store.count(State.ACTIVE)

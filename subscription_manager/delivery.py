@@ -153,9 +153,10 @@ class Deliverer:
                     woken += self._enqueue(key, job)
                 self._pending += accepted
                 self._counts["queued"] += accepted
+                # one worker per host made ready: a worker taking a host with jobs left
+                # wakes the next (_take), so waking more would only have them find nothing
                 if woken:
-                    self._cond.notify(min(woken * self.policy.per_host_max,
-                                          self.policy.workers))
+                    self._cond.notify(woken)
             if dropped:
                 self._counts["dropped"] += dropped
         if dropped:

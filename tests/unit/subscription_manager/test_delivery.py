@@ -159,6 +159,30 @@ def test_workers_are_started_once_not_per_event():
     deliverer.close()
 
 
+
+def test_a_host_made_ready_wakes_one_idle_worker():
+    """Waking more than one worker per host made ready would only have the others find
+    nothing to take (a worker taking a host with jobs left wakes the next)."""
+    transport = HostTransport()
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=8, per_host=4, per_host_max=8,
+                                                    retries=0))
+    try:
+        deliverer.submit(job(url="http://warm.test/n"))  # starts the workers
+        assert transport.wait(lambda: transport.done.get("warm.test") == 1)
+        woken = []
+        notify = deliverer._cond.notify
+        deliverer._cond.notify = lambda n=1: (woken.append(n), notify(n))
+        deliverer.submit_many([job(url="http://slow.test/n") for _ in range(3)]
+                              + [job(url="http://two.test/n")])
+        assert woken[0] == 2  # two hosts made ready
+        assert transport.wait(lambda: transport.in_flight.get("slow.test") == 3)
+    finally:
+        transport.release.set()
+    assert deliverer.drain(10)
+    assert deliverer.stats()["delivered"] == 5
+    deliverer.close()
+
+
 # -- through the manager: a dead sink ends the subscription ------------------------------------
 
 @pytest.mark.parametrize("name", ["2004", "2011"])

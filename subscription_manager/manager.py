@@ -229,14 +229,18 @@ class SubscriptionManager:
         """Answer a Subscribe (:mod:`.operations`); the EDN manager places it first."""
         return self.operations.subscribe(message, version)
 
-    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        return self.operations.renew(message, version, subscription_id)
+    # ``stored``: the subscription's row as this request read it (None: there is none)
+    def handle_renew(self, message, version: EventingVersion, subscription_id: str,
+                     stored: Subscription | None) -> Reply:
+        return self.operations.renew(message, version, subscription_id, stored)
 
-    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        return self.operations.get_status(message, version, subscription_id)
+    def handle_get_status(self, message, version: EventingVersion, subscription_id: str,
+                          stored: Subscription | None) -> Reply:
+        return self.operations.get_status(message, version, subscription_id, stored)
 
-    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        return self.operations.unsubscribe(message, version, subscription_id)
+    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str,
+                           stored: Subscription | None) -> Reply:
+        return self.operations.unsubscribe(message, version, subscription_id, stored)
 
     def deliver(self, subscriptions: list[Subscription], action: str,
                 event: etree._Element | bytes) -> int:
@@ -315,19 +319,20 @@ class SubscriptionManager:
                                version, message.reference_parameter(version.identifier_tag)))
         if subscription_id is None:
             raise UnknownSubscription(version, None, operation)
-        self._check_owner(message, subscription_id, operation)
+        stored = self.store.get(subscription_id)  # read once, for every step of the request
+        self._check_owner(message, stored, operation)
         if operation == "Renew":
-            return self.handle_renew(message, version, subscription_id)
+            return self.handle_renew(message, version, subscription_id, stored)
         if operation == "GetStatus":
-            return self.handle_get_status(message, version, subscription_id)
-        return self.handle_unsubscribe(message, version, subscription_id)
+            return self.handle_get_status(message, version, subscription_id, stored)
+        return self.handle_unsubscribe(message, version, subscription_id, stored)
 
-    def _check_owner(self, message: IncomingMessage, subscription_id: str, operation: str) -> None:
+    def _check_owner(self, message: IncomingMessage, subscription: Subscription | None,
+                     operation: str) -> None:
         """Renew, GetStatus and Unsubscribe of a subscription a principal made come from
         that principal, the network, or an admin of its topic (wsframework.access)."""
         access = self.service.access
         message.principal = access.acting(message, access.principal(message))
-        subscription = self.store.get(subscription_id)
         if subscription is not None and not access.may_manage(message.principal,
                                                               subscription.owner,
                                                               subscription.topic):

@@ -291,9 +291,11 @@ class SubscriptionOperations:
         return grant.render(now, infinite=None if version.is_2004 else "PT0S")
 
     # == Renew / GetStatus / Unsubscribe ===================================================
-    def _current(self, version: EventingVersion, subscription_id: str, operation: str,
-                 now: float) -> Subscription:
-        current = self.store.get(subscription_id)
+    @staticmethod
+    def _current(version: EventingVersion, subscription_id: str, operation: str, now: float,
+                 current: Subscription | None) -> Subscription:
+        """``current`` (the subscription's stored row as the request read it) when it is
+        active and unexpired, in the request's eventing version family."""
         # Any pairing of the subscription's eventing version may manage it; the answer is in
         # the request's addressing version.
         if (current is None or current.version.family != version.family or not current.is_active
@@ -301,10 +303,11 @@ class SubscriptionOperations:
             raise UnknownSubscription(version, subscription_id, operation)
         return current
 
-    def renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+    def renew(self, message, version: EventingVersion, subscription_id: str,
+              stored: Subscription | None) -> Reply:
         request = msg.parse_renew(message.body, version)
         now = self.clock()
-        self._current(version, subscription_id, "Renew", now)
+        self._current(version, subscription_id, "Renew", now, stored)
         grant = self._grant(version, request.expires, now)
         renewed = self.store.renew(subscription_id, grant.expires, grant.kind, now)
         if renewed is None:  # lost a race with Unsubscribe, the sweeper or a delivery failure
@@ -313,9 +316,10 @@ class SubscriptionOperations:
         return Reply(version.action("RenewResponse"),
                      msg.renew_response(version, self._render_grant(version, grant, now)))
 
-    def get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+    def get_status(self, message, version: EventingVersion, subscription_id: str,
+                   stored: Subscription | None) -> Reply:
         now = self.clock()
-        current = self._current(version, subscription_id, "GetStatus", now)
+        current = self._current(version, subscription_id, "GetStatus", now, stored)
         grant = Grant(current.expires, current.expires_kind)
         extensions = ()
         if current.notify_when is not None:  # L, as committed with its notification
@@ -324,9 +328,10 @@ class SubscriptionOperations:
                      msg.get_status_response(version, self._render_grant(version, grant, now),
                                              extensions))
 
-    def unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
+    def unsubscribe(self, message, version: EventingVersion, subscription_id: str,
+                    stored: Subscription | None) -> Reply:
         now = self.clock()
-        self._current(version, subscription_id, "Unsubscribe", now)
+        self._current(version, subscription_id, "Unsubscribe", now, stored)
         gone = self.store.unsubscribe(subscription_id, now)
         if gone is None:
             raise UnknownSubscription(version, subscription_id, "Unsubscribe")

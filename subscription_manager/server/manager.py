@@ -104,7 +104,7 @@ class EdnSubscriptionManager(SubscriptionManager):
         self.relay = SubscriptionRelay(
             peers=self.peers, peer_transport=peer_transport,
             admin_token=service.config.admin_token, forward_timeout=self.edn.forward_timeout,
-            subscriptions=self.store, forwarding=self.mover.forwarding, health=self.health,
+            forwarding=self.mover.forwarding, health=self.health,
             count=self.count)
         claims = PlacementClaims(
             name=self.edn.name, peers=self.peers, health=self.health,
@@ -211,22 +211,25 @@ class EdnSubscriptionManager(SubscriptionManager):
         self.count(f"placements.{self.edn.name}")
         return super().handle_subscribe(message, version)
 
-    def handle_renew(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        reply = self._relayed_if_moved(message, version, "Renew", subscription_id)
-        return reply or super().handle_renew(message, version, subscription_id)
+    def handle_renew(self, message, version: EventingVersion, subscription_id: str,
+                     stored: Subscription | None) -> Reply:
+        reply = self._relayed_if_moved(message, version, "Renew", subscription_id, stored)
+        return reply or super().handle_renew(message, version, subscription_id, stored)
 
-    def handle_get_status(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        reply = self._relayed_if_moved(message, version, "GetStatus", subscription_id)
-        return reply or super().handle_get_status(message, version, subscription_id)
+    def handle_get_status(self, message, version: EventingVersion, subscription_id: str,
+                          stored: Subscription | None) -> Reply:
+        reply = self._relayed_if_moved(message, version, "GetStatus", subscription_id, stored)
+        return reply or super().handle_get_status(message, version, subscription_id, stored)
 
-    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str) -> Reply:
-        reply = self._relayed_if_moved(message, version, "Unsubscribe", subscription_id)
-        return reply or super().handle_unsubscribe(message, version, subscription_id)
+    def handle_unsubscribe(self, message, version: EventingVersion, subscription_id: str,
+                           stored: Subscription | None) -> Reply:
+        reply = self._relayed_if_moved(message, version, "Unsubscribe", subscription_id, stored)
+        return reply or super().handle_unsubscribe(message, version, subscription_id, stored)
 
     def _relayed_if_moved(self, message, version: EventingVersion, operation: str,
-                          subscription_id: str) -> Reply | None:
+                          subscription_id: str, stored: Subscription | None) -> Reply | None:
         """The answer of the server a subscription moved to, or None when it lives here."""
-        target = self.relay.moved_to(subscription_id)
+        target = self.relay.moved_to(subscription_id, stored)
         if target is None:
             return None
         return self.relay.forward_manager(message, version, operation, subscription_id, target)

@@ -46,7 +46,7 @@ from wsframework.transport import HttpTransport, TransportError
 from .. import messages as msg
 from ..manager import MANAGER_PATH
 from ..operations import MAX_MESSAGE_ID
-from ..store import SubscriptionStore
+from ..store import Subscription
 from ..versions import EventingVersion
 from .moves import ForwardingTable
 from .peer_health import PeerHealth
@@ -59,18 +59,15 @@ __all__ = ["SubscriptionRelay", "MessageIdClient", "forward_message_id", "maybe_
 class SubscriptionRelay:
     """Requests relayed to another server: over ``peer_transport``, to the servers of
     ``peers`` (``health`` learns which do not answer), a Subscribe with the network's
-    ``admin_token`` within ``forward_timeout`` seconds; ``subscriptions`` and
-    ``forwarding`` tell where a subscription that moved away lives; ``count(name)``: the
-    server's counters."""
+    ``admin_token`` within ``forward_timeout`` seconds; ``forwarding`` tells where a
+    subscription that moved away lives; ``count(name)``: the server's counters."""
 
     def __init__(self, *, peers: PeerTable, peer_transport, admin_token: str,
-                 forward_timeout: float, subscriptions: SubscriptionStore,
-                 forwarding: ForwardingTable, health: PeerHealth, count: Callable[..., None]):
+                 forward_timeout: float, forwarding: ForwardingTable, health: PeerHealth, count: Callable[..., None]):
         self.peers = peers
         self.peer_transport = peer_transport
         self.admin_token = admin_token
         self.forward_timeout = forward_timeout
-        self.subscriptions = subscriptions
         self.forwarding = forwarding
         self.health = health
         self.count = count
@@ -146,9 +143,9 @@ class SubscriptionRelay:
         return transport
 
     # == Renew / GetStatus / Unsubscribe of moved subscriptions ============================
-    def moved_to(self, subscription_id: str) -> str | None:
-        """Where a subscription that is not active here moved to, if it did."""
-        current = self.subscriptions.get(subscription_id)
+    def moved_to(self, subscription_id: str, current: Subscription | None) -> str | None:
+        """Where a subscription that is not active here moved to, if it did (``current``:
+        its row here, as the request read it)."""
         if current is not None and current.is_active:
             return None
         return self.forwarding.lookup(subscription_id)

@@ -215,6 +215,7 @@ class Outbox(DeadLetterTable):
         with self.store.transaction() as conn:
             last = self.position_in(conn, dispatcher) if dispatcher is not None else None
             skipped = 0
+            first = None  # the largest row id so far: read once, then counted on
             for index, (topic, action, body, ids) in enumerate(events):
                 if last is not None and seqs is not None and seqs[index] <= last:
                     result.append(None)
@@ -229,7 +230,9 @@ class Outbox(DeadLetterTable):
                     f"INSERT INTO {_EVENTS}(topic, action, body, created) VALUES (?, ?, ?, ?) "
                     "RETURNING id", (topic, action, body, now)).fetchone()[0]
                 message_ids = new_message_ids(len(ids))
-                first = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_OUTBOX}").fetchone()[0]
+                if first is None:
+                    first = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_OUTBOX}"
+                                         ).fetchone()[0]
                 kept = len(ids) if memory_left is None else min(memory_left, len(ids))
                 if memory_left is not None:
                     memory_left -= kept
@@ -242,6 +245,7 @@ class Outbox(DeadLetterTable):
                      for i, (sid, mid) in enumerate(zip(ids, message_ids))])
                 result.append([Accepted(first + 1 + i, sid, mid, now)
                                for i, (sid, mid) in enumerate(zip(ids, message_ids))])
+                first += len(ids)
             if dispatcher is not None and seqs:
                 self._set_position(conn, dispatcher, max(seqs))
             if durable:

@@ -326,7 +326,7 @@ def measure(network: LocalNetwork, seconds: float, *,
         figures = dispatcher_counters(network)[1]
     cpu_b = meter.read()
     return between(a, b), {"cpu": CpuMeter.loads(cpu_a, cpu_b), "boxes": int(figures["route_boxes"]),
-                           "strategy": figures.get("route_strategy", "?"),
+                           "strategy": figures.get("route_batch_strategy", "?"),
                            "backpressure_timeouts": int(figures["backpressure_timeouts"])}
 
 

@@ -70,9 +70,12 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
     rates = [x["bloom_false_positive_rate"] for x in described
              if x.get("bloom_false_positive_rate") is not None]
     figures["bloom.false_positive_rate"] = float(max(rates)) if rates else 0.0
-    # how single events are matched (measured per table: numpy columns or the R-tree)
+    # how single events and batches are matched (measured per table: "undecided" until a
+    # table has routed one of that kind)
     figures["route_strategy"] = ",".join(sorted({str(x.get("single_strategy"))
                                                  for x in described})) or "none"
+    figures["route_batch_strategy"] = ",".join(sorted({str(x.get("batch_strategy"))
+                                                       for x in described})) or "none"
     reading = control.counters_now()
     for name in ("time", "cpu", "route_cpu", "forward_cpu", "events", "copies", "sent",
                  "bytes_out", "busy"):

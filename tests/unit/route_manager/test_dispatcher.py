@@ -2,6 +2,7 @@
 import pytest
 from lxml import etree
 
+from matchers.route_set.routing import strategies
 from matchers.schema import Schema
 from matchers.summary import Summary
 from route_manager import protocol
@@ -105,6 +106,21 @@ def test_routes_events_with_absolute_schema_xpaths_only_to_covering_servers(netw
     stats = service.dispatcher.stats()
     assert stats["events_in"] == 4 and stats["copies_out"] == 4
     assert stats["hit_ratio"] == pytest.approx(4 / (4 * 2))
+
+
+def test_the_figures_name_the_batch_strategy_a_batch_of_events_decided(network):
+    service, admin, transport, _, _ = network
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1"), register(admin, "s2")
+    update(admin, "s1", 1, [0, 0], [5, 5]), update(admin, "s2", 1, [4, 4], [10, 10])
+    assert service.dispatcher.stats()["route_batch_strategy"] == "undecided"
+    batch = etree.Element(EVENT_BATCH)
+    batch.extend(event(i % 10, (i * 3) % 10) for i in range(64))  # one calibration's worth
+    SoapClient(transport).send(f"{DISPATCHER}/topics/grid", PUBLISH_ACTION, batch)
+    figures = service.dispatcher.stats()
+    assert figures["events_in"] == 64
+    assert figures["route_batch_strategy"] in strategies(single=False)
+    assert figures["route_strategy"] == "undecided"  # no single event was routed
 
 
 def test_stale_generation_is_ignored_and_newer_replaces(network):

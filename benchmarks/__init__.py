@@ -74,9 +74,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
             "TLS beside plain HTTP in one run: live events/s with mutual TLS on every hop, one "
             "source's notifications/s over HTTPS, handshakes per 10,000 notifications, "
             "handshake p50, health p95 under 2,000 stalled handshakes"),
-    "writelock": ("benchmarks.performance.write_lock:run",
-                  "how long a write waits for SQLite's write lock while another process "
-                  "writes: SQLite's busy handler beside the store's short retries, alternated"),
     "storage": ("benchmarks.performance.storage:run",
                 "what acknowledged-means-on-disk costs: durable Subscribes/s, publications/s "
                 "and live events/s with --durable-sync normal and full, alternated in one "

@@ -254,17 +254,6 @@ def upsert_sql(table: str, columns: "Sequence[str]", key: "Sequence[str]") -> st
             f"ON CONFLICT({', '.join(key)}) {action}")
 
 
-#: the first and the longest sleep between two tries of a write lock another connection holds
-WRITE_LOCK_POLL_MIN = 0.00005
-WRITE_LOCK_POLL_MAX = 0.001
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether SQLite refused for a lock another connection holds (SQLITE_BUSY)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return (code & 0xFF) == sqlite3.SQLITE_BUSY if code is not None else "locked" in str(exc)
-
-
 class Store:
     """A durable store: a SQLite file (here), or a PostgreSQL schema
     (:class:`~wsframework.store_postgres.PostgresStore`) when its location is a
@@ -366,37 +355,12 @@ class Store:
             fcntl.flock(probe, fcntl.LOCK_UN)
         return False
 
-    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
-        """``BEGIN IMMEDIATE``, waiting for the write lock in steps of at most
-        :data:`WRITE_LOCK_POLL_MAX` seconds, up to the busy timeout.
-
-        SQLite's own busy handler would wait in sleeps of 1, 2, 5, 10, 15, 20, 25, then 50
-        and 100 ms: a writer finding another process's write under way waited tens of ms
-        for a lock held well under one (p99 12.8-40 ms, against 3.2-5.3 ms in short steps:
-        two processes, one committing back to back). Under gevent that sleep held the
-        whole hub; this one (``time.sleep``, patched) lets the other greenlets run."""
-        try:
-            conn.execute("PRAGMA busy_timeout=0")
-            delay = WRITE_LOCK_POLL_MIN
-            deadline = time.monotonic() + self._busy_timeout_ms / 1000
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc) or time.monotonic() >= deadline:
-                        raise
-                time.sleep(delay)
-                delay = min(delay * 2, WRITE_LOCK_POLL_MAX)
-        finally:
-            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
-
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction, taken eagerly so concurrent writers queue instead of failing
         on lock upgrade."""
         conn = self.connection()
-        self._begin_immediate(conn)
+        conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
         except BaseException:

@@ -482,3 +482,18 @@ def test_an_owner_on_another_machine_is_judged_by_its_lease_alone():
     assert not owner_alive(f"999999999:0@{MACHINE}")  # gone, here
     assert not owner_alive(DEAD)  # an owner named before machines were: local, gone
     assert owner_alive("999999999:0@another-host.1")  # not ours to tell: alive
+
+
+def test_the_ids_of_several_events_accepted_at_once_name_their_rows(tmp_path):
+    """One transaction, several events with subscribers (one without between them): the ids
+    given out count on across the events, each naming its own row."""
+    outbox = Outbox(Store(tmp_path / "o.db"))
+    outbox.accept([("t", "a", b"<e/>", ["s0"])])  # rows before this transaction
+    answers = outbox.accept([("t", "a", b"<e1/>", ["s1", "s2"]), ("t", "a", b"<e2/>", []),
+                             ("t", "a", b"<e3/>", ["s3", "s4", "s5"])])
+    rows = {row["id"]: (row["subscription_id"], row["message_id"]) for row in outbox.store.query(
+        "SELECT id, subscription_id, message_id FROM eventing_outbox")}
+    accepted = [a for answer in answers for a in answer]
+    assert [a.subscription_id for a in accepted] == ["s1", "s2", "s3", "s4", "s5"]
+    assert all(rows[a.id] == (a.subscription_id, a.message_id) for a in accepted)
+    assert len({a.id for a in accepted}) == 5 and answers[1] == []

@@ -63,7 +63,8 @@ class SubscriptionRelay:
     subscription that moved away lives; ``count(name)``: the server's counters."""
 
     def __init__(self, *, peers: PeerTable, peer_transport, admin_token: str,
-                 forward_timeout: float, forwarding: ForwardingTable, health: PeerHealth, count: Callable[..., None]):
+                 forward_timeout: float, forwarding: ForwardingTable, health: PeerHealth,
+                 count: Callable[..., None]):
         self.peers = peers
         self.peer_transport = peer_transport
         self.admin_token = admin_token

@@ -62,6 +62,7 @@ from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_RTREE_ENGINE
 from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
 
+from . import packed_boxes
 from .box_filters import box_dialects, compile_filter
 from .ranges import RANGES_DIALECT
 from .compiled_filter import CompiledFilter
@@ -100,6 +101,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         self._bloom_parts: tuple[int, Any] = (-1, None)  # (generation, bloom_parts(...))
         self._index_changes = 0  # bumped by every insertion into / removal from the index
         self._singles_cache: tuple | None = None
+        self._packed_prefix = packed_boxes.prefix_for(self.schema)
 
     # -- the Matcher interface ---------------------------------------------------------------
     def add_filter(self, filter_id: str, spec: FilterSpec) -> None:
@@ -241,6 +243,9 @@ class RTreeMatchingEngine(ReportingMatcher):
         seq = table.seq_of.get(filter_id)
         if seq is None:
             return None
+        row = int(table.row_of[seq])
+        if row >= 0:  # one rectangle, nearly every filter
+            return table.mins[row].copy(), table.maxs[row].copy()
         rows = table.rows(seq)
         if not len(rows):
             return None
@@ -308,22 +313,55 @@ class RTreeMatchingEngine(ReportingMatcher):
     def add_filters(self, items: Iterable[tuple[str, FilterSpec]]) -> None:
         """Add many filters at once; all are validated before any is stored.  New ids only
         (use :meth:`add_filter` to replace one)."""
-        compiled = []
+        self.add_packed_filters((filter_id, spec, None) for filter_id, spec in items)
+
+    def packed_filter(self, filter_id: str) -> bytes | None:
+        """The rectangles of an exact range filter, packed (:mod:`matchers.packed_boxes`);
+        None for other filters, whose compiled form is more than their rectangles."""
+        table = self._table
+        seq = table.seq_of.get(filter_id)
+        if seq is None or table.kind[seq] != IF_UNCLEAN or \
+                not isinstance(table.compiled.get(seq), FilterSpec):
+            return None
+        rows = table.rows(seq)
+        return packed_boxes.pack(self._packed_prefix, table.mins[rows], table.maxs[rows])
+
+    def add_packed_filters(self, items: Iterable[tuple[str, FilterSpec, bytes | None]]) -> None:
+        """:meth:`add_filters`, taking an exact range filter's rectangles from its packed
+        form where the form is usable (same schema, intact) instead of compiling its text;
+        the others are compiled. All are validated before any is stored."""
+        items = list(items)
         seen = set()
-        for filter_id, spec in items:
+        for filter_id, spec, _ in items:
             if filter_id in self._table.seq_of or filter_id in seen:
                 raise ValueError(f"add_filters takes new ids only; {filter_id!r} is taken")
             seen.add(filter_id)
             self.check_dialect(spec)
-            compiled.append((filter_id, compile_filter(spec, self.schema), spec))
+        unpacked = packed_boxes.unpack(
+            self._packed_prefix,
+            [packed if spec.dialect == RANGES_DIALECT else None for _, spec, packed in items],
+            self.schema.d)
+        taken = np.zeros(len(items), dtype=bool)
+        taken[unpacked.single] = True
+        compiled = {position: compile_filter(spec, self.schema)
+                    for position, (_, spec, _) in enumerate(items)
+                    if not taken[position] and position not in unpacked.several}
         table = self._table
-        added = []
-        seqs = table.new_seqs([filter_id for filter_id, _, _ in compiled]).tolist()
-        for seq, (_, filter_, spec) in zip(seqs, compiled):
-            self._store(seq, filter_, spec)
+        seqs = table.new_seqs([filter_id for filter_id, _, _ in items])
+        added = [self._store_single_exact(seqs[unpacked.single],
+                                          [items[p][1] for p in unpacked.single.tolist()],
+                                          unpacked.mins, unpacked.maxs)]
+        for position, (mins, maxs) in unpacked.several.items():
+            seq = int(seqs[position])
+            self._store_exact_range(seq, items[position][1], mins, maxs)
             added.append(table.rows(seq))
-        if added:
-            self._index_new_rows(np.concatenate(added))
+        for position, filter_ in compiled.items():
+            seq = int(seqs[position])
+            self._store(seq, filter_, items[position][1])
+            added.append(table.rows(seq))
+        rows = np.concatenate(added)
+        if len(rows):
+            self._index_new_rows(np.sort(rows))
 
     def _validate_boxes(self, ids: list[str], mins: np.ndarray, maxs: np.ndarray) -> None:
         seq_of = self._table.seq_of
@@ -383,18 +421,39 @@ class RTreeMatchingEngine(ReportingMatcher):
 
     # -- internals ---------------------------------------------------------------------------
     def _store(self, seq: int, compiled: CompiledFilter, spec: FilterSpec) -> None:
-        table = self._table
         # An exact range filter is checked only against an unclean event's values: it keeps
         # its spec, compiled again (through compile_filter's cache) when one comes, instead
         # of its compiled form (~1.4 KB a filter, most of a subscription's memory).
         if compiled.box_exact and spec.dialect == RANGES_DIALECT:
-            # without the request's element, which would keep its whole document alive
-            table.compiled[seq] = spec.without_content()
-        else:
-            table.compiled[seq] = compiled
+            self._store_exact_range(seq, spec, compiled.mins, compiled.maxs)
+            return
+        table = self._table
+        table.compiled[seq] = compiled
         table.kind[seq] = IF_UNCLEAN if compiled.box_exact else ALWAYS
-        rows = table.take_rows(len(compiled.mins))
-        table.set_rows(seq, rows, compiled.mins, compiled.maxs)
+        table.set_rows(seq, table.take_rows(len(compiled.mins)), compiled.mins, compiled.maxs)
+
+    def _store_exact_range(self, seq: int, spec: FilterSpec, mins: np.ndarray,
+                           maxs: np.ndarray) -> None:
+        table = self._table
+        # without the request's element, which would keep its whole document alive
+        table.compiled[seq] = spec.without_content()
+        table.kind[seq] = IF_UNCLEAN
+        table.set_rows(seq, table.take_rows(len(mins)), mins, maxs)
+
+    def _store_single_exact(self, seqs: np.ndarray, specs: list[FilterSpec], mins: np.ndarray,
+                            maxs: np.ndarray) -> np.ndarray:
+        """:meth:`_store_exact_range` for many filters of one rectangle each, at once; their
+        rows."""
+        table = self._table
+        rows = table.take_rows(len(seqs))
+        table.compiled.update(zip(seqs.tolist(), (s.without_content() for s in specs)))
+        table.kind[seqs] = IF_UNCLEAN
+        table.row_of[seqs] = rows
+        table.mins[rows] = mins
+        table.maxs[rows] = maxs
+        table.owner[rows] = seqs
+        table.boxes += len(seqs)
+        return rows
 
     def _unindex(self, seq: int) -> None:
         table = self._table

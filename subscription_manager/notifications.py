@@ -15,6 +15,7 @@ tree building.
 """
 from __future__ import annotations
 
+import functools
 import uuid
 from xml.sax.saxutils import escape, quoteattr
 
@@ -50,6 +51,23 @@ def notification_action(subscription: Subscription, event_action: str) -> str:
     return ns.WSE2011_NOTIFY_ACTION if subscription.format == WRAP else event_action
 
 
+@functools.lru_cache(maxsize=16)
+def _parts(soap_version: str, wsa) -> tuple[str, bytes, bytes, bytes, bytes]:
+    """The parts every template of one SOAP and WS-Addressing version shares: the content
+    type, and the bytes before wsa:To's text, after it, after the action and after the
+    message id (without reference parameters); built once (a start makes a template for
+    every subscription it holds)."""
+    soap = SoapVersion(soap_version)
+    wsa_ns = quoteattr(wsa.namespace)
+    return (soap.content_type,
+            _shared(f"<?xml version='1.0' encoding='utf-8'?>\n"
+                    f"<s:Envelope xmlns:s={quoteattr(soap.namespace)}><s:Header>"
+                    f"<wsa:To xmlns:wsa={wsa_ns}>".encode()),
+            _shared(f"</wsa:To><wsa:Action xmlns:wsa={wsa_ns}>".encode()),
+            _shared(f"</wsa:Action><wsa:MessageID xmlns:wsa={wsa_ns}>".encode()),
+            _shared(b"</wsa:MessageID></s:Header><s:Body>"))
+
+
 class NotificationTemplate:
     # Only the escaped address is this subscription's own: the other parts are objects shared
     # by every subscription of the same SOAP and WS-Addressing versions (and parameters).
@@ -57,22 +75,16 @@ class NotificationTemplate:
                  "_after_id", "wrapped")
 
     def __init__(self, subscription: Subscription):
-        soap = SoapVersion(subscription.soap_version)
         wsa = subscription.version.wsa
-        env = soap.namespace
-        self.content_type = soap.content_type
+        (self.content_type, self._open, self._after_to, self._after_action,
+         after_id) = _parts(subscription.soap_version, wsa)
         self.url = subscription.notify_to.address
-        wsa_ns = quoteattr(wsa.namespace)
+        self._to = escape(self.url).encode()
         params = b"".join(etree.tostring(block)
                           for block in subscription.notify_to.header_blocks(wsa))
-        self._open = _shared(f"<?xml version='1.0' encoding='utf-8'?>\n"
-                             f"<s:Envelope xmlns:s={quoteattr(env)}><s:Header>"
-                             f"<wsa:To xmlns:wsa={wsa_ns}>".encode())
-        self._to = escape(self.url).encode()
-        self._after_to = _shared(f"</wsa:To><wsa:Action xmlns:wsa={wsa_ns}>".encode())
-        self._after_action = _shared(f"</wsa:Action><wsa:MessageID xmlns:wsa={wsa_ns}>".encode())
-        after_id = b"</wsa:MessageID>" + params + b"</s:Header><s:Body>"
-        self._after_id = after_id if params else _shared(after_id)  # parameters: its own
+        # reference parameters make the part after the message id this subscription's own
+        self._after_id = (b"</wsa:MessageID>" + params + b"</s:Header><s:Body>" if params
+                          else after_id)
         self.wrapped = subscription.format == WRAP
 
     def render(self, event_action: str, event: bytes, message_id: str | None = None) -> bytes:

@@ -196,7 +196,8 @@ class SubscriptionOperations:
         self.view.install(entry, subscription)
         subscription = _without_request_element(subscription)
         try:
-            stored = self.store.insert(subscription, limits, now, request_key=request_key)
+            stored = self.store.insert(subscription, limits, now, request_key=request_key,
+                                       packed_filter=self.view.packed_filter(subscription.id))
         except LimitReached as reached:  # another worker took the last place meanwhile
             self.view.uninstall(subscription.id)
             raise TooManySubscriptions(subscription.version, reached.scope, reached.limit) from None
@@ -237,7 +238,8 @@ class SubscriptionOperations:
                 pending.append((index, subscription, grant))
         try:
             stored, refused = self.store.insert_many(
-                [s for _, s, _ in pending], self.settings.subscription_limits(), now)
+                [s for _, s, _ in pending], self.settings.subscription_limits(), now,
+                {s.id: self.view.packed_filter(s.id) for _, s, _ in pending})
         except BaseException:
             for _, subscription, _ in pending:
                 self.view.uninstall(subscription.id)

@@ -201,8 +201,10 @@ def _from_row(row) -> Subscription:
     version = VERSIONS[row["version"]]
     spec = None
     if row["dialect"] is not None:
+        namespaces = row["namespaces"]
         spec = FilterSpec(_shared(row["dialect"]), row["expression"] or "",
-                          tuple(tuple(pair) for pair in json.loads(row["namespaces"] or "[]")))
+                          tuple(tuple(pair) for pair in json.loads(namespaces))
+                          if namespaces and namespaces != "[]" else ())
     return Subscription(
         id=row["id"], topic=_shared(row["topic"]), topic_uid=_shared(row["topic_uid"]),
         version=version, soap_version=_shared(row["soap_version"]), filter=spec,
@@ -223,14 +225,15 @@ def _shared(text: str | None) -> str | None:
 _ROW_COLUMNS = ("id", "topic", "topic_uid", "version", "soap_version", "dialect", "expression",
                 "namespaces", "notify_to", "end_to", "format", "expires", "expires_kind",
                 "status", "created", "updated", "seq", "notify_host", "request_key",
-                "notify_when", "owner")
+                "notify_when", "owner", "filter_packed")
 _INSERT_ROW = (f"INSERT INTO {_TABLE} ({', '.join(_ROW_COLUMNS)}) "
                f"VALUES ({', '.join('?' * len(_ROW_COLUMNS))})")
 _REPLACE_ROW = upsert_sql(_TABLE, _ROW_COLUMNS, ("id",))
 
 
 def _insert_row(conn, s: Subscription, seq: int, now: float, *,
-                replace_existing: bool = False, request_key: str | None = None) -> None:
+                replace_existing: bool = False, request_key: str | None = None,
+                packed: bytes | None = None) -> None:
     spec = s.filter
     conn.execute(
         _REPLACE_ROW if replace_existing else _INSERT_ROW,
@@ -240,7 +243,7 @@ def _insert_row(conn, s: Subscription, seq: int, now: float, *,
          _dump_epr(s.notify_to, s.version), _dump_epr(s.end_to, s.version),
          s.format, s.expires, s.expires_kind, State.ACTIVE.value, s.created or now, now,
          seq, notify_host(s.notify_to.address), request_key,
-         s.notify_when.to_json() if s.notify_when is not None else None, s.owner))
+         s.notify_when.to_json() if s.notify_when is not None else None, s.owner, packed))
 
 
 def _limit_scopes(s: Subscription, limits: SubscriptionLimits):
@@ -397,7 +400,17 @@ INSERT INTO {_COUNTS} (scope, n) SELECT 'host:' || COALESCE(notify_host, ''), CO
     FROM {_TABLE} WHERE status = 'active' GROUP BY COALESCE(notify_host, '');
 """
 
-_MIGRATIONS = [_SCHEMA, _add_columns, _INDEXES, _COUNTS_SCHEMA, _COUNTS_TRIGGERS, _COUNTS_FILL]
+
+def _add_packed_filters(conn, store) -> None:
+    """The filter's compiled form, from its topic's matcher (``Matcher.packed_filter``): a
+    start loads it instead of compiling the filter's text. Older rows have none, and are
+    compiled as before."""
+    if "filter_packed" not in columns(conn, _TABLE):
+        conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN filter_packed BLOB")
+
+
+_MIGRATIONS = [_SCHEMA, _add_columns, _INDEXES, _COUNTS_SCHEMA, _COUNTS_TRIGGERS, _COUNTS_FILL,
+               _add_packed_filters]
 
 
 class SubscriptionStore:
@@ -411,7 +424,8 @@ class SubscriptionStore:
 
     # -- creation --------------------------------------------------------------------------
     def insert(self, subscription: Subscription, limits: SubscriptionLimits | None = None,
-               now: float | None = None, *, request_key: str | None = None) -> Subscription:
+               now: float | None = None, *, request_key: str | None = None,
+               packed_filter: bytes | None = None) -> Subscription:
         """Store a new active subscription (committed when this returns); returns it with
         its ``seq``. With ``limits``: :class:`LimitReached` (nothing stored) if one more
         would exceed one of them, counting subscriptions active and unexpired at ``now``.
@@ -419,7 +433,10 @@ class SubscriptionStore:
         With ``request_key`` (the Subscribe's idempotency key): :class:`DuplicateRequest`
         (nothing stored) if an active, unexpired subscription was stored under that key --
         decided in this write transaction, so two copies of one request racing in two
-        workers make one subscription. An ended or expired one gives its key up."""
+        workers make one subscription. An ended or expired one gives its key up.
+
+        ``packed_filter`` is the filter's compiled form (:meth:`active_packed` gives it
+        back)."""
         next_state(None, Event.SUBSCRIBE)
         s = subscription
         stamp = time.time()
@@ -437,15 +454,18 @@ class SubscriptionStore:
             if limits is not None:
                 _over_limit(conn, s, limits, when)
             seq = Store.bump(conn, GENERATION)
-            _insert_row(conn, s, seq, stamp, request_key=request_key)
+            _insert_row(conn, s, seq, stamp, request_key=request_key, packed=packed_filter)
         return replace(s, status=State.ACTIVE, seq=seq, created=s.created or stamp)
 
     def insert_many(self, subscriptions: list[Subscription], limits: SubscriptionLimits | None,
-                    now: float) -> tuple[list[Subscription], dict[str, LimitReached]]:
+                    now: float, packed_filters: Mapping[str, bytes | None] | None = None,
+                    ) -> tuple[list[Subscription], dict[str, LimitReached]]:
         """Store new active subscriptions in one transaction (a bulk subscribe, no
         idempotency keys): returns those stored, with their ``seq`` in order, and id ->
         :class:`LimitReached` for those that one of ``limits`` refused (counted as for
-        :meth:`insert`, each row against those before it)."""
+        :meth:`insert`, each row against those before it). ``packed_filters``: id -> the
+        filter's compiled form, as for :meth:`insert`."""
+        packed_filters = packed_filters or {}
         next_state(None, Event.SUBSCRIBE)  # the transition every row takes
         stamp = time.time()
         stored: list[Subscription] = []
@@ -464,7 +484,7 @@ class SubscriptionStore:
             if accepted:
                 last = Store.bump(conn, GENERATION, len(accepted))
                 for seq, s in enumerate(accepted, start=last - len(accepted) + 1):
-                    _insert_row(conn, s, seq, stamp)
+                    _insert_row(conn, s, seq, stamp, packed=packed_filters.get(s.id))
                     stored.append(replace(s, status=State.ACTIVE, seq=seq,
                                           created=s.created or stamp))
         return stored, refused
@@ -613,6 +633,12 @@ class SubscriptionStore:
         return [_from_row(r) for r in self.store.query(
             f"SELECT * FROM {_TABLE} WHERE status = ? AND topic_uid = ? ORDER BY seq",
             (State.ACTIVE.value, topic_uid))]
+
+    def active_packed(self) -> list[tuple[Subscription, bytes | None]]:
+        """:meth:`active`, each with its filter's compiled form as stored (or None): what a
+        start loads."""
+        return [(_from_row(r), r["filter_packed"]) for r in self.store.query(
+            f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq", (State.ACTIVE.value,))]
 
     def changed_since(self, seq: int) -> list[Subscription]:
         return [_from_row(r) for r in

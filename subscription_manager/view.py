@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 from wsframework.matching import FilterFailures, InvalidFilter, Matcher, UnsupportedDialect
 from wsframework.matching.limits import FilterLimits, check_filter_limits
@@ -107,12 +107,15 @@ class SubscriptionView:
         with self.lock.write():
             self._install(entry, subscription)
 
-    def install_many(self, entry: NamespaceEntry,
-                     subscriptions: list[Subscription]) -> dict[str, RefusedFilter]:
+    def install_many(self, entry: NamespaceEntry, subscriptions: list[Subscription],
+                     packed: Mapping[str, bytes | None] | None = None,
+                     ) -> dict[str, RefusedFilter]:
         """:meth:`install` for many new subscriptions to ``entry`` at once (the matcher's
-        bulk path, :meth:`~wsframework.matching.Matcher.add_filters`); returns id ->
-        :class:`RefusedFilter` for those refused, the others installed."""
+        bulk path, :meth:`~wsframework.matching.Matcher.add_packed_filters`, given ``packed``:
+        id -> the filter's stored compiled form); returns id -> :class:`RefusedFilter` for
+        those refused, the others installed."""
         refusals: dict[str, RefusedFilter] = {}
+        packed = packed or {}
         with self.lock.write():
             batch = []
             matcher = self._matcher_for(entry)
@@ -127,27 +130,36 @@ class SubscriptionView:
                 except (InvalidFilter, UnsupportedDialect) as exc:
                     refusals[subscription.id] = RefusedFilter(subscription.version, exc)
                     continue
-                batch.append(subscription)
+                batch.append((subscription, packed.get(subscription.id)))
             self._add_batch(entry, matcher, batch, refusals)
         return refusals
 
-    def _add_batch(self, entry: NamespaceEntry, matcher: Matcher, batch: list[Subscription],
+    def _add_batch(self, entry: NamespaceEntry, matcher: Matcher,
+                   batch: list[tuple[Subscription, bytes | None]],
                    refusals: dict[str, RefusedFilter]) -> None:
         """``batch``'s filters in one call of the matcher's bulk path; when it refuses one
         (and so adds none), each half again, down to the refused ones."""
         try:
-            matcher.add_filters([(s.id, s.filter) for s in batch])
+            matcher.add_packed_filters([(s.id, s.filter, packed) for s, packed in batch])
         except (InvalidFilter, UnsupportedDialect) as exc:
             if len(batch) == 1:
-                refusals[batch[0].id] = RefusedFilter(batch[0].version, exc)
+                refusals[batch[0][0].id] = RefusedFilter(batch[0][0].version, exc)
                 return
             half = len(batch) // 2
             self._add_batch(entry, matcher, batch[:half], refusals)
             self._add_batch(entry, matcher, batch[half:], refusals)
             return
-        for subscription in batch:
+        for subscription, _ in batch:
             self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
                                                 matcher)
+
+    def packed_filter(self, subscription_id: str) -> bytes | None:
+        """The installed filter's compiled form, for the store to keep beside its text
+        (:meth:`~wsframework.matching.Matcher.packed_filter`); None if there is none."""
+        with self.lock.read():
+            installed = self._installed.get(subscription_id)
+            matcher = installed[2] if installed is not None else None
+            return matcher.packed_filter(subscription_id) if matcher is not None else None
 
     def uninstall(self, subscription_id: str) -> None:
         with self.lock.write():
@@ -226,7 +238,8 @@ class SubscriptionView:
         that hold some of them but no longer exist."""
         with self._sync_lock:
             generation = self.store.generation()
-            active = self.store.active()
+            rows = self.store.active_packed()
+            active = [subscription for subscription, _ in rows]
             # Topics are committed before their subscriptions: syncing the namespace after
             # reading the subscriptions means a missing topic really is gone.
             self.topics.sync()
@@ -234,15 +247,18 @@ class SubscriptionView:
                 for subscription in active:
                     self.apply(subscription, local=False)
             else:
-                self._load_into_empty(active)
+                self._load_into_empty(active, {s.id: packed for s, packed in rows
+                                               if packed is not None})
+            del rows
             self._applied = generation
         live = {entry.uid for entry in self.topics.entries()}
         return {s.topic_uid for s in active if s.topic_uid not in live}
 
-    def _load_into_empty(self, active: list[Subscription]) -> None:
+    def _load_into_empty(self, active: list[Subscription],
+                         packed: Mapping[str, bytes | None]) -> None:
         """:meth:`apply` for every active row (one per id) into an empty view, each topic's
         filters installed in one batch (the matcher's bulk path: an engine indexes them all
-        at once)."""
+        at once, taking the compiled forms stored in ``packed``, id -> form)."""
         by_topic: dict[str, tuple[NamespaceEntry, list[Subscription]]] = {}
         with self.lock.write():
             for subscription in active:
@@ -252,7 +268,7 @@ class SubscriptionView:
                 self.subscriptions[subscription.id] = subscription
                 self.templates[subscription.id] = NotificationTemplate(subscription)
             for entry, subscriptions in by_topic.values():
-                refusals = self.install_many(entry, subscriptions)
+                refusals = self.install_many(entry, subscriptions, packed)
                 for subscription_id, refused in refusals.items():  # stored by other plugins
                     log.error("cannot install the filter of subscription %s: %s",
                               subscription_id, refused)

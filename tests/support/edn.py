@@ -146,17 +146,23 @@ class SingleSource:
     """The ground truth by the product itself: one base event source holding every
     subscription, publishing every event."""
 
-    def __init__(self, tmp_path: Path, d: int):
+    def __init__(self, tmp_path: Path, d: int, settings: dict | None = None):
         self.transport = InProcessTransport()
         self.sink = RecordingSink()
         self.transport.mount(SINK, self.sink)
-        self.service = build_source(ServiceConfig("http://single.test", Path(tmp_path) / "single",
-                                                  TOKEN), transport=self.transport,
-                                    resolver=fake_resolver(), settings=dict(FAST),
-                                    start_sweeper=False)
-        self.transport.mount("http://single.test", self.service)
+        self.data = Path(tmp_path) / "single"
+        self.settings = dict(settings or {})
+        self.start()
         AdminClient("http://single.test", TOKEN, transport=self.transport).create_topic(
             TOPIC, MATCHER_RTREE_ENGINE, schema_element(d))
+
+    def start(self) -> None:
+        """Start the source's service on its data directory (again, after :meth:`close`)."""
+        self.service = build_source(ServiceConfig("http://single.test", self.data, TOKEN,
+                                                  settings=self.settings),
+                                    transport=self.transport, resolver=fake_resolver(),
+                                    settings=dict(FAST), start_sweeper=False)
+        self.transport.mount("http://single.test", self.service)
 
     def subscribe(self, lo, hi, index):
         EventingClient("2011", transport=self.transport).subscribe(

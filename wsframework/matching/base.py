@@ -163,6 +163,20 @@ class Matcher(abc.ABC):
                 self.remove_filter(filter_id)
             raise
 
+    def packed_filter(self, filter_id: str) -> bytes | None:
+        """The held filter's compiled form as bytes, for a store to keep beside the filter's
+        text and hand back to :meth:`add_packed_filters` (a restart then compiles nothing);
+        None when this matcher has no such form for it. Engines whose compiling is costly
+        override it."""
+        return None
+
+    def add_packed_filters(self, items: Iterable[tuple[str, FilterSpec, bytes | None]]) -> None:
+        """:meth:`add_filters` for ``(filter_id, spec, packed)``, where ``packed`` is what
+        :meth:`packed_filter` gave for the same spec (or None). A matcher takes a form only
+        when it is its own and intact, and compiles the spec otherwise: a form can never
+        change what a filter matches."""
+        self.add_filters((filter_id, spec) for filter_id, spec, _ in items)
+
     @abc.abstractmethod
     def remove_filter(self, filter_id: str) -> None:
         """Forget ``filter_id``; ``UnknownFilter`` if it is not held."""

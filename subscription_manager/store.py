@@ -634,11 +634,21 @@ class SubscriptionStore:
             f"SELECT * FROM {_TABLE} WHERE status = ? AND topic_uid = ? ORDER BY seq",
             (State.ACTIVE.value, topic_uid))]
 
-    def active_packed(self) -> list[tuple[Subscription, bytes | None]]:
-        """:meth:`active`, each with its filter's compiled form as stored (or None): what a
-        start loads."""
-        return [(_from_row(r), r["filter_packed"]) for r in self.store.query(
-            f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq", (State.ACTIVE.value,))]
+    def active_packed(self) -> tuple[list[Subscription], dict[str, bytes]]:
+        """:meth:`active`, and id -> the filter's compiled form as stored, where there is
+        one: what a start loads. The rows are read a chunk at a time, so that a large
+        start never holds them all (the memory they took would stay with the process)."""
+        active: list[Subscription] = []
+        packed: dict[str, bytes] = {}
+        for rows in self.store.query_chunks(
+                f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq", (State.ACTIVE.value,)):
+            for row in rows:
+                subscription = _from_row(row)
+                active.append(subscription)
+                form = row["filter_packed"]
+                if form is not None:
+                    packed[subscription.id] = bytes(form)
+        return active, packed
 
     def changed_since(self, seq: int) -> list[Subscription]:
         return [_from_row(r) for r in

@@ -238,8 +238,7 @@ class SubscriptionView:
         that hold some of them but no longer exist."""
         with self._sync_lock:
             generation = self.store.generation()
-            rows = self.store.active_packed()
-            active = [subscription for subscription, _ in rows]
+            active, packed = self.store.active_packed()
             # Topics are committed before their subscriptions: syncing the namespace after
             # reading the subscriptions means a missing topic really is gone.
             self.topics.sync()
@@ -247,9 +246,8 @@ class SubscriptionView:
                 for subscription in active:
                     self.apply(subscription, local=False)
             else:
-                self._load_into_empty(active, {s.id: packed for s, packed in rows
-                                               if packed is not None})
-            del rows
+                self._load_into_empty(active, packed)
+            del packed
             self._applied = generation
         live = {entry.uid for entry in self.topics.entries()}
         return {s.topic_uid for s in active if s.topic_uid not in live}

@@ -401,6 +401,13 @@ class Store:
     def query(self, sql: str, params=()) -> list[sqlite3.Row]:
         return self.connection().execute(sql, params).fetchall()
 
+    def query_chunks(self, sql: str, params=(), size: int = 4096) -> Iterator[list]:
+        """:meth:`query`'s rows, ``size`` at a time: a caller that keeps something smaller
+        than each row (a start loading a million) never holds them all at once."""
+        cursor = self.connection().execute(sql, params)
+        while rows := cursor.fetchmany(size):
+            yield rows
+
     # -- generations -----------------------------------------------------------------------
     @staticmethod
     def bump(conn: sqlite3.Connection, name: str, by: int = 1) -> int:

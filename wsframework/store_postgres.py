@@ -220,6 +220,11 @@ class Result:
         rows, self._next = self._rows[self._next:], len(self._rows)
         return rows
 
+    def fetchmany(self, size: int) -> list:
+        rows = self._rows[self._next:self._next + size]
+        self._next += len(rows)
+        return rows
+
     def __iter__(self):
         return iter(self.fetchall())
 

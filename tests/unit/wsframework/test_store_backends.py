@@ -66,6 +66,19 @@ def test_upsert_sql_on_the_sessions_backend(tmp_path):
     store.close()
 
 
+def test_a_query_read_in_chunks_gives_every_row_once_in_order(tmp_path):
+    store = Store(tmp_path / "c.db")
+    store.executescript("CREATE TABLE IF NOT EXISTS n (i INTEGER PRIMARY KEY)")
+    with store.transaction() as conn:
+        for i in range(10):
+            conn.execute("INSERT INTO n (i) VALUES (?)", (i,))
+    chunks = list(store.query_chunks("SELECT i FROM n WHERE i >= ? ORDER BY i", (1,), size=4))
+    assert [len(chunk) for chunk in chunks] == [4, 4, 1]
+    assert [row["i"] for chunk in chunks for row in chunk] == list(range(1, 10))
+    assert list(store.query_chunks("SELECT i FROM n WHERE i > 99")) == []
+    store.close()
+
+
 # -- where a store goes ---------------------------------------------------------------------
 def test_a_schema_named_in_the_url_is_taken_out_of_libpqs_connection_string():
     conninfo, schema = split_location("postgresql://u@h:5432/db?schema=s1&connect_timeout=3")

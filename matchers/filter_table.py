@@ -45,6 +45,11 @@ class FilterTable:
         self.used_rows = 0  # rows ever handed out (high-water mark)
         self.boxes = 0
         self.multi = 0  # filters with other than one rectangle (need de-duplication)
+        # the sum of the centres of the filters' bounding boxes, and how many filters it
+        # counts (those with a rectangle): K-means placement's centroid, kept as filters
+        # come and go
+        self.centre_sum = np.zeros(d)
+        self.centred = 0
 
     def new_seqs(self, ids: list[str]) -> np.ndarray:
         """Sequence numbers for new filter ids (registered in ``seq_of``)."""
@@ -86,9 +91,30 @@ class FilterTable:
             self.rows_multi[seq] = rows
             self.multi += 1
         self.boxes += len(rows)
+        if len(rows):
+            self.centre_sum += (self.mins[rows].min(axis=0) + self.maxs[rows].max(axis=0)) / 2
+            self.centred += 1
+
+    def set_single_rows(self, seqs: np.ndarray, rows: np.ndarray, mins: np.ndarray,
+                        maxs: np.ndarray) -> None:
+        """:meth:`set_rows` for many filters of one rectangle each (``rows`` theirs, in
+        order), at once."""
+        self.row_of[seqs] = rows
+        self.mins[rows] = mins
+        self.maxs[rows] = maxs
+        self.owner[rows] = seqs
+        self.boxes += len(seqs)
+        if len(seqs):
+            self.centre_sum += ((mins + maxs) / 2).sum(axis=0)
+            self.centred += len(seqs)
 
     def drop_rows(self, seq: int) -> np.ndarray:
         rows = self.rows(seq)
+        if len(rows):
+            self.centre_sum -= (self.mins[rows].min(axis=0) + self.maxs[rows].max(axis=0)) / 2
+            self.centred -= 1
+            if not self.centred:  # nothing left to count: no rounding left over either
+                self.centre_sum[:] = 0.0
         if self.row_of[seq] >= 0:
             self.row_of[seq] = -1
         else:

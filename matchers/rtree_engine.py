@@ -251,6 +251,12 @@ class RTreeMatchingEngine(ReportingMatcher):
             return None
         return table.mins[rows].min(axis=0), table.maxs[rows].max(axis=0)
 
+    def centre_total(self) -> tuple[np.ndarray, int]:
+        """The sum of the centres of the filters' bounding boxes, and how many filters it
+        counts (every filter with a rectangle): a centroid in O(1), kept as filters come
+        and go (K-means placement)."""
+        return self._table.centre_sum.copy(), self._table.centred
+
     def __len__(self) -> int:
         return len(self._table.seq_of)
 
@@ -303,11 +309,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         rows = table.take_rows(n)
         seqs = table.new_seqs(ids)
         table.kind[seqs] = BOX
-        table.row_of[seqs] = rows
-        table.mins[rows] = mins
-        table.maxs[rows] = maxs
-        table.owner[rows] = seqs
-        table.boxes += n
+        table.set_single_rows(seqs, rows, mins, maxs)
         self._index_new_rows(rows)
 
     def add_filters(self, items: Iterable[tuple[str, FilterSpec]]) -> None:
@@ -448,11 +450,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         rows = table.take_rows(len(seqs))
         table.compiled.update(zip(seqs.tolist(), (s.without_content() for s in specs)))
         table.kind[seqs] = IF_UNCLEAN
-        table.row_of[seqs] = rows
-        table.mins[rows] = mins
-        table.maxs[rows] = maxs
-        table.owner[rows] = seqs
-        table.boxes += len(seqs)
+        table.set_single_rows(seqs, rows, mins, maxs)
         return rows
 
     def _unindex(self, seq: int) -> None:

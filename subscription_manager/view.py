@@ -100,6 +100,11 @@ class SubscriptionView:
             return None
         return entry if entry.uid == subscription.topic_uid else None
 
+    def unfiltered_count(self, entry: NamespaceEntry) -> int:
+        """How many of the view's subscriptions to ``entry`` have no filter (hold the read
+        lock)."""
+        return len(self._unfiltered.get(entry.uid, ()))
+
     # -- filters -----------------------------------------------------------------------------
     def install(self, entry: NamespaceEntry, subscription: Subscription) -> None:
         """Put the subscription's filter into its topic's matcher (validating it) before the

@@ -147,12 +147,6 @@ class EdnSubscriptionManager(SubscriptionManager):
     def matcher_for(self, entry: NamespaceEntry) -> RTreeMatchingEngine:
         return self.summaries.matcher_for(entry)
 
-    def on_subscription_added(self, subscription: Subscription, *, local: bool) -> None:
-        self.summaries.added(subscription)
-
-    def on_subscription_removed(self, subscription: Subscription, *, local: bool) -> None:
-        self.summaries.removed(subscription)
-
     def load(self) -> int:
         """Subscriptions held by this server (all topics): the paper's server load."""
         return self.summaries.load()

@@ -4,23 +4,20 @@ the summary it tells its peers (paper II, III-A).
 
 :class:`RoutingSummaries` is a part of
 :class:`~subscription_manager.server.EdnSubscriptionManager`, built with the manager's view
-before the view is loaded; the manager's hooks (``matcher_for``, ``on_subscription_added``,
-``on_subscription_removed``) call it.
+before the view is loaded; the manager's ``matcher_for`` calls it. The centres are the
+engines' (each keeps the sum of its filters' centres), so nothing is kept per subscription
+here.
 """
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
 from matchers.pst.links_route_set import MAX_PREDICATES
 from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager.peers import PeerSummary
-from route_manager.placement_router import subscription_box
 from wsframework.matching.errors import MatcherError
 from wsframework.namespace import NamespaceEntry
 
-from ..store import Subscription
 from ..view import SubscriptionView
 
 __all__ = ["RoutingSummaries", "box_predicates"]
@@ -57,9 +54,6 @@ class RoutingSummaries:
         self.view = view
         self.routing_precision = routing_precision
         self._engines: dict[str, RTreeMatchingEngine] = {}   # topic uid -> engine (fallback)
-        self._centres: dict[str, tuple[str, np.ndarray]] = {}  # sub id -> (topic uid, centre)
-        self._sums: dict[str, list] = {}                       # topic uid -> [sum, count]
-        self._centre_lock = threading.Lock()
 
     # == engines ===========================================================================
     def matcher_for(self, entry: NamespaceEntry) -> RTreeMatchingEngine:
@@ -85,52 +79,27 @@ class RoutingSummaries:
         return self.view.lock.read()
 
     # == the subscriptions' centres (K-means placement) ====================================
-    def added(self, subscription: Subscription) -> None:
-        """A subscription entered the view: its centre counts."""
-        entry = self.view.entry_of(subscription)
-        if entry is None:
-            return
+    def _centres(self, entry: NamespaceEntry) -> tuple[np.ndarray, int]:
+        """The sum of the centres of the topic's subscriptions' boxes, and their number: the
+        engine's filters (it keeps the sum as they come and go) and the subscriptions
+        without a filter, whose box is the whole space."""
         engine = self.matcher_for(entry)
-        # the box the engine holds for the installed filter; compiled only when it holds none
-        box = engine.bounding_box(subscription.id) if subscription.filter is not None else None
-        if box is None:
-            try:
-                box = subscription_box(engine.schema, subscription.filter)
-            except MatcherError:
-                return
-        lo, hi = box
-        centre = (lo + hi) / 2.0
-        with self._centre_lock:
-            if subscription.id in self._centres:
-                return
-            self._centres[subscription.id] = (entry.uid, centre)
-            acc = self._sums.setdefault(entry.uid, [np.zeros_like(centre), 0])
-            acc[0] = acc[0] + centre
-            acc[1] += 1
-
-    def removed(self, subscription: Subscription) -> None:
-        """A subscription left the view: its centre no longer counts."""
-        with self._centre_lock:
-            found = self._centres.pop(subscription.id, None)
-            if found is None:
-                return
-            uid, centre = found
-            acc = self._sums.get(uid)
-            if acc is not None:
-                acc[1] -= 1
-                acc[0] = acc[0] - centre if acc[1] > 0 else np.zeros_like(centre)
+        with self.reading():
+            total, count = engine.centre_total()
+            unfiltered = self.view.unfiltered_count(entry)
+        if unfiltered:
+            lo, hi = engine.schema.everything()
+            total = total + unfiltered * (lo + hi) / 2.0
+        return total, count + unfiltered
 
     def route_count(self, entry: NamespaceEntry) -> int:
-        with self._centre_lock:
-            acc = self._sums.get(entry.uid)
-            return acc[1] if acc else 0
+        return self._centres(entry)[1]
 
     def centroid(self, entry: NamespaceEntry) -> tuple[np.ndarray | None, int]:
-        with self._centre_lock:
-            acc = self._sums.get(entry.uid)
-            if not acc or acc[1] <= 0:
-                return None, 0
-            return acc[0] / acc[1], acc[1]
+        total, count = self._centres(entry)
+        if count <= 0:
+            return None, 0
+        return total / count, count
 
     # == what the server tells others ======================================================
     def load(self) -> int:

@@ -166,6 +166,30 @@ def test_route_updates_are_coalesced_and_generations_grow(network):
     assert summary_rows(net, "s0")[0]["generation"] > first
 
 
+def test_the_centroid_counts_every_subscription_held_as_they_come_and_go(network):
+    """K-means placement's centroid: the mean centre of the subscriptions' boxes, a
+    subscription without a filter counting the whole space, kept through an unsubscribe."""
+    net = network(partitioners=("kmeans",))
+    net.create_topic()
+    net.step(2)
+    m0 = net.manager(0)
+    entry = m0.topics.get(TOPIC)
+    lo, hi = random_boxes(12, 3, seed=8)
+    handles = [net.subscribe(0, lo[i], hi[i], i) for i in range(12)]
+    client = EventingClient("2011", transport=net.transport)
+    client.subscribe(f"{server_url(0)}/topics/{TOPIC}", f"{SINK}/n/all", expires="PT1H")
+    everything = m0.matcher_for(entry).schema.everything()
+    centres = [(lo[i] + hi[i]) / 2 for i in range(12)] + [(everything[0] + everything[1]) / 2]
+    centroid, count = m0.summaries.centroid(entry)
+    assert count == 13 == m0.summaries.route_count(entry)
+    assert np.allclose(centroid, np.mean(centres, axis=0))
+    for handle in handles[:5]:
+        client.unsubscribe(handle)
+    centroid, count = m0.summaries.centroid(entry)
+    assert count == 8
+    assert np.allclose(centroid, np.mean(centres[5:], axis=0))
+
+
 def test_a_summary_too_large_for_the_root_is_cut_to_fit_and_still_routes_exactly(network):
     """summary_max_bytes: the precise summary would not fit, so the server sends a coarser
     one (fewer boxes, each covering several): no subscription loses an event."""

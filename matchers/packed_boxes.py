@@ -6,8 +6,10 @@ A packed form is :data:`MAGIC`, the schema's fingerprint (a schema that binds di
 gives other rectangles), the rectangle count (uint16), then that many rectangles' mins and
 that many maxs, little-endian float64. :func:`unpack` takes only forms that carry the
 fingerprint it is given, have the length their count says and hold finite, ordered
-rectangles; for any other the caller compiles the filter from its text, so a stale or
-damaged form costs time, never a wrong match.
+rectangles; for any other the caller compiles the filter from its text, so a form from
+another schema or a malformed one costs time, not a wrong match. A well-formed form is
+trusted as the store's own data, as the filter's text beside it is: only this process's
+engine writes one, never a peer.
 """
 
 from __future__ import annotations

@@ -173,8 +173,9 @@ class Matcher(abc.ABC):
     def add_packed_filters(self, items: Iterable[tuple[str, FilterSpec, bytes | None]]) -> None:
         """:meth:`add_filters` for ``(filter_id, spec, packed)``, where ``packed`` is what
         :meth:`packed_filter` gave for the same spec (or None). A matcher takes a form only
-        when it is its own and intact, and compiles the spec otherwise: a form can never
-        change what a filter matches."""
+        when it is its own (its version, a fingerprint of its configuration) and well
+        formed, and compiles the spec otherwise: a form from another configuration must
+        never change what a filter matches."""
         self.add_filters((filter_id, spec) for filter_id, spec, _ in items)
 
     @abc.abstractmethod

@@ -188,32 +188,47 @@ def _plain_address(blob: bytes, version: EventingVersion) -> str | None:
     if not (blob.startswith(head) and blob.endswith(tail)):
         return None
     text = blob[len(head):len(blob) - len(tail)]
-    escapes = sum(text.count(escaped) for escaped, _ in _TEXT_ESCAPES)
-    if b"<" in text or text.count(b"&") != escapes:  # e.g. a character reference: parse it
+    if b"<" in text:
         return None
-    for escaped, plain in _TEXT_ESCAPES:
-        text = text.replace(escaped, plain)
+    if b"&" in text:
+        escapes = sum(text.count(escaped) for escaped, _ in _TEXT_ESCAPES)
+        if text.count(b"&") != escapes:  # e.g. a character reference: parse it
+            return None
+        for escaped, plain in _TEXT_ESCAPES:
+            text = text.replace(escaped, plain)
     address = text.decode("utf-8").strip()
     return address or None
 
 
+#: what every read of a subscription's row selects, in the order :func:`_from_row` reads it
+#: (by position: a name is looked up column by column), the compiled filter last
+_READ_COLUMNS = ("id", "topic", "topic_uid", "version", "soap_version", "dialect",
+                 "expression", "namespaces", "notify_to", "end_to", "format", "expires",
+                 "expires_kind", "status", "created", "seq", "end_reason", "notify_when",
+                 "owner", "filter_packed")
+_READ = ", ".join(_READ_COLUMNS)
+_PACKED_AT = _READ_COLUMNS.index("filter_packed")
+
+
 def _from_row(row) -> Subscription:
-    version = VERSIONS[row["version"]]
+    """The subscription a row of :data:`_READ` holds."""
+    (id_, topic, topic_uid, version_name, soap_version, dialect, expression, namespaces,
+     notify_to, end_to, format_, expires, expires_kind, status, created, seq, end_reason,
+     notify_when, owner) = row[:_PACKED_AT]
+    version = VERSIONS[version_name]
     spec = None
-    if row["dialect"] is not None:
-        namespaces = row["namespaces"]
-        spec = FilterSpec(_shared(row["dialect"]), row["expression"] or "",
+    if dialect is not None:
+        spec = FilterSpec(_shared(dialect), expression or "",
                           tuple(tuple(pair) for pair in json.loads(namespaces))
                           if namespaces and namespaces != "[]" else ())
     return Subscription(
-        id=row["id"], topic=_shared(row["topic"]), topic_uid=_shared(row["topic_uid"]),
-        version=version, soap_version=_shared(row["soap_version"]), filter=spec,
-        notify_to=_load_epr(row["notify_to"], version), end_to=_load_epr(row["end_to"], version),
-        format=_shared(row["format"]), expires=row["expires"],
-        expires_kind=_shared(row["expires_kind"]), status=State(row["status"]),
-        created=row["created"], seq=row["seq"], end_reason=row["end_reason"],
-        notify_when=NotifyWhen.from_json(row["notify_when"]) if row["notify_when"] else None,
-        owner=_shared(row["owner"]))
+        id=id_, topic=_shared(topic), topic_uid=_shared(topic_uid), version=version,
+        soap_version=_shared(soap_version), filter=spec,
+        notify_to=_load_epr(notify_to, version), end_to=_load_epr(end_to, version),
+        format=_shared(format_), expires=expires, expires_kind=_shared(expires_kind),
+        status=State(status), created=created, seq=seq, end_reason=end_reason,
+        notify_when=NotifyWhen.from_json(notify_when) if notify_when else None,
+        owner=_shared(owner))
 
 
 def _shared(text: str | None) -> str | None:
@@ -443,7 +458,7 @@ class SubscriptionStore:
         when = stamp if now is None else now
         with self.store.transaction() as conn:
             if request_key is not None:
-                row = conn.execute(f"SELECT * FROM {_TABLE} WHERE request_key = ?",
+                row = conn.execute(f"SELECT {_READ} FROM {_TABLE} WHERE request_key = ?",
                                    (request_key,)).fetchone()
                 if row is not None:
                     existing = _from_row(row)
@@ -529,7 +544,7 @@ class SubscriptionStore:
         for subscription_id, seen in expected.items():
             row = conn.execute(
                 f"UPDATE {_TABLE} SET status = ?, updated = ?, seq = ?, end_reason = ? "
-                "WHERE id = ? AND seq = ? AND status = ? RETURNING *",
+                f"WHERE id = ? AND seq = ? AND status = ? RETURNING {_READ}",
                 (next_state(State.ACTIVE, Event.END).value, now, seq, MOVED_TO + target,
                  subscription_id, seen, State.ACTIVE.value)).fetchone()
             if row is not None:
@@ -597,7 +612,7 @@ class SubscriptionStore:
             values.extend(extra_set[1])
         placeholders = ",".join("?" * len(allowed))
         sql = (f"UPDATE {_TABLE} SET {assignments} WHERE status IN ({placeholders}) AND ({where}) "
-               "RETURNING *")
+               f"RETURNING {_READ}")
         # Bump only when something changes, so idle sweeps do not wake every process.
         probe = conn.execute(f"SELECT 1 FROM {_TABLE} WHERE status IN ({placeholders}) "
                              f"AND ({where}) LIMIT 1", (*allowed, *params)).fetchone()
@@ -608,7 +623,7 @@ class SubscriptionStore:
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, subscription_id: str) -> Subscription | None:
-        rows = self.store.query(f"SELECT * FROM {_TABLE} WHERE id = ?", (subscription_id,))
+        rows = self.store.query(f"SELECT {_READ} FROM {_TABLE} WHERE id = ?", (subscription_id,))
         return _from_row(rows[0]) if rows else None
 
     def by_request_key(self, request_key: str, now: float) -> Subscription | None:
@@ -616,7 +631,7 @@ class SubscriptionStore:
         moved to another server (:meth:`release`; it lives on there under its id, and this
         server forwards requests for it), so a repeated Subscribe gets it back rather than
         a second subscription. The expiry judged is the one this server last saw."""
-        rows = self.store.query(f"SELECT * FROM {_TABLE} WHERE request_key = ?", (request_key,))
+        rows = self.store.query(f"SELECT {_READ} FROM {_TABLE} WHERE request_key = ?", (request_key,))
         if not rows:
             return None
         found = _from_row(rows[0])
@@ -628,10 +643,10 @@ class SubscriptionStore:
         """Active subscriptions (of one topic, by its uid, when given)."""
         if topic_uid is None:
             return [_from_row(r) for r in
-                    self.store.query(f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq",
+                    self.store.query(f"SELECT {_READ} FROM {_TABLE} WHERE status = ? ORDER BY seq",
                                      (State.ACTIVE.value,))]
         return [_from_row(r) for r in self.store.query(
-            f"SELECT * FROM {_TABLE} WHERE status = ? AND topic_uid = ? ORDER BY seq",
+            f"SELECT {_READ} FROM {_TABLE} WHERE status = ? AND topic_uid = ? ORDER BY seq",
             (State.ACTIVE.value, topic_uid))]
 
     def active_packed(self) -> tuple[list[Subscription], dict[str, bytes]]:
@@ -641,18 +656,18 @@ class SubscriptionStore:
         active: list[Subscription] = []
         packed: dict[str, bytes] = {}
         for rows in self.store.query_chunks(
-                f"SELECT * FROM {_TABLE} WHERE status = ? ORDER BY seq", (State.ACTIVE.value,)):
+                f"SELECT {_READ} FROM {_TABLE} WHERE status = ? ORDER BY seq", (State.ACTIVE.value,)):
             for row in rows:
                 subscription = _from_row(row)
                 active.append(subscription)
-                form = row["filter_packed"]
+                form = row[_PACKED_AT]
                 if form is not None:
                     packed[subscription.id] = bytes(form)
         return active, packed
 
     def changed_since(self, seq: int) -> list[Subscription]:
         return [_from_row(r) for r in
-                self.store.query(f"SELECT * FROM {_TABLE} WHERE seq > ? ORDER BY seq", (seq,))]
+                self.store.query(f"SELECT {_READ} FROM {_TABLE} WHERE seq > ? ORDER BY seq", (seq,))]
 
     def check_limits(self, subscription: Subscription, limits: SubscriptionLimits,
                      now: float) -> None:

@@ -201,17 +201,19 @@ def _plain_address(blob: bytes, version: EventingVersion) -> str | None:
 
 
 #: what every read of a subscription's row selects, in the order :func:`_from_row` reads it
-#: (by position: a name is looked up column by column), the compiled filter last
+#: (by position: a name is looked up column by column)
 _READ_COLUMNS = ("id", "topic", "topic_uid", "version", "soap_version", "dialect",
                  "expression", "namespaces", "notify_to", "end_to", "format", "expires",
                  "expires_kind", "status", "created", "seq", "end_reason", "notify_when",
-                 "owner", "filter_packed")
+                 "owner")
 _READ = ", ".join(_READ_COLUMNS)
-_PACKED_AT = _READ_COLUMNS.index("filter_packed")
+#: what a start reads: :data:`_READ`, then the filter's compiled form (only a start uses it)
+_READ_PACKED = f"{_READ}, filter_packed"
+_PACKED_AT = len(_READ_COLUMNS)
 
 
 def _from_row(row) -> Subscription:
-    """The subscription a row of :data:`_READ` holds."""
+    """The subscription a row of :data:`_READ` (or :data:`_READ_PACKED`) holds."""
     (id_, topic, topic_uid, version_name, soap_version, dialect, expression, namespaces,
      notify_to, end_to, format_, expires, expires_kind, status, created, seq, end_reason,
      notify_when, owner) = row[:_PACKED_AT]
@@ -656,7 +658,8 @@ class SubscriptionStore:
         active: list[Subscription] = []
         packed: dict[str, bytes] = {}
         for rows in self.store.query_chunks(
-                f"SELECT {_READ} FROM {_TABLE} WHERE status = ? ORDER BY seq", (State.ACTIVE.value,)):
+                f"SELECT {_READ_PACKED} FROM {_TABLE} WHERE status = ? ORDER BY seq",
+                (State.ACTIVE.value,)):
             for row in rows:
                 subscription = _from_row(row)
                 active.append(subscription)

@@ -61,6 +61,7 @@ from edn.gunicorn_tls import (FailedHandshake, PeerCertificates, answer_plain_ht
                               handshake_log, handshake_timeout, tls_options)
 from route_manager.protocol import SERVICE_NAMES
 from wsframework.exceptions import receiver_fault, sender_fault
+from wsframework.memory import HeapKeeper, limit_heap_arenas
 from wsframework.soap import SoapVersion, fault_envelope
 from wsframework.tls import ServerTls
 from wsframework.transport.tcp import cap_retransmit_backoff
@@ -478,7 +479,7 @@ class GunicornServer(BaseApplication):
             "limit_request_fields": 100,
             "worker_exit": _worker_exit,
             "child_exit": _child_exit,
-            "on_starting": self._prepare_metrics,
+            "on_starting": self._starting,
             "when_ready": _cap_listeners_backoff,
             "on_exit": self._remove_metrics,
             "proc_name": "edn",
@@ -486,6 +487,11 @@ class GunicornServer(BaseApplication):
             **tls_options(tls),  # HTTPS (edn.gunicorn_tls)
         }
         super().__init__()
+
+    def _starting(self, arbiter):
+        # In the arbiter as it starts, before any worker is forked: what they inherit.
+        limit_heap_arenas()  # before any thread allocates (wsframework.memory)
+        self._prepare_metrics(arbiter)
 
     def _prepare_metrics(self, arbiter):
         # In the arbiter as it starts (never in a process that only builds this object):
@@ -517,4 +523,7 @@ class GunicornServer(BaseApplication):
         gc.collect()
         gc.freeze()
         gc.set_threshold(*_GC_THRESHOLDS)
+        # ... and what its requests free is handed back to the system from time to time
+        # (wsframework.memory.HeapKeeper): a greenlet under gevent, a thread under gthread
+        HeapKeeper().start()
         return application

@@ -59,6 +59,7 @@ import threading
 import time
 from typing import Callable
 
+from wsframework.store import release_connections
 from wsframework.urlpolicy import UrlRefused
 
 from .delivery_hosts import MAX_CACHED_URLS, HostQueue, ReusedApprovals, StallCheck, host_of
@@ -312,6 +313,9 @@ class Deliverer:
             readings: list[tuple[float, bool]] = []
             finished, unsent = self._deliver_batch(host, batch, readings)
             self._finish_many(finished)
+            # the store connections the batch's outcomes were written through go back to
+            # their stores: of the many workers, only the busy ones need one at a time
+            release_connections()
             self._release(host, unsent, readings, in_flight, number)
 
     def _deliver_batch(self, host: HostQueue, batch: list[Delivery], readings: list

@@ -140,6 +140,16 @@ def make_changes_durable() -> None:
         store.make_durable()
 
 
+def release_connections() -> None:
+    """Hand this thread's (greenlet's) connection to each store back to it, for the next
+    request of any client: called once a request is answered. A gevent worker serves each
+    client connection in a greenlet of its own, which lives as long as the client keeps the
+    connection open; without this, every idle keep-alive client would hold a SQLite
+    connection (its page cache, statements and three file descriptors) until it left."""
+    for store in list(_stores):
+        store.release_connection()
+
+
 class GroupSync:
     """Group commit for one database file: commits are numbered as they end
     (:meth:`committed`); :meth:`wait` returns once an ``fdatasync`` of the write-ahead log
@@ -254,6 +264,25 @@ def upsert_sql(table: str, columns: "Sequence[str]", key: "Sequence[str]") -> st
             f"ON CONFLICT({', '.join(key)}) {action}")
 
 
+#: how much memory all of a process's SQLite connections may keep for their page caches
+#: together. Each connection would otherwise keep up to 2 MB of pages (SQLite's default),
+#: and a served process keeps a connection for each of up to ~20 greenlets or threads at
+#: once: 30-40 MB that grew as the store did. A WAL reader drops its whole cache whenever
+#: another connection has written since its last read, so on a busy store most of those
+#: pages were stale anyway; reads past the cache come from the operating system's.
+SQLITE_HEAP_LIMIT = 16 << 20
+_sqlite_heap_bounded = False
+
+
+def _bound_sqlite_heap(conn: sqlite3.Connection) -> None:
+    """Set SQLite's soft heap limit, once per process: past it, SQLite recycles cached
+    pages instead of allocating more (enforced for the page cache since SQLite 3.7.3)."""
+    global _sqlite_heap_bounded
+    if not _sqlite_heap_bounded:
+        conn.execute(f"PRAGMA soft_heap_limit={SQLITE_HEAP_LIMIT}")
+        _sqlite_heap_bounded = True
+
+
 class Store:
     """A durable store: a SQLite file (here), or a PostgreSQL schema
     (:class:`~wsframework.store_postgres.PostgresStore`) when its location is a
@@ -311,11 +340,24 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000,
                                isolation_level=None, check_same_thread=False)
+        _bound_sqlite_heap(conn)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
         conn.row_factory = sqlite3.Row
         return conn
+
+    def release_connection(self) -> None:
+        """This thread's (greenlet's) connection goes back to the idle ones (closed if a
+        transaction was left open, or enough are idle): :func:`release_connections`. An
+        in-memory database lives only in its connection, so that one is kept."""
+        holder = getattr(self._local, "holder", None)
+        if holder is None or self.path == ":memory:":
+            return
+        self._local.holder = None
+        with self._lock:
+            self._all.discard(holder)
+        holder.release()
 
     def _take_idle(self) -> sqlite3.Connection | None:
         try:
@@ -465,6 +507,10 @@ class _Holder:
     def close(self) -> None:
         if self._finalizer.detach() is not None:
             _close_quietly(self.conn)
+
+    def release(self) -> None:
+        """Now, what collecting the holder would do."""
+        self._finalizer()
 
 
 def _release(conn: sqlite3.Connection,

@@ -370,6 +370,10 @@ class PostgresStore(Store):
     def connection(self) -> PostgresConnection:
         return getattr(self._local, "pinned", None) or PostgresConnection(self)
 
+    def release_connection(self) -> None:
+        """Nothing to hand back: a connection is taken from the pool for each statement or
+        transaction, and returned when it ends."""
+
     def executescript(self, script: str) -> None:
         """Schema changes are serialized like writes: processes that start together create
         their tables once."""

@@ -18,7 +18,7 @@ from .exceptions import SoapFault, WsFrameworkError, receiver_fault, sender_faul
 from .faults import fault_for, translate
 from .http_routes import MAX_ROUTE_BODY, HttpRequest
 from .soap import SoapVersion, fault_envelope
-from .store import STORAGE_FULL_REASON, make_changes_durable
+from .store import STORAGE_FULL_REASON, make_changes_durable, release_connections
 from .tls import PEER_PRINCIPAL_ENVIRON
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,7 @@ class WsgiApplication:
             status, headers, body = (version.fault_status(fault),
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))
+        release_connections()  # for the next request, whichever client sends it
         headers.append(("Content-Length", str(len(body))))
         start_response(_status_line(status), headers)
         return [body if method != "HEAD" else b""]

@@ -1,6 +1,7 @@
 """``edn bench fuzz --quick``: fuzzed messages and malformed HTTP against a source, a
 subscription server and a dispatcher (real processes) get no HTML page and no unprescribed
-HTTP 500, and every process is alive and answering at the end."""
+HTTP 500, and every process is alive and answering at the end, its memory grown by at most
+what the subscriptions the fuzz made cost plus 50 MB."""
 from __future__ import annotations
 
 import json
@@ -23,4 +24,6 @@ def test_bench_fuzz_quick():
         entry = figures[name]
         assert entry["sent"] > 0 and entry["alive"] and entry["answers_after"], (name, entry)
         assert entry["rss_mb_before"] > 0 and entry["rss_mb_after"] > 0
+        assert entry["memory_bounded"], (name, entry)
+    assert figures["memory_bounded"]
     assert "bench_errors" not in figures, figures["examples"]

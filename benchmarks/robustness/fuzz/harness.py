@@ -114,6 +114,24 @@ def _pick_target(rng: random.Random, targets: list[str]) -> str:
     return rng.choices(targets, weights)[0]
 
 
+#: what one subscription may cost a process, for the memory bound below: the most measured
+#: for a subscription held by a server (4,208 bytes, at 200,000: docs/performance.md)
+SUBSCRIPTION_BYTES = 4_300
+#: what a process's resident size may grow by under the fuzz beyond its subscriptions' cost
+RSS_SLACK_MB = 50.0
+
+
+def memory_bound(entry: dict) -> dict:
+    """The fuzz's memory goal for one process: its RSS after exceeds its RSS before by at
+    most what the subscriptions the fuzz created there cost, plus :data:`RSS_SLACK_MB`."""
+    if entry["rss_mb_after"] is None:
+        return {"rss_growth_mb": None, "rss_growth_bound_mb": None, "memory_bounded": False}
+    growth = entry["rss_mb_after"] - entry["rss_mb_before"]
+    bound = entry["subscriptions_created"] * SUBSCRIPTION_BYTES / 2**20 + RSS_SLACK_MB
+    return {"rss_growth_mb": round(growth, 1), "rss_growth_bound_mb": round(bound, 1),
+            "memory_bounded": growth <= bound}
+
+
 def group_rss_mb(master: int) -> float:
     """Resident memory (VmRSS) of a gunicorn master and its workers, in MB."""
     total_kb = 0
@@ -261,6 +279,7 @@ def measure(*, messages: int, deadline_s: float, servers: int = 2, threads: int 
                      "rss_mb_after": group_rss_mb(process.proc.pid) if process.alive() else None,
                      "workers_replaced": len(pids_before[name] - pids_after),
                      "subscriptions_created": tally.subscribed[name]}
+            entry.update(memory_bound(entry))
             if name != "dispatcher":
                 entry["subscriptions_held_before"] = held_before[name]
                 entry["subscriptions_held_after"] = _held_subscriptions(process.base_url)
@@ -271,6 +290,7 @@ def measure(*, messages: int, deadline_s: float, servers: int = 2, threads: int 
                             "http_500_malformed": totals.get("http_500_malformed", 0),
                             "http_500_by_spec": totals.get("http_500_by_spec", 0)}
         figures["receiver_fault_reasons"] = dict(tally.fault_reasons.most_common(8))
+        figures["memory_bounded"] = all(figures[n]["memory_bounded"] for n in processes)
         figures["all_alive"] = all(figures[n]["alive"] and figures[n]["answers_after"]
                                    for n in processes)
         figures["examples"] = tally.examples

@@ -506,3 +506,29 @@ def test_a_host_that_answers_slowly_gets_one_worker_until_it_answers_in_time():
     assert deliverer._hosts == {}  # no longer suspect: forgotten once idle
     assert deliverer.stats()["delivered"] == 14 and deliverer.stats()["slow"] == 13
     deliverer.close()
+
+
+@pytest.mark.sqlite_only("SQLite's connection per thread (PostgreSQL's come from a bounded pool)")
+def test_workers_hand_back_the_store_connection_their_outcomes_were_written_through(tmp_path):
+    """Of many workers, only the busy ones hold a connection: each writes its batch's
+    outcomes, then gives the connection back to the store before it waits for more."""
+    from wsframework.store import Store
+    store = Store(tmp_path / "outcomes.db")
+    store.connection().execute("CREATE TABLE outcomes (url TEXT, outcome TEXT)")
+    writers: set[int] = set()
+
+    def record(job, outcome):
+        writers.add(threading.get_ident())
+        store.connection().execute("INSERT INTO outcomes VALUES (?, ?)", (job.url, outcome))
+
+    deliverer = Deliverer(ScriptedTransport(202), DeliveryPolicy(workers=16), on_finish=record)
+    try:
+        for k in range(200):
+            deliverer.submit(job(url=f"http://sink{k % 40}.test/n"))
+        assert deliverer.drain(10)
+        assert store.query("SELECT count(*) FROM outcomes")[0][0] == 200
+        assert len(writers) > 1  # several workers wrote
+        assert len(store._all) == 1  # the test's own; the idle workers hold none
+    finally:
+        deliverer.close()
+        store.close()

@@ -13,7 +13,7 @@ import pytest
 from lxml import etree
 
 from wsframework import xmlparse
-from wsframework.store import IDLE_CONNECTIONS, Store
+from wsframework.store import IDLE_CONNECTIONS, Store, release_connections
 from wsframework.urlpolicy import UrlPolicy, UrlRefused
 
 
@@ -148,3 +148,64 @@ def test_a_finished_threads_connection_is_kept_for_the_next_up_to_a_bound_then_c
     for conn in kept:
         with pytest.raises(sqlite3.ProgrammingError):
             conn.execute("SELECT 1")
+
+
+@pytest.mark.sqlite_only("SQLite's connection per thread (PostgreSQL's come from a bounded pool)")
+def test_threads_that_live_on_after_a_request_hand_their_connection_back(tmp_path):
+    """Like a gevent worker's greenlets of idle keep-alive clients: alive, between requests."""
+    store = Store(tmp_path / "s.db")
+    store.generation("x")
+    answered, leave = threading.Barrier(41), threading.Event()
+
+    def keep_alive_client():
+        store.generation("x")  # a request ...
+        release_connections()  # ... answered
+        answered.wait(10)
+        leave.wait(10)  # the client keeps its connection open
+
+    threads = [threading.Thread(target=keep_alive_client) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    try:
+        answered.wait(10)
+        assert len(store._all) == 1  # the creating thread's own only
+        assert 1 <= len(store._idle) <= IDLE_CONNECTIONS
+    finally:
+        leave.set()
+        for thread in threads:
+            thread.join()
+
+
+@pytest.mark.sqlite_only("SQLite's connection per thread (PostgreSQL's come from a bounded pool)")
+def test_the_wsgi_edge_hands_a_requests_connections_back_once_it_is_answered(tmp_path):
+    from wsframework.service import Service, ServiceConfig
+    from wsframework.transport import InProcessTransport
+    from wsframework.wsgi import WsgiApplication
+
+    service = Service(ServiceConfig(base_url="http://edn.example", data_dir=tmp_path,
+                                    admin_token="t0ken"), transport=InProcessTransport())
+    try:
+        application = WsgiApplication(service)
+        stores = [s for s in _all_stores() if getattr(s, "path", "").startswith(str(tmp_path))]
+        assert stores
+        held = []
+
+        def request():
+            for store in stores:
+                store.generation("x")
+            answer = application({"REQUEST_METHOD": "GET", "PATH_INFO": "/health",
+                                  "wsgi.input": None}, lambda status, headers: None)
+            assert answer
+            held.append(sum(getattr(store._local, "holder", None) is not None for store in stores))
+
+        thread = threading.Thread(target=request)
+        thread.start()
+        thread.join()
+        assert held == [0]
+    finally:
+        service.close()
+
+
+def _all_stores():
+    from wsframework import store as store_module
+    return list(store_module._stores)

@@ -486,8 +486,8 @@ class Store:
 
 #: the most idle SQLite connections a store keeps open for threads and greenlets to come:
 #: about a worker's usual concurrency (in a renewal storm from 32 clients, opening
-#: connections took 9% of the server's request time with 8 kept, under 1% with 32), and at
-#: most 16 page caches (2 MB each by default) of memory
+#: connections took 9% of the server's request time with 8 kept, under 1% with 32); their
+#: page caches share the process's :data:`SQLITE_HEAP_LIMIT`
 IDLE_CONNECTIONS = 16
 
 

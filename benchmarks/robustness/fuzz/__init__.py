@@ -26,8 +26,8 @@ answering ``/health`` and a valid request at the end, its RSS (gunicorn master a
 from ``/proc``) before and after, worker processes replaced meanwhile, and the subscriptions
 the fuzz created; ``memory_bounded`` says whether its RSS grew by at most what those
 subscriptions cost plus 50 MB (:func:`~.harness.memory_bound`), and the top-level
-``memory_bounded`` whether every process's did. The first few requests of every bad outcome are kept (``examples``) as
-reproducers.
+``memory_bounded`` whether every process's did. The first few requests of every bad outcome
+are kept (``examples``) as reproducers.
 
 Message ``i`` is drawn from ``random.Random(seed * 1_000_003 + i)``: with the same seeds, a
 run is repeatable message by message (the recorded message IDs differ between runs).

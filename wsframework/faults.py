@@ -30,7 +30,7 @@ from typing import Callable, TypeVar
 from .exceptions import SoapFault, receiver_fault
 
 __all__ = ["translate", "register_translation", "unregister_translation", "fault_for",
-           "UNEXPECTED_REASON"]
+           "forget_tracebacks", "UNEXPECTED_REASON"]
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +92,18 @@ def fault_for(exc: BaseException, *, where: str = "") -> SoapFault:
         log.error("unexpected error handling a message%s", f" to {where}" if where else "",
                   exc_info=(type(exc), exc, exc.__traceback__))
     return receiver_fault(UNEXPECTED_REASON)
+
+
+def forget_tracebacks(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of the exceptions it chains, once it is answered.
+
+    A traceback holds the frames it passed through, and they hold the request they were
+    handling: its body and its parsed tree, several times the body's size. At an edge that
+    answers ``exc`` with itself (a :class:`SoapFault`), the catching frame holds the fault,
+    the fault its traceback, and the traceback that frame: a reference cycle, freed only
+    when the cycle collector next runs. Meanwhile each faulted megabyte kept about 8 MB."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__

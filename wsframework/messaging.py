@@ -38,7 +38,7 @@ from . import addressing as wsa
 from . import ns
 from .addressing import AddressingHeaders, WsaVersion
 from .exceptions import AccessDenied, SoapFault
-from .faults import fault_for
+from .faults import fault_for, forget_tracebacks
 from .matching import FilterSpec, create_matcher
 from .soap import Envelope, SoapVersion, build_envelope, parse_envelope
 from .urlpolicy import UrlPolicy, UrlRefused
@@ -195,6 +195,7 @@ class MessagingLayer:
             fault = fault_for(exc, where=path)
             log.info("fault to %s at %s: %s %s", remote_addr, path, fault.subcode or fault.code,
                      fault.reason)
+            forget_tracebacks(exc)
             if isinstance(exc, AccessDenied):
                 request_addressing = _on_back_channel(request_addressing)
             return self._fault_outcome(version, request_addressing, fault)

@@ -15,8 +15,9 @@ import logging
 from urllib.parse import parse_qs
 
 from .exceptions import SoapFault, WsFrameworkError, receiver_fault, sender_fault
-from .faults import fault_for, translate
+from .faults import fault_for, forget_tracebacks, translate
 from .http_routes import MAX_ROUTE_BODY, HttpRequest
+from .memory import settle_after_large_request
 from .soap import SoapVersion, fault_envelope
 from .store import STORAGE_FULL_REASON, make_changes_durable, release_connections
 from .tls import PEER_PRINCIPAL_ENVIRON
@@ -30,6 +31,8 @@ _DRAIN_CHUNK = 64 * 1024
 # Beyond this much excess the connection is simply closed: draining it would let a client
 # keep a worker busy for as long as it likes.
 _MAX_DRAIN = 256 * 1024 * 1024
+# The size of the body a POST handed to SOAP processing, in its WSGI environ.
+_BODY_BYTES = "wsframework.body_bytes"
 
 
 class MalformedRequestBody(WsFrameworkError):
@@ -71,6 +74,7 @@ class WsgiApplication:
         except Exception as exc:
             version = SoapVersion.from_content_type(environ.get("CONTENT_TYPE")) or SoapVersion.SOAP11
             fault = fault_for(exc, where=environ.get("PATH_INFO") or "/")
+            forget_tracebacks(exc)
             status, headers, body = (version.fault_status(fault),
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))
@@ -85,6 +89,7 @@ class WsgiApplication:
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))
         release_connections()  # for the next request, whichever client sends it
+        settle_after_large_request(environ.get(_BODY_BYTES, 0))
         headers.append(("Content-Length", str(len(body))))
         start_response(_status_line(status), headers)
         return [body if method != "HEAD" else b""]
@@ -136,6 +141,7 @@ class WsgiApplication:
         if len(data) > limit:
             _drain(stream, _MAX_DRAIN)
             return self._refuse(content_type, f"message exceeds the limit of {limit} bytes")
+        environ[_BODY_BYTES] = len(data)
         outcome = self.service.handle_request(
             data, path=path, content_type=content_type,
             soap_action=environ.get("HTTP_SOAPACTION"), remote_addr=environ.get("REMOTE_ADDR"),

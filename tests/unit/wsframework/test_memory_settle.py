@@ -109,3 +109,14 @@ def test_limiting_heap_arenas_keeps_a_threaded_process_to_two_heaps():
 
     assert heaps("limit") <= 2
     assert heaps("default") > 2  # the test can tell: unlimited, the threads take more
+
+
+@pytest.mark.skipif(memory.free_heap_bytes() is None, reason="needs glibc 2.33 or later")
+def test_a_large_request_returns_the_pages_its_parse_freed_and_a_small_one_does_not():
+    kept = _free_in_holes()
+    before = _resident_mb()
+    assert memory.settle_after_large_request(memory.LARGE_REQUEST_BYTES - 1) is False
+    assert before - _resident_mb() < 10, "a small request trimmed"
+    assert memory.settle_after_large_request(memory.LARGE_REQUEST_BYTES) is True
+    assert before - _resident_mb() > 60, "the free pages stayed resident"
+    assert len(kept) == 3_000

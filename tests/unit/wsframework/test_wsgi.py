@@ -1,16 +1,19 @@
 """The WSGI edge, called directly with environ dicts: every POST answer is a SOAP envelope (or
 an empty 202), oversized bodies are refused without being held in memory."""
 
+import gc
 import io
 import json
+import types
 
 import pytest
 from wsdl.admin import serve_admin_wsdl
 from lxml import etree
 
 from wsframework import admin as contracts
+from wsframework import memory
 from wsframework.addressing import AddressingHeaders, WsaVersion, request_headers
-from wsframework.exceptions import RECEIVER, SENDER
+from wsframework.exceptions import RECEIVER, SENDER, sender_fault
 from wsframework.messaging import MessageFilter, Reply
 from wsframework.service import Service, ServiceConfig
 from wsframework.soap import SoapVersion, build_envelope, parse_envelope
@@ -185,6 +188,25 @@ def test_body_at_the_limit_is_parsed(app):
     assert post(app, SoapVersion.SOAP12, padded).status == 200
 
 
+def test_free_heap_is_returned_after_a_large_body_is_answered_and_not_after_others(
+        app, monkeypatch):
+    trims = []
+    monkeypatch.setattr(memory, "LARGE_REQUEST_BYTES", 8 * 1024)
+    monkeypatch.setattr(memory, "return_free_memory", lambda: trims.append(1) or True)
+    data = message(SoapVersion.SOAP12)
+    assert post(app, SoapVersion.SOAP12, data).status == 200
+    assert trims == []
+    large = data.replace(b"<ping/>", b"<ping>" + b"<x>1</x>" * 1200 + b"</ping>")
+    assert 8 * 1024 <= len(large) <= LIMIT
+    assert post(app, SoapVersion.SOAP12, large).status == 200
+    assert trims == [1]
+    assert post(app, SoapVersion.SOAP12, large, length="twelve").status == 200  # read to the limit
+    assert trims == [1, 1]
+    refused = Response(app, environ(stream=ZeroStream(LIMIT + 1), length=str(LIMIT + 1),
+                                    content_type="application/soap+xml"))
+    assert refused.status == 400 and trims == [1, 1]  # drained, never parsed
+
+
 @pytest.mark.parametrize("length", [None, "", "-1"])
 def test_oversize_without_usable_length_is_refused_in_chunks(app, length):
     size = 3 * 1024 * 1024
@@ -251,6 +273,40 @@ def test_exception_inside_the_service_is_a_soap_receiver_fault(app, service, mon
     assert b"<html" not in response.body.lower()
     assert b"secret" not in response.body and b"Traceback" not in response.body
     assert response.envelope().fault().code == RECEIVER
+
+
+def _cycles_left_by(request) -> list:
+    """The frames and parsed elements that only the cycle collector would free after
+    ``request()``."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        request()
+        gc.collect()
+        return [o for o in gc.garbage if isinstance(o, (types.FrameType, etree._Element))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+
+def test_a_fault_answered_by_the_messaging_layer_leaves_no_cycle_holding_the_request(app):
+    def request():
+        response = post(app, SoapVersion.SOAP12, message(SoapVersion.SOAP12, "urn:unknown"))
+        assert response.status == 400 and response.envelope().fault().code == SENDER
+    assert _cycles_left_by(request) == []
+
+
+def test_a_fault_raised_to_the_wsgi_edge_leaves_no_cycle_holding_the_request(
+        app, service, monkeypatch):
+    def refuse(data, **kwargs):
+        parsed = etree.fromstring(data)
+        raise sender_fault(f"refused {len(parsed)} parts")
+    monkeypatch.setattr(service, "handle_request", refuse)
+
+    def request():
+        response = post(app, SoapVersion.SOAP12, message(SoapVersion.SOAP12))
+        assert response.status == 400 and "refused 2 parts" in response.envelope().fault().reason
+    assert _cycles_left_by(request) == []
 
 
 def test_exception_while_serving_get_is_not_html(app, service, monkeypatch):

@@ -144,12 +144,11 @@ def settle_after_large_request(body_bytes: int) -> bool:
 
     A parsed document costs several times its text in libxml2's small blocks (a megabyte of
     20,000 small elements, each declaring its namespace, takes 8 MB), and they are free again
-    once it is answered. Between two such requests the process's other work (its other
-    requests, its threads, SQLite) takes blocks in the middle of that space, so the next one
-    often extends the heap again instead of reusing it: a served process's resident size rose
-    by 2-10 MB a message (once 32) under a fuzz that sent them back to back, until the
-    :class:`HeapKeeper`'s next check. A trim costs 0.3-2 ms where parsing such a body costs
-    20, so it is done at once, where the body size says it pays."""
+    once it is answered, but glibc keeps their pages. Under a fuzz that sent such messages
+    among thousands of small ones, a served process's resident size rose by 2-10 MB at each
+    (once 32) and stayed there until the :class:`HeapKeeper`'s next check. A trim costs
+    0.3-2 ms where parsing such a body costs 20, so it is done at once, where the body size
+    says it pays."""
     if body_bytes < LARGE_REQUEST_BYTES:
         return False
     return return_free_memory()

@@ -51,5 +51,6 @@ class Publisher(FailoverPublisher):
 
     def send_batch(self, topic: str, events: Iterable[etree._Element]) -> Acknowledgement:
         """Publish ``events`` in one ``edn:EventBatch`` message: one root takes them all, or
-        none does."""
+        none does. A batch holds at most :data:`~route_manager.protocol.EVENT_BATCH_MOST`
+        events (a root refuses a larger one whole, with a Sender fault)."""
         return self.send(topic, event_batch(topic, events))

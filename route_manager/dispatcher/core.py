@@ -32,7 +32,8 @@ from wsframework.urlpolicy import UrlPolicy
 from .. import protocol
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
-from ..protocol import EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING
+from ..protocol import (EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING,
+                        batch_events)
 from ..forwarding import EventLog, Forwarder, LaneLost, LogLanes, TokenBucket
 from ..selftuning import SelfTuningSettings, Ticker
 from .admin import DispatcherAdmin
@@ -338,7 +339,7 @@ class Dispatcher(BaseRouteManager):
         self.shared.sync()  # routed with every summary another process acknowledged
         entry = self.routes.get(entry.name)  # UnknownEntry if another process deleted it
         body = message.body
-        events = [e for e in body if isinstance(e.tag, str)] if body.tag == EVENT_BATCH else [body]
+        events = batch_events(body) if body.tag == EVENT_BATCH else [body]
         message_id = message.addressing.message_id if message.addressing is not None else None
         try:
             claim = self.recent.begin(entry.name, message_id)

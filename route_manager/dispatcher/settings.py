@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 
-from ..protocol import ROUTING_MODES, ROUTING_SUMMARIES
+from ..protocol import EVENT_BATCH_MOST, ROUTING_MODES, ROUTING_SUMMARIES
 from ..forwarding import LOG_FULL_POLICIES, POLICIES
 from ..latency_matrix import load_latency
 from ..precision import PRECISE, parse_precision
@@ -125,6 +125,9 @@ class DispatcherSettings(Settings):
             raise ValueError("link_mbps must not be negative")
         if self.queue_capacity < 1 or self.batch_max < 1 or self.batch_max_bytes < 1:
             raise ValueError("queue_capacity, batch_max and batch_max_bytes must be >= 1")
+        if self.batch_max > EVENT_BATCH_MOST:
+            raise ValueError(f"batch_max must be at most {EVENT_BATCH_MOST} (what a server "
+                             f"takes in one edn:EventBatch)")
         if not 0 <= self.batch_linger <= 1:
             raise ValueError("batch_linger must be between 0 and 1 second")
         if self.log_full not in LOG_FULL_POLICIES:

@@ -40,7 +40,7 @@ from wsframework.exceptions import AccessDenied, sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter
 from wsframework.namespace import EntryExists
 
-from ..protocol import EVENT_BATCH, KIND_DISPATCHER, batch_position
+from ..protocol import EVENT_BATCH, KIND_DISPATCHER, batch_events, batch_position
 from ..precision import PRECISE
 from ..uplink import Generations, RouteReport, Uplink
 from .routing import ModeCheck
@@ -212,7 +212,7 @@ class TreeLink:
         if body is None or body.tag != EVENT_BATCH:
             raise sender_fault("an EventBatch message needs an edn:EventBatch body")
         parent, first_seq = batch_position(body)
-        events = [e for e in body if isinstance(e.tag, str)]
+        events = batch_events(body)
         if parent is None:
             self.route_events(entry, events)
             return None

@@ -34,7 +34,8 @@ import logging
 import threading
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager.protocol import EVENT_BATCH, EVENT_BATCH_ACTION, PLACED, batch_position
+from route_manager.protocol import (EVENT_BATCH, EVENT_BATCH_ACTION, PLACED, batch_events,
+                                     batch_position)
 from route_manager.peers import PeerTable
 from route_manager.placement_router import PlacementRouter
 from wsframework.admin import AdminClient, carries_credential
@@ -285,7 +286,7 @@ class EdnSubscriptionManager(SubscriptionManager):
         body = message.body
         if body is None or body.tag != EVENT_BATCH:
             raise sender_fault("an EventBatch message needs an edn:EventBatch body")
-        events = [e for e in body if isinstance(e.tag, str)]
+        events = batch_events(body)
         published = self.publish_many(entry, events, action=self.default_action(entry),
                                       position=batch_position(body))
         for index in sorted(published.refused):  # the batch's other events still count

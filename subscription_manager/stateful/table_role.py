@@ -37,7 +37,7 @@ from lxml import etree
 
 from matchers.range_aggregate import feed_schema
 from matchers.schema import InvalidSchema
-from route_manager.protocol import SERVICE_NAMES
+from route_manager.protocol import EVENT_BATCH_MOST, SERVICE_NAMES
 from route_manager.publisher import Publisher
 from wsframework.service import Service, ServiceConfig
 from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
@@ -96,6 +96,9 @@ class TableSettings(Settings):
             raise ValueError("the range domain needs finite low < high")
         if self.max_tuples < 1 or self.batch_max < 1 or not self.retry_seconds > 0:
             raise ValueError("max_tuples and batch_max must be >= 1, retry_seconds > 0")
+        if self.batch_max > EVENT_BATCH_MOST:
+            raise ValueError(f"batch_max must be at most {EVENT_BATCH_MOST} (what a receiver "
+                             f"takes in one edn:EventBatch)")
 
     @property
     def feed_topic(self) -> str:

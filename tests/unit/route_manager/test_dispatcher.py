@@ -123,6 +123,20 @@ def test_the_figures_name_the_batch_strategy_a_batch_of_events_decided(network):
     assert figures["route_strategy"] == "undecided"  # no single event was routed
 
 
+def test_a_published_batch_over_the_most_events_is_refused_whole(network):
+    service, admin, transport, servers, _ = network
+    admin.create_topic("grid", None, schema())
+    register(admin, "s1")
+    update(admin, "s1", 1, [0, 0], [10, 10])
+    batch = etree.Element(EVENT_BATCH)
+    batch.extend(event(1, 1) for _ in range(protocol.EVENT_BATCH_MOST + 1))
+    with pytest.raises(SoapFault) as caught:
+        SoapClient(transport).call(f"{DISPATCHER}/topics/grid", PUBLISH_ACTION, batch)
+    assert caught.value.code == "Sender" and "at most 4096 events" in caught.value.reason
+    assert service.dispatcher.stats()["events_in"] == 0
+    assert service.dispatcher.forwarder.drain(5) and "s1" not in servers.events
+
+
 def test_stale_generation_is_ignored_and_newer_replaces(network):
     service, admin, transport, servers, _ = network
     admin.create_topic("grid", None, schema())

@@ -42,7 +42,7 @@ def test_text_values_are_read_by_type_as_edn_serve_passes_them():
 @pytest.mark.parametrize("bad", [
     {"self_tuning": "flase"}, {"overflow_policy": "drop-all"}, {"queue_capacity": "0"},
     {"initial_precision": "2"}, {"link_mbps": "-1"}, {"monitor_interval": "0"},
-    {"allow_private": "10.0.0.0/33"}, {"selftuning_step": "0.3"}])
+    {"allow_private": "10.0.0.0/33"}, {"selftuning_step": "0.3"}, {"batch_max": "4097"}])
 def test_bad_values_are_refused(bad):
     with pytest.raises(SettingsError):
         read_settings(bad, *build_dispatcher.settings)

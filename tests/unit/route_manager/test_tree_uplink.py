@@ -191,6 +191,15 @@ def test_hostile_parent_batches_are_refused_and_route_nothing(tree, token, first
     assert servers.events == {}
 
 
+def test_a_parent_batch_over_the_most_events_is_refused_and_routes_nothing(tree):
+    root, child, transport, servers = grown(tree)
+    with pytest.raises(SoapFault) as fault:
+        send_batch(transport, batch("root-id", 1, [(1, 1)] * (protocol.EVENT_BATCH_MOST + 1)))
+    assert "at most 4096 events" in fault.value.reason
+    assert child.dispatcher.forwarder.drain(5)
+    assert servers.events == {} and child.dispatcher.tree.position("root-id") == 0
+
+
 def test_publishing_at_a_child_is_a_sender_fault_naming_the_root(tree):
     _, child, transport, servers = grown(tree)
     with pytest.raises(SoapFault) as fault:

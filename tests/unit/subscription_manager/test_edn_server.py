@@ -460,6 +460,28 @@ def test_an_event_batch_needs_the_networks_credential(network, token):
     assert net.manager(0).edn_counters.get("events_received", 0) == 0
 
 
+def test_an_event_batch_over_the_most_events_is_refused_whole_before_matching(network):
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    net.subscribe(0, [0, 0, 0], [10, 10, 10], 0)
+
+    def send(count, how="send"):
+        batch = etree.Element("{urn:wsframework:edn}EventBatch")
+        for k in range(count):
+            batch.append(event_element([1, 1, 1], k))
+        getattr(SoapClient(net.transport), how)(f"{server_url(0)}/topics/{TOPIC}",
+                                                EVENT_BATCH_ACTION, batch, [_token(TOKEN)])
+    with pytest.raises(SoapFault) as caught:
+        send(protocol.EVENT_BATCH_MOST + 1, "call")  # a fault, rather than an empty 202
+    assert caught.value.code == "Sender" and "at most 4096 events" in caught.value.reason
+    net.drain()
+    assert net.received() == []
+    assert net.manager(0).edn_counters.get("events_received", 0) == 0
+    send(protocol.EVENT_BATCH_MOST)  # the most is taken
+    net.drain()
+    assert len(net.received()) == protocol.EVENT_BATCH_MOST
+
+
 def test_notifications_carry_the_networks_topic_action(network):
     net = network(("local", "local", "local"))
     net.create_topic()

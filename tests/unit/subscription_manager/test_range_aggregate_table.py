@@ -256,6 +256,7 @@ def test_the_table_roles_default_feed_and_dispatchers(tmp_path):
     ({"high": "inf"}, "low < high"),
     ({"max_tuples": "0"}, "max_tuples"),
     ({"retry_seconds": "0"}, "retry_seconds"),
+    ({"batch_max": "4097"}, "at most 4096"),
     ({"colour": "red"}, "unknown setting"),
 ])
 def test_the_table_role_refuses_bad_settings(tmp_path, change, reason):

@@ -88,8 +88,9 @@ class WsgiApplication:
             status, headers, body = (version.fault_status(fault),
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))
-        release_connections()  # for the next request, whichever client sends it
-        settle_after_large_request(environ.get(_BODY_BYTES, 0))
+        finally:
+            release_connections()  # for the next request, whichever client sends it
+            settle_after_large_request(environ.get(_BODY_BYTES, 0))
         headers.append(("Content-Length", str(len(body))))
         start_response(_status_line(status), headers)
         return [body if method != "HEAD" else b""]

@@ -18,6 +18,7 @@ from wsframework.messaging import MessageFilter, Reply
 from wsframework.service import Service, ServiceConfig
 from wsframework.soap import SoapVersion, build_envelope, parse_envelope
 from wsframework.transport import InProcessTransport
+from wsframework import wsgi
 from wsframework.wsgi import WsgiApplication
 from wsframework.xmlparse import ParserLimits
 
@@ -273,6 +274,19 @@ def test_exception_inside_the_service_is_a_soap_receiver_fault(app, service, mon
     assert b"<html" not in response.body.lower()
     assert b"secret" not in response.body and b"Traceback" not in response.body
     assert response.envelope().fault().code == RECEIVER
+
+
+def test_connections_go_back_even_when_making_changes_durable_fails_unexpectedly(
+        app, monkeypatch):
+    released = []
+
+    def broken():
+        raise RuntimeError("a bug below the edge")
+    monkeypatch.setattr(wsgi, "make_changes_durable", broken)
+    monkeypatch.setattr(wsgi, "release_connections", lambda: released.append(1))
+    with pytest.raises(RuntimeError):
+        post(app, SoapVersion.SOAP12, message(SoapVersion.SOAP12))
+    assert released == [1]
 
 
 def _cycles_left_by(request) -> list:

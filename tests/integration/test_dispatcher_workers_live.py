@@ -69,12 +69,15 @@ def test_two_workers_lose_nothing_acknowledged_across_kill_9(tmp_path, cluster):
         publish(300)
         network.servers["s2"].stop()  # both lanes now keep s2's copies
         lanes = (SCHEMA, f"{SCHEMA}_lane1")
-        # gunicorn gives each connection to whichever worker accepts first, so one worker may
-        # take a whole round: publish more (bounded) until both lanes owe copies
-        for _ in range(10):
-            publish(100)
-            if all(_owed(cluster, database, lane) > 0 for lane in lanes):
-                break
+        # gunicorn gives each connection to whichever worker accepts first, and one worker
+        # may take every connection of many rounds; pausing each worker in turn (SIGSTOP, far
+        # inside gunicorn's 60 s worker timeout) makes the other one log a round
+        for worker in _workers(arbiter):
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                publish(100)
+            finally:
+                os.kill(worker, signal.SIGCONT)
         assert [_owed(cluster, database, lane) > 0 for lane in lanes] == [True, True]
         network.dispatcher.kill()
         network.dispatcher.workers = 1

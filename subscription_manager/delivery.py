@@ -27,9 +27,11 @@ policy's own cache would keep it.
 Policies
 --------
 * **Full queue: drop the newest.** ``submit`` never waits. When ``queue_size`` jobs wait
-  (all hosts together) the job being submitted is dropped, counted (``dropped``) and
-  logged (at most every few seconds). The manager's durable jobs stay in the outbox and
-  are taken again by its sweep.
+  (all hosts together), or the jobs accepted and not finished would hold more than
+  ``queue_bytes`` (each charged ``JOB_BYTES`` and its share of the payload bytes), the job
+  being submitted is dropped, counted (``dropped``) and logged (at most every few
+  seconds). The manager's durable jobs stay in the outbox and are taken again by its
+  sweep: a backlog of large events waits on disk, not in memory.
 * **Retries with exponential backoff.** A failed POST (transport error or non-2xx status) is
   retried ``retries`` times after ``backoff * 2**(n-1)`` seconds (capped by
   ``backoff_max``). Waiting retries sit in a timer heap, not in a worker, so one dead sink
@@ -63,7 +65,7 @@ from wsframework.store import release_connections
 from wsframework.urlpolicy import UrlRefused
 
 from .delivery_hosts import MAX_CACHED_URLS, HostQueue, ReusedApprovals, StallCheck, host_of
-from .delivery_job import NOTIFICATION, SUBSCRIPTION_END, Delivery, DeliveryPolicy
+from .delivery_job import JOB_BYTES, NOTIFICATION, SUBSCRIPTION_END, Delivery, DeliveryPolicy
 from .delivery_timer import DueTimer
 from .host_concurrency import AdaptiveLimit
 
@@ -126,6 +128,7 @@ class Deliverer:
             ("queued", "delivered", "failed", "dropped", "retries", "discarded", "refused",
              "slow"), 0)
         self._pending = 0  # accepted (incl. waiting retries) and not finished
+        self._held_bytes = 0  # the pending jobs' charges (policy.queue_bytes bounds them)
         self._timer = DueTimer(self._due, clock)  # retries waiting, parked hosts' probes
         self._threads: list[threading.Thread] = []
         self._started = False
@@ -138,21 +141,23 @@ class Deliverer:
         return self.submit_many((job,)) == 1
 
     def submit_many(self, jobs) -> int:
-        """Queue several jobs in one step; returns how many were accepted (the first ones;
-        the rest were dropped: the queue keeps what it already holds)."""
+        """Queue several jobs in one step; returns how many were accepted (the first ones
+        that fit the queue's room in jobs and in bytes; the rest were dropped: the queue
+        keeps what it already holds)."""
         if not self._started:
             self._start()
         jobs = list(jobs)
         keys = [self._host_key(job.url) for job in jobs]
         with self._cond:
             space = 0 if self._closed else max(0, self.policy.queue_size - self._queued)
-            accepted = min(space, len(jobs))
+            accepted, charged = self._fitting(jobs, space)
             dropped = len(jobs) - accepted
             if accepted:
                 woken = 0
                 for job, key in zip(jobs[:accepted], keys):
                     woken += self._enqueue(key, job)
                 self._pending += accepted
+                self._held_bytes += charged
                 self._counts["queued"] += accepted
                 # one worker per host made ready: a worker taking a host with jobs left
                 # wakes the next (_take), so waking more would only have them find nothing
@@ -193,9 +198,47 @@ class Deliverer:
             return 1
         return 0
 
+    def _fitting(self, jobs: list[Delivery], space: int) -> tuple[int, int]:
+        """(Under the lock.) How many of ``jobs``, from the first, fit ``space`` jobs and
+        the byte budget, and what they charge. One job is taken whatever its size when
+        nothing is held, so that a payload over the budget is still delivered."""
+        budget = self.policy.queue_bytes - self._held_bytes
+        count = charged = 0
+        for job in jobs[:space]:
+            charge = job.charge
+            if charged + charge > budget and (count or self._held_bytes):
+                break
+            count += 1
+            charged += charge
+        return count, charged
+
     def room(self) -> int:
         """Jobs the queue would take now (``queue_size`` less those waiting)."""
         return max(0, self.policy.queue_size - self._queued)
+
+    def room_for(self, events) -> int:
+        """How many jobs of ``events`` (pairs of a job count and each job's ``size``), in
+        order, the queue would take now: the room in jobs and in bytes, as
+        :meth:`submit_many` would count it."""
+        with self._cond:
+            space = max(0, self.policy.queue_size - self._queued)
+            budget = self.policy.queue_bytes - self._held_bytes
+            held = self._held_bytes
+        count = 0
+        for copies, size in events:
+            charge = JOB_BYTES + size
+            fit = min(copies, space - count, max(0, budget // charge))
+            if fit == 0 and count == 0 and held == 0 and copies and space:
+                fit = 1  # as _fitting: one job whatever its size when nothing is held
+            count += fit
+            budget -= fit * charge
+            if fit < copies:
+                break
+        return count
+
+    def held_bytes(self) -> int:
+        """What the jobs accepted and not finished are charged (see ``queue_bytes``)."""
+        return self._held_bytes
 
     def submit_later(self, job: Delivery, delay: float) -> bool:
         """Accept ``job`` for a first try after ``delay`` seconds (a persisted retry loaded
@@ -206,6 +249,7 @@ class Deliverer:
             if self._closed:
                 return False
             self._pending += 1
+            self._held_bytes += job.charge
             self._counts["queued"] += 1
             job.retry_due = True
         self._schedule(job, max(0.0, delay))
@@ -217,9 +261,10 @@ class Deliverer:
             if now - self._last_drop_log < _DROP_LOG_INTERVAL:
                 return
             self._last_drop_log = now
-        log.warning("delivery queue full (%d slots): %d message(s) not taken, e.g. a %s to %s "
-                    "(%d so far; durable ones wait in the outbox)", self.policy.queue_size,
-                    dropped, job.kind, job.url, total)
+        log.warning("delivery queue full (%d slots, %d bytes): %d message(s) not taken, e.g. "
+                    "a %s to %s (%d so far; durable ones wait in the outbox)",
+                    self.policy.queue_size, self.policy.queue_bytes, dropped, job.kind,
+                    job.url, total)
 
     # -- workers ---------------------------------------------------------------------------
     def _start(self) -> None:
@@ -529,6 +574,8 @@ class Deliverer:
         with self._cond:
             self._counts[counter] += 1
             self._pending -= 1
+            if job is not None:
+                self._held_bytes -= job.charge
             if self._pending <= 0:
                 self._idle.notify_all()
 
@@ -543,8 +590,9 @@ class Deliverer:
                 except Exception:
                     log.exception("finishing a %s to %s failed", job.kind, job.url)
         with self._cond:
-            for counter, _ in finished:
+            for counter, job in finished:
                 self._counts[counter] += 1
+                self._held_bytes -= job.charge
             self._pending -= len(finished)
             if self._pending <= 0:
                 self._idle.notify_all()
@@ -554,6 +602,7 @@ class Deliverer:
             counts = dict(self._counts)
             counts["pending"] = self._pending
             counts["queue_depth"] = self._queued
+            counts["held_bytes"] = self._held_bytes
             counts["hosts"] = len(self._hosts)
             counts["host_limit_max"] = max((c.limit for c in self._limits.values()), default=0)
         return counts

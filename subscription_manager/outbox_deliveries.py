@@ -7,11 +7,12 @@ deletion, a retry is persisted with its next attempt, a job that ran out of atte
 whose target was refused) becomes a dead letter. Rows no job holds in memory (of processes
 that died, retries persisted before a restart, rows spilled past the queue's room) are queued
 again by :meth:`OutboxDeliveries.recover`, a page at a time: at most the room the queue has
-(and half its size), so memory holds a bounded part of any backlog and the queue is topped
-up at every sweep while the backlog lasts.
+in jobs and in bytes (and half its size), so memory holds a bounded part of any backlog and
+the queue is topped up at every sweep while the backlog lasts.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -62,6 +63,11 @@ class OutboxDeliveries:
         """Jobs the delivery queue would take now."""
         return self.deliverer.room()
 
+    def room_for(self, events) -> int:
+        """Jobs of ``events`` ((job count, each job's size) pairs, in order) the delivery
+        queue would take now, in jobs and in bytes."""
+        return self.deliverer.room_for(events)
+
     def submit(self, jobs: list[Delivery]) -> int:
         """Queue ``jobs``; returns how many the queue took (the others' rows are marked due
         in the outbox: a later page takes them)."""
@@ -90,6 +96,8 @@ class OutboxDeliveries:
         self.outbox.heartbeat()
         self.outbox.claim()
         page = min(self.deliverer.room(), max(1, self.deliverer.policy.queue_size // 2))
+        if self.deliverer.room_for([(1, 0)]) == 0:
+            page = 0  # the byte budget is spent: the rows stay on disk until it is not
         queued = 0
         while page > 0:
             # in parts, yielding between them: a large page read at once would hold up the
@@ -100,23 +108,28 @@ class OutboxDeliveries:
             held |= self.outbox.unflushed()
             jobs = []
             rows = self.outbox.due(held, limit=part)
+            # a page reads each event's body once: its rows share the bytes
+            sharing = collections.Counter(id(row.body) for row in rows if row.body is not None)
             for row in rows:
-                job = self._job_from_row(row)
+                job = self._job_from_row(row, sharing[id(row.body)])
                 if job is None:  # the subscription is gone: nothing to deliver
                     self.outbox.delivered(row.id)
                 else:
                     jobs.append(job)
-            queued += self.submit(jobs)
-            if len(rows) < part:
-                break
+            taken = self.submit(jobs)
+            queued += taken
+            if len(rows) < part or taken < len(jobs):
+                break  # the rows are read, or the queue is full (in jobs or bytes)
             page -= part
             time.sleep(0)
         return queued
 
-    def _job_from_row(self, row: OutboxRow) -> Delivery | None:
+    def _job_from_row(self, row: OutboxRow, sharing: int = 1) -> Delivery | None:
+        """The job of ``row``, whose event body ``sharing`` jobs of the page share."""
         if row.payload is not None:  # a redelivered dead letter, sent as it was
             job = Delivery(row.url or "", row.content_type or "", row.action or "",
-                           payload=row.payload, subscription_id=row.subscription_id)
+                           payload=row.payload, subscription_id=row.subscription_id,
+                           size=len(row.payload))
         else:
             subscription = self.view.subscriptions.get(row.subscription_id)
             template = self.view.templates.get(row.subscription_id)
@@ -126,7 +139,8 @@ class OutboxDeliveries:
                            notification_action(subscription, row.event_action or ""),
                            render=template,
                            render_args=(row.event_action or "", row.body, row.message_id),
-                           subscription_id=row.subscription_id)
+                           subscription_id=row.subscription_id,
+                           size=len(row.body) // max(1, sharing))
         job.outbox_id = row.id
         job.attempt = row.attempts
         job.created = row.created

@@ -164,8 +164,11 @@ class Publication:
         if not self.durable and dispatcher is None and select is None:
             accepted = None
         else:
-            # rows past the delivery queue's room stay on disk for it to page in later
-            room = self.deliveries.room() if self.durable else None
+            # rows past the delivery queue's room (in jobs and in bytes) stay on disk for it
+            # to page in later
+            room = (self.deliveries.room_for([(len(pairs), _share(body, pairs))
+                                              for pairs, _, _, body in prepared])
+                    if self.durable else None)
             try:
                 accepted = self.outbox.accept(
                     [(pairs[0][0].topic if pairs else "", action, body, [s.id for s, _ in pairs])
@@ -179,6 +182,7 @@ class Publication:
         jobs = []
         spilled = 0  # rows past the room: durable and due, for the queue to page in
         for index, (pairs, action, _, body) in enumerate(prepared):
+            size = _share(body, pairs)
             rows = accepted[index] if accepted is not None else None
             if accepted is not None and rows is None:
                 continue  # a replayed event, applied before
@@ -196,6 +200,11 @@ class Publication:
                     render_args=(action, body, row.message_id if row else None),
                     subscription_id=subscription.id, kind=NOTIFICATION,
                     outbox_id=row.id if row else None, created=row.created if row else None,
-                    topic=subscription.topic))
+                    topic=subscription.topic, size=size))
         return self.deliveries.submit(jobs) + spilled
+
+
+def _share(body: bytes, pairs: list) -> int:
+    """The bytes of one event's body each of its notifications holds: they share them."""
+    return -(-len(body) // len(pairs)) if pairs else 0
 

@@ -37,6 +37,9 @@ delivery_slow_after                 1.0         an answer slower than this (or a
                                                 it answers in time again
 delivery_queue_size                 50000       jobs in memory; the rest of a backlog waits
                                                 in the outbox and is paged in
+delivery_queue_bytes                67108864    bytes the jobs in memory may hold (512 each
+                                                and their share of the events' bytes); the
+                                                rest waits in the outbox likewise
 delivery_retries                    9           retries after the first attempt (10
                                                 deliveries, as Service Bus's MaxDeliveryCount;
                                                 ActiveMQ redelivers 6 times)
@@ -110,7 +113,7 @@ from wsframework.matching.limits import FilterLimits
 from wsframework.settings import Settings, parse_ip_ranges, setting
 from wsframework.urlpolicy import DEFAULT_MAX_URL_LENGTH
 
-from .delivery_job import MAX_PIPELINE, DeliveryPolicy
+from .delivery_job import JOB_BYTES, MAX_PIPELINE, DeliveryPolicy
 from .expiry import ExpiryPolicy, InvalidExpiry, parse_duration
 from .store import SubscriptionLimits
 
@@ -183,6 +186,9 @@ class EventingSettings(Settings):
                                          "until it answers in time again")
     delivery_queue_size: int = setting(50_000, "jobs held in memory; the rest of a backlog "
                                        "waits in the outbox and is paged in")
+    delivery_queue_bytes: int = setting(64 << 20, "bytes the jobs held in memory may hold "
+                                        "(512 each and their share of the events' bytes); the "
+                                        "rest of a backlog waits in the outbox likewise")
     delivery_retries: int = setting(9, "retries after the first delivery attempt (9: 10 "
                                     "deliveries, as Service Bus's MaxDeliveryCount)")
     delivery_backoff: float = setting(0.5, "first retry delay (seconds, doubling)")
@@ -247,6 +253,8 @@ class EventingSettings(Settings):
                self.delivery_per_host_max) < 1:
             raise ValueError("delivery_workers, delivery_per_host(_max) and "
                              "delivery_queue_size must be >= 1")
+        if self.delivery_queue_bytes < JOB_BYTES:
+            raise ValueError(f"delivery_queue_bytes must be at least {JOB_BYTES} (one job)")
         if self.delivery_client not in ("lean", "requests"):
             raise ValueError("delivery_client must be lean or requests")
         if min(self.delivery_connect_timeout, self.delivery_read_timeout,
@@ -286,6 +294,7 @@ class EventingSettings(Settings):
                               probe_interval=self.delivery_probe_interval,
                               pipeline=self.delivery_pipeline,
                               queue_size=self.delivery_queue_size,
+                              queue_bytes=self.delivery_queue_bytes,
                               retries=self.delivery_retries, backoff=self.delivery_backoff,
                               backoff_max=self.delivery_backoff_max,
                               max_age=self.delivery_max_age,

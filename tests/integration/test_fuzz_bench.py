@@ -24,6 +24,10 @@ def test_bench_fuzz_quick():
         entry = figures[name]
         assert entry["sent"] > 0 and entry["alive"] and entry["answers_after"], (name, entry)
         assert entry["rss_mb_before"] > 0 and entry["rss_mb_after"] > 0
+        if entry["role"] != "dispatcher":  # what each still owed, from its /metrics
+            assert entry["deliveries_pending_at_end"] is not None, (name, entry)
+            assert entry["deliveries_pending_after"] is not None, (name, entry)
         assert entry["memory_bounded"], (name, entry)
     assert figures["memory_bounded"]
+    assert 0 <= figures["settle_s"] <= 15  # the quick run waits at most 10 s for deliveries
     assert "bench_errors" not in figures, figures["examples"]

@@ -1,12 +1,21 @@
 """The fuzz run: start the processes, record a valid session, send ``messages`` fuzzed messages
 from ``threads`` threads until the deadline, then read every process's liveness, RSS and
-subscriptions (:func:`measure`; :func:`run` is ``edn bench fuzz``)."""
+subscriptions (:func:`measure`; :func:`run` is ``edn bench fuzz``).
+
+RSS is read twice: at the fuzz's end (``rss_mb_at_end``, beside the notifications each
+process still owes, ``deliveries_pending_at_end``), and once those are delivered or
+:data:`SETTLE_S` has passed (``rss_mb_after``, which the memory bound judges). The fuzz's
+subscriptions are owed notifications of the events it published; until they are delivered
+they are held in each process's delivery queue, bounded in jobs and bytes
+(``delivery_queue_size``, ``delivery_queue_bytes``), and that is work in progress, not
+memory kept."""
 from __future__ import annotations
 
 import http.client
 import itertools
 import os
 import random
+import re
 import shutil
 import socket
 import tempfile
@@ -157,6 +166,44 @@ def _group_pids(master: int) -> set[int]:
     return pids
 
 
+#: the longest the notifications a process still owes when the fuzz ends are waited for
+#: (their delivery is work the fuzz asked for, not memory kept) before its settled RSS is
+#: read: about what the default retries of a dead subscriber's notification take (121.5 s)
+SETTLE_S = 120.0
+QUICK_SETTLE_S = 10.0
+
+
+def delivery_pending(base_url: str) -> int | None:
+    """Notifications ``base_url``'s workers have accepted and not yet finished (queued, in
+    flight or waiting for a retry), from its /metrics; None where it exposes none."""
+    import requests
+    try:
+        text = requests.get(base_url + "/metrics", timeout=10,
+                            headers={"Authorization": f"Bearer {TOKEN}"}).text
+    except requests.RequestException:
+        return None
+    return pending_in_metrics(text)
+
+
+def pending_in_metrics(text: str) -> int | None:
+    """The sum of the ``edn_delivery_pending`` samples in a Prometheus text exposition."""
+    found = _PENDING.findall(text)
+    return int(sum(float(value) for value in found)) if found else None
+
+
+_PENDING = re.compile(r"^edn_delivery_pending(?:\{[^}]*\})?\s+([0-9.e+]+)$", re.M)
+
+
+def _settle(processes: dict, timeout: float) -> float:
+    """Wait until no process owes a notification, at most ``timeout`` s; the seconds taken."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if not any(delivery_pending(p.base_url) for p in processes.values() if p.alive()):
+            break
+        time.sleep(0.5)  # a poll of another process's counter: nothing here to wait on
+    return round(time.monotonic() - started, 1)
+
+
 def _held_subscriptions(base_url: str) -> int | None:
     from wsframework.admin import AdminClient
     from wsframework.transport import HttpTransport
@@ -190,7 +237,8 @@ def _answers(process, sink_url: str, topic: str | None) -> bool:
 
 
 def measure(*, messages: int, deadline_s: float, servers: int = 2, threads: int = 4,
-            timeout: float = 10.0, seed: int = 12, log=None) -> dict:
+            timeout: float = 10.0, seed: int = 12, settle_s: float = SETTLE_S,
+            log=None) -> dict:
     from edn.localnet.network import LocalNetwork
     from edn.localnet.processes import ServerProcess
     from edn.sink import NotificationSink
@@ -261,6 +309,10 @@ def measure(*, messages: int, deadline_s: float, servers: int = 2, threads: int 
             "deadline_hit": time.monotonic() >= deadline and sum(tally.sent.values()) < messages,
             "seeds": len(seeds),
         }
+        alive = {name: p for name, p in processes.items() if p.alive()}
+        rss_at_end = {name: group_rss_mb(p.proc.pid) for name, p in alive.items()}
+        pending_at_end = {name: delivery_pending(p.base_url) for name, p in alive.items()}
+        figures["settle_s"] = _settle(alive, settle_s)
         totals: Counter = Counter()
         for name, process in processes.items():
             counts = tally.counts.get(name, Counter())
@@ -276,6 +328,10 @@ def measure(*, messages: int, deadline_s: float, servers: int = 2, threads: int 
                      "answers_after": _answers(process, sink.url,
                                                {"source": "stocks", "dispatcher": None}.get(name, "grid")),
                      "rss_mb_before": rss_before[name],
+                     "rss_mb_at_end": rss_at_end.get(name),
+                     "deliveries_pending_at_end": pending_at_end.get(name),
+                     "deliveries_pending_after": (delivery_pending(process.base_url)
+                                                  if process.alive() else None),
                      "rss_mb_after": group_rss_mb(process.proc.pid) if process.alive() else None,
                      "workers_replaced": len(pids_before[name] - pids_after),
                      "subscriptions_created": tally.subscribed[name]}
@@ -315,4 +371,5 @@ def run(quick: bool = False, *, messages: int | None = None, deadline_s: float |
     deadline_s = deadline_s or float(env.get("EDN_FUZZ_DEADLINE_S", 20 if quick else 900))
     seed = seed if seed is not None else int(env.get("EDN_FUZZ_SEED", 12))
     return measure(messages=messages, deadline_s=deadline_s, servers=1 if quick else 2,
-                   timeout=5.0 if quick else 10.0, seed=seed)
+                   timeout=5.0 if quick else 10.0, seed=seed,
+                   settle_s=QUICK_SETTLE_S if quick else SETTLE_S)

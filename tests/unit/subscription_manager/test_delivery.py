@@ -9,6 +9,7 @@ import pytest
 
 from subscription_manager.delivery import (NOTIFICATION, SUBSCRIPTION_END, Delivery, Deliverer,
                                            DeliveryPolicy)
+from subscription_manager.delivery_job import JOB_BYTES
 from subscription_manager.lifecycle import State
 from subscription_manager.versions import V2004, V2011
 from tests.support.eventing import SINK, Harness, RecordingSink, quote
@@ -37,6 +38,18 @@ class ScriptedTransport:
 
     def close(self):
         pass
+
+
+class BlockingTransport(ScriptedTransport):
+    """A ScriptedTransport whose posts wait until ``release`` is set (at most 5 s)."""
+
+    def __init__(self, *script):
+        super().__init__(*script)
+        self.release = threading.Event()
+
+    def post(self, *args, **kwargs):
+        self.release.wait(5)
+        return super().post(*args, **kwargs)
 
 
 def job(url="http://sink.test/n", payload=b"<x/>", **kwargs):
@@ -85,14 +98,8 @@ def test_gives_up_after_the_last_retry():
 
 
 def test_full_queue_drops_the_newest_and_never_blocks():
-    release = threading.Event()
-
-    class Blocking(ScriptedTransport):
-        def post(self, *args, **kwargs):
-            release.wait(5)
-            return super().post(*args, **kwargs)
-
-    transport = Blocking(202)
+    transport = BlockingTransport(202)
+    release = transport.release
     deliverer = Deliverer(transport, DeliveryPolicy(workers=1, queue_size=2, retries=0))
     started = time.monotonic()
     accepted = [deliverer.submit(job(payload=str(i).encode())) for i in range(10)]
@@ -105,6 +112,29 @@ def test_full_queue_drops_the_newest_and_never_blocks():
     assert deliverer.drain(5)
     assert deliverer.stats()["delivered"] == accepted.count(True)
     deliverer.close()
+
+
+def test_the_byte_budget_bounds_the_jobs_held_and_takes_one_job_over_it_when_empty():
+    charge = JOB_BYTES + 1000
+    transport = BlockingTransport(202)
+    release = transport.release
+    deliverer = Deliverer(transport, DeliveryPolicy(workers=1, queue_bytes=3 * charge,
+                                                        retries=0))
+    assert deliverer.room_for([(5, 1000)]) == 3
+    accepted = deliverer.submit_many([job(payload=b"x" * 1000, size=1000) for _ in range(5)])
+    assert accepted == 3  # in flight or queued, they hold what the budget allows
+    assert deliverer.held_bytes() == 3 * charge and deliverer.stats()["dropped"] == 2
+    assert deliverer.room_for([(1, 0)]) == 0 and not deliverer.submit(job(size=0))
+    release.set()
+    assert deliverer.drain(5) and deliverer.held_bytes() == 0
+    # a job over the whole budget is taken when nothing is held (else it could never go)
+    assert deliverer.room_for([(2, 10 * charge)]) == 1
+    assert deliverer.submit_many([job(size=10 * charge), job(size=10 * charge)]) == 1
+    assert deliverer.drain(5) and deliverer.held_bytes() == 0
+    assert deliverer.stats()["delivered"] == 4
+    deliverer.close()
+    with pytest.raises(ValueError):
+        DeliveryPolicy(queue_bytes=JOB_BYTES - 1)
 
 
 def test_unwanted_jobs_are_discarded_without_a_post():

@@ -166,8 +166,59 @@ def test_a_backlog_past_the_queue_waits_in_the_outbox_and_is_paged_in_exactly_on
         h.close()
 
 
+def test_a_backlog_of_large_events_past_the_byte_budget_waits_in_the_outbox(tmp_path):
+    """Each event ~20 KB to one subscription (nothing shared): a budget of 64 KB holds three
+    in memory, whatever the job room; the rest wait on disk and are each delivered once."""
+    sink = HeldSink()
+    budget = 64 * 1024
+    h = Harness(tmp_path, sink=sink, settings={"delivery_queue_bytes": budget,
+                                               "delivery_workers": 2})
+    try:
+        h.subscribe("2011", filter="q:price > 0", namespaces={"q": Q}, notify_path="/big")
+        large = "L" * 10_000
+        for price in range(1, 31):
+            assert h.publish(quote(price, symbol=large)).status == 202
+        deliverer = h.manager.deliverer
+        assert 0 < deliverer.held_bytes() <= budget
+        assert deliverer.stats()["pending"] <= 3
+        assert h.manager.counters["outbox_spilled"] >= 27
+        assert h.manager.outbox.pending() == 30
+        assert h.manager.recover_outbox() == 0  # the budget is spent: nothing paged in
+        sink.open.set()
+        for _ in range(100):
+            h.drain(10)
+            if len(sink.messages) >= 30:
+                break
+            h.manager.recover_outbox()
+            assert deliverer.held_bytes() <= budget
+        h.drain(10)
+        assert len(sink.messages) == 30 and len(set(message_ids(sink))) == 30
+        assert deliverer.held_bytes() == 0
+    finally:
+        sink.open.set()
+        h.close()
+
+
+def test_an_event_larger_than_the_byte_budget_is_still_delivered(tmp_path):
+    sink = RecordingSink()
+    h = Harness(tmp_path, sink=sink, settings={"delivery_queue_bytes": 4096})
+    try:
+        h.subscribe("2011", filter="q:price > 0", namespaces={"q": Q}, notify_path="/huge")
+        assert h.publish(quote(5, symbol="H" * 20_000)).status == 202
+        for _ in range(20):
+            h.drain(10)
+            if sink.messages:
+                break
+            h.manager.recover_outbox()
+        assert len(sink.messages) == 1 and b"H" * 20_000 in sink.messages[0][1]
+        assert h.manager.deliverer.held_bytes() == 0
+    finally:
+        h.close()
+
+
 @pytest.mark.parametrize("bad, named", [
     ({"delivery_per_host_max": 0}, "delivery_per_host(_max)"),
+    ({"delivery_queue_bytes": 511}, "delivery_queue_bytes"),
     ({"delivery_probe_interval": 0}, "delivery_probe_interval"),
     ({"delivery_probe_interval": 61}, "delivery_probe_interval"),
 ])

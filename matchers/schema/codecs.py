@@ -33,6 +33,10 @@ _STRING_SCALE = float(256 ** STRING_PREFIX_BYTES)
 STRING_MAX = (256 ** STRING_PREFIX_BYTES - 1) / _STRING_SCALE  # the largest string coordinate
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
+# the instants a datetime can hold in UTC: a time written with an offset can fall outside
+# them ("9999-12-31T23:00:00-14:00" is in the year 10000 in UTC) and could not be written back
+_FIRST_MICROS = (datetime.min.replace(tzinfo=timezone.utc) - _EPOCH) // _MICROSECOND
+_LAST_MICROS = (datetime.max.replace(tzinfo=timezone.utc) - _EPOCH) // _MICROSECOND
 NUMBER_PATTERN = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"  # what parse_number takes
 _NUMBER = re.compile(NUMBER_PATTERN)
 _MAX_CODE_POINT = 0x10FFFF
@@ -48,14 +52,17 @@ def parse_number(text: str) -> float | None:
 
 
 def parse_datetime(text: str) -> int | None:
-    """Microseconds since the epoch for an xs:dateTime-like string (naive = UTC), else None."""
+    """Microseconds since the epoch for an xs:dateTime-like string (naive = UTC), else None
+    (also for an instant outside the years 1 to 9999 in UTC, which
+    :func:`format_datetime` could not write)."""
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // _MICROSECOND
+    micros = (moment - _EPOCH) // _MICROSECOND
+    return micros if _FIRST_MICROS <= micros <= _LAST_MICROS else None
 
 
 def format_datetime(micros: int) -> str:

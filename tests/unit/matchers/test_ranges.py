@@ -13,8 +13,9 @@ from matchers.ranges import (
     parse_range_filter,
 )
 from matchers.box_filters import compile_filter
-from matchers.schema import Attribute
+from matchers.schema import Attribute, InvalidSchema
 from matchers.schema.codecs import parse_datetime, string_coordinate
+from matchers.vocabulary import EDN
 
 from test_matcher_properties import RANGE_FILTER  # shared strategy (same directory)
 
@@ -173,3 +174,20 @@ def test_box_exactness():
     assert bind_range_filter(parse_range_filter("price in [1, 2] and volume exists"), SCHEMA).box_exact
     for text in ("price in [1, 2)", "symbol = 'x'", "price > 2000", "time > '2020-01-01T00:00:00Z'"):
         assert not bind_range_filter(parse_range_filter(text), SCHEMA).box_exact, text
+
+
+@pytest.mark.parametrize("text", ["9999-12-31T23:00:00-14:00", "0001-01-01T00:00:00+14:00"])
+def test_a_datetime_outside_the_years_a_utc_datetime_holds_does_not_parse(text):
+    """Such a bound would be accepted, then fail when the schema is written back."""
+    def schema(low, high):
+        return etree.fromstring(f'<edn:Schema xmlns:edn="{EDN}"><edn:Attribute name="t" '
+                                f'type="dateTime" xpath="@t" min="{low}" max="{high}"/>'
+                                f'</edn:Schema>')
+    assert parse_datetime(text) is None
+    with pytest.raises(InvalidSchema, match="does not parse"):
+        Schema.from_element(schema("2000-01-01T00:00:00Z", text) if text.startswith("9")
+                            else schema(text, "2000-01-01T00:00:00Z"))
+    # the first and the last second a UTC datetime holds are written back
+    first, last = "0001-01-01T00:00:00", "9999-12-31T23:59:59"
+    written = etree.tostring(Schema.from_element(schema(first + "Z", last + "Z")).to_element())
+    assert first.encode() in written and last.encode() in written

@@ -132,13 +132,14 @@ class OutboxDeliveries:
                            size=len(row.payload))
         else:
             subscription = self.view.subscriptions.get(row.subscription_id)
-            template = self.view.templates.get(row.subscription_id)
+            template = self.view.template_of(row.subscription_id)
             if subscription is None or template is None or row.body is None:
                 return None
-            job = Delivery(template.url, template.content_type,
+            url = subscription.notify_to.address
+            job = Delivery(url, template.content_type,
                            notification_action(subscription, row.event_action or ""),
                            render=template,
-                           render_args=(row.event_action or "", row.body, row.message_id),
+                           render_args=(url, row.event_action or "", row.body, row.message_id),
                            subscription_id=row.subscription_id,
                            size=len(row.body) // max(1, sharing))
         job.outbox_id = row.id

@@ -154,7 +154,7 @@ class Publication:
             return 0
         prepared = []
         for subscriptions, action, event in events:
-            pairs = [(s, t) for s, t in ((s, self.view.templates.get(s.id)) for s in subscriptions)
+            pairs = [(s, t) for s, t in ((s, self.view.template_of(s.id)) for s in subscriptions)
                      if t is not None]
             body = etree.tostring(event) if pairs else b""
             prepared.append((pairs, action, event, body))
@@ -193,11 +193,12 @@ class Publication:
                     spilled += 1
                     continue
                 row = rows[position] if rows else None
+                url = subscription.notify_to.address
                 jobs.append(Delivery(
-                    template.url, template.content_type,
+                    url, template.content_type,
                     notification_action(subscription, action),
                     render=template,
-                    render_args=(action, body, row.message_id if row else None),
+                    render_args=(url, action, body, row.message_id if row else None),
                     subscription_id=subscription.id, kind=NOTIFICATION,
                     outbox_id=row.id if row else None, created=row.created if row else None,
                     topic=subscription.topic, size=size))

@@ -33,7 +33,9 @@ from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 
 from .exceptions import RefusedFilter
-from .notifications import NotificationTemplate
+from .messages import WRAP
+from .notifications import (NotificationTemplate, reference_parameters, shared_template,
+                            template_for)
 from .rwlock import RWLock
 from .store import Subscription, SubscriptionStore
 
@@ -60,6 +62,8 @@ class SubscriptionView:
         self.filter_limits = filter_limits or FilterLimits()
         self.lock = RWLock()
         self.subscriptions: dict[str, Subscription] = {}
+        # the templates of subscriptions whose NotifyTo carries reference parameters; the
+        # others share one per SOAP and WS-Addressing version and format (template_of)
         self.templates: dict[str, NotificationTemplate] = {}
         # What each topic's matcher holds for us: id -> (topic uid, filter spec or None,
         # the matcher holding the filter or None).
@@ -209,6 +213,26 @@ class SubscriptionView:
             log.error("cannot install the filter of subscription %s: %s", subscription.id,
                       refused)
 
+    def template_of(self, subscription_id: str) -> NotificationTemplate | None:
+        """The notification template of a subscription in the view, else None."""
+        own = self.templates.get(subscription_id)
+        if own is not None:
+            return own
+        subscription = self.subscriptions.get(subscription_id)
+        if subscription is None:
+            return None
+        return shared_template(subscription.soap_version, subscription.version.wsa,
+                               subscription.format == WRAP)
+
+    def _keep_own_template(self, subscription: Subscription) -> None:
+        """(Under the write lock.) Keep a template for ``subscription`` if its NotifyTo
+        carries reference parameters (it then has one of its own); forget any other."""
+        params = reference_parameters(subscription)
+        if params:
+            self.templates[subscription.id] = template_for(subscription, params)
+        else:
+            self.templates.pop(subscription.id, None)
+
     # -- applying stored rows ----------------------------------------------------------------
     def apply(self, subscription: Subscription, *, local: bool) -> None:
         """Make the view agree with one stored row (newer rows win; older ones are ignored)."""
@@ -225,7 +249,7 @@ class SubscriptionView:
                 self.subscriptions[subscription.id] = subscription
                 if old is None or old.notify_to != subscription.notify_to or \
                         old.format != subscription.format:
-                    self.templates[subscription.id] = NotificationTemplate(subscription)
+                    self._keep_own_template(subscription)
                 added = subscription if old is None else None
             else:
                 self._uninstall(subscription.id)
@@ -269,7 +293,7 @@ class SubscriptionView:
                 if entry is not None:
                     by_topic.setdefault(entry.uid, (entry, []))[1].append(subscription)
                 self.subscriptions[subscription.id] = subscription
-                self.templates[subscription.id] = NotificationTemplate(subscription)
+                self._keep_own_template(subscription)
             for entry, subscriptions in by_topic.values():
                 refusals = self.install_many(entry, subscriptions, packed)
                 for subscription_id, refused in refusals.items():  # stored by other plugins

@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from tests.support.eventing import Harness
+from tests.support.eventing import Harness, quote
 
 
 @pytest.fixture
@@ -49,11 +49,26 @@ def test_subscriptions_read_from_the_store_share_what_they_repeat(harness):
     assert not hasattr(first, "__dict__")  # slots: no per-object dictionary
 
 
-def test_notification_templates_keep_only_their_address_apart(harness):
-    from subscription_manager.notifications import NotificationTemplate
-    made = [harness.subscribe("2011", notify_path=f"/n/{i}", expires="PT1H") for i in range(2)]
-    one, two = (NotificationTemplate(harness.manager.view.subscriptions[s.id]) for s in made)
-    for part in ("_open", "_after_to", "_after_action", "_after_id"):
-        assert getattr(one, part) is getattr(two, part), part
-    assert one._to != two._to
-    assert two.render("urn:a", b"<e/>", "urn:m").count(two._to) == 1
+def test_subscriptions_without_reference_parameters_hold_no_template_of_their_own(harness):
+    from lxml import etree
+    from subscription_manager.notifications import shared_template
+    from tests.support.eventing import BASE, SINK
+    from wsframework.addressing import EndpointReference
+    made = [harness.subscribe("2011", notify_path=f"/n/{i}&x", expires="PT1H") for i in range(2)]
+    parameter = etree.fromstring('<app:Key xmlns:app="urn:app">k-1</app:Key>')
+    own = harness.client("2011").subscribe(
+        f"{BASE}/topics/stocks", EndpointReference(SINK + "/rp", (parameter,)), expires="PT1H")
+    view = harness.manager.view
+    assert set(view.templates) == {own.id}  # only the one with reference parameters
+    one, two = (view.template_of(s.id) for s in made)
+    assert one is two is shared_template(view.subscriptions[made[0].id].soap_version,
+                                         view.subscriptions[made[0].id].version.wsa, False)
+    message = two.render(SINK + "/n/1&x", "urn:a", b"<e/>", "urn:m")
+    assert message.count(b"<wsa:To") == 1 and b"/n/1&amp;x</wsa:To>" in message
+    mine = view.template_of(own.id)
+    assert mine is not one and b"k-1</app:Key>" in mine.render(SINK + "/rp", "urn:a", b"<e/>")
+    assert view.template_of("no-such-subscription") is None
+    harness.publish(quote(5))
+    harness.drain()
+    assert {url for url, *_ in harness.sink.messages} == {SINK + "/n/0&x", SINK + "/n/1&x",
+                                                          SINK + "/rp"}

@@ -141,6 +141,12 @@ FAULT_LOG_FULL = ns.qname(EDN, "LogFull")
 EVENT_BATCH_MOST = 4096
 
 
+def require_event_batch(body) -> None:
+    """A Sender fault unless the message body ``body`` is an ``edn:EventBatch``."""
+    if body is None or body.tag != EVENT_BATCH:
+        raise sender_fault("an EventBatch message needs an edn:EventBatch body")
+
+
 def batch_events(batch) -> list:
     """The events of the ``edn:EventBatch`` element ``batch``; a Sender fault when it holds
     more than :data:`EVENT_BATCH_MOST`."""

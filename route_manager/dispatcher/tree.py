@@ -36,11 +36,12 @@ from matchers.pst.links_route_set import predicates_element, union_predicates
 from matchers.summary import Summary, cut, cut_to_bytes, summary_target, union
 from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import AdminClient, carries_credential
-from wsframework.exceptions import AccessDenied, sender_fault
+from wsframework.exceptions import AccessDenied
 from wsframework.messaging import IncomingMessage, MessageFilter
 from wsframework.namespace import EntryExists
 
-from ..protocol import EVENT_BATCH, KIND_DISPATCHER, batch_events, batch_position
+from ..protocol import (KIND_DISPATCHER, batch_events, batch_position,
+                        require_event_batch)
 from ..precision import PRECISE
 from ..uplink import Generations, RouteReport, Uplink
 from .routing import ModeCheck
@@ -209,8 +210,7 @@ class TreeLink:
             raise AccessDenied("an EventBatch needs the network's admin credential")
         entry = self.entry_for(message)
         body = message.body
-        if body is None or body.tag != EVENT_BATCH:
-            raise sender_fault("an EventBatch message needs an edn:EventBatch body")
+        require_event_batch(body)
         parent, first_seq = batch_position(body)
         events = batch_events(body)
         if parent is None:

@@ -34,13 +34,12 @@ import logging
 import threading
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager.protocol import (EVENT_BATCH, EVENT_BATCH_ACTION, PLACED, batch_events,
-                                     batch_position)
+from route_manager.protocol import (EVENT_BATCH_ACTION, PLACED, batch_events,
+                                     batch_position, require_event_batch)
 from route_manager.peers import PeerTable
 from route_manager.placement_router import PlacementRouter
 from wsframework.admin import AdminClient, carries_credential
 from wsframework.exceptions import AccessDenied
-from wsframework.exceptions import sender_fault
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 from wsframework.transport import HttpTransport
@@ -284,8 +283,7 @@ class EdnSubscriptionManager(SubscriptionManager):
         self.sync()
         entry = self._topic_entry(message)
         body = message.body
-        if body is None or body.tag != EVENT_BATCH:
-            raise sender_fault("an EventBatch message needs an edn:EventBatch body")
+        require_event_batch(body)
         events = batch_events(body)
         published = self.publish_many(entry, events, action=self.default_action(entry),
                                       position=batch_position(body))

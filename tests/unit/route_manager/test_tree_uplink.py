@@ -200,6 +200,15 @@ def test_a_parent_batch_over_the_most_events_is_refused_and_routes_nothing(tree)
     assert servers.events == {} and child.dispatcher.tree.position("root-id") == 0
 
 
+def test_a_parent_batch_action_without_an_event_batch_body_is_a_sender_fault(tree):
+    root, child, transport, servers = grown(tree)
+    with pytest.raises(SoapFault) as fault:
+        send_batch(transport, event(1, 1))  # an event where the batch should be
+    assert fault.value.code == "Sender" and "needs an edn:EventBatch body" in fault.value.reason
+    assert child.dispatcher.forwarder.drain(5)
+    assert servers.events == {}
+
+
 def test_publishing_at_a_child_is_a_sender_fault_naming_the_root(tree):
     _, child, transport, servers = grown(tree)
     with pytest.raises(SoapFault) as fault:

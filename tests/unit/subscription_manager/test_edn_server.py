@@ -482,6 +482,19 @@ def test_an_event_batch_over_the_most_events_is_refused_whole_before_matching(ne
     assert len(net.received()) == protocol.EVENT_BATCH_MOST
 
 
+def test_an_event_batch_action_without_an_event_batch_body_is_a_sender_fault(network):
+    net = network(("local", "local", "local"))
+    net.create_topic()
+    net.subscribe(0, [0, 0, 0], [10, 10, 10], 0)
+    with pytest.raises(SoapFault) as caught:
+        SoapClient(net.transport).call(f"{server_url(0)}/topics/{TOPIC}", EVENT_BATCH_ACTION,
+                                       event_element([1, 1, 1], 0), [_token(TOKEN)])
+    assert caught.value.code == "Sender"
+    assert "needs an edn:EventBatch body" in caught.value.reason
+    net.drain()
+    assert net.received() == []
+
+
 def test_notifications_carry_the_networks_topic_action(network):
     net = network(("local", "local", "local"))
     net.create_topic()

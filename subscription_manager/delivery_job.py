@@ -62,10 +62,13 @@ class DeliveryPolicy:
 
 @dataclass(eq=False, slots=True)
 class Delivery:
-    """One message to one endpoint. ``render`` builds the payload lazily in a worker (once;
-    retries reuse it): a callable, or an object with a ``render`` method called with
-    ``render_args`` (a notification template and its arguments: no bound method or partial
-    is made per notification, which the garbage collector would have to track)."""
+    """One message to one endpoint. ``render`` builds the payload lazily in a worker: a
+    callable (called once; retries reuse its bytes), or an object with a ``render`` method
+    called with ``render_args`` (a notification template and its arguments, the message id
+    last: no bound method or partial is made per notification, which the garbage collector
+    would have to track). A template job with its message id renders the same bytes every
+    time, so it keeps none between attempts: a job waiting out a backoff holds only its
+    share of the event's bytes, as :attr:`charge` counts it."""
 
     url: str
     content_type: str
@@ -94,10 +97,14 @@ class Delivery:
         return JOB_BYTES + self.size
 
     def body(self) -> bytes:
-        if self.payload is None:
-            if self.render_args is not None:
-                self.payload = self.render.render(*self.render_args)
-            else:
-                self.payload = self.render()
-            self.render = self.render_args = None
+        if self.payload is not None:
+            return self.payload
+        if self.render_args is not None:
+            payload = self.render.render(*self.render_args)
+            if self.render_args[-1] is not None:  # the same bytes again at the next attempt
+                return payload
+            self.payload = payload  # a fresh message id each time: keep this one
+        else:
+            self.payload = self.render()
+        self.render = self.render_args = None
         return self.payload

@@ -137,6 +137,27 @@ def test_the_byte_budget_bounds_the_jobs_held_and_takes_one_job_over_it_when_emp
         DeliveryPolicy(queue_bytes=JOB_BYTES - 1)
 
 
+def test_a_template_job_with_its_message_id_keeps_no_bytes_between_attempts():
+    """Its bytes are the same at every render, so a job waiting out a backoff holds only
+    its share of the event; one without a message id keeps what it sent (its id is new at
+    each render)."""
+    class Template:
+        renders = 0
+
+        def render(self, url, action, event, message_id=None):
+            Template.renders += 1
+            return b"|".join((url.encode(), event, (message_id or f"fresh-{self.renders}").encode()))
+
+    durable = job(payload=None, render=Template(), render_args=("http://s/n", "urn:a", b"<e/>",
+                                                                "urn:m"))
+    assert durable.body() == durable.body() == b"http://s/n|<e/>|urn:m"
+    assert durable.payload is None and Template.renders == 2
+    volatile = job(payload=None, render=Template(), render_args=("http://s/n", "urn:a", b"<e/>",
+                                                                 None))
+    first = volatile.body()
+    assert volatile.body() == first and volatile.payload == first and Template.renders == 3
+
+
 def test_unwanted_jobs_are_discarded_without_a_post():
     transport = ScriptedTransport(202)
     deliverer = Deliverer(transport, DeliveryPolicy(workers=1),

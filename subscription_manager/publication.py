@@ -157,22 +157,22 @@ class Publication:
             pairs = [(s, t) for s, t in ((s, self.view.template_of(s.id)) for s in subscriptions)
                      if t is not None]
             body = etree.tostring(event) if pairs else b""
-            prepared.append((pairs, action, event, body))
+            prepared.append((pairs, action, event, body, _share(body, pairs)))
         kept, select = notify_when_selection(
-            self.notify_gate, [(event, [s for s, _ in pairs]) for pairs, _, event, _ in prepared])
+            self.notify_gate, [(event, [s for s, _ in pairs]) for pairs, _, event, _, _ in prepared])
         room = None
         if not self.durable and dispatcher is None and select is None:
             accepted = None
         else:
             # rows past the delivery queue's room (in jobs and in bytes) stay on disk for it
             # to page in later
-            room = (self.deliveries.room_for([(len(pairs), _share(body, pairs))
-                                              for pairs, _, _, body in prepared])
+            room = (self.deliveries.room_for([(len(pairs), share)
+                                              for pairs, _, _, _, share in prepared])
                     if self.durable else None)
             try:
                 accepted = self.outbox.accept(
                     [(pairs[0][0].topic if pairs else "", action, body, [s.id for s, _ in pairs])
-                     for pairs, action, _, body in prepared],
+                     for pairs, action, _, body, _ in prepared],
                     durable=self.durable, dispatcher=dispatcher, seqs=seqs, select=select,
                     in_memory=room)
             except BaseException:
@@ -181,8 +181,7 @@ class Publication:
                 raise
         jobs = []
         spilled = 0  # rows past the room: durable and due, for the queue to page in
-        for index, (pairs, action, _, body) in enumerate(prepared):
-            size = _share(body, pairs)
+        for index, (pairs, action, _, body, size) in enumerate(prepared):
             rows = accepted[index] if accepted is not None else None
             if accepted is not None and rows is None:
                 continue  # a replayed event, applied before

@@ -78,6 +78,10 @@ class WsgiApplication:
             status, headers, body = (version.fault_status(fault),
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))
+        # The store connections go back first: waiting for the sync needs none, and a
+        # worker's requests wait for syncs together (a renewal storm's dozens), so holding
+        # them meant opening as many again, and reading the schema, for the next requests.
+        release_connections()
         try:
             make_changes_durable()  # nothing is answered before what it changed is on disk
         except OSError as exc:
@@ -89,7 +93,6 @@ class WsgiApplication:
                                      [("Content-Type", version.content_type)],
                                      fault_envelope(version, fault))
         finally:
-            release_connections()  # for the next request, whichever client sends it
             settle_after_large_request(environ.get(_BODY_BYTES, 0))
         headers.append(("Content-Length", str(len(body))))
         start_response(_status_line(status), headers)

@@ -289,6 +289,16 @@ def test_connections_go_back_even_when_making_changes_durable_fails_unexpectedly
     assert released == [1]
 
 
+def test_connections_go_back_before_the_wait_for_the_sync(app, monkeypatch):
+    """A worker's requests wait for a sync together; holding their store connections meanwhile
+    meant opening as many again for the next requests."""
+    steps = []
+    monkeypatch.setattr(wsgi, "make_changes_durable", lambda: steps.append("sync"))
+    monkeypatch.setattr(wsgi, "release_connections", lambda: steps.append("release"))
+    post(app, SoapVersion.SOAP12, message(SoapVersion.SOAP12))
+    assert steps == ["release", "sync"]
+
+
 def _cycles_left_by(request) -> list:
     """The frames and parsed elements that only the cycle collector would free after
     ``request()``."""

@@ -30,6 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from .checkpoints import Checkpointer, background_spawner
 from .exceptions import SoapFault, receiver_fault
 from .faults import UNEXPECTED_REASON, translate
 
@@ -309,6 +310,8 @@ class Store:
                            and self.path != ":memory:" else None)
         self._synchronous = "NORMAL"  # the sync, if any, comes after the commit (GroupSync)
         self._busy_timeout_ms = busy_timeout_ms
+        spawn = background_spawner() if self.path != ":memory:" else None
+        self.checkpointer = Checkpointer(self.path, spawn) if spawn is not None else None
         self._local = threading.local()
         # Open connections, through their holders: a holder lives in its thread's (under
         # gevent: its greenlet's) local and closes its connection when that thread or
@@ -344,6 +347,11 @@ class Store:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+        if self.checkpointer is not None:
+            # SQLite's own only past a log of BACKSTOP_CHECKPOINT_PAGES: for commits that are
+            # not a transaction's (which start the background ones), and a checkpointer that
+            # cannot keep up
+            conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_CHECKPOINT_PAGES}")
         conn.row_factory = sqlite3.Row
         return conn
 
@@ -419,6 +427,8 @@ class Store:
             raise
         if self.group_sync is not None:
             self._local.unsynced = self.group_sync.committed()
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
 
     def last_commit(self) -> int:
         """The number of this thread's latest commit not yet synced (0: none), for a thread
@@ -479,10 +489,16 @@ class Store:
             while self._idle:
                 _close_quietly(self._idle.pop())
         self._local = threading.local()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         if self.group_sync is not None:
             self.group_sync.close()
         _stores.discard(self)
 
+
+#: the log's size (pages) past which a commit checkpoints it itself although checkpoints run
+#: in the background (:mod:`.checkpoints`): ten times SQLite's default, about 40 MB
+BACKSTOP_CHECKPOINT_PAGES = 10_000
 
 #: the most idle SQLite connections a store keeps open for threads and greenlets to come:
 #: about a worker's usual concurrency (in a renewal storm from 32 clients, opening

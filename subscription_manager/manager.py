@@ -50,6 +50,7 @@ from typing import ClassVar, Iterable
 from lxml import etree
 
 from wsframework import addressing as wsa
+from wsframework.admission import AdmissionSettings
 from wsframework.addressing import request_headers
 from wsframework.exceptions import AccessDenied, sender_fault
 from wsframework.matching import Matcher
@@ -99,7 +100,7 @@ class SubscriptionManager:
     """Event source and subscription manager for every topic of ``service.topics``."""
 
     # The settings groups this manager reads (a subclass adds its own, the EDN's EdnSettings).
-    settings_groups: ClassVar[tuple[type[Settings], ...]] = (EventingSettings,)
+    settings_groups: ClassVar[tuple[type[Settings], ...]] = (EventingSettings, AdmissionSettings)
 
     def __init__(self, service, *, resolver=None, clock=time.time, settings=None,
                  settings_groups: tuple[type[Settings], ...] = (), start_sweeper: bool = True):
@@ -114,6 +115,8 @@ class SubscriptionManager:
         self.role_settings: dict[type[Settings], Settings] = dict(
             zip(groups, read_settings(merged, *groups)))
         self.settings = self.role_settings[EventingSettings]
+        self.role_settings[AdmissionSettings].apply_to(service.gate)
+        service.gate.mark_event_path(PUBLISH_ACTION)  # a publisher's events
         self.topics = service.topics
         self.clock = clock
         self.store = SubscriptionStore(service.store)

@@ -31,7 +31,6 @@ from .bulk_subscribe import OPERATIONS as BULK_SUBSCRIBE_OPERATIONS
 from .deadletters import OPERATIONS as DEAD_LETTER_OPERATIONS
 from .manager import SubscriptionManager
 from .metrics import serve_source_metrics
-from .settings import EventingSettings
 
 __all__ = ["build_source"]
 
@@ -62,4 +61,4 @@ def build_source(config: ServiceConfig, *, resolver=None, settings=None,
 
 
 # The settings groups the role reads (``edn serve source --set`` is validated against them).
-build_source.settings = (EventingSettings,)
+build_source.settings = SubscriptionManager.settings_groups

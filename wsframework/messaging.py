@@ -207,7 +207,7 @@ class MessagingLayer:
                   remote_addr) -> IncomingMessage:
         action = addressing.action if addressing else None
         if not action:
-            action = _soap_action(soap_action, content_type)
+            action = request_action(soap_action, content_type)
         if addressing is not None and addressing.to:
             try:
                 split = urlsplit(addressing.to)
@@ -289,7 +289,9 @@ def _on_back_channel(request: AddressingHeaders | None) -> AddressingHeaders | N
     return dataclasses.replace(request, reply_to=None, fault_to=None)
 
 
-def _soap_action(header: str | None, content_type: str | None) -> str | None:
+def request_action(header: str | None, content_type: str | None) -> str | None:
+    """The action an HTTP request names: SOAPAction (SOAP 1.1), else the content type's
+    ``action`` parameter (SOAP 1.2); None when neither names one."""
     if header:
         value = header.strip().strip('"')
         if value:

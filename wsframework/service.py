@@ -16,9 +16,10 @@ from typing import Callable, Protocol
 from .commandline import new_token
 from .access.sealing import SealKey
 from .access import AccessAdmin, AccessPolicy, AccessStore
+from .admission import ControlGate
 from .admin import AdminEndpoint, NamespaceAdmin
 from .http_routes import Routes
-from .messaging import MessagingLayer, Outcome
+from .messaging import MessagingLayer, Outcome, request_action
 from .metrics import ACCESS_ENV
 from .namespace import Namespace
 from .store import Store
@@ -112,6 +113,8 @@ class Service:
         self.admin.delegate_topics(self.access)  # an admin grant on a topic administers it
         self.components: list[Component] = []
         self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.utilization)
+        # the event path before the control path: roles mark their events' actions
+        self.gate = ControlGate()
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self.http_routes = Routes()  # plain HTTP pages beside SOAP (wsframework.http_routes)
         self._closed = threading.Event()
@@ -132,7 +135,7 @@ class Service:
                        soap_action: str | None = None, remote_addr: str | None = None,
                        peer_principal: str | None = None,
                        authorization: str | None = None) -> Outcome:
-        with self.busy.busy():
+        with self.gate.admitted(request_action(soap_action, content_type)), self.busy.busy():
             self.topics.sync()
             return self.messaging.handle(data, path=path, base_url=self.base_url,
                                          content_type=content_type, soap_action=soap_action,

@@ -21,9 +21,11 @@ from matchers.route_set.routing import calibration_cpu
 from matchers.schema.extraction import standalone
 from matchers.vocabulary import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET, SUMMARY_DIALECT
 from wsframework.admin import AdminClient
+from wsframework.admission import AdmissionSettings
 from wsframework.utilization import BusyMeter
 from wsframework.exceptions import receiver_fault, sender_fault
 from wsframework.messaging import IncomingMessage, Reply
+from wsframework.publisher import PUBLISH_ACTION
 from wsframework.namespace import NamespaceEntry, UnknownEntry, validate_name
 from wsframework.settings import read_settings
 from wsframework.transport import LeanHttpTransport
@@ -71,9 +73,14 @@ class Dispatcher(BaseRouteManager):
         """``settings`` (text or typed values) add to the service's; both are read into
         :class:`DispatcherSettings` and :class:`SelfTuningSettings` first, and an unknown or
         unusable one is a :class:`~wsframework.settings.SettingsError`."""
-        self.settings, tuning = read_settings(dict(service.config.settings, **(settings or {})),
-                                              DispatcherSettings, SelfTuningSettings)
+        self.settings, tuning, admission = read_settings(
+            dict(service.config.settings, **(settings or {})), DispatcherSettings,
+            SelfTuningSettings, AdmissionSettings)
         self.settings = settings_for_mode(self.settings)
+        admission.apply_to(service.gate)
+        # a publisher's events, and a parent dispatcher's batches (a child in a tree)
+        service.gate.mark_event_path(PUBLISH_ACTION)
+        service.gate.mark_event_path(protocol.EVENT_BATCH_ACTION)
         self.routing = self.settings.routing
         self.default_route_matcher = route_matcher_for(self.routing)  # before the route admin
         super().__init__(service)
@@ -463,7 +470,7 @@ def build_dispatcher(config, *, transport=None, **kwargs):
     return service
 
 
-build_dispatcher.settings = (DispatcherSettings, SelfTuningSettings)  # edn serve checks --set
+build_dispatcher.settings = (DispatcherSettings, SelfTuningSettings, AdmissionSettings)  # edn serve checks --set
 
 
 def log_lanes(service, settings: DispatcherSettings, forwarder_for) -> LogLanes:

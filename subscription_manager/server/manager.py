@@ -39,6 +39,7 @@ from route_manager.protocol import (EVENT_BATCH_ACTION, PLACED, batch_events,
 from route_manager.peers import PeerTable
 from route_manager.placement_router import PlacementRouter
 from wsframework.admin import AdminClient, carries_credential
+from wsframework.admission import AdmissionSettings
 from wsframework.exceptions import AccessDenied
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry, UnknownEntry
@@ -69,7 +70,7 @@ log = logging.getLogger(__name__)
 class EdnSubscriptionManager(SubscriptionManager):
     # Read once, with the base's, from the role's one mapping (the base manager refuses a
     # key no group knows); the server role declares the same groups (build_server.settings).
-    settings_groups = (EdnSettings, EventingSettings)
+    settings_groups = (EdnSettings, EventingSettings, AdmissionSettings)
 
     def build_parts(self) -> None:
         """What the hooks need before the view is loaded: the role's settings, the
@@ -128,6 +129,7 @@ class EdnSubscriptionManager(SubscriptionManager):
                                 MessageFilter(action=EVENT_BATCH_ACTION,
                                               path_prefix=TOPICS_PREFIX),
                                 self._on_event_batch, priority=20)
+        service.gate.mark_event_path(EVENT_BATCH_ACTION)  # the dispatcher's events
         self.server_admin = ServerAdmin(service.admin, name=self.edn.name, peers=self.peers,
                                  health=self.health, mover=self.mover, stats=self.stats,
                                  claim=self.placement.claim, count=self.count)

@@ -58,6 +58,7 @@ from urllib.parse import urlsplit
 
 from route_manager.latency_matrix import LatencyMatrix, load_latency
 from route_manager.placement_router import ALGORITHMS
+from wsframework.admission import AdmissionSettings
 from wsframework.settings import Settings, parse_urls, read_settings, setting
 
 from ..settings import EventingSettings
@@ -153,5 +154,5 @@ class EdnSettings(Settings):
         are read too, and a key neither group knows is refused); ``name`` defaults to the
         host:port of ``base_url``. The server itself reads its mapping once, in the base
         manager (``role_settings``); this is for tools and tests."""
-        edn, _ = read_settings(mapping, cls, EventingSettings)
+        edn, _, _ = read_settings(mapping, cls, EventingSettings, AdmissionSettings)
         return edn.named_after(base_url)

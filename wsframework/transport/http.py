@@ -10,6 +10,7 @@ from ..urlpolicy import ApprovedUrl
 from .base import TransportError, TransportResponse, soap_http_headers
 from ..tls import process_client_context
 from .tcp import client_socket_options
+from ..admission import waiting_on_peer
 
 
 def _no_url_credentials(request):
@@ -112,6 +113,11 @@ class HttpTransport:
 
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse:
+        with waiting_on_peer():  # no control slot is held while a peer answers
+            return self._post_now(url, payload, content_type, soap_action)
+
+    def _post_now(self, url: str, payload: bytes, content_type: str,
+                  soap_action: str | None = None) -> TransportResponse:
         headers = soap_http_headers(content_type, soap_action)
         authorization = self.authorization or _process_authorization
         if authorization:

@@ -5,6 +5,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 
 from ..wsgi import WsgiApplication
 from .base import TransportError, TransportResponse, soap_http_headers
+from ..admission import waiting_on_peer
 
 
 class InProcessTransport:
@@ -31,6 +32,11 @@ class InProcessTransport:
 
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse:
+        with waiting_on_peer():  # no control slot is held while a peer answers
+            return self._post_now(url, payload, content_type, soap_action)
+
+    def _post_now(self, url: str, payload: bytes, content_type: str,
+                  soap_action: str | None = None) -> TransportResponse:
         self.sent.append((url, payload))
         endpoint = self._find(url)
         if not isinstance(endpoint, WsgiApplication):

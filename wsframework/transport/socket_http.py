@@ -53,6 +53,7 @@ from ..urlpolicy import ApprovedUrl, UrlRefused, parse_url
 from .base import TransportError, TransportResponse
 from ..tls import process_client_context
 from . import tcp
+from ..admission import waiting_on_peer
 
 __all__ = ["LeanHttpTransport"]
 
@@ -105,6 +106,11 @@ class LeanHttpTransport:
     # -- the Transport interface ----------------------------------------------------------
     def post(self, url: str, payload: bytes, content_type: str,
              soap_action: str | None = None) -> TransportResponse:
+        with waiting_on_peer():  # no control slot is held while a peer answers
+            return self._post_now(url, payload, content_type, soap_action)
+
+    def _post_now(self, url: str, payload: bytes, content_type: str,
+                  soap_action: str | None = None) -> TransportResponse:
         key, head, request = self._request(url, payload, content_type, soap_action)
         for _ in range(2):
             connection = self._take(key)
@@ -127,6 +133,12 @@ class LeanHttpTransport:
 
     def post_pipelined(self, requests: Sequence[tuple[str, bytes, str, str | None]]
                        ) -> list[TransportResponse | TransportError]:
+        """See :meth:`_post_pipelined_now`."""
+        with waiting_on_peer():  # no control slot is held while a peer answers
+            return self._post_pipelined_now(requests)
+
+    def _post_pipelined_now(self, requests: Sequence[tuple[str, bytes, str, str | None]]
+                            ) -> list[TransportResponse | TransportError]:
         """Several POSTs ``(url, payload, content_type, soap_action)`` on one keep-alive
         connection, all written before the first answer is read (HTTP/1.1 pipelining, RFC
         9112 section 9.3.2): one round trip for all of them. Every URL must lead to the same

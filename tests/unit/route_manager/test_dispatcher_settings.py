@@ -6,6 +6,7 @@ from route_manager.dispatcher import DispatcherSettings, build_dispatcher
 from route_manager.selftuning import SelfTuningSettings
 from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault
+from wsframework.admission import AdmissionSettings
 from wsframework.service import ServiceConfig
 from wsframework.settings import SettingsError, UnknownSetting, describe, read_settings
 from wsframework.transport import InProcessTransport
@@ -20,7 +21,7 @@ def start(tmp_path, **settings):
 
 
 def test_the_role_declares_its_groups_and_every_key_is_listed():
-    assert build_dispatcher.settings == (DispatcherSettings, SelfTuningSettings)
+    assert build_dispatcher.settings == (DispatcherSettings, SelfTuningSettings, AdmissionSettings)
     keys = [key for key, _, _ in describe(*build_dispatcher.settings)]
     for key in ("link_mbps", "forward_timeout", "queue_capacity", "batch_max", "overflow_policy",
                 "initial_precision", "self_tuning", "backpressure", "backpressure_timeout",
@@ -30,10 +31,11 @@ def test_the_role_declares_its_groups_and_every_key_is_listed():
 
 
 def test_text_values_are_read_by_type_as_edn_serve_passes_them():
-    settings, tuning = read_settings(
+    settings, tuning, admission = read_settings(
         {"link_mbps": 80.0, "self_tuning": False, "allow_private": None,  # the flags
          "initial_precision": "30%", "backpressure": "0", "overflow_policy": "drop-oldest",
-         "selftuning_threshold": "0.9"}, *build_dispatcher.settings)
+         "selftuning_threshold": "0.9", "control_concurrency": "3"}, *build_dispatcher.settings)
+    assert admission.control_concurrency == 3 and admission.control_wait == 30.0
     assert settings.link_mbps == 80.0 and settings.self_tuning is False
     assert settings.initial_precision == 0.3 and settings.backpressure == 0
     assert tuning.threshold == 0.9 and tuning.busy_threshold == 0.97
@@ -42,7 +44,8 @@ def test_text_values_are_read_by_type_as_edn_serve_passes_them():
 @pytest.mark.parametrize("bad", [
     {"self_tuning": "flase"}, {"overflow_policy": "drop-all"}, {"queue_capacity": "0"},
     {"initial_precision": "2"}, {"link_mbps": "-1"}, {"monitor_interval": "0"},
-    {"allow_private": "10.0.0.0/33"}, {"selftuning_step": "0.3"}, {"batch_max": "4097"}])
+    {"allow_private": "10.0.0.0/33"}, {"selftuning_step": "0.3"}, {"batch_max": "4097"},
+    {"control_concurrency": "-1"}, {"control_wait": "0"}, {"control_concurrency": "two"}])
 def test_bad_values_are_refused(bad):
     with pytest.raises(SettingsError):
         read_settings(bad, *build_dispatcher.settings)

@@ -26,6 +26,7 @@ from route_manager.protocol import EVENT_BATCH_ACTION
 from wsframework.admin import AdminClient, contracts
 from wsframework.client import SoapClient
 from wsframework.exceptions import SoapFault
+from wsframework.admission import AdmissionSettings
 from wsframework.service import ServiceConfig
 from wsframework.soap import SoapVersion
 
@@ -130,7 +131,8 @@ def test_the_server_reads_its_mapping_once_into_both_groups(tmp_path, monkeypatc
     service = build_server(config, start_background=False, start_sweeper=False)
     try:
         manager = service.subscription_manager
-        assert len(reads) == 1 and set(reads[0]) == {EdnSettings, EventingSettings}
+        assert len(reads) == 1 and set(reads[0]) == {EdnSettings, EventingSettings,
+                                                     AdmissionSettings}
         assert (manager.edn.dispatcher, manager.edn.load_threshold) == ("http://d.test", 7)
         assert manager.edn.name == "s7.test:8081"  # defaults to the base URL's host:port
         assert manager.settings is manager.role_settings[EventingSettings]

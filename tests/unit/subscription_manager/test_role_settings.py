@@ -7,13 +7,14 @@ from subscription_manager.server import EdnSettings, build_server
 from subscription_manager.settings import EventingSettings, parse_seconds
 from subscription_manager.source import build_source
 from tests.support.eventing import TOKEN, Harness
+from wsframework.admission import AdmissionSettings
 from wsframework.service import ServiceConfig
 from wsframework.settings import SettingsError, UnknownSetting, describe, read_settings
 
 
 def test_roles_declare_the_groups_they_read():
-    assert build_source.settings == (EventingSettings,)
-    assert build_server.settings == (EdnSettings, EventingSettings)
+    assert build_source.settings == (EventingSettings, AdmissionSettings)
+    assert build_server.settings == (EdnSettings, EventingSettings, AdmissionSettings)
     keys = [key for key, _, _ in describe(*build_server.settings)]
     assert "dispatcher" in keys and "delivery_retries" in keys
 
@@ -59,7 +60,7 @@ def test_the_source_role_refuses_server_keys(tmp_path):
 def test_the_server_mapping_holds_both_groups():
     mapping = {"dispatcher": "http://d.test/", "partitioner": "KMeans", "load_threshold": "7",
                "allow_private": [], "delivery_retries": "1"}
-    edn, eventing = read_settings(mapping, *build_server.settings)
+    edn, eventing, _ = read_settings(mapping, *build_server.settings)
     assert (edn.dispatcher, edn.partitioner, edn.load_threshold) == ("http://d.test", "kmeans", 7)
     assert eventing.delivery_retries == 1
     named = EdnSettings.from_mapping(mapping, "http://s1.test:8081")
@@ -67,7 +68,8 @@ def test_the_server_mapping_holds_both_groups():
     assert EdnSettings.from_mapping({**mapping, "name": "n"}, "http://s1.test").name == "n"
     with pytest.raises(UnknownSetting, match="delivery_retrys"):
         EdnSettings.from_mapping({**mapping, "delivery_retrys": "1"}, "http://s1.test")
-    for bad in ({"partitioner": "nope"}, {"routing_precision": "0"}, {"dispatcher": ""}):
+    for bad in ({"partitioner": "nope"}, {"routing_precision": "0"}, {"dispatcher": ""},
+                {"control_concurrency": "-2"}, {"control_wait": "-1"}):
         with pytest.raises(SettingsError):
             read_settings({**mapping, **bad}, *build_server.settings)
 

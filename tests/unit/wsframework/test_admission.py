@@ -1,0 +1,191 @@
+"""The control gate: bounded control requests, events never waiting, the control path's
+share of a worker while events flow (wsframework.admission). No sockets."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from lxml import etree
+
+from wsframework.addressing import WsaVersion, request_headers
+from wsframework.admission import (ENDPOINT_UNAVAILABLE, RETRY_AFTER, RETRY_AFTER_MS,
+                                   AdmissionSettings, ControlGate, waiting_on_peer)
+from wsframework.exceptions import RECEIVER, SoapFault
+from wsframework.messaging import MessageFilter, Reply
+from wsframework.service import Service, ServiceConfig
+from wsframework.settings import SettingsError, read_settings
+from wsframework.soap import SoapVersion, build_envelope, parse_envelope
+from wsframework.transport import InProcessTransport
+
+EVENT = "urn:test:event"
+CONTROL = "urn:test:control"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def _hold(gate: ControlGate, action: str | None, entered: threading.Event,
+          leave: threading.Event) -> threading.Thread:
+    """A thread that holds ``gate`` for ``action`` until ``leave`` is set."""
+    def run():
+        with gate.admitted(action):
+            entered.set()
+            leave.wait(10)
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert entered.wait(5)
+    return thread
+
+
+def test_events_pass_when_every_control_slot_is_taken():
+    gate = ControlGate(concurrency=1, share=1.0, max_wait=5)
+    gate.mark_event_path(EVENT)
+    leave = threading.Event()
+    holder = _hold(gate, CONTROL, threading.Event(), leave)
+    try:
+        with gate.admitted(EVENT):  # at once, although the one slot is held
+            assert gate.waiting == 0
+    finally:
+        leave.set()
+        holder.join(5)
+
+
+def test_a_control_request_without_a_slot_in_time_is_told_to_come_back():
+    gate = ControlGate(concurrency=1, share=1.0, max_wait=0.05)
+    leave = threading.Event()
+    holder = _hold(gate, None, threading.Event(), leave)  # no action: control
+    try:
+        with pytest.raises(SoapFault) as refused:
+            with gate.admitted(CONTROL):
+                pytest.fail("admitted without a slot")
+        fault = refused.value
+        assert fault.code == RECEIVER and fault.subcodes == (ENDPOINT_UNAVAILABLE,)
+        retry, = fault.detail
+        assert retry.tag == RETRY_AFTER and retry.text == str(RETRY_AFTER_MS)
+        assert gate.refused == 1 and gate.waiting == 0
+    finally:
+        leave.set()
+        holder.join(5)
+    with gate.admitted(CONTROL):  # the slot is back
+        pass
+
+
+def test_a_slot_is_let_go_while_its_request_waits_on_a_peer():
+    gate = ControlGate(concurrency=1, share=1.0, max_wait=5)
+    inside, go_on, other_done = threading.Event(), threading.Event(), []
+
+    def first():
+        with gate.admitted(CONTROL):
+            with waiting_on_peer():
+                inside.set()
+                go_on.wait(10)  # the peer answers when the other request has been through
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(5)
+    with gate.admitted(CONTROL):  # would wait out max_wait if the slot were still held
+        other_done.append(True)
+    go_on.set()
+    thread.join(5)
+    assert other_done == [True] and not thread.is_alive()
+    assert gate._slots.acquire(blocking=False)  # taken again, then given back
+    gate._slots.release()
+
+
+def test_while_events_flow_a_slot_rests_so_control_keeps_its_share():
+    clock = Clock()
+    gate = ControlGate(concurrency=2, share=0.5, max_wait=5, clock=clock)
+    gate.mark_event_path(EVENT)
+    with gate.admitted(EVENT):
+        pass
+    with gate.admitted(CONTROL):
+        clock.now += 0.02  # worked 20 ms
+    # each of 2 slots may be worked on a quarter of the time: 60 ms of rest
+    assert gate.rested == pytest.approx(0.06)
+    assert gate._slots.acquire(blocking=False)  # the other slot
+    assert not gate._slots.acquire(blocking=False)  # this one rests
+    assert gate._slots.acquire(timeout=5)  # and comes back
+    gate._slots.release()
+    gate._slots.release()
+
+
+def test_a_slot_rests_for_the_time_it_was_worked_on_not_the_time_a_peer_took():
+    clock = Clock()
+    gate = ControlGate(concurrency=1, share=0.5, max_wait=5, clock=clock)
+    gate.mark_event_path(EVENT)
+    with gate.admitted(EVENT):
+        pass
+    with gate.admitted(CONTROL):
+        clock.now += 0.01
+        with waiting_on_peer():
+            clock.now += 0.5  # a peer's answer
+        clock.now += 0.01
+    assert gate.rested == pytest.approx(0.02)  # (10 + 10 ms) * (1 / 0.5 - 1)
+    assert gate._slots.acquire(timeout=5)
+    gate._slots.release()
+
+
+def test_when_no_event_flows_control_takes_the_whole_worker():
+    clock = Clock()
+    gate = ControlGate(concurrency=1, share=0.5, max_wait=5, clock=clock)
+    gate.mark_event_path(EVENT)
+    with gate.admitted(EVENT):
+        pass
+    clock.now += 1.5  # the last event is past the window
+    with gate.admitted(CONTROL):
+        clock.now += 0.02
+    assert gate.rested == 0
+    assert gate._slots.acquire(blocking=False)
+    gate._slots.release()
+
+
+def test_no_bound_means_no_slot_and_no_rest():
+    gate = ControlGate(concurrency=0, share=0.5)
+    with gate.admitted(CONTROL), gate.admitted(CONTROL):
+        pass
+    assert gate.rested == 0 and gate.refused == 0
+
+
+@pytest.mark.parametrize("bad", [{"control_concurrency": "-1"}, {"control_share": "0"},
+                                 {"control_share": "1.5"}, {"control_wait": "0"},
+                                 {"control_concurrency": "many"}])
+def test_bad_admission_settings_are_refused(bad):
+    with pytest.raises(SettingsError):
+        read_settings(bad, AdmissionSettings)
+
+
+@pytest.mark.parametrize("bad", [(-1, 0.5, 1.0), (1, 0.0, 1.0), (1, 2.0, 1.0), (1, 0.5, 0.0)])
+def test_a_gate_refuses_bounds_that_mean_nothing(bad):
+    with pytest.raises(ValueError):
+        ControlGate().configure(*bad)
+
+
+def test_a_service_answers_a_control_request_it_has_no_room_for_with_endpoint_unavailable(
+        tmp_path):
+    service = Service(ServiceConfig(base_url="http://edn.example", data_dir=tmp_path,
+                                    admin_token="t0ken"), transport=InProcessTransport())
+    service.messaging.route("control", MessageFilter(action=CONTROL),
+                            lambda m: Reply(CONTROL + "/response", etree.fromstring("<ok/>")))
+    AdmissionSettings(control_concurrency=1, control_share=1.0,
+                      control_wait=0.05).apply_to(service.gate)
+    transport = InProcessTransport()
+    transport.mount("http://edn.example", service)
+    envelope = build_envelope(SoapVersion.SOAP12, etree.fromstring("<ping/>"),
+                              request_headers(WsaVersion.WSA10, "http://edn.example/", CONTROL))
+    leave = threading.Event()
+    holder = _hold(service.gate, CONTROL, threading.Event(), leave)
+    try:
+        answer = transport.post("http://edn.example/", envelope,
+                                SoapVersion.SOAP12.content_type, CONTROL)
+        fault = parse_envelope(answer.body).fault()
+        assert fault.code == RECEIVER and fault.subcodes == (ENDPOINT_UNAVAILABLE,)
+        assert answer.status == 500 and b"RetryAfter" in answer.body
+    finally:
+        leave.set()
+        holder.join(5)
+        service.close()

@@ -67,10 +67,10 @@ max_subscriptions                   50000       active subscriptions the service
 max_subscriptions_per_topic         20000       active subscriptions of one topic (0: no limit)
 max_subscriptions_per_host          5000        active subscriptions whose NotifyTo names one
                                                 host (0: no limit)
-control_concurrency                 2           control requests (Subscribe, Renew, ...,
+control_concurrency                 1           control requests (Subscribe, Renew, ...,
                                                 administration) a worker works on at once;
                                                 events never wait for them (0: no bound)
-control_share                       0.5         the part of a worker the control path may
+control_share                       0.3         the part of a worker the control path may
                                                 take while events flow (1: all of it)
 control_wait                        30          seconds a control request waits for its turn
                                                 before it is answered EndpointUnavailable

@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Callable
 
+from .greenlets import threads_are_greenlets
+
 log = logging.getLogger(__name__)
 
 #: seconds between the starts of two checkpoints at most
@@ -34,12 +36,7 @@ def background_spawner() -> Callable[[Callable[[], None]], object] | None:
     """How a checkpoint is started off the requests' thread: under gevent, the hub's thread
     pool (returns a result to wait on); None when the process is not patched (keep SQLite's
     automatic checkpoints). Decided when a store is made: in the worker, after the patch."""
-    try:
-        from gevent import monkey
-        patched = monkey.is_module_patched("threading")
-    except ImportError:
-        patched = False
-    if not patched:
+    if not threads_are_greenlets():
         return None
     import gevent
     return lambda function: gevent.get_hub().threadpool.spawn(function)

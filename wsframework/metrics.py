@@ -144,6 +144,9 @@ class RoleMetrics:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.add_reader(lambda: _process_readings(self.prefix, service.busy))
+        gate = getattr(service, "gate", None)
+        if gate is not None and gate.enabled:
+            self.add_reader(lambda: _gate_readings(self.prefix, gate))
         group_sync = getattr(getattr(service, "store", None), "group_sync", None)
         if group_sync is not None:
             self.add_reader(lambda: _store_readings(self.prefix, group_sync))
@@ -309,6 +312,20 @@ def _store_readings(prefix: str, group_sync) -> list[Reading]:
         Reading(f"{prefix}store_commits_synced_total", "counter",
                 "Commits those syncs covered (over syncs: requests sharing a sync)",
                 group_sync.commits_synced),
+    ]
+
+
+def _gate_readings(prefix: str, gate) -> list[Reading]:
+    """The control gate (:mod:`wsframework.admission`): requests waiting for a slot, those
+    told to come back later, and how long slots rested while events flowed."""
+    return [
+        Reading(f"{prefix}control_waiting", "gauge",
+                "Control requests waiting for a slot now, per worker", gate.waiting),
+        Reading(f"{prefix}control_refused_total", "counter",
+                "Control requests answered EndpointUnavailable after control_wait",
+                gate.refused),
+        Reading(f"{prefix}control_rested_seconds_total", "counter",
+                "Seconds control slots rested so that events kept their share", gate.rested),
     ]
 
 

@@ -17,6 +17,7 @@ from .commandline import new_token
 from .access.sealing import SealKey
 from .access import AccessAdmin, AccessPolicy, AccessStore
 from .admission import ControlGate
+from .greenlets import threads_are_greenlets
 from .admin import AdminEndpoint, NamespaceAdmin
 from .http_routes import Routes
 from .messaging import MessagingLayer, Outcome, request_action
@@ -114,7 +115,7 @@ class Service:
         self.components: list[Component] = []
         self.busy = BusyMeter()  # utilization: time with a request in hand (wsframework.utilization)
         # the event path before the control path: roles mark their events' actions
-        self.gate = ControlGate()
+        self.gate = ControlGate(enabled=threads_are_greenlets())  # see wsframework.admission
         self._wsdl: list[tuple[str, WsdlProvider, bool]] = []
         self.http_routes = Routes()  # plain HTTP pages beside SOAP (wsframework.http_routes)
         self._closed = threading.Event()

@@ -32,6 +32,7 @@ from typing import Callable, Iterator, Sequence
 
 from .checkpoints import Checkpointer, background_spawner
 from .exceptions import SoapFault, receiver_fault
+from .greenlets import threads_are_greenlets
 from .faults import UNEXPECTED_REASON, translate
 
 BASE_SCHEMA = """
@@ -232,12 +233,7 @@ def _sync_runner():
     """How a sync is run: directly, or under gevent in the hub's thread pool, so an fsync
     blocks only the greenlet that waits for it, not every connection of the worker. Decided
     once per store: stores are made in the worker, after gevent patched it."""
-    try:
-        from gevent import monkey
-        patched = monkey.is_module_patched("threading")
-    except ImportError:
-        patched = False
-    if not patched:
+    if not threads_are_greenlets():
         return lambda function: function()
     import gevent
     return lambda function: gevent.get_hub().threadpool.apply(function)

@@ -53,6 +53,7 @@ import threading
 import time
 from typing import Callable, Iterable
 
+from .admission import waiting_on_peer
 from .exceptions import WsFrameworkError
 
 __all__ = ["UrlRefused", "UrlPolicy", "ApprovedUrl", "ParsedUrl", "parse_url", "Resolver",
@@ -386,7 +387,8 @@ class UrlPolicy:
     def _resolve_and_judge(self, host: str, port: int) -> str:
         """Every address ``host`` resolves to must pass; the first is the one to use."""
         try:
-            infos = self.resolver(host, port, 0, socket.SOCK_STREAM)
+            with waiting_on_peer():  # a name server may take seconds: no control slot held
+                infos = self.resolver(host, port, 0, socket.SOCK_STREAM)
         except (OSError, UnicodeError) as exc:
             raise UrlRefused(f"cannot resolve {host!r}: {exc}") from None
         addresses = list(dict.fromkeys(info[4][0] for info in infos))

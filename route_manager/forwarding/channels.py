@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import collections
 import logging
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Iterable
 
 from route_manager.protocol import EVENT_BATCH_ACTION
+from wsframework.greenlets import threads_are_greenlets
 from wsframework.soap import SoapVersion
 
 from ..models.measurement import thread_cpu_seconds
@@ -38,13 +38,6 @@ class ChannelStats:
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def _threads_are_greenlets() -> bool:
-    """True in a process whose ``threading`` gevent has monkey-patched (gunicorn's gevent
-    worker): a "thread" there is a greenlet in the worker's one OS thread."""
-    monkey = sys.modules.get("gevent.monkey")
-    return bool(monkey is not None and monkey.is_module_patched("threading"))
 
 
 class _GreenletClock:
@@ -133,7 +126,7 @@ class ServerChannel:
         self._closing = False
         self._inflight = False  # a batch is being sent (drain waits for it too)
         self._retry_now = False  # the server said it is up: the backoff is cut short
-        self._clock = _GreenletClock.installed() if _threads_are_greenlets() else None
+        self._clock = _GreenletClock.installed() if threads_are_greenlets() else None
         self._greenlet = None  # the sender's greenlet, under gevent
         self.event_log = event_log
         self._spilled = event_log is not None  # copies are in the log that the window lacks

@@ -144,6 +144,13 @@ def test_when_no_event_flows_control_takes_the_whole_worker():
     gate._slots.release()
 
 
+def test_a_gate_for_threads_lets_everything_through():
+    gate = ControlGate(concurrency=1, share=0.5, enabled=False)
+    with gate.admitted(CONTROL), gate.admitted(CONTROL):
+        pass
+    assert gate._slots is None
+
+
 def test_no_bound_means_no_slot_and_no_rest():
     gate = ControlGate(concurrency=0, share=0.5)
     with gate.admitted(CONTROL), gate.admitted(CONTROL):
@@ -171,6 +178,8 @@ def test_a_service_answers_a_control_request_it_has_no_room_for_with_endpoint_un
                                     admin_token="t0ken"), transport=InProcessTransport())
     service.messaging.route("control", MessageFilter(action=CONTROL),
                             lambda m: Reply(CONTROL + "/response", etree.fromstring("<ok/>")))
+    assert service.gate.enabled is False  # the tests' threads are not greenlets
+    service.gate = ControlGate()  # as in a gevent worker
     AdmissionSettings(control_concurrency=1, control_share=1.0,
                       control_wait=0.05).apply_to(service.gate)
     transport = InProcessTransport()
@@ -189,3 +198,39 @@ def test_a_service_answers_a_control_request_it_has_no_room_for_with_endpoint_un
         leave.set()
         holder.join(5)
         service.close()
+
+
+def test_the_gate_is_figures_on_metrics():
+    from wsframework.metrics import _gate_readings
+    gate = ControlGate(concurrency=1, share=1.0, max_wait=0.01)
+    leave = threading.Event()
+    holder = _hold(gate, CONTROL, threading.Event(), leave)
+    try:
+        with pytest.raises(SoapFault):
+            with gate.admitted(CONTROL):
+                pass
+    finally:
+        leave.set()
+        holder.join(5)
+    readings = {r.name: r.value for r in _gate_readings("edn_", gate)}
+    assert readings == {"edn_control_waiting": 0, "edn_control_refused_total": 1,
+                        "edn_control_rested_seconds_total": 0.0}
+
+
+def test_a_name_lookup_lets_the_control_slot_go():
+    import socket
+    from wsframework.urlpolicy import UrlPolicy
+    gate = ControlGate(concurrency=1, share=1.0, max_wait=5)
+    free_during_lookup = []
+
+    def resolver(host, port, *rest):
+        free = gate._slots.acquire(blocking=False)
+        if free:
+            gate._slots.release()
+        free_during_lookup.append(free)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
+    with gate.admitted(CONTROL):
+        UrlPolicy(resolver=resolver).approve("http://subscriber.example/n")
+        assert not gate._slots.acquire(blocking=False)  # held again after the lookup
+    assert free_during_lookup == [True]

@@ -57,6 +57,7 @@ class BaseRouteManager:
         if message.body is None:
             raise sender_fault("the message has no body to route")
         self.service.access.require(message, "publish", entry.name)  # wsframework.access
+        self.service.gate.event_seen()
         return self.dispatch(entry, message)
 
     def dispatch(self, entry: NamespaceEntry, message: IncomingMessage) -> Reply | None:

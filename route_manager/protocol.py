@@ -64,13 +64,14 @@ from __future__ import annotations
 from matchers.vocabulary import EDN
 from wsframework import ns
 from wsframework.admin import (OPERATIONS as BASE_OPERATIONS, AnyUri, AnyXml, Contract,
-                               EntryName, Figure, Integer32, Unicode, optional,
+                               EntryName, Figure, Integer32, Unicode, action_for, optional,
                                register_operation, repeated, required)
 from wsframework.exceptions import sender_fault
 from wsframework.service import ServiceNames
 
 __all__ = [
-    "SERVICE_NAMES", "EVENT_BATCH", "EVENT_BATCH_ACTION", "PLACED", "SUBSCRIPTIONS",
+    "SERVICE_NAMES", "EVENT_BATCH", "EVENT_BATCH_ACTION", "NETWORK_ACTIONS", "PLACED",
+    "SUBSCRIPTIONS",
     "SUBSCRIPTION", "FILTER", "EXPRESSION", "NAMESPACE", "NOTIFY_TO", "END_TO", "BOX", "PEER_SUMMARY", "CENTROID", "SUMMARY",
     "BATCH_DISPATCHER", "BATCH_FIRST_SEQ", "EVENT_BATCH_MOST", "batch_events", "batch_position",
     "KIND_SERVER", "KIND_DISPATCHER",
@@ -488,6 +489,14 @@ OPERATIONS = (
     register_operation(SyncTopics, SyncTopicsResponse),
     register_operation(ClaimPlacement, ClaimPlacementResponse),
 )
+
+#: the actions of the network's own messages between its roles, each authenticated by the
+#: network's credential: they never queue behind clients' control requests
+#: (:mod:`wsframework.admission`), whose storm would otherwise make a peer look down
+NETWORK_ACTIONS = frozenset(
+    action_for(request.get_type_name()) for request in (
+        RegisterServer, UpdateSummary, PeerUpdate, ImportSubscriptions, ClaimPlacement,
+        SyncTopics))
 
 # What the admin WSDL of an EDN role (dispatcher, server) describes.
 ADMIN_OPERATIONS = BASE_OPERATIONS + OPERATIONS

@@ -111,12 +111,13 @@ class SubscriptionManager:
         self.service = service
         merged = dict(service.config.settings or {})
         merged.update(settings or {})
-        groups = tuple(dict.fromkeys((EventingSettings, *self.settings_groups, *settings_groups)))
+        groups = tuple(dict.fromkeys((EventingSettings, AdmissionSettings, *self.settings_groups,
+                                      *settings_groups)))
         self.role_settings: dict[type[Settings], Settings] = dict(
             zip(groups, read_settings(merged, *groups)))
         self.settings = self.role_settings[EventingSettings]
         self.role_settings[AdmissionSettings].apply_to(service.gate)
-        service.gate.mark_event_path(PUBLISH_ACTION)  # a publisher's events
+        service.gate.let_through(PUBLISH_ACTION)  # a publisher's events
         self.topics = service.topics
         self.clock = clock
         self.store = SubscriptionStore(service.store)
@@ -306,6 +307,7 @@ class SubscriptionManager:
             message.principal = access.acting(message, access.require(message, "subscribe", topic))
             return self.handle_subscribe(message, version)
         self.service.access.require(message, "publish", topic)
+        self.service.gate.event_seen()
         return self.handle_publication(message)
 
     def _on_manager_message(self, message: IncomingMessage) -> Reply:

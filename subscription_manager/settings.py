@@ -74,7 +74,7 @@ control_share                       0.3         the part of a worker the control
                                                 take while events flow (1: all of it)
 control_wait                        30          seconds a control request waits for its turn
                                                 before it is answered EndpointUnavailable
-                                                (these two: wsframework.admission, read by
+                                                (these three: wsframework.admission, read by
                                                 the dispatcher too)
 keep_subscriptions_on_shutdown      false       close() leaves subscriptions active (rolling
                                                 restarts) instead of ending them with

@@ -286,6 +286,19 @@ def unaddressed_reply_version(action: str | None) -> WsaVersion:
     return WsaVersion.WSA10
 
 
+def action_mismatch(version: WsaVersion | None, action: str | None,
+                    announced: str | None) -> SoapFault:
+    """wsa:ActionMismatch (WS-Addressing 1.0 SOAP Binding 6.4.1): the action the HTTP request
+    announced (SOAPAction, SOAP 1.2's ``action``) is not the message's wsa:Action."""
+    version = version or WsaVersion.WSA10
+    problem = etree.Element(version.q("ProblemAction"), nsmap={"wsa": version.namespace})
+    etree.SubElement(problem, version.q("Action")).text = action or ""
+    etree.SubElement(problem, version.q("SoapAction")).text = announced or ""
+    return SoapFault("Sender", f"the HTTP request announced the action {announced!r}, the "
+                     f"message is {action!r}", (version.q("ActionMismatch"),), (problem,),
+                     version.fault_action)
+
+
 def action_not_supported(version: WsaVersion | None, action: str | None) -> SoapFault:
     version = version or WsaVersion.WSA10
     problem = etree.Element(version.q("ProblemAction"), nsmap={"wsa": version.namespace})

@@ -11,7 +11,7 @@ server's publication round trip (p99) from 3-9 ms quiet to 51-70 ms.
 
 - **concurrency**: at most ``concurrency`` control requests are worked on at once; the others
   wait for a slot without taking the CPU. A request whose action a role marked as its event
-  path (:meth:`ControlGate.mark_event_path`) never waits for one.
+  path (:meth:`ControlGate.let_through`) never waits for one.
 - **share**: while events flow (one came in the last :data:`EVENT_WINDOW` seconds), a slot
   that was worked on for ``t`` seconds rests ``t * (concurrency / share - 1)`` seconds before
   the next control request takes it, so the control path keeps at most ``share`` of the
@@ -19,8 +19,8 @@ server's publication round trip (p99) from 3-9 ms quiet to 51-70 ms.
   no event flows, slots do not rest: control requests go at the worker's full speed.
 
 A slot counts as worked on only while its request is: around a call to another service
-(:func:`waiting_on_peer`, which the framework's transports take) it is let go and taken again
-after. Held across such a call, a slot could wait on a service whose own slots wait on this
+(:func:`waiting_on_peer`, which the framework's transports and the name lookups take) it is
+let go, and taken again after if it is free (else the request finishes without one). Held across such a call, a slot could wait on a service whose own slots wait on this
 one (servers placing subscriptions at each other).
 
 The gate bounds greenlets only (gunicorn's gevent worker, the default of sources and
@@ -34,9 +34,11 @@ to process the message at this time"), with a ``wsa:RetryAfter`` in milliseconds
 anything of it was done: a client may send it again.
 
 The action is read from the HTTP request (SOAPAction, or SOAP 1.2's ``action`` parameter),
-before the body is parsed. A client may claim an event-path action to skip the wait; it gets
-no further than the handler of that action, which authenticates its sender, so what it
-skips is a queue, not a check.
+before the body is parsed. A request let through on an event-path action must carry that
+action as its wsa:Action too (else wsa:ActionMismatch), so it reaches only that action's
+handler, which authenticates its sender; and events count as flowing only once a handler has
+(:meth:`ControlGate.event_seen`). A client claiming an event-path action skips a queue, not
+a check.
 """
 from __future__ import annotations
 
@@ -113,12 +115,22 @@ class ControlGate:
         self._slots = (threading.BoundedSemaphore(concurrency) if concurrency and self.enabled
                        else None)
 
-    def mark_event_path(self, action: str) -> None:
-        """Requests with ``action`` are events: they never wait for a control slot."""
+    def let_through(self, action: str) -> None:
+        """Requests with ``action`` never wait for a control slot: events, and the messages
+        a network's roles send each other (whose handlers authenticate them)."""
         self._event_actions.add(action)
 
     def on_event_path(self, action: str | None) -> bool:
         return action is not None and action in self._event_actions
+
+    def passes(self, action: str | None) -> bool:
+        """Whether a request announcing ``action`` skips the slots (its message must then
+        carry that action: :meth:`~wsframework.messaging.MessagingLayer.handle`)."""
+        return self._slots is not None and self.on_event_path(action)
+
+    def event_seen(self) -> None:
+        """An event came, from a sender its handler authenticated: events are flowing."""
+        self._last_event = self._clock()
 
     def events_flowing(self) -> bool:
         return self._clock() - self._last_event < EVENT_WINDOW
@@ -133,7 +145,6 @@ class ControlGate:
             yield
             return
         if self.on_event_path(action):
-            self._last_event = self._clock()
             yield
             return
         self._acquire(slots)
@@ -184,8 +195,11 @@ class ControlGate:
         return slots
 
     def _take_again(self, slots) -> None:
-        slots.acquire()  # no time limit: the request is half done, and holders never wait
-        self._held.slots, self._held.since = slots, self._clock()
+        """The slot again if it is free; else the request goes on without one. Waiting for it
+        could wait for ever: the holder may be waiting on a lock this request holds (a table
+        role's Put holds its sending lock across the call to the dispatcher)."""
+        if slots.acquire(blocking=False):
+            self._held.slots, self._held.since = slots, self._clock()
 
 
 @contextlib.contextmanager

@@ -71,10 +71,11 @@ class Checkpointer:
             self._running = True
         try:
             result = self._spawn(self._checkpoint)
-        except BaseException:
+        except Exception as exc:  # after a commit: never the committing request's failure
             with self._lock:
                 self._running = None
-            raise
+            log.warning("a checkpoint of %s could not start: %s", self.path, exc)
+            return
         with self._lock:
             if self._running is True:  # not finished already
                 self._running = result
@@ -82,10 +83,11 @@ class Checkpointer:
     def _checkpoint(self) -> None:
         started = time.perf_counter()
         try:
-            if self._conn is None:
-                self._conn = sqlite3.connect(self.path, isolation_level=None,
-                                             check_same_thread=False)
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            conn = self._conn
+            if conn is None:
+                conn = self._conn = sqlite3.connect(self.path, isolation_level=None,
+                                                    check_same_thread=False)
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             self.checkpoints += 1
             self.seconds += time.perf_counter() - started
         except sqlite3.Error as exc:  # the next commit's checkpoint tries again
@@ -95,14 +97,16 @@ class Checkpointer:
                 self._running = None
 
     def close(self, timeout: float = 10.0) -> None:
-        """Wait for a checkpoint under way (up to ``timeout`` s), then close the connection."""
+        """Wait for a checkpoint under way (up to ``timeout`` s), then close the connection
+        (left to the process's end if that checkpoint is still going)."""
         with self._lock:
             self._closed = True
             running = self._running
         if running is not None and running is not True:
             running.wait(timeout)
         with self._lock:
+            if self._running is not None:
+                return
             conn, self._conn = self._conn, None
-            busy = self._running is not None
-        if conn is not None and not busy:
+        if conn is not None:
             conn.close()

@@ -64,6 +64,7 @@ from typing import Iterable, Sequence
 
 from lxml import etree
 
+from .admission import waiting_on_peer
 from . import ns
 from .addressing import new_message_id
 from .client import SoapClient
@@ -190,7 +191,8 @@ class FailoverPublisher:
             index = (start + tried - 1) % count
             root = self.addresses[index]
             if tried > 1 and index == start:  # a new round: wait before trying again
-                (self._sleep or time.sleep)(self.pause_before((tried - 1) // count))
+                with waiting_on_peer():  # no control slot held while pausing
+                    (self._sleep or time.sleep)(self.pause_before((tried - 1) // count))
             try:
                 status = self.client.send(topic_address(root, topic), PUBLISH_ACTION, body,
                                           message_id=message_id)

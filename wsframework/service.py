@@ -136,12 +136,14 @@ class Service:
                        soap_action: str | None = None, remote_addr: str | None = None,
                        peer_principal: str | None = None,
                        authorization: str | None = None) -> Outcome:
-        with self.gate.admitted(request_action(soap_action, content_type)), self.busy.busy():
+        action = request_action(soap_action, content_type)
+        with self.gate.admitted(action), self.busy.busy():
             self.topics.sync()
             return self.messaging.handle(data, path=path, base_url=self.base_url,
                                          content_type=content_type, soap_action=soap_action,
                                          remote_addr=remote_addr, peer_principal=peer_principal,
-                                         authorization=authorization)
+                                         authorization=authorization,
+                                         action_announced=self.gate.passes(action))
 
     def wsdl_for(self, path: str, query: dict | None = None) -> bytes | None:
         self.topics.sync()

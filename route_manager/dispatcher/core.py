@@ -79,8 +79,10 @@ class Dispatcher(BaseRouteManager):
         self.settings = settings_for_mode(self.settings)
         admission.apply_to(service.gate)
         # a publisher's events, and a parent dispatcher's batches (a child in a tree)
-        service.gate.mark_event_path(PUBLISH_ACTION)
-        service.gate.mark_event_path(protocol.EVENT_BATCH_ACTION)
+        service.gate.let_through(PUBLISH_ACTION)
+        service.gate.let_through(protocol.EVENT_BATCH_ACTION)
+        for action in protocol.NETWORK_ACTIONS:  # the servers' and peer roots' own messages
+            service.gate.let_through(action)
         self.routing = self.settings.routing
         self.default_route_matcher = route_matcher_for(self.routing)  # before the route admin
         super().__init__(service)

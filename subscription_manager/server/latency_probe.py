@@ -26,6 +26,7 @@ from typing import Callable
 
 from route_manager.protocol import (FAULT_UNKNOWN_SERVER, MAX_LATENCY_PROBES,
                                     MAX_LATENCY_TARGETS, LatencyInfo, MeasureLatencyResponse)
+from wsframework.admission import waiting_on_peer
 from wsframework.admin.contracts import FAULT_INVALID_REQUEST
 from wsframework.exceptions import sender_fault
 from wsframework.urlpolicy import UrlRefused, parse_url
@@ -91,8 +92,10 @@ class LatencyProbe:
                                    "learns its peers from the dispatcher)", FAULT_UNKNOWN_SERVER)
             addresses[target] = address
         deadline = self._clock() + self.budget
-        return MeasureLatencyResponse(Latency=[
-            self._measure(target, addresses[target], probes, deadline) for target in targets])
+        with waiting_on_peer():  # connects to the peers, for up to the budget: no control slot
+            return MeasureLatencyResponse(Latency=[
+                self._measure(target, addresses[target], probes, deadline)
+                for target in targets])
 
     def _measure(self, target: str, address: str | None, probes: int,
                  deadline: float) -> LatencyInfo:

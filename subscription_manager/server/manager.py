@@ -34,7 +34,7 @@ import logging
 import threading
 
 from matchers.rtree_engine import RTreeMatchingEngine
-from route_manager.protocol import (EVENT_BATCH_ACTION, PLACED, batch_events,
+from route_manager.protocol import (EVENT_BATCH_ACTION, NETWORK_ACTIONS, PLACED, batch_events,
                                      batch_position, require_event_batch)
 from route_manager.peers import PeerTable
 from route_manager.placement_router import PlacementRouter
@@ -129,7 +129,9 @@ class EdnSubscriptionManager(SubscriptionManager):
                                 MessageFilter(action=EVENT_BATCH_ACTION,
                                               path_prefix=TOPICS_PREFIX),
                                 self._on_event_batch, priority=20)
-        service.gate.mark_event_path(EVENT_BATCH_ACTION)  # the dispatcher's events
+        service.gate.let_through(EVENT_BATCH_ACTION)  # the dispatcher's events
+        for action in NETWORK_ACTIONS:  # peers' updates, claims and imports, the dispatcher's
+            service.gate.let_through(action)
         self.server_admin = ServerAdmin(service.admin, name=self.edn.name, peers=self.peers,
                                  health=self.health, mover=self.mover, stats=self.stats,
                                  claim=self.placement.claim, count=self.count)
@@ -282,6 +284,7 @@ class EdnSubscriptionManager(SubscriptionManager):
         # publishes at the dispatcher, whose routing and accounting a batch would bypass.
         if not carries_credential(message, self.service.config.admin_token):
             raise AccessDenied("an EventBatch needs the network's admin credential")
+        self.service.gate.event_seen()
         self.sync()
         entry = self._topic_entry(message)
         body = message.body

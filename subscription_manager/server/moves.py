@@ -49,6 +49,7 @@ from lxml import etree
 from matchers.rtree_engine import RTreeMatchingEngine
 from route_manager import protocol
 from route_manager.placement_router import subscription_box
+from wsframework.admission import waiting_on_peer
 from wsframework.admin import AdminClient
 from wsframework.matching.errors import MatcherError
 from wsframework.migrations import migrate
@@ -294,7 +295,8 @@ class Mover:
                               "failed; the target may hold copies", [s.id for s in subscriptions],
                               topic, target, exc)
                     raise UnansweredImport(target, exc) from None
-                time.sleep(0.2 * (attempt + 1))
+                with waiting_on_peer():  # a pause before the peer again: no control slot
+                    time.sleep(0.2 * (attempt + 1))
                 continue
             if response.Imported != len(subscriptions):
                 raise IncompleteImport(target, response.Imported, len(subscriptions))

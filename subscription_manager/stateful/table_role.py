@@ -39,6 +39,7 @@ from matchers.range_aggregate import feed_schema
 from matchers.schema import InvalidSchema
 from route_manager.protocol import EVENT_BATCH_MOST, SERVICE_NAMES
 from route_manager.publisher import Publisher
+from wsframework.admission import DEFAULT_CONTROL_WAIT
 from wsframework.service import Service, ServiceConfig
 from wsframework.settings import Settings, parse_ip_ranges, parse_urls, setting
 
@@ -110,6 +111,8 @@ def build_table(config: ServiceConfig, *, publisher=None,
     """The ``table`` role (``publisher``: a stand-in for the root dispatchers, for tests)."""
     settings = TableSettings.from_mapping(config.settings)
     service = Service(config, topic_admin=False, names=SERVICE_NAMES)
+    # no control gate: the table's requests are its updates, taken in order in one process
+    service.gate.configure(0, 1.0, DEFAULT_CONTROL_WAIT)
     table = None
     try:
         table = TableStore(Path(config.data_dir) / STORE_FILE, settings.table, settings.value,

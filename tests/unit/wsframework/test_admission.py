@@ -29,6 +29,15 @@ class Clock:
         return self.now
 
 
+def _flowing(concurrency: int) -> tuple[Clock, ControlGate]:
+    """A gate (share 0.5) that has just seen an event, and its clock."""
+    clock = Clock()
+    gate = ControlGate(concurrency=concurrency, share=0.5, max_wait=5, clock=clock)
+    gate.let_through(EVENT)
+    gate.event_seen()  # an event, its sender authenticated
+    return clock, gate
+
+
 def _hold(gate: ControlGate, action: str | None, entered: threading.Event,
           leave: threading.Event) -> threading.Thread:
     """A thread that holds ``gate`` for ``action`` until ``leave`` is set."""
@@ -42,9 +51,23 @@ def _hold(gate: ControlGate, action: str | None, entered: threading.Event,
     return thread
 
 
+def test_letting_an_event_through_is_not_yet_an_event_seen():
+    clock = Clock()
+    gate = ControlGate(concurrency=1, share=0.5, max_wait=5, clock=clock)
+    gate.let_through(EVENT)
+    assert gate.passes(EVENT) and not gate.passes(CONTROL) and not gate.passes(None)
+    with gate.admitted(EVENT):  # its handler has not authenticated it
+        pass
+    assert not gate.events_flowing()
+    gate.event_seen()
+    assert gate.events_flowing()
+    clock.now += 1.0
+    assert not gate.events_flowing()
+
+
 def test_events_pass_when_every_control_slot_is_taken():
     gate = ControlGate(concurrency=1, share=1.0, max_wait=5)
-    gate.mark_event_path(EVENT)
+    gate.let_through(EVENT)
     leave = threading.Event()
     holder = _hold(gate, CONTROL, threading.Event(), leave)
     try:
@@ -97,12 +120,41 @@ def test_a_slot_is_let_go_while_its_request_waits_on_a_peer():
     gate._slots.release()
 
 
+def test_a_request_whose_slot_was_taken_while_it_waited_on_a_peer_goes_on_without_one():
+    """Waiting for the slot again could wait for ever: its holder may wait on a lock the
+    request holds across its call (a table role's sending lock)."""
+    gate = ControlGate(concurrency=1, share=1.0, max_wait=5)
+    lock = threading.Lock()
+    in_call, other_in, results = threading.Event(), threading.Event(), []
+
+    def first():
+        with gate.admitted(CONTROL):
+            with lock:
+                with waiting_on_peer():
+                    in_call.set()
+                    assert other_in.wait(5)  # the other request took the slot meanwhile
+            results.append("first")
+
+    def second():
+        assert in_call.wait(5)
+        with gate.admitted(CONTROL):
+            other_in.set()
+            with lock:  # held by the first until its call returns
+                results.append("second")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sorted(results) == ["first", "second"]
+    assert gate._slots.acquire(blocking=False)  # one slot, given back once
+    gate._slots.release()
+
+
 def test_while_events_flow_a_slot_rests_so_control_keeps_its_share():
-    clock = Clock()
-    gate = ControlGate(concurrency=2, share=0.5, max_wait=5, clock=clock)
-    gate.mark_event_path(EVENT)
-    with gate.admitted(EVENT):
-        pass
+    clock, gate = _flowing(2)
     with gate.admitted(CONTROL):
         clock.now += 0.02  # worked 20 ms
     # each of 2 slots may be worked on a quarter of the time: 60 ms of rest
@@ -115,11 +167,7 @@ def test_while_events_flow_a_slot_rests_so_control_keeps_its_share():
 
 
 def test_a_slot_rests_for_the_time_it_was_worked_on_not_the_time_a_peer_took():
-    clock = Clock()
-    gate = ControlGate(concurrency=1, share=0.5, max_wait=5, clock=clock)
-    gate.mark_event_path(EVENT)
-    with gate.admitted(EVENT):
-        pass
+    clock, gate = _flowing(1)
     with gate.admitted(CONTROL):
         clock.now += 0.01
         with waiting_on_peer():
@@ -131,11 +179,7 @@ def test_a_slot_rests_for_the_time_it_was_worked_on_not_the_time_a_peer_took():
 
 
 def test_when_no_event_flows_control_takes_the_whole_worker():
-    clock = Clock()
-    gate = ControlGate(concurrency=1, share=0.5, max_wait=5, clock=clock)
-    gate.mark_event_path(EVENT)
-    with gate.admitted(EVENT):
-        pass
+    clock, gate = _flowing(1)
     clock.now += 1.5  # the last event is past the window
     with gate.admitted(CONTROL):
         clock.now += 0.02
@@ -215,6 +259,36 @@ def test_the_gate_is_figures_on_metrics():
     readings = {r.name: r.value for r in _gate_readings("edn_", gate)}
     assert readings == {"edn_control_waiting": 0, "edn_control_refused_total": 1,
                         "edn_control_rested_seconds_total": 0.0}
+
+
+def test_a_request_let_through_on_an_announced_action_must_carry_it(tmp_path):
+    """SOAPAction says event, wsa:Action says control: wsa:ActionMismatch, not a control
+    request that skipped the queue."""
+    service = Service(ServiceConfig(base_url="http://edn.example", data_dir=tmp_path,
+                                    admin_token="t0ken"), transport=InProcessTransport())
+    handled = []
+    for action in (EVENT, CONTROL):
+        service.messaging.route(action, MessageFilter(action=action),
+                                lambda m: handled.append(m.action))
+    service.gate = ControlGate()
+    service.gate.let_through(EVENT)
+    transport = InProcessTransport()
+    transport.mount("http://edn.example", service)
+    try:
+        for wsa_action, expected in ((CONTROL, "ActionMismatch"), (EVENT, None)):
+            envelope = build_envelope(SoapVersion.SOAP11, etree.fromstring("<e/>"),
+                                      request_headers(WsaVersion.WSA10, "http://edn.example/",
+                                                      wsa_action))
+            answer = transport.post("http://edn.example/", envelope,
+                                    SoapVersion.SOAP11.content_type, EVENT)
+            if expected:
+                fault = parse_envelope(answer.body).fault()
+                assert fault.subcodes[-1].endswith(expected)
+            else:
+                assert answer.status == 202
+        assert handled == [EVENT]
+    finally:
+        service.close()
 
 
 def test_a_name_lookup_lets_the_control_slot_go():

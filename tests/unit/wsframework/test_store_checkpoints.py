@@ -150,3 +150,12 @@ def test_an_in_memory_store_has_no_checkpointer(monkeypatch):
         assert store.checkpointer is None
     finally:
         store.close()
+
+
+def test_a_checkpoint_that_cannot_start_does_not_fail_the_commit(tmp_path, caplog):
+    def full(function):
+        raise RuntimeError("the pool is gone")
+    checkpointer = Checkpointer(str(tmp_path / "g.db"), full, clock=Clock())
+    checkpointer.committed()  # logged, not raised
+    assert "could not start" in caplog.text
+    checkpointer.close()

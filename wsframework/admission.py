@@ -205,7 +205,7 @@ class ControlGate:
 @contextlib.contextmanager
 def waiting_on_peer() -> Iterator[None]:
     """Around a call to another service: any control slot this thread holds is let go, and
-    taken again once the call returns."""
+    taken again once the call returns if it is free (:meth:`ControlGate._take_again`)."""
     released = [(gate, slots) for gate in list(_gates)
                 if (slots := gate._let_go()) is not None]
     try:

@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from wsframework.admin import AdminClient, ContractError
+from wsframework.admission import waiting_on_peer
 from wsframework.client import SoapClient
 from wsframework.elements import detached
 from wsframework.exceptions import RECEIVER, SoapFault
@@ -108,9 +109,12 @@ class BulkPlacement:
                                         soap_version)
                     for target, share in messages.items()}
             self._make_here(entry, version, bodies, here, answers, soap_version, make_here)
+            # no control slot held while the shares' servers answer: each may be placing a
+            # bulk of its own, waiting on this server's slot (wsframework.admission)
+            with waiting_on_peer():
+                made = {target: future.result() for target, future in sent.items()}
             unreachable = []
-            for target, future in sent.items():
-                made_there = future.result()
+            for target, made_there in made.items():
                 if made_there is None:  # the share never left: made here instead
                     unreachable.extend(shares[target])
                     continue

@@ -20,8 +20,11 @@ server's publication round trip (p99) from 3-9 ms quiet to 51-70 ms.
 
 A slot counts as worked on only while its request is: around a call to another service
 (:func:`waiting_on_peer`, which the framework's transports and the name lookups take) it is
-let go, and taken again after if it is free (else the request finishes without one). Held across such a call, a slot could wait on a service whose own slots wait on this
-one (servers placing subscriptions at each other).
+let go, and taken again after if it is free (else the request finishes without one). Held
+across such a call, a slot could wait on a service whose own slots wait on this one (servers
+placing subscriptions at each other). A handler that waits for work other threads do with
+peers (a pool sending shares) must take :func:`waiting_on_peer` around that wait itself:
+otherwise both services wait out ``max_wait``.
 
 The gate bounds greenlets only (gunicorn's gevent worker, the default of sources and
 servers). In a worker of threads (the dispatcher's gthread) a request waiting for a slot

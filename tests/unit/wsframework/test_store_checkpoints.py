@@ -4,9 +4,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import pytest
+
 from wsframework import checkpoints, store as store_module
 from wsframework.checkpoints import Checkpointer
 from wsframework.store import BACKSTOP_CHECKPOINT_PAGES, Store
+
+pytestmark = pytest.mark.sqlite_only("the checkpoints of SQLite's write-ahead log")
 
 
 class Clock:

@@ -177,10 +177,9 @@ class MessagingLayer:
     def handle(self, data: bytes, *, path: str = "/", base_url: str = "",
                content_type: str | None = None, soap_action: str | None = None,
                remote_addr: str | None = None, peer_principal: str | None = None,
-               authorization: str | None = None, action_announced: bool = False) -> Outcome:
-        """``action_announced``: the request was let through on the action its HTTP request
-        announced (:mod:`.admission`), which must then be the message's own
-        (wsa:ActionMismatch otherwise)."""
+               authorization: str | None = None, required_action: str | None = None) -> Outcome:
+        """``required_action``: the action the HTTP request announced, on which it was let
+        through (:mod:`.admission`); the message must carry it (wsa:ActionMismatch otherwise)."""
         announced = SoapVersion.from_content_type(content_type)
         version = announced or SoapVersion.SOAP11
         request_addressing = None
@@ -192,10 +191,8 @@ class MessagingLayer:
                                      content_type, soap_action, remote_addr)
             message.peer_principal = peer_principal
             message.authorization = authorization
-            if action_announced:
-                said = request_action(soap_action, content_type)
-                if message.action != said:
-                    raise wsa.action_mismatch(message.wsa_version, message.action, said)
+            if required_action is not None and message.action != required_action:
+                raise wsa.action_mismatch(message.wsa_version, message.action, required_action)
             handler = self._select(message)
             reply = handler(message)
         except Exception as exc:  # the edge: every error becomes the fault the spec names

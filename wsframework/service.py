@@ -143,7 +143,8 @@ class Service:
                                          content_type=content_type, soap_action=soap_action,
                                          remote_addr=remote_addr, peer_principal=peer_principal,
                                          authorization=authorization,
-                                         action_announced=self.gate.passes(action))
+                                         required_action=action if self.gate.passes(action)
+                                         else None)
 
     def wsdl_for(self, path: str, query: dict | None = None) -> bytes | None:
         self.topics.sync()

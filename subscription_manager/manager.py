@@ -54,7 +54,7 @@ from wsframework.admission import AdmissionSettings
 from wsframework.addressing import request_headers
 from wsframework.exceptions import AccessDenied, sender_fault
 from wsframework.matching import Matcher
-from wsframework.memory import settle_after_load
+from wsframework.memory import collection_paused, settle_after_load
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
 from wsframework.publisher import PUBLISH_ACTION
@@ -394,7 +394,9 @@ class SubscriptionManager:
         return self.view.sync()
 
     def _load(self) -> None:
-        for topic_uid in self.view.load():
+        with collection_paused():
+            gone_topics = self.view.load()
+        for topic_uid in gone_topics:
             self._end(self.store.end_topic(topic_uid, END_CANCELLING), END_CANCELLING,
                       "the topic no longer exists")
         if len(self.view) >= SETTLE_AFTER_LOADING:

@@ -122,6 +122,8 @@ _FUNCTIONS = [  # SQLite's functions the components call, as PostgreSQL's
     # json_each over a JSON list of ids (the components pass id lists so)
     (re.compile(r"SELECT\s+value\s+FROM\s+json_each\(\?\)", re.IGNORECASE),
      "SELECT value::bigint FROM json_array_elements_text(?::json)"),
+    # SQLite's index hints: PostgreSQL's planner takes none
+    (re.compile(r"\s(?:INDEXED\s+BY\s+\w+|NOT\s+INDEXED)\b", re.IGNORECASE), ""),
 ]
 _SCALAR_MAX_MIN = re.compile(r"\b(max|min)\(([^(),]+),([^()]+)\)", re.IGNORECASE)
 _DDL_TYPES = [

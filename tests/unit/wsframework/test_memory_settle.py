@@ -120,3 +120,23 @@ def test_a_large_request_returns_the_pages_its_parse_freed_and_a_small_one_does_
     assert memory.settle_after_large_request(memory.LARGE_REQUEST_BYTES) is True
     assert before - _resident_mb() > 60, "the free pages stayed resident"
     assert len(kept) == 3_000
+
+
+def test_collection_is_paused_inside_the_block_and_restored_after_even_on_error():
+    assert gc.isenabled()
+    with memory.collection_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    try:
+        with memory.collection_paused():
+            raise KeyError("x")
+    except KeyError:
+        pass
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with memory.collection_paused():
+            pass
+        assert not gc.isenabled()  # one that was off stays off
+    finally:
+        gc.enable()

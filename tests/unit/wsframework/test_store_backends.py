@@ -199,3 +199,10 @@ def test_a_role_schema_leaves_room_for_the_table_roles_suffix():
     check_schema_name("s" * 41, longest=41)
     with pytest.raises(ValueError):
         check_schema_name("s" * 42, longest=41)
+
+
+def test_sqlites_index_hints_are_dropped():
+    assert translate_sql("SELECT a FROM t INDEXED BY t_seq WHERE b = ? ORDER BY seq") == \
+        "SELECT a FROM t WHERE b = %s ORDER BY seq"
+    assert translate_sql("SELECT a FROM t NOT INDEXED WHERE b = ?") == \
+        "SELECT a FROM t WHERE b = %s"

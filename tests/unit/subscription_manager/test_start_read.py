@@ -1,0 +1,78 @@
+"""What a start reads from the subscriptions table: every active row once, in seq order
+(the order of the changes, not of the rows' insertion), with each filter's stored compiled
+form; on SQLite along the seq index, without sorting the rows afterwards. In process, no
+socket."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from subscription_manager.lifecycle import State
+from subscription_manager.messages import UNWRAP
+from subscription_manager.store import (
+    _READ_AT_START,
+    Subscription,
+    SubscriptionStore,
+    _subscription_of,
+)
+from subscription_manager.versions import V2011
+from wsframework.addressing import EndpointReference
+from wsframework.matching.base import FilterSpec
+from wsframework.soap import SoapVersion
+from wsframework.store import Store
+
+T0 = 1_700_000_000.0
+
+
+def _subscription(sid: str) -> Subscription:
+    return Subscription(id=sid, topic="t", topic_uid="t-uid", version=V2011,
+                        soap_version=SoapVersion.SOAP12.value,
+                        filter=FilterSpec("urn:x", f"x in [0, {sid[1:]}]"),
+                        notify_to=EndpointReference(f"http://a.test/{sid}"), end_to=None,
+                        format=UNWRAP, expires=T0 + 3600, expires_kind="duration", created=T0)
+
+
+def test_a_start_reads_the_active_rows_in_the_order_of_their_changes(tmp_path):
+    store = SubscriptionStore(Store(tmp_path / "s.db"))
+    for i in range(6):
+        store.insert(_subscription(f"s{i}"))
+    store.renew("s1", T0 + 7200, "duration", T0 + 10)  # s1 changes after the others
+    store.unsubscribe("s3", T0 + 20)
+    active, packed = store.active_packed()
+    assert [s.id for s in active] == ["s0", "s2", "s4", "s5", "s1"]
+    assert all(s.status is State.ACTIVE for s in active)
+    assert [s.seq for s in active] == sorted(s.seq for s in active)
+    assert active[-1].expires == T0 + 7200
+    assert packed == {}  # no compiled form was stored with these
+
+
+@pytest.mark.sqlite_only("the plan is SQLite's")
+def test_on_sqlite_the_start_reads_along_the_seq_index_and_sorts_nothing(tmp_path):
+    store = SubscriptionStore(Store(tmp_path / "s.db"))
+    plan = " ".join(str(step[-1]) for step in store.store.query(
+        f"EXPLAIN QUERY PLAN {_READ_AT_START}", ("active",)))
+    assert "eventing_subscriptions_seq" in plan and "TEMP B-TREE" not in plan
+
+
+def test_a_row_is_read_into_what_the_class_itself_would_build():
+    made = dataclasses.replace(
+        _subscription("s7"), end_to=EndpointReference("http://b.test/end"), owner="alice",
+        seq=9, filter=FilterSpec("urn:x", "q:p > 1", (("q", "urn:q"),)))
+    values = tuple(getattr(made, field.name) for field in dataclasses.fields(Subscription))
+    assert _subscription_of(values) == Subscription(*values) == made
+    assert not hasattr(Subscription, "__post_init__")  # the fast path would skip it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        _subscription_of(values).id = "other"
+
+
+def test_every_field_survives_the_store(tmp_path):
+    store = SubscriptionStore(Store(tmp_path / "s.db"))
+    made = dataclasses.replace(
+        _subscription("s8"), end_to=EndpointReference("http://b.test/end"), owner="alice",
+        filter=FilterSpec("urn:x", "q:p > 1", (("q", "urn:q"),)), expires=None,
+        expires_kind="infinite")
+    stored = store.insert(made)
+    (read,), _ = store.active_packed()
+    assert read == stored and read.owner == "alice" and read.end_to == made.end_to
+    assert read.filter == made.filter and read.expires is None

@@ -14,7 +14,7 @@ between three algorithms by the boxes' overlap, estimated on a sample:
   its coverers.
 * **Sort-filter** (:func:`_sorted_filter_parents`), for boxes that overlap heavily: boxes
   are visited so that every box comes after its coverers, and only the maximal boxes found
-  so far are consulted (0.45 s for 100,000 uniform boxes, 4.5 s for 1,000,000).
+  so far are consulted (0.5 s for 100,000 uniform boxes, 3.7 s for 1,000,000).
 
 In each, "c covers b" is "corner(c) <= corner(b) on every axis" with corner = (lo, -hi).
 """
@@ -38,7 +38,7 @@ _SORT_FILTER_COVERERS = 1
 
 
 def maximal_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int = 2048,
-                    leaders: int = 256, bits_limit: int = 1 << 17,
+                    leaders: int = 256, leader_stage: int = 32, bits_limit: int = 1 << 17,
                     window_pairs: int = _WINDOW_PAIRS,
                     sort_filter_coverers: float = _SORT_FILTER_COVERERS) -> np.ndarray:
     """For each box (by position): -1 if maximal, else the position of a maximal box covering
@@ -57,7 +57,7 @@ def maximal_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int = 2048,
     if _coverers_per_box(mins, maxs) < sort_filter_coverers:
         return _corner_tree_parents(mins, maxs)
     return _sorted_filter_parents(mins, maxs, block=block, leaders=leaders,
-                                  bits_limit=bits_limit)
+                                  leader_stage=leader_stage, bits_limit=bits_limit)
 
 
 def _coverers_per_box(mins: np.ndarray, maxs: np.ndarray, sample: int = 512,
@@ -192,12 +192,14 @@ def _covers(mins: np.ndarray, maxs: np.ndarray, c: np.ndarray, q: np.ndarray) ->
 # -- sort-filter -----------------------------------------------------------------------------
 
 def _sorted_filter_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int, leaders: int,
-                           bits_limit: int) -> np.ndarray:
+                           leader_stage: int, bits_limit: int) -> np.ndarray:
     """Boxes visited in an order where each comes after all boxes that cover it
     (:func:`_cover_order`): a box is maximal exactly when no maximal box found before it
     covers it (a cover of a cover covers).  Blocks of boxes are checked, all at once,
-    against the first ``leaders`` maximal boxes (the widest: they cover most boxes), then
-    the rest against every earlier maximal box (:class:`_EarlierMaximal`), then against
+    against the first ``leaders`` maximal boxes (the widest: they cover most boxes),
+    ``leader_stage`` leaders at a time, each group against the boxes no earlier group
+    covered (a quarter less time at a million than all at once), then the rest against
+    every earlier maximal box (:class:`_EarlierMaximal`), then against
     each other."""
     n = len(mins)
     parents = np.full(n, -1, dtype=np.int64)
@@ -210,10 +212,13 @@ def _sorted_filter_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int, le
         chunk = order[start:start + block]
         chunk_corners = corners[chunk]
         open_ = np.arange(len(chunk))
-        if len(lead_rows):
-            covering = _dominated(corners[lead_rows], chunk_corners)
+        for first in range(0, len(lead_rows), leader_stage):
+            if not len(open_):
+                break
+            stage = lead_rows[first:first + leader_stage]
+            covering = _dominated(corners[stage], chunk_corners[open_])
             hit = covering.any(axis=1)
-            parents[chunk[hit]] = lead_rows[covering[hit].argmax(axis=1)]
+            parents[chunk[open_[hit]]] = stage[covering[hit].argmax(axis=1)]
             open_ = open_[~hit]
         if len(open_):
             found = earlier.first_covering(chunk_corners[open_])

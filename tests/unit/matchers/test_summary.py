@@ -135,6 +135,8 @@ def test_maximal_rectangles_incremental_bulk_and_removal(seed):
             {"window_pairs": 0, "sort_filter_coverers": 0},  # sort-filter in one block
             # in blocks, with leaders and bitsets; with the R-tree beyond 4 maximal boxes
             {"window_pairs": 0, "sort_filter_coverers": 0, "block": 7, "leaders": 3},
+            {"window_pairs": 0, "sort_filter_coverers": 0, "block": 9, "leaders": 7,
+             "leader_stage": 2},  # leaders consulted a few at a time
             {"window_pairs": 0, "sort_filter_coverers": 0, "block": 5, "leaders": 1,
              "bits_limit": 4}]
     for way in ways:

@@ -60,29 +60,32 @@ class Unpacked(NamedTuple):
 
 def unpack(prefix: bytes, forms: Sequence[bytes | None], d: int) -> Unpacked:
     """The rectangles of ``forms`` (see the module's text for which are usable); the forms
-    of one rectangle, nearly all of them, read in one numpy pass."""
+    of one rectangle, nearly all of them, read and checked in one numpy pass (a start
+    reads a million)."""
     head = len(prefix) + _COUNT.size
     single_length = head + 16 * d
-    one = _COUNT.pack(1)
     single: list[int] = []
-    payloads: list[bytes] = []
+    single_forms: list[bytes] = []
     several: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for position, form in enumerate(forms):
         if form is None:
             continue
-        form = bytes(form)
-        if not form.startswith(prefix):
-            continue
-        if len(form) == single_length and form[len(prefix):head] == one:
+        if len(form) == single_length:
             single.append(position)
-            payloads.append(form[head:])
+            single_forms.append(form)
         elif len(form) >= head:
-            rectangles = _several(form, head, d)
+            form = bytes(form)
+            rectangles = _several(form, head, d) if form.startswith(prefix) else None
             if rectangles is not None:
                 several[position] = rectangles
-    boxes = np.frombuffer(b"".join(payloads), dtype="<f8").reshape(len(single), 2, d)
+    rows = np.frombuffer(b"".join(single_forms), dtype=np.uint8).reshape(len(single),
+                                                                          single_length)
+    # each one's prefix and a count of 1: a form of this length counting more is malformed
+    intact = (rows[:, :head] == np.frombuffer(prefix + _COUNT.pack(1), dtype=np.uint8)).all(
+        axis=1)
+    boxes = np.ascontiguousarray(rows[:, head:]).view("<f8").reshape(len(single), 2, d)
     mins, maxs = boxes[:, 0, :].astype(np.float64), boxes[:, 1, :].astype(np.float64)
-    usable = _usable(mins, maxs)
+    usable = intact & _usable(mins, maxs)
     return Unpacked(np.array(single, dtype=np.int64)[usable], mins[usable], maxs[usable],
                     several)
 

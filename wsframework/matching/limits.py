@@ -28,7 +28,6 @@ lxml's EXSLT functions and elementpath's; until then ``allow_regex`` stays false
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from .. import ns
@@ -75,7 +74,16 @@ class FilterLimits:
 
 # A text with none of these has no path, call, axis, variable or literal: only brackets,
 # commas, bars and boolean words count (a range filter, a simple comparison).
-_COMPLEX = re.compile(r"""[/({$'"]|::""")
+_COMPLEX_MARKERS = ("/", "(", "{", "$", "'", '"', "::")
+
+
+def _is_complex(text: str) -> bool:
+    """Whether ``text`` holds one of :data:`_COMPLEX_MARKERS` (substring tests: a sixth of
+    a regular expression's time, which a start pays a million times)."""
+    for marker in _COMPLEX_MARKERS:
+        if marker in text:
+            return True
+    return False
 
 
 def check_filter_limits(spec: FilterSpec, limits: FilterLimits) -> None:
@@ -83,7 +91,7 @@ def check_filter_limits(spec: FilterSpec, limits: FilterLimits) -> None:
     text = spec.expression
     if len(text) > limits.max_length:
         raise InvalidFilter(f"filter longer than {limits.max_length} characters")
-    if _COMPLEX.search(text) is None and _within_simple_bounds(text, limits):
+    if not _is_complex(text) and _within_simple_bounds(text, limits):
         return  # what the scan below would find, counted without it (an upper bound)
     _scan(spec, text, limits)
 

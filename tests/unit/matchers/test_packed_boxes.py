@@ -78,6 +78,10 @@ def test_a_form_from_another_schema_is_compiled_from_its_text(compiled, compiles
     lambda form: form[:-8] + np.float64(np.nan).tobytes(),      # not finite
     lambda form: form[:-8] + np.float64(-1.0).tobytes(),        # a max below its min
     lambda form: form[:len(prefix_for(Schema.from_config(schema_element(D))))] + b"\x00\x00",
+    # one rectangle's length, but a count of 2
+    lambda form: (form[:len(prefix_for(Schema.from_config(schema_element(D))))] + b"\x02\x00"
+                  + form[len(prefix_for(Schema.from_config(schema_element(D)))) + 2:]),
+    lambda form: form[:9] + bytes([form[9] ^ 1]) + form[10:],  # another schema's fingerprint
 ])
 def test_a_damaged_form_is_compiled_from_its_text(compiled, compiles, damage):
     specs = _specs(200)

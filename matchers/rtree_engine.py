@@ -333,11 +333,15 @@ class RTreeMatchingEngine(ReportingMatcher):
         form where the form is usable (same schema, intact) instead of compiling its text;
         the others are compiled. All are validated before any is stored."""
         items = list(items)
-        seen = set()
-        for filter_id, spec, _ in items:
-            if filter_id in self._table.seq_of or filter_id in seen:
-                raise ValueError(f"add_filters takes new ids only; {filter_id!r} is taken")
-            seen.add(filter_id)
+        ids = [filter_id for filter_id, _, _ in items]
+        distinct = set(ids)
+        if len(distinct) != len(ids) or not distinct.isdisjoint(self._table.seq_of):
+            seen: set[str] = set()
+            for filter_id in ids:
+                if filter_id in self._table.seq_of or filter_id in seen:
+                    raise ValueError(f"add_filters takes new ids only; {filter_id!r} is taken")
+                seen.add(filter_id)
+        for spec in {spec.dialect: spec for _, spec, _ in items}.values():  # one per dialect
             self.check_dialect(spec)
         unpacked = packed_boxes.unpack(
             self._packed_prefix,
@@ -345,11 +349,11 @@ class RTreeMatchingEngine(ReportingMatcher):
             self.schema.d)
         taken = np.zeros(len(items), dtype=bool)
         taken[unpacked.single] = True
-        compiled = {position: compile_filter(spec, self.schema)
-                    for position, (_, spec, _) in enumerate(items)
-                    if not taken[position] and position not in unpacked.several}
+        compiled = {position: compile_filter(items[position][1], self.schema)
+                    for position in np.flatnonzero(~taken).tolist()
+                    if position not in unpacked.several}
         table = self._table
-        seqs = table.new_seqs([filter_id for filter_id, _, _ in items])
+        seqs = table.new_seqs(ids)
         added = [self._store_single_exact(seqs[unpacked.single],
                                           [items[p][1] for p in unpacked.single.tolist()],
                                           unpacked.mins, unpacked.maxs)]

@@ -128,14 +128,16 @@ class SubscriptionView:
         with self.lock.write():
             batch = []
             matcher = self._matcher_for(entry)
+            installed, limits, check_dialect = self._installed, self.filter_limits, \
+                matcher.check_dialect
             for subscription in subscriptions:
                 spec = subscription.filter
-                if spec is None or subscription.id in self._installed:
+                if spec is None or subscription.id in installed:
                     self._install(entry, subscription)
                     continue
                 try:
-                    check_filter_limits(spec, self.filter_limits)
-                    matcher.check_dialect(spec)
+                    check_filter_limits(spec, limits)
+                    check_dialect(spec)
                 except (InvalidFilter, UnsupportedDialect) as exc:
                     refusals[subscription.id] = RefusedFilter(subscription.version, exc)
                     continue
@@ -158,9 +160,9 @@ class SubscriptionView:
             self._add_batch(entry, matcher, batch[:half], refusals)
             self._add_batch(entry, matcher, batch[half:], refusals)
             return
+        installed, uid = self._installed, entry.uid
         for subscription, _ in batch:
-            self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
-                                                matcher)
+            installed[subscription.id] = (uid, _without_content(subscription.filter), matcher)
 
     def packed_filter(self, subscription_id: str) -> bytes | None:
         """The installed filter's compiled form, for the store to keep beside its text
@@ -287,13 +289,24 @@ class SubscriptionView:
         filters installed in one batch (the matcher's bulk path: an engine indexes them all
         at once, taking the compiled forms stored in ``packed``, id -> form)."""
         by_topic: dict[str, tuple[NamespaceEntry, list[Subscription]]] = {}
+        # each topic looked up once, not once per row: (name, uid) -> its batch, or None
+        batches: dict[tuple[str, str], list[Subscription] | None] = {}
+        subscriptions = self.subscriptions
         with self.lock.write():
             for subscription in active:
-                entry = self.entry_of(subscription)
-                if entry is not None:
-                    by_topic.setdefault(entry.uid, (entry, []))[1].append(subscription)
-                self.subscriptions[subscription.id] = subscription
-                self._keep_own_template(subscription)
+                key = (subscription.topic, subscription.topic_uid)
+                batch = batches.get(key, ())
+                if batch == ():
+                    entry = self.entry_of(subscription)
+                    batch = None if entry is None else by_topic.setdefault(
+                        entry.uid, (entry, []))[1]
+                    batches[key] = batch
+                if batch is not None:
+                    batch.append(subscription)
+                subscriptions[subscription.id] = subscription
+                notify_to = subscription.notify_to
+                if notify_to.reference_parameters or notify_to.reference_properties:
+                    self._keep_own_template(subscription)  # (the others share theirs)
             for entry, subscriptions in by_topic.values():
                 refusals = self.install_many(entry, subscriptions, packed)
                 for subscription_id, refused in refusals.items():  # stored by other plugins

@@ -520,7 +520,13 @@ class GunicornServer(BaseApplication):
         # as long as the worker: frozen out of the collector's generations, it is no longer
         # scanned at every full collection (the collector was ~15% of a delivering source's
         # CPU, measured by benchmarks/performance/delivery.py), and young collections come less often.
-        gc.collect()
+        # A full collection first, unless one just ran: a large start collects after its load
+        # (wsframework.memory.settle_after_load), and a second pass over a million
+        # subscriptions' objects took a second. (No middle-generation collection since the
+        # last full one: at most a few thousand objects were made since, and what they leave
+        # in cycles is frozen with them.)
+        if gc.get_count()[2] > 0:
+            gc.collect()
         gc.freeze()
         gc.set_threshold(*_GC_THRESHOLDS)
         # ... and what its requests free is handed back to the system from time to time

@@ -120,6 +120,18 @@ def test_the_scan_finds_a_sleep_bound_at_import():
         in found, found
 
 
+def _undo_the_worker_load(built, thresholds) -> None:
+    """What ``GunicornServer.load`` did to this process, undone for the tests after."""
+    import gc
+
+    from edn import gunicorn as launcher
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+    for service in built:
+        service.close()
+    launcher._services.clear()
+
+
 def test_a_worker_freezes_what_it_built_out_of_the_collector(monkeypatch):
     import gc
 
@@ -142,8 +154,35 @@ def test_a_worker_freezes_what_it_built_out_of_the_collector(monkeypatch):
         assert gc.get_freeze_count() > frozen_before  # the service's objects among them
         assert gc.get_threshold() == launcher._GC_THRESHOLDS
     finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
-        for service in built:
-            service.close()
-        launcher._services.clear()
+        _undo_the_worker_load(built, thresholds)
+
+
+@pytest.mark.parametrize("collected_by_the_load", [True, False])
+def test_a_worker_collects_before_freezing_unless_its_load_just_did(monkeypatch,
+                                                                  collected_by_the_load):
+    import gc
+
+    from edn import gunicorn as launcher
+    from wsframework.service import Service, ServiceConfig
+
+    built, collections = [], []
+    real_collect = gc.collect
+
+    def factory():
+        service = Service(ServiceConfig("http://x.test", ":memory:", "tok"))
+        built.append(service)
+        garbage = [[index] for index in range(30_000)]  # young collections promote some
+        del garbage
+        if collected_by_the_load:
+            real_collect()  # as a large start does once it has loaded
+        return service
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # Python's own (a test before may have changed them)
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(args) or 0)
+    try:
+        application = launcher.GunicornServer(factory, host="127.0.0.1", port=0).load()
+        assert application is not None and built
+        assert len(collections) == (0 if collected_by_the_load else 1)
+    finally:
+        _undo_the_worker_load(built, thresholds)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wsframework.matching.base import FilterSpec
 
-from .compiled_filter import CompiledFilter
 
 __all__ = ["ALWAYS", "BOX", "IF_UNCLEAN", "FilterTable"]
 
@@ -33,8 +31,9 @@ class FilterTable:
         self.seq_of: dict[str, int] = {}
         self.ids = np.empty(16, dtype=object)
         self.kind = np.zeros(16, dtype=np.int8)
-        # seq -> its CompiledFilter, or the FilterSpec it compiles from again when needed
-        self.compiled: dict[int, CompiledFilter | FilterSpec] = {}
+        # seq -> its CompiledFilter, or the FilterSpec it compiles from again when needed, or
+        # None (an array beside ``ids``: a dictionary's entry and key took ~80 bytes a filter)
+        self.compiled = np.empty(16, dtype=object)
         self.row_of = np.full(16, -1, dtype=np.int64)  # seq -> its row, for one-rectangle filters
         self.rows_multi: dict[int, np.ndarray] = {}     # seq -> rows, for the others
         self.next_seq = 0
@@ -58,6 +57,7 @@ class FilterTable:
         if self.next_seq > len(self.ids):
             grow = max(self.next_seq, 2 * len(self.ids)) - len(self.ids)
             self.ids = np.concatenate([self.ids, np.empty(grow, dtype=object)])
+            self.compiled = np.concatenate([self.compiled, np.empty(grow, dtype=object)])
             self.kind = np.concatenate([self.kind, np.zeros(grow, dtype=np.int8)])
             self.row_of = np.concatenate([self.row_of, np.full(grow, -1, dtype=np.int64)])
         self.ids[first:self.next_seq] = ids

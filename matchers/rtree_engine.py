@@ -323,7 +323,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         table = self._table
         seq = table.seq_of.get(filter_id)
         if seq is None or table.kind[seq] != IF_UNCLEAN or \
-                not isinstance(table.compiled.get(seq), FilterSpec):
+                not isinstance(table.compiled[seq], FilterSpec):
             return None
         rows = table.rows(seq)
         return packed_boxes.pack(self._packed_prefix, table.mins[rows], table.maxs[rows])
@@ -452,7 +452,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         rows."""
         table = self._table
         rows = table.take_rows(len(seqs))
-        table.compiled.update(zip(seqs.tolist(), (s.without_content() for s in specs)))
+        table.compiled[seqs] = [s.without_content() for s in specs]
         table.kind[seqs] = IF_UNCLEAN
         table.set_single_rows(seqs, rows, mins, maxs)
         return rows
@@ -465,7 +465,7 @@ class RTreeMatchingEngine(ReportingMatcher):
             self._maximal.remove(row)
         self._index_changes += 1
         table.drop_rows(seq)
-        table.compiled.pop(seq, None)
+        table.compiled[seq] = None
 
     def _confirm(self, seq: int, event: Any, box: Any, variables: Any,
                  failures: FilterFailures | None = None) -> bool:

@@ -96,7 +96,7 @@ class RTreeMatchingEngine(ReportingMatcher):
         d = self.schema.d
         self._table = FilterTable(d)
         self._index = PagedBoxIndex(d)
-        self._maximal = MaximalRectangles(d)
+        self._maximal = MaximalRectangles(d, boxes=self._table)  # its boxes are the table's
         self._summaries: dict[tuple[int, int], Summary] = {}
         self._bloom_parts: tuple[int, Any] = (-1, None)  # (generation, bloom_parts(...))
         self._index_changes = 0  # bumped by every insertion into / removal from the index

@@ -40,10 +40,15 @@ class MaximalRectangles:
     and the corner-space index has its own lock for queries.
     """
 
-    def __init__(self, d: int) -> None:
+    def __init__(self, d: int, boxes: Any = None) -> None:
         self.d = d
-        self._mins = np.zeros((0, d))
-        self._maxs = np.zeros((0, d))
+        # ``boxes``: an owner's table whose ``mins``/``maxs`` arrays hold every held row's
+        # box, unchanged while it is held (the R-tree engine's filter table, keyed by the
+        # same rows): read from there instead of copied here, 16 d bytes a box less.
+        # Without it, the boxes are kept here.
+        self._boxes = boxes
+        self._own_mins = np.zeros((0, d))
+        self._own_maxs = np.zeros((0, d))
         self._parent = np.zeros(0, dtype=np.int64)  # _UNUSED, _MAXIMAL or a maximal row
         self._children: dict[int, set[int]] = {}
         self._tree_: BoxIndex | None = BoxIndex(2 * d)
@@ -57,9 +62,24 @@ class MaximalRectangles:
             return
         capacity = max(rows, 2 * len(self._parent), 16)
         grow = capacity - len(self._parent)
-        self._mins = np.vstack([self._mins, np.zeros((grow, self.d))])
-        self._maxs = np.vstack([self._maxs, np.zeros((grow, self.d))])
+        if self._boxes is None:
+            self._own_mins = np.vstack([self._own_mins, np.zeros((grow, self.d))])
+            self._own_maxs = np.vstack([self._own_maxs, np.zeros((grow, self.d))])
         self._parent = np.concatenate([self._parent, np.full(grow, _UNUSED, dtype=np.int64)])
+
+    @property
+    def _mins(self) -> np.ndarray:
+        return self._own_mins if self._boxes is None else self._boxes.mins
+
+    @property
+    def _maxs(self) -> np.ndarray:
+        return self._own_maxs if self._boxes is None else self._boxes.maxs
+
+    def _keep(self, rows: Any, mins: Any, maxs: Any) -> None:
+        """Note the boxes of ``rows`` (already in the owner's table when it has one)."""
+        if self._boxes is None:
+            self._own_mins[rows] = mins
+            self._own_maxs[rows] = maxs
 
     @property
     def _tree(self) -> BoxIndex:
@@ -101,8 +121,7 @@ class MaximalRectangles:
         if row in self:
             raise KeyError(f"row {row} is already held")
         self._reserve(row + 1)
-        self._mins[row] = lo
-        self._maxs[row] = hi
+        self._keep(row, lo, hi)
         self._count += 1
         return self._place(row)
 
@@ -141,8 +160,7 @@ class MaximalRectangles:
         else:
             cover = covering_rows(maximal, self._mins[maximal], self._maxs[maximal], mins, maxs)
         self._reserve(int(rows[-1]) + 1)
-        self._mins[rows] = mins
-        self._maxs[rows] = maxs
+        self._keep(rows, mins, maxs)
         self._count += len(rows)
         self._file_under(rows[cover >= 0], cover[cover >= 0])
         rest = np.flatnonzero(cover < 0)
@@ -242,13 +260,12 @@ class MaximalRectangles:
         increasing = len(rows) < 2 or bool(np.all(rows[1:] > rows[:-1]))
         if (not increasing and len(np.unique(rows)) != len(rows)) or (len(rows) and rows.min() < 0):
             raise ValueError("rows must be distinct non-negative integers")
-        self._mins = np.zeros((0, self.d))
-        self._maxs = np.zeros((0, self.d))
+        self._own_mins = np.zeros((0, self.d))
+        self._own_maxs = np.zeros((0, self.d))
         self._parent = np.zeros(0, dtype=np.int64)
         self._children = {}
         self._reserve(int(rows.max()) + 1 if len(rows) else 0)
-        self._mins[rows] = mins
-        self._maxs[rows] = maxs
+        self._keep(rows, mins, maxs)
         self._count = len(rows)
         parent_of = maximal_parents(mins, maxs)  # positions; -1 for maximal
         is_max = parent_of < 0

@@ -1,6 +1,7 @@
 """Summaries (value, wire form, precision cuts) and the maximal-rectangle manager."""
 
 import base64
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -153,13 +154,18 @@ def test_maximal_rectangles_incremental_bulk_and_removal(seed):
     loaded = MaximalRectangles(d)
     loaded.load(np.arange(n), mins, maxs)
     assert np.array_equal(np.isin(np.arange(n), loaded.maximal_rows()), expected)
+    # reading its boxes from an owner's table (rows index it) instead of keeping copies
+    borrowing = MaximalRectangles(d, boxes=SimpleNamespace(mins=mins, maxs=maxs))
+    for i in range(n):
+        borrowing.add(i, mins[i], maxs[i])
+    assert np.array_equal(np.isin(np.arange(n), borrowing.maximal_rows()), expected)
     alive = list(range(n))
     for row in rng.permutation(n)[: n // 2].tolist():
-        for structure in (manager, loaded):
+        for structure in (manager, loaded, borrowing):
             structure.remove(row)
         alive.remove(row)
         reference = _maximal_by_definition(mins[alive], maxs[alive])
-        for structure in (manager, loaded):
+        for structure in (manager, loaded, borrowing):
             assert structure.maximal_count == int(reference.sum())
             boxes = {(tuple(a), tuple(b)) for a, b in zip(*structure.maximal_boxes())}
             assert boxes == {(tuple(mins[r]), tuple(maxs[r])) for r, m in zip(alive, reference) if m}

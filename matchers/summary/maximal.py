@@ -50,7 +50,7 @@ class MaximalRectangles:
         self._own_mins = np.zeros((0, d))
         self._own_maxs = np.zeros((0, d))
         self._parent = np.zeros(0, dtype=np.int64)  # _UNUSED, _MAXIMAL or a maximal row
-        self._children: dict[int, set[int]] = {}
+        self._children = _Children()
         self._tree_: BoxIndex | None = BoxIndex(2 * d)
         self._count = 0
         self._maximal = 0
@@ -178,10 +178,10 @@ class MaximalRectangles:
                              self._maxs[held]) if len(held) else np.zeros(0, dtype=np.int64)
         demoted = held[over >= 0]
         for row, top in zip(demoted.tolist(), over[over >= 0].tolist()):
-            adopted = self._children.pop(row, set())
+            adopted = self._children.pop(row)
             adopted.add(row)
             self._parent[list(adopted)] = top
-            self._children.setdefault(top, set()).update(adopted)
+            self._children.update(top, adopted)
         self._parent[tops] = _MAXIMAL
         self._maximal += len(tops) - len(demoted)
         self.generation += 1
@@ -198,7 +198,7 @@ class MaximalRectangles:
     def _file_under(self, rows: np.ndarray, parents: np.ndarray) -> None:
         self._parent[rows] = parents
         for row, parent in zip(rows.tolist(), parents.tolist()):
-            self._children.setdefault(parent, set()).add(row)
+            self._children.add(parent, row)
 
     def _place(self, row: int) -> bool:
         corner = self._corner(row)
@@ -206,7 +206,7 @@ class MaximalRectangles:
         if len(covering):
             parent = int(covering.min())
             self._parent[row] = parent
-            self._children.setdefault(parent, set()).add(row)
+            self._children.add(parent, row)
             return False
         self._promote(row, corner)
         return True
@@ -219,10 +219,10 @@ class MaximalRectangles:
             self._tree.delete(other, self._corner(other), self._corner(other))
             self._maximal -= 1
             adopted.add(other)
-            adopted |= self._children.pop(other, set())
+            adopted |= self._children.pop(other)
         if adopted:
             self._parent[list(adopted)] = row
-            self._children[row] = adopted
+            self._children.update(row, adopted)  # (a box filed under another has none)
         self._tree.insert(row, corner, corner)
         self._parent[row] = _MAXIMAL
         self._maximal += 1
@@ -236,15 +236,13 @@ class MaximalRectangles:
         self._parent[row] = _UNUSED
         self._count -= 1
         if parent >= 0:
-            self._children[parent].discard(row)
-            if not self._children[parent]:
-                del self._children[parent]
+            self._children.discard(parent, row)
             return
         if self._tree_ is not None:  # (one rebuilt later leaves the row out by itself)
             self._tree_.delete(row, self._corner(row), self._corner(row))
         self._maximal -= 1
         self.generation += 1
-        orphans = self._children.pop(row, set())
+        orphans = self._children.pop(row)
         if not orphans:
             return
         orphans_array = np.fromiter(orphans, dtype=np.int64, count=len(orphans))
@@ -263,15 +261,13 @@ class MaximalRectangles:
         self._own_mins = np.zeros((0, self.d))
         self._own_maxs = np.zeros((0, self.d))
         self._parent = np.zeros(0, dtype=np.int64)
-        self._children = {}
         self._reserve(int(rows.max()) + 1 if len(rows) else 0)
         self._keep(rows, mins, maxs)
         self._count = len(rows)
         parent_of = maximal_parents(mins, maxs)  # positions; -1 for maximal
         is_max = parent_of < 0
         self._parent[rows] = np.where(is_max, _MAXIMAL, rows[np.maximum(parent_of, 0)])
-        for child, parent in zip(rows[~is_max].tolist(), rows[parent_of[~is_max]].tolist()):
-            self._children.setdefault(parent, set()).add(child)
+        self._children = _Children.filed(rows[~is_max], rows[parent_of[~is_max]])
         self._tree_ = None  # built from the arrays on the first incremental change
         self._maximal = int(is_max.sum())
         self.generation += 1
@@ -286,3 +282,55 @@ class MaximalRectangles:
         if len(mins) <= target:
             return mins, maxs
         return str_groups(mins, maxs, target)
+
+
+class _Children:
+    """Maximal row -> the rows filed under it. A load files them as one array per maximal
+    row (8 bytes a row, where a set took about 60 with its int objects); the first change
+    to a row's children makes them a set."""
+
+    def __init__(self) -> None:
+        self._of: dict[int, set[int] | np.ndarray] = {}
+
+    @classmethod
+    def filed(cls, children: np.ndarray, parents: np.ndarray) -> "_Children":
+        """``children[i]`` filed under ``parents[i]``, every i."""
+        filed = cls()
+        order = np.argsort(parents, kind="stable")
+        parents, children = parents[order], children[order]
+        starts = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1]]) if len(parents) \
+            else np.zeros(0, dtype=np.int64)
+        ends = np.r_[starts[1:], len(parents)]
+        for parent, start, end in zip(parents[starts].tolist(), starts.tolist(), ends.tolist()):
+            filed._of[parent] = children[start:end]
+        return filed
+
+    def __getitem__(self, parent: int) -> set[int] | np.ndarray:
+        return self._of[parent]
+
+    def pop(self, parent: int) -> set[int]:
+        """The rows filed under ``parent`` (a set of its own), no longer filed."""
+        held = self._of.pop(parent, None)
+        if held is None:
+            return set()
+        return held if isinstance(held, set) else set(held.tolist())
+
+    def _changeable(self, parent: int) -> set[int]:
+        held = self._of.get(parent)
+        if held is None:
+            held = self._of[parent] = set()
+        elif not isinstance(held, set):
+            held = self._of[parent] = set(held.tolist())
+        return held
+
+    def add(self, parent: int, row: int) -> None:
+        self._changeable(parent).add(row)
+
+    def update(self, parent: int, rows: Iterable[int]) -> None:
+        self._changeable(parent).update(rows)
+
+    def discard(self, parent: int, row: int) -> None:
+        held = self._changeable(parent)
+        held.discard(row)
+        if not held:
+            del self._of[parent]

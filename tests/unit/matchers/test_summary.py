@@ -255,3 +255,17 @@ def test_cut_to_bytes_fits_the_limit_and_still_covers():
         assert np.any(np.all((small.mins <= lo) & (small.maxs >= hi), axis=1))
     assert cut_to_bytes(big, 1 << 30) is big  # already fits: unchanged
     assert len(cut_to_bytes(big, 10)) == 1  # never below one box
+
+
+def test_rows_filed_by_a_load_change_like_rows_filed_one_by_one():
+    from matchers.summary.maximal import _Children
+    filed = _Children.filed(np.array([5, 1, 7, 3]), np.array([9, 2, 9, 2]))
+    assert sorted(filed[9].tolist()) == [5, 7] and sorted(filed[2].tolist()) == [1, 3]
+    filed.add(9, 11)
+    filed.discard(2, 1)
+    assert filed.pop(9) == {5, 7, 11} and filed.pop(9) == set()
+    filed.discard(2, 3)  # the last one: the parent is no longer filed
+    assert filed.pop(2) == set()
+    filed.update(4, [1, 2])
+    assert filed.pop(4) == {1, 2}
+    assert _Children.filed(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).pop(0) == set()

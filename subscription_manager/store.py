@@ -169,7 +169,7 @@ def _dump_epr(epr: EndpointReference | None, version: EventingVersion) -> bytes 
         # thousands
         head, tail = _ADDRESS_ONLY[version.wsa]
         text = address.encode("ascii")
-        for escaped, plain in reversed(_TEXT_ESCAPES):
+        for escaped, plain in reversed(_TEXT_ESCAPES):  # '&' first, then '<' and '>'
             text = text.replace(plain, escaped)
         return head + text + tail
     return etree.tostring(epr.to_element(_EPR_TAG, version.wsa))

@@ -128,16 +128,14 @@ class SubscriptionView:
         with self.lock.write():
             batch = []
             matcher = self._matcher_for(entry)
-            installed, limits, check_dialect = self._installed, self.filter_limits, \
-                matcher.check_dialect
             for subscription in subscriptions:
                 spec = subscription.filter
-                if spec is None or subscription.id in installed:
+                if spec is None or subscription.id in self._installed:
                     self._install(entry, subscription)
                     continue
                 try:
-                    check_filter_limits(spec, limits)
-                    check_dialect(spec)
+                    check_filter_limits(spec, self.filter_limits)
+                    matcher.check_dialect(spec)
                 except (InvalidFilter, UnsupportedDialect) as exc:
                     refusals[subscription.id] = RefusedFilter(subscription.version, exc)
                     continue
@@ -160,9 +158,9 @@ class SubscriptionView:
             self._add_batch(entry, matcher, batch[:half], refusals)
             self._add_batch(entry, matcher, batch[half:], refusals)
             return
-        installed, uid = self._installed, entry.uid
         for subscription, _ in batch:
-            installed[subscription.id] = (uid, _without_content(subscription.filter), matcher)
+            self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
+                                                matcher)
 
     def packed_filter(self, subscription_id: str) -> bytes | None:
         """The installed filter's compiled form, for the store to keep beside its text
@@ -229,6 +227,10 @@ class SubscriptionView:
     def _keep_own_template(self, subscription: Subscription) -> None:
         """(Under the write lock.) Keep a template for ``subscription`` if its NotifyTo
         carries reference parameters (it then has one of its own); forget any other."""
+        notify_to = subscription.notify_to
+        if not (notify_to.reference_parameters or notify_to.reference_properties):
+            self.templates.pop(subscription.id, None)  # (no blocks to serialize: a start
+            return                                      # passes here a million times)
         params = reference_parameters(subscription)
         if params:
             self.templates[subscription.id] = template_for(subscription, params)
@@ -304,9 +306,7 @@ class SubscriptionView:
                 if batch is not None:
                     batch.append(subscription)
                 subscriptions[subscription.id] = subscription
-                notify_to = subscription.notify_to
-                if notify_to.reference_parameters or notify_to.reference_properties:
-                    self._keep_own_template(subscription)  # (the others share theirs)
+                self._keep_own_template(subscription)
             for entry, subscriptions in by_topic.values():
                 refusals = self.install_many(entry, subscriptions, packed)
                 for subscription_id, refused in refusals.items():  # stored by other plugins

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import NamedTuple, Sequence
+from array import array
+from typing import Iterable, NamedTuple
 
 import numpy as np
 
@@ -58,35 +59,35 @@ class Unpacked(NamedTuple):
     several: dict[int, tuple[np.ndarray, np.ndarray]]
 
 
-def unpack(prefix: bytes, forms: Sequence[bytes | None], d: int) -> Unpacked:
+def unpack(prefix: bytes, forms: Iterable[bytes | None], d: int) -> Unpacked:
     """The rectangles of ``forms`` (see the module's text for which are usable); the forms
     of one rectangle, nearly all of them, read and checked in one numpy pass (a start
-    reads a million)."""
+    reads a million). ``forms`` is read once, and no form is kept: those of one rectangle
+    are copied into one buffer as they come."""
     head = len(prefix) + _COUNT.size
     single_length = head + 16 * d
-    single: list[int] = []
-    single_forms: list[bytes] = []
+    single = array("q")
+    single_forms = bytearray()
     several: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for position, form in enumerate(forms):
         if form is None:
             continue
         if len(form) == single_length:
             single.append(position)
-            single_forms.append(form)
+            single_forms += form
         elif len(form) >= head:
             form = bytes(form)
             rectangles = _several(form, head, d) if form.startswith(prefix) else None
             if rectangles is not None:
                 several[position] = rectangles
-    rows = np.frombuffer(b"".join(single_forms), dtype=np.uint8).reshape(len(single),
-                                                                          single_length)
+    rows = np.frombuffer(single_forms, dtype=np.uint8).reshape(len(single), single_length)
     # each one's prefix and a count of 1: a form of this length counting more is malformed
     intact = (rows[:, :head] == np.frombuffer(prefix + _COUNT.pack(1), dtype=np.uint8)).all(
         axis=1)
     boxes = np.ascontiguousarray(rows[:, head:]).view("<f8").reshape(len(single), 2, d)
     mins, maxs = boxes[:, 0, :].astype(np.float64), boxes[:, 1, :].astype(np.float64)
     usable = intact & _usable(mins, maxs)
-    return Unpacked(np.array(single, dtype=np.int64)[usable], mins[usable], maxs[usable],
+    return Unpacked(np.frombuffer(single, dtype=np.int64)[usable], mins[usable], maxs[usable],
                     several)
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from lxml import etree
@@ -332,8 +332,17 @@ class RTreeMatchingEngine(ReportingMatcher):
         """:meth:`add_filters`, taking an exact range filter's rectangles from its packed
         form where the form is usable (same schema, intact) instead of compiling its text;
         the others are compiled. All are validated before any is stored."""
-        items = list(items)
-        ids = [filter_id for filter_id, _, _ in items]
+        ids: list[str] = []
+        specs: list[FilterSpec] = []
+
+        def forms() -> Iterator[bytes | None]:
+            # read once: a form is copied as it comes and not kept (a start passes a million)
+            for filter_id, spec, packed in items:
+                ids.append(filter_id)
+                specs.append(spec)
+                yield packed if spec.dialect == RANGES_DIALECT else None
+
+        unpacked = packed_boxes.unpack(self._packed_prefix, forms(), self.schema.d)
         distinct = set(ids)
         if len(distinct) != len(ids) or not distinct.isdisjoint(self._table.seq_of):
             seen: set[str] = set()
@@ -341,29 +350,25 @@ class RTreeMatchingEngine(ReportingMatcher):
                 if filter_id in self._table.seq_of or filter_id in seen:
                     raise ValueError(f"add_filters takes new ids only; {filter_id!r} is taken")
                 seen.add(filter_id)
-        for spec in {spec.dialect: spec for _, spec, _ in items}.values():  # one per dialect
+        for spec in {spec.dialect: spec for spec in specs}.values():  # one per dialect
             self.check_dialect(spec)
-        unpacked = packed_boxes.unpack(
-            self._packed_prefix,
-            [packed if spec.dialect == RANGES_DIALECT else None for _, spec, packed in items],
-            self.schema.d)
-        taken = np.zeros(len(items), dtype=bool)
+        taken = np.zeros(len(ids), dtype=bool)
         taken[unpacked.single] = True
-        compiled = {position: compile_filter(items[position][1], self.schema)
+        compiled = {position: compile_filter(specs[position], self.schema)
                     for position in np.flatnonzero(~taken).tolist()
                     if position not in unpacked.several}
         table = self._table
         seqs = table.new_seqs(ids)
         added = [self._store_single_exact(seqs[unpacked.single],
-                                          [items[p][1] for p in unpacked.single.tolist()],
+                                          [specs[p] for p in unpacked.single.tolist()],
                                           unpacked.mins, unpacked.maxs)]
         for position, (mins, maxs) in unpacked.several.items():
             seq = int(seqs[position])
-            self._store_exact_range(seq, items[position][1], mins, maxs)
+            self._store_exact_range(seq, specs[position], mins, maxs)
             added.append(table.rows(seq))
         for position, filter_ in compiled.items():
             seq = int(seqs[position])
-            self._store(seq, filter_, items[position][1])
+            self._store(seq, filter_, specs[position])
             added.append(table.rows(seq))
         rows = np.concatenate(added)
         if len(rows):

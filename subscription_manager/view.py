@@ -26,7 +26,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Mapping
+from array import array
+from typing import Callable, Sequence
 
 from wsframework.matching import FilterFailures, InvalidFilter, Matcher, UnsupportedDialect
 from wsframework.matching.limits import FilterLimits, check_filter_limits
@@ -37,7 +38,7 @@ from .messages import WRAP
 from .notifications import (NotificationTemplate, reference_parameters, shared_template,
                             template_for)
 from .rwlock import RWLock
-from .store import Subscription, SubscriptionStore
+from .store import StoredForms, Subscription, SubscriptionStore
 
 log = logging.getLogger(__name__)
 
@@ -117,18 +118,18 @@ class SubscriptionView:
             self._install(entry, subscription)
 
     def install_many(self, entry: NamespaceEntry, subscriptions: list[Subscription],
-                     packed: Mapping[str, bytes | None] | None = None,
+                     packed: Sequence[bytes | None] | None = None,
                      ) -> dict[str, RefusedFilter]:
         """:meth:`install` for many new subscriptions to ``entry`` at once (the matcher's
-        bulk path, :meth:`~wsframework.matching.Matcher.add_packed_filters`, given ``packed``:
-        id -> the filter's stored compiled form); returns id -> :class:`RefusedFilter` for
-        those refused, the others installed."""
+        bulk path, :meth:`~wsframework.matching.Matcher.add_packed_filters`, given
+        ``packed``: the filters' stored compiled forms, position by position); returns id ->
+        :class:`RefusedFilter` for those refused, the others installed."""
         refusals: dict[str, RefusedFilter] = {}
-        packed = packed or {}
         with self.lock.write():
-            batch = []
+            batch: list[Subscription] = []
+            positions = array("q")  # each one's position in ``packed``: no object apiece
             matcher = self._matcher_for(entry)
-            for subscription in subscriptions:
+            for position, subscription in enumerate(subscriptions):
                 spec = subscription.filter
                 if spec is None or subscription.id in self._installed:
                     self._install(entry, subscription)
@@ -139,26 +140,30 @@ class SubscriptionView:
                 except (InvalidFilter, UnsupportedDialect) as exc:
                     refusals[subscription.id] = RefusedFilter(subscription.version, exc)
                     continue
-                batch.append((subscription, packed.get(subscription.id)))
-            self._add_batch(entry, matcher, batch, refusals)
+                batch.append(subscription)
+                positions.append(position)
+            self._add_batch(entry, matcher, batch, positions, packed, refusals)
         return refusals
 
-    def _add_batch(self, entry: NamespaceEntry, matcher: Matcher,
-                   batch: list[tuple[Subscription, bytes | None]],
+    def _add_batch(self, entry: NamespaceEntry, matcher: Matcher, batch: list[Subscription],
+                   positions: array, packed: Sequence[bytes | None] | None,
                    refusals: dict[str, RefusedFilter]) -> None:
         """``batch``'s filters in one call of the matcher's bulk path; when it refuses one
-        (and so adds none), each half again, down to the refused ones."""
+        (and so adds none), each half again, down to the refused ones. Each compiled form
+        is made as the matcher reads it, so that the matcher need not hold them all."""
         try:
-            matcher.add_packed_filters([(s.id, s.filter, packed) for s, packed in batch])
+            matcher.add_packed_filters(
+                (s.id, s.filter, packed[p] if packed is not None else None)
+                for s, p in zip(batch, positions))
         except (InvalidFilter, UnsupportedDialect) as exc:
             if len(batch) == 1:
-                refusals[batch[0][0].id] = RefusedFilter(batch[0][0].version, exc)
+                refusals[batch[0].id] = RefusedFilter(batch[0].version, exc)
                 return
             half = len(batch) // 2
-            self._add_batch(entry, matcher, batch[:half], refusals)
-            self._add_batch(entry, matcher, batch[half:], refusals)
+            self._add_batch(entry, matcher, batch[:half], positions[:half], packed, refusals)
+            self._add_batch(entry, matcher, batch[half:], positions[half:], packed, refusals)
             return
-        for subscription, _ in batch:
+        for subscription in batch:
             self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
                                                 matcher)
 
@@ -285,30 +290,31 @@ class SubscriptionView:
         live = {entry.uid for entry in self.topics.entries()}
         return {s.topic_uid for s in active if s.topic_uid not in live}
 
-    def _load_into_empty(self, active: list[Subscription],
-                         packed: Mapping[str, bytes | None]) -> None:
+    def _load_into_empty(self, active: list[Subscription], packed: StoredForms) -> None:
         """:meth:`apply` for every active row (one per id) into an empty view, each topic's
         filters installed in one batch (the matcher's bulk path: an engine indexes them all
-        at once, taking the compiled forms stored in ``packed``, id -> form)."""
-        by_topic: dict[str, tuple[NamespaceEntry, list[Subscription]]] = {}
+        at once, taking the compiled forms stored in ``packed``, position by position)."""
+        by_topic: dict[str, tuple[NamespaceEntry, list[Subscription], array]] = {}
         # each topic looked up once, not once per row: (name, uid) -> its batch, or None
-        batches: dict[tuple[str, str], list[Subscription] | None] = {}
+        batches: dict[tuple[str, str], tuple[list[Subscription], array] | None] = {}
         subscriptions = self.subscriptions
         with self.lock.write():
-            for subscription in active:
+            for position, subscription in enumerate(active):
                 key = (subscription.topic, subscription.topic_uid)
                 batch = batches.get(key, ())
                 if batch == ():
                     entry = self.entry_of(subscription)
                     batch = None if entry is None else by_topic.setdefault(
-                        entry.uid, (entry, []))[1]
+                        entry.uid, (entry, [], array("q")))[1:]
                     batches[key] = batch
                 if batch is not None:
-                    batch.append(subscription)
+                    batch[0].append(subscription)
+                    batch[1].append(position)
                 subscriptions[subscription.id] = subscription
                 self._keep_own_template(subscription)
-            for entry, subscriptions in by_topic.values():
-                refusals = self.install_many(entry, subscriptions, packed)
+            for entry, subscriptions, positions in by_topic.values():
+                forms = packed if len(positions) == len(packed) else packed.select(positions)
+                refusals = self.install_many(entry, subscriptions, forms)
                 for subscription_id, refused in refusals.items():  # stored by other plugins
                     log.error("cannot install the filter of subscription %s: %s",
                               subscription_id, refused)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from matchers.ranges import RANGES_DIALECT
-from route_manager.workloads.grid_xml import range_filter
+from matchers.vocabulary import MATCHER_RTREE_ENGINE
+from route_manager.workloads.grid_xml import range_filter, schema_element
 from subscription_manager.bulk_subscribe import SubscribeMany, parse_results, requests_element
-from subscription_manager.client import subscribe_body
+from subscription_manager.client import EventingClient, subscribe_body
 from tests.support.compiles import count_compiles
 from tests.support.edn import (TOPIC, SingleSource, expected_notifications, random_boxes,
                                random_points)
@@ -113,5 +114,37 @@ def test_a_bulk_subscribe_stores_the_rectangles_too(tmp_path, compiles):
         _restart(source)
         assert compiles == []
         _check_answers(source, first_id=4000)
+    finally:
+        source.close()
+
+
+def test_a_start_gives_each_topic_the_forms_of_its_own_subscriptions(tmp_path, compiles):
+    """Rows of two topics, interleaved in the store: each topic's engine gets its own rows'
+    rectangles (the forms are read in one sequence and chosen per topic)."""
+    source = SingleSource(tmp_path, D, KEEP)
+    try:
+        AdminClient("http://single.test", TOKEN, transport=source.transport).create_topic(
+            "other", MATCHER_RTREE_ENGINE, schema_element(D))
+        lo, hi = random_boxes(N, D, seed=5)
+        client = EventingClient("2011", transport=source.transport)
+        topics = [TOPIC if i % 3 else "other" for i in range(N)]
+        for i, topic in enumerate(topics):
+            client.subscribe(f"http://single.test/topics/{topic}", f"{SINK}/n/{i}",
+                             filter=range_filter(lo[i], hi[i]), dialect=RANGES_DIALECT,
+                             expires="PT1H")
+        view = source.service.subscription_manager.view
+        before = {sid: view.packed_filter(sid) for sid in view.subscriptions}
+        assert len(before) == N and all(before.values())
+        compiles.clear()
+        _restart(source)
+        view = source.service.subscription_manager.view
+        assert compiles == []
+        assert {sid: view.packed_filter(sid) for sid in view.subscriptions} == before
+        held = {topic: set(view._matcher_for(view.topics.get(topic)).filter_ids())
+                for topic in (TOPIC, "other")}
+        for sid, subscription in view.subscriptions.items():
+            assert sid in held[subscription.topic]
+        assert sorted(map(len, held.values())) == sorted([topics.count("other"),
+                                                          topics.count(TOPIC)])
     finally:
         source.close()

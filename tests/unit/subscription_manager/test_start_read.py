@@ -12,6 +12,7 @@ from subscription_manager.lifecycle import State
 from subscription_manager.messages import UNWRAP
 from subscription_manager.store import (
     _READ_AT_START,
+    StoredForms,
     Subscription,
     SubscriptionStore,
     _subscription_of,
@@ -44,7 +45,7 @@ def test_a_start_reads_the_active_rows_in_the_order_of_their_changes(tmp_path):
     assert all(s.status is State.ACTIVE for s in active)
     assert [s.seq for s in active] == sorted(s.seq for s in active)
     assert active[-1].expires == T0 + 7200
-    assert packed == {}  # no compiled form was stored with these
+    assert list(packed) == [None] * 5  # no compiled form was stored with these
 
 
 @pytest.mark.sqlite_only("the plan is SQLite's")
@@ -76,3 +77,16 @@ def test_every_field_survives_the_store(tmp_path):
     (read,), _ = store.active_packed()
     assert read == stored and read.owner == "alice" and read.end_to == made.end_to
     assert read.filter == made.filter and read.expires is None
+
+
+def test_the_forms_a_start_read_are_kept_in_order_without_an_object_apiece():
+    forms = StoredForms()
+    for form in (b"ab", None, memoryview(b"cde"), b"", None, b"f"):
+        forms.append(form)
+    assert len(forms) == 6
+    assert list(forms) == [b"ab", None, b"cde", b"", None, b"f"]
+    assert all(type(form) is bytes for form in forms if form is not None)
+    assert list(forms.select([5, 0, 1, 2])) == [b"f", b"ab", None, b"cde"]
+    assert list(forms.select([])) == []
+    with pytest.raises(IndexError):
+        forms[6]

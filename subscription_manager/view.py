@@ -27,9 +27,10 @@ import logging
 import threading
 import time
 from array import array
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
-from wsframework.matching import FilterFailures, InvalidFilter, Matcher, UnsupportedDialect
+from wsframework.matching import (FilterFailures, FilterSpec, InvalidFilter, Matcher,
+                                  UnsupportedDialect)
 from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 
@@ -66,9 +67,13 @@ class SubscriptionView:
         # the templates of subscriptions whose NotifyTo carries reference parameters; the
         # others share one per SOAP and WS-Addressing version and format (template_of)
         self.templates: dict[str, NotificationTemplate] = {}
-        # What each topic's matcher holds for us: id -> (topic uid, filter spec or None,
-        # the matcher holding the filter or None).
-        self._installed: dict[str, tuple[str, object, Matcher | None]] = {}
+        # What each topic's matcher holds for us: id -> the subscription itself, where the
+        # matcher holds its filter as it is (no object apiece: a server holds a million),
+        # else an _Installed; and topic uid -> the matcher holding its filters, so that
+        # removal needs no topic lookup (it runs under the write lock, for every expiry and
+        # unsubscribe).
+        self._installed: dict[str, Subscription | _Installed] = {}
+        self._topic_matchers: dict[str, Matcher] = {}
         self._unfiltered: dict[str, dict[str, None]] = {}
         # Subscriptions that left the view: id -> (seq, when).
         self._gone: dict[str, tuple[int, float]] = {}
@@ -163,17 +168,23 @@ class SubscriptionView:
             self._add_batch(entry, matcher, batch[:half], positions[:half], packed, refusals)
             self._add_batch(entry, matcher, batch[half:], positions[half:], packed, refusals)
             return
+        self._topic_matchers[entry.uid] = matcher
         for subscription in batch:
-            self._installed[subscription.id] = (entry.uid, _without_content(subscription.filter),
-                                                matcher)
+            self._installed[subscription.id] = _installed_record(entry, subscription)
 
     def packed_filter(self, subscription_id: str) -> bytes | None:
         """The installed filter's compiled form, for the store to keep beside its text
         (:meth:`~wsframework.matching.Matcher.packed_filter`); None if there is none."""
         with self.lock.read():
-            installed = self._installed.get(subscription_id)
-            matcher = installed[2] if installed is not None else None
+            matcher = self._holder(subscription_id)
             return matcher.packed_filter(subscription_id) if matcher is not None else None
+
+    def _holder(self, subscription_id: str) -> Matcher | None:
+        """The matcher holding the subscription's filter, if one does."""
+        installed = self._installed.get(subscription_id)
+        if installed is None or installed.filter is None:
+            return None
+        return self._topic_matchers.get(installed.topic_uid)
 
     def uninstall(self, subscription_id: str) -> None:
         with self.lock.write():
@@ -181,7 +192,10 @@ class SubscriptionView:
 
     def _install(self, entry: NamespaceEntry, subscription: Subscription) -> None:
         installed = self._installed.get(subscription.id)
-        if installed is not None and installed[:2] == (entry.uid, subscription.filter):
+        if installed is not None and installed.topic_uid == entry.uid and \
+                installed.filter == subscription.filter:
+            if installed is not subscription and _held_as_is(entry, subscription):
+                self._installed[subscription.id] = subscription  # not the older row
             return
         if installed is not None:
             self._uninstall(subscription.id)
@@ -197,18 +211,17 @@ class SubscriptionView:
                 matcher.add_filter(subscription.id, spec)
             except (InvalidFilter, UnsupportedDialect) as exc:  # adm:InvalidRequest elsewhere
                 raise RefusedFilter(subscription.version, exc) from None
-        # the matcher is kept so that removal needs no topic lookup (it runs under the
-        # write lock, for every expiry and unsubscribe)
-        self._installed[subscription.id] = (entry.uid, _without_content(spec), matcher)
+            self._topic_matchers[entry.uid] = matcher
+        self._installed[subscription.id] = _installed_record(entry, subscription)
 
     def _uninstall(self, subscription_id: str) -> None:
+        matcher = self._holder(subscription_id)
         installed = self._installed.pop(subscription_id, None)
         if installed is None:
             return
-        topic_uid, spec, matcher = installed
-        if spec is None:
-            self._unfiltered.get(topic_uid, {}).pop(subscription_id, None)
-        elif subscription_id in matcher:
+        if installed.filter is None:
+            self._unfiltered.get(installed.topic_uid, {}).pop(subscription_id, None)
+        elif matcher is not None and subscription_id in matcher:
             matcher.remove_filter(subscription_id)
 
     def _reinstall(self, entry: NamespaceEntry, subscription: Subscription) -> None:
@@ -367,14 +380,33 @@ class SubscriptionView:
     def topic_removed(self, entry: NamespaceEntry) -> None:
         """Forget the filters installed for ``entry`` (its matcher is gone with it)."""
         with self.lock.write():
-            for subscription_id, (topic_uid, _, _) in list(self._installed.items()):
-                if topic_uid == entry.uid:
+            for subscription_id, installed in list(self._installed.items()):
+                if installed.topic_uid == entry.uid:
                     del self._installed[subscription_id]
             self._unfiltered.pop(entry.uid, None)
+            self._topic_matchers.pop(entry.uid, None)
 
 
-def _without_content(spec):
-    return spec.without_content() if spec is not None else None
+class _Installed(NamedTuple):
+    """What a topic's matcher holds for a subscription the view cannot point at instead:
+    one whose filter still carries its request's element (kept without it), or one
+    installed under another topic uid than its own."""
+
+    topic_uid: str
+    filter: FilterSpec | None
+
+
+def _held_as_is(entry: NamespaceEntry, subscription: Subscription) -> bool:
+    spec = subscription.filter
+    return subscription.topic_uid == entry.uid and (spec is None or spec.content is None)
+
+
+def _installed_record(entry: NamespaceEntry,
+                      subscription: Subscription) -> Subscription | _Installed:
+    if _held_as_is(entry, subscription):
+        return subscription
+    spec = subscription.filter
+    return _Installed(entry.uid, spec.without_content() if spec is not None else None)
 
 
 def _safely(hook: Hook, subscription: Subscription, local: bool) -> None:

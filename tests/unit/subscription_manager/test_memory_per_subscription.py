@@ -23,8 +23,9 @@ def test_a_subscription_keeps_no_element_of_its_request(harness, version):
                             expires="PT1H")
     view = harness.manager.view
     assert view.subscriptions[sub.id].filter.content is None
-    assert view._installed[sub.id][1].content is None
-    assert view._installed[sub.id][1] == view.subscriptions[sub.id].filter
+    assert view._installed[sub.id].filter.content is None
+    # what the matcher holds is the stored subscription itself: no record apiece
+    assert view._installed[sub.id] is view.subscriptions[sub.id]
 
 
 def test_strikes_of_subscriptions_that_left_are_forgotten(harness):
@@ -72,3 +73,22 @@ def test_subscriptions_without_reference_parameters_hold_no_template_of_their_ow
     harness.drain()
     assert {url for url, *_ in harness.sink.messages} == {SINK + "/n/0&x", SINK + "/n/1&x",
                                                           SINK + "/rp"}
+
+
+def test_what_the_view_records_as_installed_follows_each_newer_row(harness):
+    """A renewed subscription's record is its newest row, not the row it replaced (which
+    would then stay alive beside it); one that leaves takes its filter out of the matcher."""
+    client = harness.client("2011")
+    made = harness.subscribe("2011", filter="//q:quote[q:price > 3]", namespaces={"q": "urn:q"},
+                             expires="PT1H")
+    view = harness.manager.view
+    first = view.subscriptions[made.id]
+    client.renew(made, expires="PT2H")
+    renewed = view.subscriptions[made.id]
+    assert renewed is not first and renewed.expires > first.expires
+    assert view._installed[made.id] is renewed
+    entry = harness.service.topics.get("stocks")
+    assert made.id in view._matcher_for(entry)
+    client.unsubscribe(made)
+    assert made.id not in view._installed and made.id not in view._matcher_for(entry)
+    assert view.packed_filter(made.id) is None

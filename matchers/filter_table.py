@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .id_index import IdIndex
 
 
 __all__ = ["ALWAYS", "BOX", "IF_UNCLEAN", "FilterTable"]
@@ -28,7 +29,7 @@ class FilterTable:
 
     def __init__(self, d: int) -> None:
         self.d = d
-        self.seq_of: dict[str, int] = {}
+        self.seq_of = IdIndex(self)  # id -> its sequence number
         self.ids = np.empty(16, dtype=object)
         self.kind = np.zeros(16, dtype=np.int8)
         # seq -> its CompiledFilter, or the FilterSpec it compiles from again when needed, or
@@ -61,7 +62,7 @@ class FilterTable:
             self.kind = np.concatenate([self.kind, np.zeros(grow, dtype=np.int8)])
             self.row_of = np.concatenate([self.row_of, np.full(grow, -1, dtype=np.int64)])
         self.ids[first:self.next_seq] = ids
-        self.seq_of.update(zip(ids, range(first, self.next_seq)))
+        self.seq_of.add(ids, first)
         return np.arange(first, self.next_seq, dtype=np.int64)
 
     def rows(self, seq: int) -> np.ndarray:

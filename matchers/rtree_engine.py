@@ -344,7 +344,7 @@ class RTreeMatchingEngine(ReportingMatcher):
 
         unpacked = packed_boxes.unpack(self._packed_prefix, forms(), self.schema.d)
         distinct = set(ids)
-        if len(distinct) != len(ids) or not distinct.isdisjoint(self._table.seq_of):
+        if len(distinct) != len(ids) or not self._table.seq_of.isdisjoint(distinct):
             seen: set[str] = set()
             for filter_id in ids:
                 if filter_id in self._table.seq_of or filter_id in seen:
@@ -376,7 +376,7 @@ class RTreeMatchingEngine(ReportingMatcher):
 
     def _validate_boxes(self, ids: list[str], mins: np.ndarray, maxs: np.ndarray) -> None:
         seq_of = self._table.seq_of
-        if len(set(ids)) != len(ids) or (seq_of and any(i in seq_of for i in ids)):
+        if len(set(ids)) != len(ids) or not seq_of.isdisjoint(ids):
             raise ValueError("bulk_load takes new, distinct filter ids")
         if not set(map(type, ids)) <= {str}:
             raise TypeError("filter ids are strings")

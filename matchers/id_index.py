@@ -5,14 +5,16 @@ A dictionary from id to number costs about 74 bytes a filter at a million (its e
 the number's int object), more than the filter's rectangle. Here most ids are *settled*:
 their hashes in one sorted int64 array, their numbers in another beside it (16 bytes a
 filter). A lookup bisects the hashes and confirms a hit against the table's own id of that
-number, so two ids of one hash never mix. Ids added one at a time wait in a small
-dictionary until there are enough of them to merge (:data:`IdIndex.MERGE_AT`, or an
-eighth of those settled), so that adding stays amortized O(1); a batch as large settles at
-once. A removed settled id leaves a tombstone (number -1) until the next merge.
+number, so two ids of one hash never mix. Ids added one at a time wait in a dictionary
+until there are enough of them to merge (:data:`IdIndex.MERGE_AT`, or an eighth of those
+settled), so that adding stays amortized O(1): a merge is linear (two sorted runs), about
+80 ms at a million, once every 125,000 additions there. A batch as large settles at once.
+A removed settled id leaves a tombstone (number -1) until the next merge.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
@@ -34,7 +36,9 @@ class IdIndex:
     MERGE_AT = 4096  # ids waiting in the dictionary before they settle (at least)
 
     def __init__(self, table: FilterTable) -> None:
-        self._table = table  # ``table.ids[seq]``: the id a number belongs to, or None
+        # ``table.ids[seq]``: the id a number belongs to, or None (a proxy: the table holds
+        # this index, and a cycle would keep a dropped engine's arrays until a full collection)
+        self._table = weakref.proxy(table)
         self._hashes = np.empty(0, dtype=np.int64)  # sorted
         self._seqs = np.empty(0, dtype=np.int64)  # beside ``_hashes``; _GONE once removed
         self._recent: dict[str, int] = {}
@@ -99,7 +103,9 @@ class IdIndex:
         if not len(self._hashes) or not ids:
             return True
         hashes = np.fromiter(map(_hash, ids), dtype=np.int64, count=len(ids))
-        candidates = np.flatnonzero(np.isin(hashes, self._hashes))
+        # bisected, not np.isin: that sorts the whole settled array on every call
+        at = np.minimum(np.searchsorted(self._hashes, hashes), len(self._hashes) - 1)
+        candidates = np.flatnonzero(self._hashes[at] == hashes)
         return not any(self._settled(ids[k]) is not None for k in candidates.tolist())
 
     def _settled(self, filter_id: object) -> int | None:

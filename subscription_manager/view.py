@@ -194,8 +194,8 @@ class SubscriptionView:
         installed = self._installed.get(subscription.id)
         if installed is not None and installed.topic_uid == entry.uid and \
                 installed.filter == subscription.filter:
-            if installed is not subscription and _held_as_is(entry, subscription):
-                self._installed[subscription.id] = subscription  # not the older row
+            if installed is not subscription:  # the newer row: the older one may go
+                self._installed[subscription.id] = _installed_record(entry, subscription)
             return
         if installed is not None:
             self._uninstall(subscription.id)

@@ -3,7 +3,9 @@ additions one by one and in batches, removals, re-additions and merges, also whe
 a hash. In process."""
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 
 import pytest
 
@@ -66,3 +68,17 @@ def test_a_large_batch_settles_at_once_and_a_removed_id_can_come_back():
     assert again == 10_000 and table.seq_of["s5"] == again
     assert not table.seq_of.isdisjoint(["zz", "s5"]) and table.seq_of.isdisjoint(["zz"])
     assert list(table.seq_of)[-2:] == ["s9999", "s5"]
+
+
+def test_a_dropped_table_is_freed_without_the_collector():
+    """The index reaches its table by a proxy: no cycle keeps a dropped engine's arrays."""
+    table = FilterTable(1)
+    table.new_seqs([f"s{i}" for i in range(5000)])
+    table.new_seqs(["late"])
+    freed = weakref.ref(table)
+    gc.disable()
+    try:
+        del table
+        assert freed() is None
+    finally:
+        gc.enable()

@@ -88,5 +88,6 @@ def test_the_forms_a_start_read_are_kept_in_order_without_an_object_apiece():
     assert all(type(form) is bytes for form in forms if form is not None)
     assert list(forms.select([5, 0, 1, 2])) == [b"f", b"ab", None, b"cde"]
     assert list(forms.select([])) == []
+    assert forms[1:4] == [None, b"cde", b""] and forms[-1] == b"f"
     with pytest.raises(IndexError):
         forms[6]

@@ -52,8 +52,7 @@ class IdIndex:
 
     def __iter__(self) -> Iterator[str]:
         """The ids in insertion order (their numbers only grow)."""
-        table = self._table
-        return (i for i in table.ids[:table.next_seq].tolist() if i is not None)
+        return (filter_id for filter_id, _ in self.items())
 
     def items(self) -> Iterator[tuple[str, int]]:
         """(id, number) in insertion order."""

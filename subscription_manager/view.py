@@ -396,16 +396,12 @@ class _Installed(NamedTuple):
     filter: FilterSpec | None
 
 
-def _held_as_is(entry: NamespaceEntry, subscription: Subscription) -> bool:
-    spec = subscription.filter
-    return subscription.topic_uid == entry.uid and (spec is None or spec.content is None)
-
-
 def _installed_record(entry: NamespaceEntry,
                       subscription: Subscription) -> Subscription | _Installed:
-    if _held_as_is(entry, subscription):
-        return subscription
+    """The subscription itself where the matcher holds its filter as it is, else a record."""
     spec = subscription.filter
+    if subscription.topic_uid == entry.uid and (spec is None or spec.content is None):
+        return subscription
     return _Installed(entry.uid, spec.without_content() if spec is not None else None)
 
 

@@ -11,7 +11,7 @@ from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, Schema, Sum
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
 from matchers.summary import MaximalRectangles, str_groups, summary_target
-from matchers.summary.bulk import maximal_parents
+from matchers.summary.bulk import _cover_order, maximal_parents
 from matchers.vocabulary import EDN
 
 SCHEMA = Schema((Attribute("x", "number", "/e/x", (), 0, 10),
@@ -269,3 +269,25 @@ def test_rows_filed_by_a_load_change_like_rows_filed_one_by_one():
     filed.update(4, [1, 2])
     assert filed.pop(4) == {1, 2}
     assert _Children.filed(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).pop(0) == set()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cover_order_is_the_lexicographic_order_of_width_then_corner(seed):
+    """Boxes on a coarse grid tie often on width and on corners, and repeat: the order
+    must be exactly that of one lexsort over (-width, corner..., position)."""
+    rng = np.random.default_rng(seed)
+    n, d = 400, 3
+    lo = rng.integers(0, 4, (n, d)).astype(float)
+    mins, maxs = lo, lo + rng.integers(0, 3, (n, d))
+    if seed % 2:
+        mins[::7], maxs[::7] = mins[0], maxs[0]  # identical boxes
+    corners = np.hstack([mins, -maxs])
+    keys = [np.arange(n)] + [corners[:, j] for j in reversed(range(2 * d))]
+    expected = np.lexsort(keys + [-(maxs - mins).sum(axis=1)])
+    assert np.array_equal(_cover_order(mins, maxs, corners), expected)
+    spread = rng.random((n, d))  # real-valued: nearly no ties
+    wide = spread + rng.random((n, d))
+    corners = np.hstack([spread, -wide])
+    keys = [np.arange(n)] + [corners[:, j] for j in reversed(range(2 * d))]
+    expected = np.lexsort(keys + [-(wide - spread).sum(axis=1)])
+    assert np.array_equal(_cover_order(spread, wide, corners), expected)

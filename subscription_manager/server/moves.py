@@ -52,6 +52,7 @@ from route_manager.placement_router import subscription_box
 from wsframework.admission import waiting_on_peer
 from wsframework.admin import AdminClient
 from wsframework.matching.errors import MatcherError
+from wsframework.matching.limits import check_filter_limits
 from wsframework.migrations import migrate
 from wsframework.namespace import NamespaceEntry
 from wsframework.store import Store, upsert_sql
@@ -187,13 +188,16 @@ class Mover:
         """Store the subscriptions of ``element`` here under their ids (see the module
         docstring); returns how many. Nothing is stored when the topic is not here
         (:class:`~.exceptions.TopicNotHere`) or a subscription is malformed or has a filter
-        this server's engine refuses (:class:`~.exceptions.UnusableImport`)."""
+        this server's limits or engine refuse (:class:`~.exceptions.UnusableImport`)."""
         entry = self.topic(topic)
         engine = self.matcher_for(entry)
         try:
             subscriptions, notified = parse_import(element, topic=entry.name, topic_uid=entry.uid)
             for s in subscriptions:
                 if s.filter is not None:
+                    # bounded before the engine compiles it: a start installs stored
+                    # filters without checking them again
+                    check_filter_limits(s.filter, self.view.filter_limits)
                     engine.check_dialect(s.filter)
                     subscription_box(engine.schema, s.filter)
         except (ValueError, MatcherError) as exc:

@@ -15,6 +15,7 @@ from tests.support.eventing import SINK, TOKEN
 from wsframework.addressing import EndpointReference
 from wsframework.admin import AdminClient, contracts
 from wsframework.exceptions import SoapFault
+from wsframework.matching.limits import FilterLimits
 
 
 @pytest.fixture
@@ -164,6 +165,22 @@ def test_import_refuses_what_the_engine_cannot_hold(net):
         admin.call(protocol.ImportSubscriptions(Topic=TOPIC, Subscriptions=element))
     assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
     assert caught.value.reason.startswith(f"cannot import into {TOPIC}: invalid filter")
+    assert net.manager(1).load() == 0
+
+
+def test_import_refuses_a_filter_over_this_servers_limits(net):
+    """An import is bounded as a Subscribe is, before the engine compiles its filters: a
+    start installs stored filters without checking them again."""
+    m0 = net.manager(0)
+    net.subscribe(0, [1, 1, 1], [2, 2, 2], 0)
+    element = m0.mover.export(TOPIC)
+    net.manager(1).view.filter_limits = FilterLimits(max_length=8)
+    admin = AdminClient(server_url(1), TOKEN, transport=net.transport)
+    with pytest.raises(SoapFault) as caught:
+        admin.call(protocol.ImportSubscriptions(Topic=TOPIC, Subscriptions=element))
+    assert caught.value.subcode == contracts.FAULT_INVALID_REQUEST
+    assert caught.value.reason.startswith(f"cannot import into {TOPIC}: ")
+    assert "8" in caught.value.reason
     assert net.manager(1).load() == 0
 
 

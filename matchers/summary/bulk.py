@@ -240,16 +240,17 @@ def _sorted_filter_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int, le
 
 def _cover_order(mins: np.ndarray, maxs: np.ndarray, corners: np.ndarray) -> np.ndarray:
     """Positions such that a box comes after every box that covers it.  A box covering
-    another is at least as wide in total (in floating point too: rounding is monotone);
-    among equally wide ones, its corner is lexicographically smaller; among identical ones,
-    the first position comes first."""
+    another is at least as wide in total, and the sum of its low sides is at most the
+    other's (in floating point too: rounding is monotone); among boxes equal on both, its
+    corner is lexicographically smaller; among identical ones, the first position comes
+    first.  Two sort keys, then every key only for the boxes that tie on both (a few
+    hundred of a million boxes on a 0.001 grid): 0.3 s at a million against 1.4 s for one
+    lexicographic sort over every key."""
     extent = (maxs - mins).sum(axis=1)
-    # One sort by width, then a lexicographic sort of only the boxes that tie on it (few
-    # among real-valued boxes): the order of one lexsort over every key, in a tenth of its
-    # time at a million.
-    order = np.argsort(-extent, kind="stable")
-    widths = extent[order]
-    same_as_next = widths[1:] == widths[:-1]
+    low = mins.sum(axis=1)
+    order = np.lexsort((low, -extent))  # stable: positions in order within a tie
+    extent, low = extent[order], low[order]
+    same_as_next = (extent[1:] == extent[:-1]) & (low[1:] == low[:-1])
     slots = np.flatnonzero(np.r_[same_as_next, False] | np.r_[False, same_as_next])
     if len(slots):
         group = np.cumsum(np.r_[True, ~same_as_next])[slots]

@@ -19,6 +19,7 @@ unexpired rows count; an expired row the sweeper has not reached yet does not.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from array import array
@@ -182,7 +183,7 @@ def _load_epr(blob: bytes | None, version: EventingVersion) -> EndpointReference
     blob = bytes(blob)
     address = _plain_address(blob, version)
     if address is not None:
-        return EndpointReference(address)
+        return EndpointReference.plain(address)
     return EndpointReference.from_element(parse_xml(blob), version.wsa)
 
 
@@ -190,12 +191,18 @@ _ADDRESS_ONLY = {  # what an address-only EPR is stored as, around its address
     wsa: tuple(etree.tostring(EndpointReference("@").to_element(_EPR_TAG, wsa)).split(b"@"))
     for wsa in {v.wsa for v in VERSIONS.values()}}
 _TEXT_ESCAPES = ((b"&lt;", b"<"), (b"&gt;", b">"), (b"&amp;", b"&"))
+#: an address-only EPR whose address has no markup or escapes, matched in one call
+_UNESCAPED_ADDRESS = {wsa: re.compile(re.escape(head) + rb"([^<&]*)" + re.escape(tail))
+                      for wsa, (head, tail) in _ADDRESS_ONLY.items()}
 
 
 def _plain_address(blob: bytes, version: EventingVersion) -> str | None:
     """The address of a stored EPR that has nothing but an address (what :func:`_dump_epr`
     writes for most), read without parsing XML (a sixth of a restart's time); None when the
     blob is anything else, for the parser to read."""
+    unescaped = _UNESCAPED_ADDRESS[version.wsa].fullmatch(blob)
+    if unescaped is not None:  # nearly every stored EPR: half the time of the steps below
+        return unescaped.group(1).decode("utf-8").strip() or None
     head, tail = _ADDRESS_ONLY[version.wsa]
     if not (blob.startswith(head) and blob.endswith(tail)):
         return None

@@ -1,5 +1,7 @@
 """WS-Addressing 2004/08 and 1.0: headers, endpoint references, reply addressing, faults."""
 
+import dataclasses
+
 import pytest
 from lxml import etree
 
@@ -433,3 +435,19 @@ def test_reply_to_unaddressed_request_uses_the_actions_addressing_family(action,
     assert reply.to == (ns.WSA2004_ANONYMOUS if version is V2004 else None)
     assert reply_parsed(None, action).version is version
     assert AddressingHeaders.parse(reply_headers(None, action, default_version=V10)).version is V10
+
+
+@pytest.mark.parametrize("address", ["http://a.test/n", " urn:x "])
+def test_a_plain_epr_is_the_constructors(address):
+    plain = EndpointReference.plain(address)
+    assert plain == EndpointReference(address) and plain.address == address
+    assert plain.reference_parameters == () and plain.reference_properties == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.address = "http://b.test/"
+
+
+@pytest.mark.parametrize("address", ["", "  \t", None, b"http://a.test/"])
+def test_a_plain_epr_needs_an_address_as_the_constructor_does(address):
+    for make in (EndpointReference, EndpointReference.plain):
+        with pytest.raises(ValueError):
+            make(address)

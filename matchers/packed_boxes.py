@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from array import array
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+
+from wsframework.matching.packed_forms import PackedForms
 
 from .schema import Schema
 
@@ -59,36 +60,59 @@ class Unpacked(NamedTuple):
     several: dict[int, tuple[np.ndarray, np.ndarray]]
 
 
-def unpack(prefix: bytes, forms: Iterable[bytes | None], d: int) -> Unpacked:
-    """The rectangles of ``forms`` (see the module's text for which are usable); the forms
-    of one rectangle, nearly all of them, read and checked in one numpy pass (a start
-    reads a million). ``forms`` is read once, and no form is kept: those of one rectangle
-    are copied into one buffer as they come."""
+def unpack(prefix: bytes, forms: PackedForms, d: int,
+           wanted: np.ndarray | None = None) -> Unpacked:
+    """The rectangles of ``forms`` (see the module's text for which are usable), only at
+    the positions ``wanted`` marks when given; the forms of one rectangle, nearly all of
+    them, read and checked in one numpy pass over the buffer (a start reads a million)."""
     head = len(prefix) + _COUNT.size
     single_length = head + 16 * d
-    single = array("q")
-    single_forms = bytearray()
+    lengths = _int64s(forms.lengths)
+    take = lengths == single_length
+    other = (lengths >= head) & ~take
+    if wanted is not None:
+        take &= wanted
+        other &= wanted
+    single = np.flatnonzero(take)
     several: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for position, form in enumerate(forms):
-        if form is None:
-            continue
-        if len(form) == single_length:
-            single.append(position)
-            single_forms += form
-        elif len(form) >= head:
-            form = bytes(form)
-            rectangles = _several(form, head, d) if form.startswith(prefix) else None
-            if rectangles is not None:
-                several[position] = rectangles
-    rows = np.frombuffer(single_forms, dtype=np.uint8).reshape(len(single), single_length)
+    for position in np.flatnonzero(other).tolist():
+        form = forms[position]
+        rectangles = _several(form, head, d) if form.startswith(prefix) else None
+        if rectangles is not None:
+            several[position] = rectangles
+    rows = _rows(forms, single, single_length)
     # each one's prefix and a count of 1: a form of this length counting more is malformed
     intact = (rows[:, :head] == np.frombuffer(prefix + _COUNT.pack(1), dtype=np.uint8)).all(
         axis=1)
     boxes = np.ascontiguousarray(rows[:, head:]).view("<f8").reshape(len(single), 2, d)
     mins, maxs = boxes[:, 0, :].astype(np.float64), boxes[:, 1, :].astype(np.float64)
     usable = intact & _usable(mins, maxs)
-    return Unpacked(np.frombuffer(single, dtype=np.int64)[usable], mins[usable], maxs[usable],
-                    several)
+    return Unpacked(single[usable], mins[usable], maxs[usable], several)
+
+
+def _int64s(values) -> np.ndarray:
+    """An int64 ``array`` as a numpy array (a view)."""
+    return np.frombuffer(values, dtype=np.int64) if len(values) else np.zeros(0, dtype=np.int64)
+
+
+def _rows(forms: PackedForms, positions: np.ndarray, length: int) -> np.ndarray:
+    """The forms at ``positions``, each ``length`` bytes long, as an (n, length) uint8
+    array: a view of the buffer when they lie back to back (a start reading one topic's
+    forms), else gathered a block at a time."""
+    if not len(positions):
+        return np.zeros((0, length), dtype=np.uint8)
+    starts = _int64s(forms.starts)[positions]
+    data = np.frombuffer(forms.buffer, dtype=np.uint8)
+    first = int(starts[0])
+    if np.array_equal(starts, first + length * np.arange(len(starts))):
+        return data[first:first + length * len(starts)].reshape(len(starts), length)
+    out = np.empty((len(starts), length), dtype=np.uint8)
+    offsets = np.arange(length)
+    block = max(1, (1 << 22) // length)  # index arrays of at most 32 MB
+    for begin in range(0, len(starts), block):
+        chunk = starts[begin:begin + block]
+        out[begin:begin + len(chunk)] = data[chunk[:, None] + offsets]
+    return out
 
 
 def _several(form: bytes, head: int, d: int) -> tuple[np.ndarray, np.ndarray] | None:

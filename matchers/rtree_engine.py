@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from lxml import etree
@@ -61,6 +61,7 @@ from lxml import etree
 from matchers.vocabulary import EXAMPLE_QUOTES, MATCHER_RTREE_ENGINE
 from wsframework.matching.base import FilterFailures, FilterSpec, Pacer, ReportingMatcher
 from wsframework.matching.errors import UnknownFilter
+from wsframework.matching.packed_forms import PackedForms
 
 from . import packed_boxes
 from .box_filters import box_dialects, compile_filter
@@ -334,15 +335,22 @@ class RTreeMatchingEngine(ReportingMatcher):
         the others are compiled. All are validated before any is stored."""
         ids: list[str] = []
         specs: list[FilterSpec] = []
+        forms = PackedForms()  # read once: each form copied as it comes, none kept apiece
+        for filter_id, spec, packed in items:
+            ids.append(filter_id)
+            specs.append(spec)
+            forms.append(packed)
+        self.add_packed_forms(ids, specs, forms)
 
-        def forms() -> Iterator[bytes | None]:
-            # read once: a form is copied as it comes and not kept (a start passes a million)
-            for filter_id, spec, packed in items:
-                ids.append(filter_id)
-                specs.append(spec)
-                yield packed if spec.dialect == RANGES_DIALECT else None
-
-        unpacked = packed_boxes.unpack(self._packed_prefix, forms(), self.schema.d)
+    def add_packed_forms(self, ids: Sequence[str], specs: Sequence[FilterSpec],
+                         forms: PackedForms) -> None:
+        """:meth:`add_packed_filters` with the forms in one buffer, read in numpy (a start
+        hands over a million)."""
+        if not len(ids) == len(specs) == len(forms):
+            raise ValueError("add_packed_forms takes an id, a spec and a form per filter")
+        ranged = np.fromiter((spec.dialect == RANGES_DIALECT for spec in specs), dtype=bool,
+                             count=len(specs))
+        unpacked = packed_boxes.unpack(self._packed_prefix, forms, self.schema.d, ranged)
         distinct = set(ids)
         if len(distinct) != len(ids) or not self._table.seq_of.isdisjoint(distinct):
             seen: set[str] = set()

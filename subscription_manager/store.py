@@ -22,15 +22,15 @@ import json
 import re
 import sys
 import time
-from array import array
 from dataclasses import dataclass, fields, replace
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 from lxml import etree
 
 from matchers import FilterSpec
 from wsframework import ns
 from wsframework.addressing import EndpointReference
+from wsframework.matching.packed_forms import PackedForms
 from wsframework.migrations import Step, columns, migrate
 from wsframework.store import Store, upsert_sql
 from wsframework.urlpolicy import UrlRefused, parse_url
@@ -41,7 +41,7 @@ from .notify_state import NOTIFY_SCHEMA, NotifyState
 from .notify_when import NotifyWhen
 from .versions import VERSIONS, EventingVersion
 
-__all__ = ["Subscription", "SubscriptionStore", "SubscriptionLimits", "LimitReached", "StoredForms",
+__all__ = ["Subscription", "SubscriptionStore", "SubscriptionLimits", "LimitReached",
            "DuplicateRequest", "GENERATION", "MOVED_TO", "SUBSCRIPTIONS_TABLE", "notify_host"]
 
 GENERATION = "eventing:subscriptions"
@@ -465,48 +465,6 @@ _MIGRATIONS = [_SCHEMA, _add_columns, _INDEXES, _COUNTS_SCHEMA, _COUNTS_TRIGGERS
                _add_packed_filters]
 
 
-class StoredForms(Sequence):
-    """Compiled filter forms read at a start, position by position (bytes, or None): one
-    buffer and two arrays, not an object per form. A start holds them until its filters
-    are installed; a million small bytes objects held that long leave their pools empty
-    but unreturnable among the subscriptions made beside them (about 140 bytes a
-    subscription of resident memory, measured at a million)."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._starts = array("q")
-        self._lengths = array("q")  # -1: no form
-
-    def append(self, form: bytes | memoryview | None) -> None:
-        self._starts.append(len(self._buffer))
-        if form is None:
-            self._lengths.append(-1)
-        else:
-            self._lengths.append(len(form))
-            self._buffer += form
-
-    def __len__(self) -> int:
-        return len(self._starts)
-
-    def __getitem__(self, position):
-        if isinstance(position, slice):
-            return [self[i] for i in range(*position.indices(len(self)))]
-        length = self._lengths[position]
-        if length < 0:
-            return None
-        start = self._starts[position]
-        return bytes(memoryview(self._buffer)[start:start + length])  # one copy
-
-    def select(self, positions: Iterable[int]) -> StoredForms:
-        """The forms at ``positions``, in that order (sharing this buffer)."""
-        chosen = StoredForms()
-        chosen._buffer = self._buffer
-        for position in positions:
-            chosen._starts.append(self._starts[position])
-            chosen._lengths.append(self._lengths[position])
-        return chosen
-
-
 class SubscriptionStore:
     def __init__(self, store: Store):
         self.store = store
@@ -728,13 +686,13 @@ class SubscriptionStore:
             f"SELECT {_READ} FROM {_TABLE} WHERE status = ? AND topic_uid = ? ORDER BY seq",
             (State.ACTIVE.value, topic_uid))]
 
-    def active_packed(self) -> tuple[list[Subscription], StoredForms]:
+    def active_packed(self) -> tuple[list[Subscription], PackedForms]:
         """:meth:`active`, and the filters' compiled forms as stored (position by position,
         None where there is none): what a start loads. The rows are read a chunk at a time,
         so that a large start never holds them all (the memory they took would stay with
         the process)."""
         active: list[Subscription] = []
-        forms = StoredForms()
+        forms = PackedForms()
         for rows in self.store.query_chunks(_READ_AT_START, (State.ACTIVE.value,)):
             for row in rows:
                 active.append(_from_row(row))

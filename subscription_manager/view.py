@@ -31,6 +31,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from wsframework.matching import (FilterFailures, FilterSpec, InvalidFilter, Matcher,
                                   UnsupportedDialect)
+from wsframework.matching.packed_forms import PackedForms
 from wsframework.matching.limits import FilterLimits, check_filter_limits
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 
@@ -39,7 +40,7 @@ from .messages import WRAP
 from .notifications import (NotificationTemplate, reference_parameters, shared_template,
                             template_for)
 from .rwlock import RWLock
-from .store import StoredForms, Subscription, SubscriptionStore
+from .store import Subscription, SubscriptionStore
 
 log = logging.getLogger(__name__)
 
@@ -160,9 +161,15 @@ class SubscriptionView:
         (and so adds none), each half again, down to the refused ones. Each compiled form
         is made as the matcher reads it, so that the matcher need not hold them all."""
         try:
-            matcher.add_packed_filters(
-                (s.id, s.filter, packed[p] if packed is not None else None)
-                for s, p in zip(batch, positions))
+            if isinstance(packed, PackedForms):  # a start's: read in one buffer
+                # positions rise, so as many as there are forms are all of them, in order
+                forms = packed if len(positions) == len(packed) else packed.select(positions)
+                matcher.add_packed_forms([s.id for s in batch], [s.filter for s in batch],
+                                         forms)
+            else:
+                matcher.add_packed_filters(
+                    (s.id, s.filter, packed[p] if packed is not None else None)
+                    for s, p in zip(batch, positions))
         except (InvalidFilter, UnsupportedDialect) as exc:
             if len(batch) == 1:
                 refusals[batch[0].id] = RefusedFilter(batch[0].version, exc)
@@ -312,7 +319,7 @@ class SubscriptionView:
         live = {entry.uid for entry in self.topics.entries()}
         return {s.topic_uid for s in active if s.topic_uid not in live}
 
-    def _load_into_empty(self, active: list[Subscription], packed: StoredForms) -> None:
+    def _load_into_empty(self, active: list[Subscription], packed: PackedForms) -> None:
         """:meth:`apply` for every active row (one per id) into an empty view, each topic's
         filters installed in one batch (the matcher's bulk path: an engine indexes them all
         at once, taking the compiled forms stored in ``packed``, position by position)."""
@@ -335,8 +342,9 @@ class SubscriptionView:
                 subscriptions[subscription.id] = subscription
                 self._keep_own_template(subscription)
             for entry, subscriptions, positions in by_topic.values():
-                forms = packed if len(positions) == len(packed) else packed.select(positions)
-                refusals = self.install_many(entry, subscriptions, forms, stored=True)
+                refusals = self.install_many(entry, subscriptions, packed.select(positions)
+                                             if len(positions) < len(packed) else packed,
+                                             stored=True)
                 for subscription_id, refused in refusals.items():  # stored by other plugins
                     log.error("cannot install the filter of subscription %s: %s",
                               subscription_id, refused)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
 from .errors import UnsupportedDialect
+
+if TYPE_CHECKING:  # (it loads numpy, which the XPath matcher does without)
+    from .packed_forms import PackedForms
 
 __all__ = ["FilterSpec", "FilterFailures", "Matcher", "Pacer"]
 
@@ -177,6 +180,13 @@ class Matcher(abc.ABC):
         formed, and compiles the spec otherwise: a form from another configuration must
         never change what a filter matches."""
         self.add_filters((filter_id, spec) for filter_id, spec, _ in items)
+
+    def add_packed_forms(self, ids: Sequence[str], specs: Sequence[FilterSpec],
+                         forms: PackedForms) -> None:
+        """:meth:`add_packed_filters` for ``ids``, ``specs`` and ``forms`` side by side, the
+        forms in one buffer (what a start hands over): an engine may read them in numpy
+        instead of one by one. Engines with packed forms override it."""
+        self.add_packed_filters(zip(ids, specs, forms))
 
     @abc.abstractmethod
     def remove_filter(self, filter_id: str) -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from subscription_manager.store import StoredForms
+import pytest
+
 from subscription_manager.view import SubscriptionView
 from wsframework.matching import FilterSpec, InvalidFilter, UnsupportedDialect
+from wsframework.matching.packed_forms import PackedForms
 from wsframework.namespace import UnknownEntry
 
 
@@ -28,6 +30,10 @@ class RecordingMatcher:
         if any(filter_id in self.refuse for filter_id, _, _ in items):
             raise InvalidFilter("refused")
         self.held.update((filter_id, packed) for filter_id, _, packed in items)
+
+    def add_packed_forms(self, ids, specs, forms):
+        assert len(ids) == len(specs) == len(forms)
+        self.add_packed_filters(zip(ids, specs, forms))
 
     def add_filter(self, filter_id, spec):
         self.held[filter_id] = "compiled"
@@ -65,11 +71,12 @@ def _misaligned(matcher: RecordingMatcher) -> dict:
             if form is not None and form != _form(int(i[1:]))}
 
 
-def test_install_many_hands_each_filter_its_own_form():
+@pytest.mark.parametrize("packed", [True, False], ids=["packed forms", "a list of forms"])
+def test_install_many_hands_each_filter_its_own_form(packed):
     entry = SimpleNamespace(uid="u1", name="t")
     matcher = RecordingMatcher(refuse={"s7", "s12"})
     view = _view(None, {"u1": matcher})
-    subscriptions, forms = [], StoredForms()
+    subscriptions, forms = [], PackedForms() if packed else []
     for i in range(20):
         spec = (None if i % 5 == 0 else FilterSpec("urn:unsupported", "x") if i == 9
                 else FilterSpec("urn:d", f"e{i}"))
@@ -90,7 +97,7 @@ def test_a_start_gives_each_topic_its_rows_forms_among_rows_it_skips():
     entries = {"a": SimpleNamespace(uid="ua", name="a"), "b": SimpleNamespace(uid="ub", name="b")}
     matchers = {"ua": RecordingMatcher(), "ub": RecordingMatcher(refuse={"s13"})}
     view = _view(Topics(entries), matchers)
-    active, forms = [], StoredForms()
+    active, forms = [], PackedForms()
     for i in range(30):
         topic = "abc"[i % 3]  # topic c is gone; row 4 names a stale uid of topic b
         uid = "stale" if i == 4 else {"a": "ua", "b": "ub", "c": "uc"}[topic]

@@ -12,13 +12,13 @@ from subscription_manager.lifecycle import State
 from subscription_manager.messages import UNWRAP
 from subscription_manager.store import (
     _READ_AT_START,
-    StoredForms,
     Subscription,
     SubscriptionStore,
     _subscription_of,
 )
 from subscription_manager.versions import V2011
 from wsframework.addressing import EndpointReference
+from wsframework.matching.packed_forms import PackedForms
 from wsframework.matching.base import FilterSpec
 from wsframework.soap import SoapVersion
 from wsframework.store import Store
@@ -80,7 +80,7 @@ def test_every_field_survives_the_store(tmp_path):
 
 
 def test_the_forms_a_start_read_are_kept_in_order_without_an_object_apiece():
-    forms = StoredForms()
+    forms = PackedForms()
     for form in (b"ab", None, memoryview(b"cde"), b"", None, b"f"):
         forms.append(form)
     assert len(forms) == 6

@@ -396,11 +396,13 @@ class SubscriptionManager:
     def _load(self) -> None:
         with collection_paused():
             gone_topics = self.view.load()
+            if len(self.view) >= SETTLE_AFTER_LOADING:
+                # while the collector is still off: its first pass once on would walk every
+                # object the load made (the youngest generation), a second full pass
+                settle_after_load()
         for topic_uid in gone_topics:
             self._end(self.store.end_topic(topic_uid, END_CANCELLING), END_CANCELLING,
                       "the topic no longer exists")
-        if len(self.view) >= SETTLE_AFTER_LOADING:
-            settle_after_load()
         log.info("event source loaded %d active subscriptions", len(self.view))
 
     def _on_topic_change(self, event: str, entry: NamespaceEntry) -> None:

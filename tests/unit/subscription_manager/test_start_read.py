@@ -14,7 +14,6 @@ from subscription_manager.store import (
     _READ_AT_START,
     Subscription,
     SubscriptionStore,
-    _subscription_of,
 )
 from subscription_manager.versions import V2011
 from wsframework.addressing import EndpointReference
@@ -56,15 +55,27 @@ def test_on_sqlite_the_start_reads_along_the_seq_index_and_sorts_nothing(tmp_pat
     assert "eventing_subscriptions_seq" in plan and "TEMP B-TREE" not in plan
 
 
-def test_a_row_is_read_into_what_the_class_itself_would_build():
-    made = dataclasses.replace(
-        _subscription("s7"), end_to=EndpointReference("http://b.test/end"), owner="alice",
-        seq=9, filter=FilterSpec("urn:x", "q:p > 1", (("q", "urn:q"),)))
-    values = tuple(getattr(made, field.name) for field in dataclasses.fields(Subscription))
-    assert _subscription_of(values) == Subscription(*values) == made
-    assert not hasattr(Subscription, "__post_init__")  # the fast path would skip it
+def test_rows_read_together_are_what_the_class_itself_would_build(tmp_path):
+    """A chunk of rows is built a column at a time: each row's own values, Nones among
+    values, and frozen objects the dataclass would make."""
+    store = SubscriptionStore(Store(tmp_path / "s.db"))
+    plain = dataclasses.replace(_subscription("s1"), filter=None)
+    varied = [plain,
+              dataclasses.replace(_subscription("s2"), end_to=EndpointReference("http://b.test/e"),
+                                  owner="alice", expires=None, expires_kind="infinite",
+                                  filter=FilterSpec("urn:x", "q:p > 1", (("q", "urn:q"),))),
+              dataclasses.replace(_subscription("s3"), topic="u", topic_uid="u-uid",
+                                  notify_to=EndpointReference("http://c.test/n?a=1&b=<2>")),
+              dataclasses.replace(plain, id="s4", filter=FilterSpec("urn:y", "", ()))]
+    stored = [store.insert(s) for s in varied]
+    read, _ = store.active_packed()
+    assert read == stored
+    assert [type(s) for s in read] == [Subscription] * 4
+    assert [s.filter for s in read] == [None, varied[1].filter, varied[2].filter, varied[3].filter]
+    assert not hasattr(Subscription, "__post_init__")  # building slot by slot skips nothing
     with pytest.raises(dataclasses.FrozenInstanceError):
-        _subscription_of(values).id = "other"
+        read[0].id = "other"
+    assert store.changed_since(stored[1].seq) == stored[2:]
 
 
 def test_every_field_survives_the_store(tmp_path):

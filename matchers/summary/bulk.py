@@ -261,7 +261,10 @@ def _cover_order(mins: np.ndarray, maxs: np.ndarray, corners: np.ndarray) -> np.
 
 
 def _dominated(by: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """``(len(points), len(by))`` mask: ``by[i] <= points[p]`` in every coordinate."""
+    """``(len(points), len(by))`` mask: ``by[i] <= points[p]`` in every coordinate (all
+    true for points of no coordinates)."""
+    if not points.shape[1]:
+        return np.ones((len(points), len(by)), dtype=bool)
     mask = by[None, :, 0] <= points[:, None, 0]
     for j in range(1, points.shape[1]):
         mask &= by[None, :, j] <= points[:, None, j]

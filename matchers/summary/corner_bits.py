@@ -42,6 +42,8 @@ class CornerBits:
         return len(self._ids)
 
     def _bucket(self, points: np.ndarray) -> np.ndarray:
+        if not self.k:
+            return np.zeros((len(points), 0), dtype=np.int64)
         return np.stack([np.searchsorted(edges, points[:, j], side="left")
                          for j, edges in enumerate(self._edges)], axis=1)
 
@@ -75,6 +77,9 @@ class CornerBits:
         points = np.asarray(points, dtype=np.float64)
         found = np.full(len(points), -1, dtype=np.int64)
         if not len(self._ids) or not len(points):
+            return found
+        if not self.k:  # no axes: every stored point is below every query point
+            found[:] = self._ids[0]
             return found
         words = (len(self._ids) + 63) // 64
         step = max(1, _QUERY_WORDS // words)

@@ -35,3 +35,29 @@ def test_an_empty_store_finds_nothing():
     assert np.array_equal(bits.first_below(np.zeros((4, 3))), np.full(4, -1))
     bits.add(np.array([7]), np.array([[1.0, 1.0, 1.0]]))
     assert bits.first_below(np.array([[1.0, 1.0, 1.0], [0.0, 5.0, 5.0]])).tolist() == [7, -1]
+
+
+def test_points_of_no_axes_are_all_below_every_query():
+    bits = CornerBits(np.zeros((3, 0)))
+    assert bits.first_below(np.zeros((2, 0))).tolist() == [-1, -1]
+    bits.add(np.array([7, 9]), np.zeros((2, 0)))
+    assert bits.first_below(np.zeros((2, 0))).tolist() == [7, 7]
+
+
+def test_an_engine_without_attributes_takes_filters_one_by_one_and_in_bulk():
+    """A schema of no attributes gives every filter the same (empty) box: filters added one
+    at a time and then a batch of fewer than an eighth of them (the incremental path of
+    the maximal rectangles) leave one maximal rectangle and match as XPath says."""
+    from lxml import etree
+
+    from matchers import FilterSpec, RTreeMatchingEngine
+    from wsframework import ns
+    engine = RTreeMatchingEngine(None)
+    for i in range(40):
+        engine.add_filter(f"a{i}", FilterSpec(ns.XPATH10_DIALECT_2011, "/a"))
+    engine.add_filters([("b", FilterSpec(ns.XPATH10_DIALECT_2011, "/b")),
+                        ("c", FilterSpec(ns.XPATH10_DIALECT_2011, "/a"))])
+    assert len(engine) == 42 and engine.maximal_count == 1
+    expected = sorted([f"a{i}" for i in range(40)] + ["c"])
+    assert sorted(engine.match(etree.fromstring("<a/>"))) == expected
+    assert engine.match(etree.fromstring("<b/>")) == ["b"]

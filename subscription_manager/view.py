@@ -31,8 +31,8 @@ from typing import Callable, NamedTuple, Sequence
 
 from wsframework.matching import (FilterFailures, FilterSpec, InvalidFilter, Matcher,
                                   UnsupportedDialect)
-from wsframework.matching.packed_forms import PackedForms
 from wsframework.matching.limits import FilterLimits, check_filter_limits
+from wsframework.matching.packed_forms import PackedForms
 from wsframework.namespace import NamespaceEntry, UnknownEntry
 
 from .exceptions import RefusedFilter
@@ -124,14 +124,12 @@ class SubscriptionView:
             self._install(entry, subscription)
 
     def install_many(self, entry: NamespaceEntry, subscriptions: list[Subscription],
-                     packed: Sequence[bytes | None] | None = None, *, stored: bool = False,
+                     packed: Sequence[bytes | None] | None = None,
                      ) -> dict[str, RefusedFilter]:
         """:meth:`install` for many new subscriptions to ``entry`` at once (the matcher's
         bulk path, :meth:`~wsframework.matching.Matcher.add_packed_filters`, given
         ``packed``: the filters' stored compiled forms, position by position); returns id ->
-        :class:`RefusedFilter` for those refused, the others installed. ``stored``: rows
-        read from the store, whose filters were accepted under the limits of their day
-        (see :meth:`_install`)."""
+        :class:`RefusedFilter` for those refused, the others installed."""
         refusals: dict[str, RefusedFilter] = {}
         with self.lock.write():
             batch: list[Subscription] = []
@@ -140,11 +138,10 @@ class SubscriptionView:
             for position, subscription in enumerate(subscriptions):
                 spec = subscription.filter
                 if spec is None or subscription.id in self._installed:
-                    self._install(entry, subscription, check_limits=not stored)
+                    self._install(entry, subscription)
                     continue
                 try:
-                    if not stored:
-                        check_filter_limits(spec, self.filter_limits)
+                    check_filter_limits(spec, self.filter_limits)
                     matcher.check_dialect(spec)
                 except (InvalidFilter, UnsupportedDialect) as exc:
                     refusals[subscription.id] = RefusedFilter(subscription.version, exc)
@@ -200,13 +197,7 @@ class SubscriptionView:
         with self.lock.write():
             self._uninstall(subscription_id)
 
-    def _install(self, entry: NamespaceEntry, subscription: Subscription, *,
-                 check_limits: bool = True) -> None:
-        """Put the subscription's filter into its topic's matcher, checked against the
-        filter limits first unless ``check_limits`` is false: a stored row's filter was
-        accepted under the limits in force when it was made, and lowering them later must
-        not leave an acknowledged subscription matching nothing. The limits bound what a
-        peer may ask for; the store is this service's own data."""
+    def _install(self, entry: NamespaceEntry, subscription: Subscription) -> None:
         installed = self._installed.get(subscription.id)
         if installed is not None and installed.topic_uid == entry.uid and \
                 installed.filter == subscription.filter:
@@ -222,8 +213,8 @@ class SubscriptionView:
         else:
             matcher = self._matcher_for(entry)
             try:
-                if check_limits:  # bounded before any engine compiles (and recurses over) it
-                    check_filter_limits(spec, self.filter_limits)
+                # bounded before any engine compiles (and recurses over) the expression
+                check_filter_limits(spec, self.filter_limits)
                 matcher.add_filter(subscription.id, spec)
             except (InvalidFilter, UnsupportedDialect) as exc:  # adm:InvalidRequest elsewhere
                 raise RefusedFilter(subscription.version, exc) from None
@@ -242,7 +233,7 @@ class SubscriptionView:
 
     def _reinstall(self, entry: NamespaceEntry, subscription: Subscription) -> None:
         try:
-            self._install(entry, subscription, check_limits=False)
+            self._install(entry, subscription)
         except RefusedFilter as refused:  # stored by a process with other plugins
             log.error("cannot install the filter of subscription %s: %s", subscription.id,
                       refused)
@@ -342,9 +333,8 @@ class SubscriptionView:
                 subscriptions[subscription.id] = subscription
                 self._keep_own_template(subscription)
             for entry, subscriptions, positions in by_topic.values():
-                refusals = self.install_many(entry, subscriptions, packed.select(positions)
-                                             if len(positions) < len(packed) else packed,
-                                             stored=True)
+                forms = packed if len(positions) == len(packed) else packed.select(positions)
+                refusals = self.install_many(entry, subscriptions, forms)
                 for subscription_id, refused in refusals.items():  # stored by other plugins
                     log.error("cannot install the filter of subscription %s: %s",
                               subscription_id, refused)

@@ -195,8 +195,7 @@ class Mover:
             subscriptions, notified = parse_import(element, topic=entry.name, topic_uid=entry.uid)
             for s in subscriptions:
                 if s.filter is not None:
-                    # bounded before the engine compiles it: a start installs stored
-                    # filters without checking them again
+                    # bounded as a Subscribe's is, before the engine compiles it
                     check_filter_limits(s.filter, self.view.filter_limits)
                     engine.check_dialect(s.filter)
                     subscription_box(engine.schema, s.filter)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from .errors import UnsupportedDialect
-
-if TYPE_CHECKING:  # (it loads numpy, which the XPath matcher does without)
-    from .packed_forms import PackedForms
+from .packed_forms import PackedForms
 
 __all__ = ["FilterSpec", "FilterFailures", "Matcher", "Pacer"]
 
@@ -186,6 +184,8 @@ class Matcher(abc.ABC):
         """:meth:`add_packed_filters` for ``ids``, ``specs`` and ``forms`` side by side, the
         forms in one buffer (what a start hands over): an engine may read them in numpy
         instead of one by one. Engines with packed forms override it."""
+        if not len(ids) == len(specs) == len(forms):
+            raise ValueError("add_packed_forms takes an id, a spec and a form per filter")
         self.add_packed_filters(zip(ids, specs, forms))
 
     @abc.abstractmethod

@@ -229,3 +229,6 @@ def test_a_matcher_without_forms_of_its_own_gets_them_one_by_one():
     matcher = Recording()
     matcher.add_packed_forms(["a", "b"], [spec, spec], _packed([b"1", None]))
     assert matcher.got == [("a", spec, b"1"), ("b", spec, None)]
+    with pytest.raises(ValueError):
+        matcher.add_packed_forms(["c", "d"], [spec, spec], _packed([b"1"]))
+    assert len(matcher.got) == 2

@@ -169,8 +169,7 @@ def test_import_refuses_what_the_engine_cannot_hold(net):
 
 
 def test_import_refuses_a_filter_over_this_servers_limits(net):
-    """An import is bounded as a Subscribe is, before the engine compiles its filters: a
-    start installs stored filters without checking them again."""
+    """An import is bounded as a Subscribe is, before the engine compiles its filters."""
     m0 = net.manager(0)
     net.subscribe(0, [1, 1, 1], [2, 2, 2], 0)
     element = m0.mover.export(TOPIC)

@@ -45,18 +45,18 @@ def keep_running(entry, token: str, servers: dict, *, sink=None, others: dict | 
     the standalone demo's source), the token and every process started, then wait for SIGINT
     or SIGTERM. Returns normally then, with both signals ignored, so that the caller's
     ``with`` blocks stop everything undisturbed."""
-    _say(f"\nweb console: {entry.base_url}/console")
-    _say(f"admin token (log in with it): {token}")
-    for name, process in servers.items():
-        _say(f"  server {name}: {process.base_url}/console")
     processes = {role: entry, **(others or {}), **servers}
     pids = [f"{name} {process.proc.pid}" for name, process in processes.items()]
     if sink is not None and getattr(sink, "proc", None) is not None:
         pids.append(f"sink {sink.proc.pid}")
-    _say(f"processes: {', '.join(pids)}")
     running = "the network keeps" if servers else f"the {role} keeps"
-    _say(f"{running} running; press Ctrl-C to stop everything the demo started")
-    try:
+    try:  # a signal while these lines print (a reader may act on the first) stops the same way
+        _say(f"\nweb console: {entry.base_url}/console")
+        _say(f"admin token (log in with it): {token}")
+        for name, process in servers.items():
+            _say(f"  server {name}: {process.base_url}/console")
+        _say(f"processes: {', '.join(pids)}")
+        _say(f"{running} running; press Ctrl-C to stop everything the demo started")
         while True:
             signal.pause()
     except KeyboardInterrupt:

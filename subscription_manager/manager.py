@@ -69,7 +69,7 @@ from .bulk_subscribe import register_bulk_subscribe
 from .deadletters import register_dead_letter_admin
 from .delivery_job import SUBSCRIPTION_END, Delivery
 from .event_limits import EventLimits
-from .exceptions import RefusedEvent, UnknownSubscription
+from .exceptions import RefusedEvent, RefusedFilter, UnknownSubscription
 from .notify_index import NotifyGate
 from .operations import Made, Refused, SubscriptionOperations
 from .outbox import Outbox
@@ -91,6 +91,7 @@ __all__ = ["SubscriptionManager", "MANAGER_PATH", "TOPICS_PREFIX"]
 MANAGER_PATH = "/subscriptions"
 TOPICS_PREFIX = "/topics/"
 _HOUSEKEEPING_INTERVAL = 600.0
+_REASON_SHOWN = 300  # characters of a refusal a SubscriptionEnd's Reason carries
 # A start that loaded at least this many subscriptions hands what it freed back to the
 # system (wsframework.memory): a full collection first, worth its time only after a large load.
 SETTLE_AFTER_LOADING = 10_000
@@ -395,15 +396,33 @@ class SubscriptionManager:
 
     def _load(self) -> None:
         with collection_paused():
-            gone_topics = self.view.load()
+            loaded = self.view.load()
             if len(self.view) >= SETTLE_AFTER_LOADING:
                 # while the collector is still off: its first pass once on would walk every
                 # object the load made (the youngest generation), a second full pass
                 settle_after_load()
-        for topic_uid in gone_topics:
+        for topic_uid in loaded.gone_topics:
             self._end(self.store.end_topic(topic_uid, END_CANCELLING), END_CANCELLING,
                       "the topic no longer exists")
+        if loaded.refused:
+            self._end_refused(loaded.refused)
         log.info("event source loaded %d active subscriptions", len(self.view))
+
+    def _end_refused(self, refused: dict[str, RefusedFilter]) -> None:
+        """End the loaded subscriptions whose stored filters this process refuses (the
+        filter limits were lowered, or a dialect's plugin is gone, since they were
+        accepted): kept, they would match nothing while their subscribers wait.
+        SubscriptionEnd (SourceCancelling) tells each why; another worker may end them
+        first, and then that one tells."""
+        first_id, first = next(iter(refused.items()))
+        log.warning("%d stored subscription(s) have filters this source no longer accepts "
+                    "(e.g. %s: %s): ending them", len(refused), first_id, first)
+        for subscription in self.store.end_many(list(refused), END_CANCELLING):
+            self.view.apply(subscription, local=True)
+            why = str(refused[subscription.id])  # a compiler's message may quote the filter
+            self.send_subscription_end(subscription, END_CANCELLING,
+                                       f"the filter is no longer accepted here: "
+                                       f"{why[:_REASON_SHOWN]}")
 
     def _on_topic_change(self, event: str, entry: NamespaceEntry) -> None:
         if event == "added":

@@ -89,6 +89,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS {_TABLE}_request ON {_TABLE}(request_key)
     WHERE request_key IS NOT NULL;
 """
 _ACTIVE_NOW = "status = 'active' AND (expires IS NULL OR expires > ?)"
+# ids bound in one statement: under the 999 variables an older SQLite allows
+_IDS_PER_STATEMENT = 500
 
 _EPR_TAG = ns.qname(ns.EVENTING, "EndpointReference")
 
@@ -630,6 +632,18 @@ class SubscriptionStore:
         commits with whatever the caller wrote alongside)."""
         rows = self._transition_in(conn, Event.END, "id = ?", (subscription_id,), reason=reason)
         return _from_row(rows[0]) if rows else None
+
+    def end_many(self, subscription_ids: Sequence[str], reason: str) -> list[Subscription]:
+        """:meth:`end` for each of ``subscription_ids`` in one transaction; the ones this call
+        ended (not those someone else got to first)."""
+        ended: list = []
+        with self.store.transaction() as conn:
+            for start in range(0, len(subscription_ids), _IDS_PER_STATEMENT):
+                chunk = tuple(subscription_ids[start:start + _IDS_PER_STATEMENT])
+                ended += self._transition_in(conn, Event.END,
+                                             f"id IN ({','.join('?' * len(chunk))})", chunk,
+                                             reason=reason)
+        return _from_rows(ended)
 
     def end_topic(self, topic_uid: str, reason: str) -> list[Subscription]:
         return self._transition(Event.END, "topic_uid = ?", (topic_uid,), reason=reason)

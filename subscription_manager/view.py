@@ -49,6 +49,12 @@ __all__ = ["SubscriptionView"]
 Hook = Callable[..., None]  # hook(subscription, *, local: bool)
 
 
+class Loaded(NamedTuple):
+    """What :meth:`SubscriptionView.load` found for its owner to act on."""
+    gone_topics: set[str]  # uids of topics that hold active rows but no longer exist
+    refused: dict[str, RefusedFilter]  # id -> why this process refuses its stored filter
+
+
 class SubscriptionView:
     """The active subscriptions of ``store`` on ``topics``, with their filters installed in
     ``matcher_for(entry)``; ``on_added(subscription, local=...)`` / ``on_removed`` hear about
@@ -291,9 +297,14 @@ class SubscriptionView:
         if removed is not None:
             _safely(self._on_removed, removed, local)
 
-    def load(self) -> set[str]:
-        """Take every active stored subscription into the view; returns the uids of topics
-        that hold some of them but no longer exist."""
+    def load(self) -> Loaded:
+        """Take every active stored subscription into the view (a start). Returns the uids
+        of topics that hold some of them but no longer exist, and the subscriptions whose
+        stored filters this process refuses (its filter limits or dialects changed since
+        they were accepted): they are in the view but match nothing, for the owner to end.
+        Into a view that is not empty, rows are applied one by one and a refused filter is
+        only logged."""
+        refused: dict[str, RefusedFilter] = {}
         with self._sync_lock:
             generation = self.store.generation()
             active, packed = self.store.active_packed()
@@ -304,16 +315,19 @@ class SubscriptionView:
                 for subscription in active:
                     self.apply(subscription, local=False)
             else:
-                self._load_into_empty(active, packed)
+                refused = self._load_into_empty(active, packed)
             del packed
             self._applied = generation
         live = {entry.uid for entry in self.topics.entries()}
-        return {s.topic_uid for s in active if s.topic_uid not in live}
+        return Loaded({s.topic_uid for s in active if s.topic_uid not in live}, refused)
 
-    def _load_into_empty(self, active: list[Subscription], packed: PackedForms) -> None:
+    def _load_into_empty(self, active: list[Subscription],
+                         packed: PackedForms) -> dict[str, RefusedFilter]:
         """:meth:`apply` for every active row (one per id) into an empty view, each topic's
         filters installed in one batch (the matcher's bulk path: an engine indexes them all
-        at once, taking the compiled forms stored in ``packed``, position by position)."""
+        at once, taking the compiled forms stored in ``packed``, position by position);
+        returns id -> :class:`RefusedFilter` for the filters refused."""
+        refused: dict[str, RefusedFilter] = {}
         by_topic: dict[str, tuple[NamespaceEntry, list[Subscription], array]] = {}
         # each topic looked up once, not once per row: (name, uid) -> its batch, or None
         batches: dict[tuple[str, str], tuple[list[Subscription], array] | None] = {}
@@ -334,12 +348,10 @@ class SubscriptionView:
                 self._keep_own_template(subscription)
             for entry, subscriptions, positions in by_topic.values():
                 forms = packed if len(positions) == len(packed) else packed.select(positions)
-                refusals = self.install_many(entry, subscriptions, forms)
-                for subscription_id, refused in refusals.items():  # stored by other plugins
-                    log.error("cannot install the filter of subscription %s: %s",
-                              subscription_id, refused)
+                refused.update(self.install_many(entry, subscriptions, forms))
         for subscription in active:
             _safely(self._on_added, subscription, False)
+        return refused
 
     def sync(self) -> bool:
         """Apply changes other processes committed; True if there were any. One indexed

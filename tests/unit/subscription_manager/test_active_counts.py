@@ -1,7 +1,7 @@
 """The active counts that settle subscription limits: triggers keep, per scope (the service,
 a topic, a NotifyTo host), the number of active rows through every change of the store
 (insert, bulk insert, adoption over an existing row, release, renew, unsubscribe, end, end of
-a topic, end of all, expiry, purge), and a limit is decided on the rows that are active and
+many, of a topic, of all, expiry, purge), and a limit is decided on the rows that are active and
 unexpired. In process, no socket (on the PostgreSQL pass, the same against PostgreSQL)."""
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def test_the_counts_follow_every_change_of_the_store(tmp_path):
         for step in range(300):
             now += 1
             kind = rng.choice(["insert", "insert", "many", "adopt", "release", "renew",
-                               "unsubscribe", "end", "end_topic", "expire", "purge"])
+                               "unsubscribe", "end", "end_many", "end_topic", "expire",
+                               "purge"])
             ids = [s.id for s in made]
             if kind == "insert" or not ids:
                 s = _subscription(f"s{step}", rng.choice(TOPICS), rng.choice(HOSTS),
@@ -80,6 +81,8 @@ def test_the_counts_follow_every_change_of_the_store(tmp_path):
                 store.unsubscribe(rng.choice(ids), now)
             elif kind == "end":
                 store.end(rng.choice(ids), "ended")
+            elif kind == "end_many":
+                store.end_many(rng.sample(ids, min(len(ids), rng.randint(1, 4))), "ended")
             elif kind == "end_topic" and rng.random() < 0.2:
                 store.end_topic(rng.choice(TOPICS) + "-uid", "topic gone")
             elif kind == "expire":
@@ -119,5 +122,23 @@ def test_a_limit_counts_only_unexpired_rows_although_the_count_holds_expired_one
             assert reached.limit == 2
         else:
             raise AssertionError("a third unexpired subscription for one host was stored")
+    finally:
+        store.store.close()
+
+
+def test_ending_many_ends_each_active_one_once_in_statements_of_bounded_size(tmp_path):
+    store = SubscriptionStore(Store(tmp_path / "s.db"))
+    try:
+        made = [_subscription(f"s{k}", TOPICS[k % 2], HOSTS[0], None) for k in range(1203)]
+        store.insert_many(made, None, T0)
+        store.end("s7", "earlier")
+        wanted = [s.id for s in made[::-1]] + ["s1", "unknown"]  # a repeat and a stranger
+        ended = store.end_many(wanted, "filter refused")
+        assert sorted(s.id for s in ended) == sorted(s.id for s in made if s.id != "s7")
+        assert {s.status for s in ended} == {State.ENDED}
+        assert store.count(State.ACTIVE) == 0 and _kept(store) == {}
+        assert store.get("s7").end_reason == "earlier"  # already ended: left as it was
+        assert store.get("s8").end_reason == "filter refused"
+        assert store.end_many(wanted, "again") == []
     finally:
         store.store.close()

@@ -249,29 +249,44 @@ def test_housekeeping_purges_terminal_rows_and_forgets_them(tmp_path):
         h.close()
 
 
-def test_a_start_installs_every_stored_filter_but_one_its_limits_refuse(tmp_path, caplog):
-    """A start takes the stored subscriptions in: a filter this process's settings refuse
-    is logged and left out (its subscription stays and matches no event), every other one
-    matches as before."""
-    first = Harness(tmp_path, topics=("stocks", "bonds"))
+def test_a_start_ends_the_subscriptions_whose_stored_filters_its_limits_refuse(tmp_path):
+    """A start takes the stored subscriptions in. A filter this process's settings refuse
+    (the limits were lowered since) would match nothing: its subscription ends with
+    SubscriptionEnd (SourceCancelling, saying why), once across workers; every other
+    subscription matches as before."""
+    sink = RecordingSink()
+    keep = {"keep_subscriptions_on_shutdown": "true"}
+    first = Harness(tmp_path, sink=sink, topics=("stocks", "bonds"), settings=keep)
     short, long = "//q:price > 30", "//q:price > 30 and //q:price < 1000000000000000"
+    made = {}
     for topic in ("stocks", "bonds"):
         for name, xpath in (("short", short), ("long", long)):
-            first.subscribe(topic=topic, filter=xpath, namespaces={"q": "urn:quotes"},
-                            notify_path=f"/{topic}-{name}", expires="PT1H")
-    second = Harness(tmp_path, sink=first.sink, topics=(),
-                     settings={"filter_max_length": str(len(short) + 5)})
+            made[topic, name] = first.subscribe(
+                "2004" if topic == "bonds" else "2011", topic=topic, filter=xpath,
+                namespaces={"q": "urn:quotes"}, notify_path=f"/{topic}-{name}",
+                end_to=SINK + "/end", expires="PT1H")
+    first.close()
+    lowered = {**keep, "filter_max_length": str(len(short) + 5)}
+    second = Harness(tmp_path, sink=sink, topics=(), settings=lowered)
+    third = Harness(tmp_path, sink=sink, topics=(), settings=lowered)  # another worker
     try:
-        assert second.manager.counters["subscriptions"] == 4
-        assert caplog.text.count("cannot install the filter of subscription") == 2
+        second.drain()
+        third.drain()
+        assert second.manager.counters["subscriptions"] == 2
+        assert end_statuses(sink) == ["SourceCancelling", "SourceCancelling"]
+        reasons = [payload for _, payload, *_ in sink.at("/end")]
+        assert all(b"no longer accepted here" in r and b"longer than" in r for r in reasons)
+        for (topic, name), sub in made.items():
+            status = second.manager.store.get(sub.id).status
+            assert status is (State.ENDED if name == "long" else State.ACTIVE), (topic, name)
         for topic in ("stocks", "bonds"):
             second.publish(quote(50), topic=topic)
         second.drain()
-        assert [len(first.sink.at(f"/{t}-{n}")) for t in ("stocks", "bonds")
+        assert [len(sink.at(f"/{t}-{n}")) for t in ("stocks", "bonds")
                 for n in ("short", "long")] == [1, 0, 1, 0]
     finally:
         second.close()
-        first.manager.deliverer.close(0)
+        third.close()
 
 
 @pytest.mark.parametrize("address", [

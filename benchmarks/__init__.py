@@ -101,6 +101,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
               "selectors over STOMP) and RabbitMQ (headers exchange), persistent and not, "
               "and Mosquitto (MQTT topics, in memory), checked against one oracle: events/s, deliveries/s, CPU per event, latency "
               "p50/p99, paced and in a burst"),
+    "spark": ("benchmarks.performance.spark:run",
+              "edn profile on a real Spark standalone cluster (a master and two workers on "
+              "loopback) beside local[*]: wall times, equal answers, stage times from the "
+              "event logs"),
     "fuzz": ("benchmarks.robustness.fuzz:run", "fuzzed messages and malformed HTTP against every role (real processes): outcomes, liveness, RSS"),
 }
 #: benchmarks that write JSON and PNG files into a directory (``edn bench NAME --out DIR``)

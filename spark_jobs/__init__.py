@@ -28,8 +28,11 @@ server stores, event files), :mod:`.profile` (task plan, result, single-process 
 :mod:`.selection` (equations (3) and (4): the precision to run at; outputs and plot),
 :mod:`.session` (one quiet, loopback-only SparkSession per run), :mod:`.job` (the Spark
 profile job), :mod:`.study` (the partitioning study at scale, K-means on Spark ML),
-:mod:`.commands` (the ``edn profile`` / ``edn study`` commands).  Only :mod:`.session`,
-:mod:`.job`, :mod:`.study` and :mod:`.commands` import pyspark, and only when run: pyspark
+:mod:`.cluster` (a standalone master and workers, pyspark's own launch classes),
+:mod:`.event_log` (where a run's time went, from Spark's event log),
+:mod:`.commands` (the ``edn profile`` / ``edn study`` / ``edn spark-cluster`` commands).
+Only :mod:`.session`, :mod:`.job`, :mod:`.study`, :mod:`.cluster` and :mod:`.commands`
+import pyspark, and only when run: pyspark
 is the optional extra ``spark`` (``pip install .[spark]``).  This package stands above
 :mod:`route_manager` (its models, workloads and partitioners) and knows nothing of the
 subscription manager nor of the simulator (import-linter holds both).

@@ -1,4 +1,4 @@
-"""The ``edn profile`` and ``edn study partitioning`` commands (argument parsing lives here;
+"""The ``edn profile``, ``edn study partitioning`` and ``edn spark-cluster`` commands (argument parsing lives here;
 :mod:`edn.cli` only registers them).  Progress goes to stderr, results to stdout
 (``--json``: one JSON object) and to files in ``--out``."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from wsframework.commandline import key_value
 
 from .inputs import PARTITIONERS
 
-__all__ = ["add_profile_parser", "add_study_parser"]
+__all__ = ["add_profile_parser", "add_study_parser", "add_cluster_parser"]
 
 
 def _spark_options(p) -> None:
@@ -321,6 +321,59 @@ def _plot_study(result, path: Path, workload: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# -- edn spark-cluster -------------------------------------------------------------------------
+
+def add_cluster_parser(sub) -> None:
+    p = sub.add_parser("spark-cluster",
+                       help="run a Spark standalone master and its workers (pyspark's own "
+                            "launch classes) until Ctrl-C, for --master of profile and study")
+    p.add_argument("--workers", type=int, default=2, help="workers (default 2)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address every daemon binds (default 127.0.0.1)")
+    p.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
+    p.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
+    p.add_argument("--dir", default=None, metavar="DIR",
+                   help="logs and work directories (default: a temporary directory)")
+    p.set_defaults(func=cmd_cluster)
+
+
+def cmd_cluster(args) -> int:
+    import signal
+
+    from .cluster import ClusterFailed, StandaloneCluster
+
+    if args.workers < 1 or args.cores < 1:
+        raise SystemExit("edn spark-cluster: --workers and --cores are at least 1")
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    cluster = StandaloneCluster(args.workers, host=args.host, cores=args.cores,
+                                memory=args.memory, directory=args.dir)
+    try:
+        cluster.start()
+        print(f"master: {cluster.master_url}", flush=True)
+        print(f"master web UI: {cluster.ui_url}", flush=True)
+        print(f"{args.workers} workers of {args.cores} core(s) and {args.memory}; logs in "
+              f"{cluster.directory}", flush=True)
+        print(f"use: edn profile --master {cluster.master_url} ...; Ctrl-C stops the cluster",
+              flush=True)
+        while True:
+            signal.pause()
+    except ClusterFailed as exc:
+        raise SystemExit(f"edn spark-cluster: {exc}") from None
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("stopping the cluster ...", flush=True)
+    finally:
+        cluster.stop()
+        signal.signal(signal.SIGTERM, previous)
+    print("stopped", flush=True)
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

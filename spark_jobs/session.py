@@ -2,9 +2,10 @@
 
 * **Local by default** (``local[*]``); ``master`` may name a standalone or cluster master,
   passed to Spark unchanged.
-* **Loopback only** in local mode: ``spark.driver.host`` and ``spark.driver.bindAddress``
-  are 127.0.0.1 and the web UI is off, so nothing listens beyond loopback.  (With a remote
-  master the driver must be reachable by the executors: set those with ``conf``.)
+* **Loopback only** in local mode, and with a standalone master on loopback
+  (:mod:`.cluster`): ``spark.driver.host`` and ``spark.driver.bindAddress`` are 127.0.0.1
+  and the web UI is off, so nothing listens beyond loopback.  (With a master on another
+  host the driver must be reachable by the executors: set those with ``conf``.)
 * **Quiet**: the JVM's log goes through a log4j2 configuration at WARN (ERROR for the
   noisy loggers) written next to the run, and the JVM's own stdout/stderr (the startup
   banner, "Using incubator modules", native-library warnings) go to a log file instead of
@@ -23,13 +24,15 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.parse
 import zipfile
 from pathlib import Path
 from typing import Iterator
 
 __all__ = ["progress", "spark_session", "is_local"]
 
-_LOG4J2 = """\
+#: Spark's log at WARN, ERROR for its noisiest loggers (log4j2 properties)
+QUIET_LOG4J2 = """\
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr
 appender.stderr.type = Console
@@ -64,6 +67,15 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
+def _on_loopback(master: str) -> bool:
+    """Whether ``master`` is a standalone master on this machine's loopback (its executors
+    then reach the driver there too)."""
+    if not master.startswith("spark://"):
+        return False
+    host = urllib.parse.urlsplit(master).hostname or ""
+    return host == "localhost" or host.startswith("127.")
+
+
 def _code_zip(directory: Path) -> Path:
     root = Path(__file__).resolve().parents[2]
     target = directory / "edn-code.zip"
@@ -91,7 +103,7 @@ def spark_session(master: str = "local[*]", *, app_name: str = "edn", conf: dict
     directory = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="edn-spark-"))
     directory.mkdir(parents=True, exist_ok=True)
     log4j = directory / "log4j2.properties"
-    log4j.write_text(_LOG4J2)
+    log4j.write_text(QUIET_LOG4J2)
     jvm_log = directory / "spark-jvm.log"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -110,7 +122,8 @@ def spark_session(master: str = "local[*]", *, app_name: str = "edn", conf: dict
         # results are numpy arrays per task: allow a few hundred MB to come back
         "spark.driver.maxResultSize": "2g",
     }
-    if local:
+    loopback = local or _on_loopback(master)
+    if loopback:
         settings.update({"spark.driver.host": "127.0.0.1",
                          "spark.driver.bindAddress": "127.0.0.1",
                          "spark.blockManager.bindAddress": "127.0.0.1"})
@@ -118,7 +131,7 @@ def spark_session(master: str = "local[*]", *, app_name: str = "edn", conf: dict
     spark_conf = SparkConf(loadDefaults=False)
     for key, value in settings.items():
         spark_conf.set(key, value)
-    if local:
+    if loopback:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     started = time.perf_counter()
     ok = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 from wsframework.commandline import number
@@ -236,6 +237,15 @@ def cmd_status(args) -> int:
         print(f"Bloom summaries on {plain.get('bloom.dims')} from {plain.get('bloom.servers')} "
               f"servers: estimated false-positive rate up to "
               f"{float(plain.get('bloom.false_positive_rate', 0)):.4f} (precision there)")
+    if plain.get("profile.on"):
+        applied = time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                time.gmtime(float(plain.get("profile.applied_at") or 0)))
+        print(f"precision profile in force: recommends {plain.get('profile.initial_precision')}"
+              f", {plain.get('profile.points')} precisions, applied {applied}"
+              f" (from {plain.get('profile.source') or 'unnamed'}; self-tuner "
+              f"{'has it' if plain.get('profile.tuner_model') else 'off'})")
+    else:
+        print("precision profile: none applied")
     _print_tree(plain)
     if "measure.events_per_s" in plain:
         m = {k.split(".", 1)[1]: v for k, v in plain.items() if k.startswith("measure.")}

@@ -8,14 +8,30 @@ its self-tuning moves on from there.  The file is JSON; only ``initial_precision
 a number in (0, 1] or ``"none"`` (no summary: forward every event to every server);
 ``"precise"`` is accepted as 1.0.  A directory holding ``recommendation.json`` may be given.
 This module needs nothing from Spark.
+
+A running dispatcher takes a profile too (``edn profile --apply --at DISPATCHER``): the
+Configure setting ``profile`` carries a :class:`PrecisionProfile` -- the recommended
+precision and the predicted throughput at each precision profiled, the model of throughput
+against precision the self-tuner is handed -- as bounded JSON (:meth:`PrecisionProfile.parse`
+refuses anything else). The dispatcher stamps when it applied it, stores it as it stores
+every Configure setting (a restart and every process apply it again) and reports it in its
+figures (``profile.*``, which ``edn status`` prints).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 
-__all__ = ["InvalidPrecisionProfile", "initial_precision_from", "parse_initial_precision"]
+__all__ = ["InvalidPrecisionProfile", "initial_precision_from", "parse_initial_precision",
+           "PrecisionProfile", "MAX_PROFILE_TEXT", "MAX_PROFILE_POINTS"]
+
+#: the most characters a profile's JSON takes (a Configure value a peer sends)
+MAX_PROFILE_TEXT = 16_384
+#: the most precisions a profile gives a throughput for
+MAX_PROFILE_POINTS = 101
+_MAX_SOURCE = 200
 
 
 class InvalidPrecisionProfile(ValueError):
@@ -59,3 +75,99 @@ def initial_precision_from(path: str | Path) -> float | str:
         raise InvalidPrecisionProfile(f"{path} has no 'initial_precision' "
                                       "(is it the recommendation.json of edn profile?)")
     return parse_initial_precision(data["initial_precision"])
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionProfile:
+    """An applied profile: the precision it recommends, the predicted events/s at each
+    precision profiled (``curve``: (precision or "none", events/s), in the profile's order),
+    where it came from (``source``: free text, as the operator gave it) and when the
+    dispatcher applied it (``applied_at``, epoch seconds; None before it has)."""
+
+    initial_precision: float | str
+    curve: tuple[tuple[float | str, float], ...]
+    source: str = ""
+    applied_at: float | None = None
+
+    @classmethod
+    def from_recommendation(cls, data: dict, source: str = "") -> "PrecisionProfile":
+        """The profile in a recommendation (``edn profile``'s recommendation.json)."""
+        if not isinstance(data, dict):
+            raise InvalidPrecisionProfile("a recommendation is a JSON object")
+        curve = data.get("curve")
+        if not isinstance(curve, list):
+            raise InvalidPrecisionProfile("the recommendation has no 'curve' list")
+        points = []
+        for point in curve:
+            if not isinstance(point, dict):
+                raise InvalidPrecisionProfile("each point of the curve is a JSON object")
+            if point.get("throughput") is not None:  # (None: not finite, no prediction)
+                points.append([point.get("precision"), point.get("throughput")])
+        return cls._checked(data.get("initial_precision"), points, source, None)
+
+    @classmethod
+    def parse(cls, text: str) -> "PrecisionProfile":
+        """A profile from its JSON text (:meth:`to_text`): bounded, every value checked."""
+        if not isinstance(text, str) or len(text) > MAX_PROFILE_TEXT:
+            raise InvalidPrecisionProfile(f"a profile is JSON text of at most "
+                                          f"{MAX_PROFILE_TEXT} characters")
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidPrecisionProfile(f"the profile is not JSON: {exc}") from None
+        if not isinstance(data, dict) or set(data) - {"initial_precision", "curve", "source",
+                                                      "applied_at"}:
+            raise InvalidPrecisionProfile("a profile is a JSON object of initial_precision, "
+                                          "curve, source and applied_at")
+        applied = data.get("applied_at")
+        if applied is not None and (isinstance(applied, bool)
+                                    or not isinstance(applied, (int, float))
+                                    or not math.isfinite(applied) or applied < 0):
+            raise InvalidPrecisionProfile(f"applied_at must be epoch seconds, got {applied!r}")
+        return cls._checked(data.get("initial_precision"), data.get("curve"),
+                            data.get("source", ""), applied)
+
+    @classmethod
+    def _checked(cls, initial, curve, source, applied_at) -> "PrecisionProfile":
+        if initial is None:
+            raise InvalidPrecisionProfile("the profile has no initial_precision")
+        initial = parse_initial_precision(initial)
+        if not isinstance(curve, list) or not 0 < len(curve) <= MAX_PROFILE_POINTS:
+            raise InvalidPrecisionProfile(f"the curve is a list of 1 to {MAX_PROFILE_POINTS} "
+                                          "[precision, events/s] points")
+        points: list[tuple[float | str, float]] = []
+        for point in curve:
+            if not isinstance(point, list) or len(point) != 2:
+                raise InvalidPrecisionProfile("each point of the curve is [precision, events/s]")
+            precision = parse_initial_precision(point[0]) if point[0] is not None else "none"
+            throughput = point[1]
+            if isinstance(throughput, bool) or not isinstance(throughput, (int, float)) or \
+                    not math.isfinite(throughput) or throughput < 0:
+                raise InvalidPrecisionProfile(f"the predicted events/s at {point[0]!r} must be "
+                                              f"a finite number >= 0, got {throughput!r}")
+            points.append((precision, float(throughput)))
+        if len({p for p, _ in points}) != len(points):
+            raise InvalidPrecisionProfile("the curve gives a precision twice")
+        if initial not in {p for p, _ in points}:
+            raise InvalidPrecisionProfile(f"the curve has no point at the recommended "
+                                          f"precision {initial!r}")
+        if not isinstance(source, str) or len(source) > _MAX_SOURCE or \
+                not source.isprintable():
+            raise InvalidPrecisionProfile(f"source is printable text of at most {_MAX_SOURCE} "
+                                          "characters")
+        return cls(initial, tuple(points), source, applied_at)
+
+    def stamped(self, now: float) -> "PrecisionProfile":
+        """This profile as applied at ``now``."""
+        return dataclasses.replace(self, applied_at=now)
+
+    def to_text(self) -> str:
+        return json.dumps({"initial_precision": self.initial_precision,
+                           "curve": [list(point) for point in self.curve],
+                           "source": self.source, "applied_at": self.applied_at},
+                          separators=(",", ":"))
+
+    def model(self) -> dict[float, float]:
+        """Predicted events/s by precision, with no summary ("none") as precision 0.0, as
+        the dispatcher's precision runs."""
+        return {0.0 if p == "none" else p: throughput for p, throughput in self.curve}

@@ -178,6 +178,9 @@ class SelfTuner:
         self.num_oscillations = 0
         self.history: collections.deque[int] = collections.deque([self.level], maxlen=4)
         self.trace: collections.deque[Step] = collections.deque(maxlen=config.trace)
+        # the applied profile's predicted events/s by precision (0.0: no summary), handed
+        # over by the dispatcher; the steps of IV-B below do not consult it yet
+        self.model: dict[float, float] | None = None
         self._begin(reading)
 
     @property

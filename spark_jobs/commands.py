@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -77,6 +78,13 @@ def add_profile_parser(sub) -> None:
     out.add_argument("--from-profile", metavar="CSV", default=None,
                      help="choose again from an earlier profile.csv (no profiling)")
     out.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    apply = p.add_argument_group("applying it to a running dispatcher")
+    apply.add_argument("--apply", action="store_true",
+                       help="set the dispatcher at --at to the recommended precision and hand "
+                            "it the profile (its self-tuner's model of throughput)")
+    apply.add_argument("--at", default=None, metavar="URL", help="the dispatcher (with --apply)")
+    apply.add_argument("--admin-token", default=None,
+                       help="the network's admin credential (default: EDN_ADMIN_TOKEN)")
     _spark_options(p)
     p.set_defaults(func=cmd_profile)
 
@@ -126,6 +134,7 @@ def cmd_profile(args) -> int:
 
     started = time.perf_counter()
     say = lambda text: progress(text, prefix="edn profile")  # noqa: E731
+    _check_apply(args)  # before a long profile, not after it
     if args.from_profile:
         return _reselect(args, say, started)
     try:
@@ -163,7 +172,7 @@ def cmd_profile(args) -> int:
     recommendation["profile"]["wall_seconds"] = round(wall, 2)
     (out / "recommendation.json").write_text(json.dumps(recommendation, indent=2))
     say(f"done in {wall:.1f} s; files in {out}")
-    return _report(args, profile, recommendation, out)
+    return _report(args, profile, recommendation, out, _applied(args, recommendation, out))
 
 
 def _reselect(args, say, started) -> int:
@@ -177,12 +186,42 @@ def _reselect(args, say, started) -> int:
     out = Path(args.out)
     recommendation = write_outputs(profile, params, out)
     say(f"chose from {args.from_profile} in {time.perf_counter() - started:.1f} s; files in {out}")
-    return _report(args, profile, recommendation, out)
+    return _report(args, profile, recommendation, out, _applied(args, recommendation, out))
 
 
-def _report(args, profile, recommendation: dict, out: Path) -> int:
+def _check_apply(args) -> None:
+    if args.apply and not args.at:
+        raise SystemExit("edn profile: --apply needs --at DISPATCHER")
+
+
+def _applied(args, recommendation: dict, out: Path) -> dict | None:
+    """With ``--apply``: the recommendation's precision and profile set at the dispatcher
+    (one Configure, stored there for its restarts); the settings it answers in force."""
+    if not args.apply:
+        return None
+    from route_manager.precision_profile import InvalidPrecisionProfile, PrecisionProfile
+    from route_manager.protocol import SERVICE_NAMES
+    from wsframework.admin import AdminClient, contracts
+
+    token = args.admin_token or os.environ.get(SERVICE_NAMES.admin_token_env)
+    if not token:
+        raise SystemExit(f"edn profile: --apply needs the admin credential: --admin-token or "
+                         f"{SERVICE_NAMES.admin_token_env}")
+    try:
+        profile = PrecisionProfile.from_recommendation(
+            recommendation, source=f"edn profile --out {out}"[:200])
+    except InvalidPrecisionProfile as exc:
+        raise SystemExit(f"edn profile: this profile cannot be applied: {exc}") from None
+    answer = AdminClient(args.at, token).call(contracts.Configure(Setting=[
+        contracts.Figure(Name="precision", Value=str(profile.initial_precision)),
+        contracts.Figure(Name="profile", Value=profile.to_text())]))
+    return {f.Name: f.Value for f in answer.Setting or []}
+
+
+def _report(args, profile, recommendation: dict, out: Path, applied: dict | None) -> int:
     if args.json:
-        print(json.dumps(recommendation, indent=2))
+        print(json.dumps({**recommendation, "applied": applied} if applied is not None
+                         else recommendation, indent=2))
         return 0
     print(f"{'precision':>9} {'boxes':>9} {'R':>7} {'T_d us':>8} {'T_s us':>8} "
           f"{'TP_D':>9} {'TP_OL':>9} {'TP ev/s':>9}  bottleneck     routing")
@@ -198,8 +237,12 @@ def _report(args, profile, recommendation: dict, out: Path) -> int:
     print(f"recommended precision: {recommendation['initial_precision']} "
           f"(predicted {_fmt(recommendation['predicted_throughput'], digits=0)} events/s, "
           f"{_fmt(rtp)}x precise, {_fmt(recommendation.get('rtp_vs_none'))}x no summary)")
-    print(f"start the dispatcher with: edn serve dispatcher --precision-profile "
-          f"{out / 'recommendation.json'}")
+    if applied is not None:
+        print(f"applied at {args.at}: precision {applied.get('precision')}, the profile handed "
+              f"to its self-tuner ({applied.get('self_tuning')})")
+    else:
+        print(f"start the dispatcher with: edn serve dispatcher --precision-profile "
+              f"{out / 'recommendation.json'}, or apply it to a running one with --apply --at")
     return 0
 
 

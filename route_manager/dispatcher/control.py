@@ -17,6 +17,7 @@ from wsframework.settings import read_settings
 from ..exceptions import InvalidConfiguration
 from ..models.measurement import Counters, SlidingWindow
 from ..precision import format_precision, parse_precision
+from ..precision_profile import PrecisionProfile
 from ..selftuning import SelfTuner, SelfTuningSettings, Ticker
 from .settings import DispatcherSettings
 from .stats import log_measurement
@@ -99,6 +100,7 @@ class PrecisionControl:
         self.stats_log_interval = settings.stats_log_interval
         self._last_log = time.monotonic()
         self.tuning_config = tuning
+        self.profile: PrecisionProfile | None = None  # the last one applied (Configure)
         self.tuner: SelfTuner | None = None
         self._monitor: Ticker | None = None
         if settings.self_tuning:
@@ -116,6 +118,8 @@ class PrecisionControl:
     def _start_tuner(self) -> None:
         reading = self.counters_now()
         self.tuner = SelfTuner(self.tuning_config, self.precision, reading)
+        if self.profile is not None:
+            self.tuner.model = self.profile.model()
 
     def set_precision(self, precision: float, *, source: str = "operator") -> None:
         """Route every route with summaries cut to ``precision`` (0.0 none .. 1.0 precise)."""
@@ -163,12 +167,15 @@ class PrecisionControl:
     def settings_in_force(self) -> dict[str, str]:
         c = self.tuning_config
         s = self.settings
-        return {"precision": format_precision(self.precision),
+        in_force = {"precision": format_precision(self.precision),
                 "self_tuning": "on" if self.tuner is not None else "off",
                 "link_mbps": repr(s.link_mbps) if s.link_mbps else "none",
                 "backpressure": str(s.backpressure),
                 # the self-tuner's settings under their --set names (selftuning_<field>)
                 **{key: repr(value) for key, value in c.as_mapping().items()}}
+        if self.profile is not None:
+            in_force["profile"] = self.profile.to_text()
+        return in_force
 
     def configure(self, settings: Iterable[tuple[str, str]]) -> dict[str, str]:
         """``Configure`` with ``(name, value)`` pairs: ``precision`` (none | precise | 0..1 |
@@ -189,6 +196,8 @@ class PrecisionControl:
                     restart = False
             if restart:
                 self.set_self_tuning(True)
+        if "profile" in changes:
+            self._take_profile(changes["profile"])
         if "self_tuning" in changes and not changes["self_tuning"]:
             self.set_self_tuning(False)
         if "precision" in changes:
@@ -202,6 +211,18 @@ class PrecisionControl:
             self.set_self_tuning(True)
         return self.settings_in_force()
 
+    def _take_profile(self, profile: PrecisionProfile) -> None:
+        """Keep ``profile`` as the one in force, and hand its throughput against precision
+        to the self-tuner (a new tuner gets it too). The precision itself is the caller's
+        ``precision`` setting: a profile stored and applied again at a restart must not
+        undo a precision an operator set since."""
+        with self.lock:
+            self.profile = profile
+            if self.tuner is not None:
+                self.tuner.model = profile.model()
+        log.info("precision profile applied (recommends %s; %d precisions; from %s)",
+                 profile.initial_precision, len(profile.curve), profile.source or "-")
+
     def _read_configure(self, settings) -> tuple[dict, SelfTuningSettings | None]:
         """The changes asked for (``precision``, ``self_tuning``: those given) and the new
         self-tuning settings (None: unchanged); ValueError for an unknown name or a bad value."""
@@ -210,12 +231,14 @@ class PrecisionControl:
             key = configure_key(name)
             if key == "precision":
                 changes["precision"] = parse_precision(value)
+            elif key == "profile":
+                changes["profile"] = PrecisionProfile.parse(value)
             elif key == "self_tuning":
                 changes["self_tuning"] = DispatcherSettings.parse_value(key, value)
             elif key in SelfTuningSettings.keys():
                 tuning[key] = value
             else:
-                raise ValueError(f"unknown setting {name!r} (known: precision, self_tuning, "
+                raise ValueError(f"unknown setting {name!r} (known: precision, profile, self_tuning, "
                                  f"{', '.join(SelfTuningSettings.keys())})")
         if not tuning:
             return changes, None

@@ -34,6 +34,7 @@ from wsframework.urlpolicy import UrlPolicy
 from .. import protocol
 from ..base import BaseRouteManager
 from ..exceptions import UnknownServer, UnusableSummary
+from ..precision_profile import InvalidPrecisionProfile, PrecisionProfile
 from ..protocol import (EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING,
                         batch_events)
 from ..forwarding import EventLog, Forwarder, LaneLost, LogLanes, TokenBucket
@@ -181,7 +182,8 @@ class Dispatcher(BaseRouteManager):
     def _configure(self, settings) -> dict[str, str]:
         """Configure: validated and applied here, then stored for every process of this
         dispatcher and for its restarts; answers the settings in force."""
-        pairs = [(configure_key(name), value) for name, value in settings]
+        pairs = [(key, _applied_now(value) if key == "profile" else value)
+                 for key, value in ((configure_key(name), value) for name, value in settings)]
         in_force = self.control.configure(pairs)
         if pairs:
             self.shared.configure(dict(pairs))
@@ -499,3 +501,13 @@ def _single_worker(settings) -> str | None:
 
 
 build_dispatcher.single_worker = _single_worker  # edn serve refuses --workers > 1 when set
+
+
+def _applied_now(profile_text: str) -> str:
+    """A profile's Configure value stamped with this dispatcher's time of applying it (what
+    a sender said is ignored); a value that is no profile goes on as it is, for
+    :meth:`PrecisionControl.configure` to refuse."""
+    try:
+        return PrecisionProfile.parse(profile_text).stamped(time.time()).to_text()
+    except InvalidPrecisionProfile:
+        return profile_text

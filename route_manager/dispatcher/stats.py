@@ -58,6 +58,15 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
     figures["precision"] = format_precision(control.precision)
     figures["precision_value"] = float(control.precision)
     figures["precision_changes"] = control.changes
+    profile = control.profile
+    figures["profile.on"] = int(profile is not None)
+    if profile is not None:  # the profile in force (edn profile --apply), and when applied
+        figures["profile.initial_precision"] = str(profile.initial_precision)
+        figures["profile.points"] = len(profile.curve)
+        figures["profile.applied_at"] = float(profile.applied_at or 0.0)
+        figures["profile.source"] = profile.source
+        figures["profile.tuner_model"] = int(control.tuner is not None
+                                             and control.tuner.model is not None)
     figures["link_mbps"] = float(d.link_mbps or 0.0)
     described = [e.matcher.describe() for e in list(d.routes.entries())
                  if hasattr(e.matcher, "set_precision")]

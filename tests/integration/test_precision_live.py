@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from edn.localnet.network import LocalNetwork, wait_until
+from route_manager.precision import format_precision, parse_precision
 from tests.support.processes import ADMIN_TOKEN
 from wsframework.admin import contracts
 
@@ -139,3 +140,30 @@ def test_self_tuning_lowers_precision_when_cpu_bound_and_raises_it_when_not(edn)
     configure(edn, self_tuning="off", precision="precise")
     wait_until(edn.quiet, what="an idle network")
     assert edn.received() == edn.expected()  # exact from the first event on
+
+
+def test_edn_profile_apply_sets_a_running_dispatcher_and_status_shows_it(edn, tmp_path):
+    base = [sys.executable, "-m", "edn.cli", "profile", "--local", "--subscriptions", "600",
+            "--d", str(D), "--servers", "3", "--events", "300", "--chunk-size", "150",
+            "--precisions", "0.3", "0.6", "1", "none", "--params", "paper",
+            "--out", str(tmp_path / "prof"), "--json"]
+    refused = subprocess.run([*base, "--apply"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "--apply needs --at" in refused.stderr
+    wrong = subprocess.run([*base, "--apply", "--at", edn.dispatcher.base_url,
+                            "--admin-token", "not-the-token"],
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode != 0 and edn.dispatcher_stats("profile.")["profile.on"] == "0"
+    done = subprocess.run([*base, "--apply", "--at", edn.dispatcher.base_url,
+                           "--admin-token", ADMIN_TOKEN], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    recommended = printed["initial_precision"]
+    assert printed["applied"]["precision"] == format_precision(parse_precision(str(recommended)))
+    figures = edn.dispatcher_stats("profile.")
+    assert figures["profile.on"] == "1" and figures["profile.points"] == "4"
+    assert abs(float(figures["profile.applied_at"]) - time.time()) < 120
+    shown = cli(edn, "status")
+    assert shown.returncode == 0, shown.stderr
+    assert f"precision profile in force: recommends {recommended}" in shown.stdout
+    configure(edn, precision="precise")

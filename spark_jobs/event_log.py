@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["stage_times", "application_seconds"]
+__all__ = ["stage_times", "application_seconds", "by_call_site"]
 
 _METRICS = {  # accumulable name -> (key, scale to milliseconds)
     "internal.metrics.executorRunTime": ("task_run_ms", 1.0),
@@ -47,18 +47,20 @@ def _events(path: Path):
 
 def stage_times(path: str | Path) -> list[dict]:
     """One dict per completed stage of the log at ``path`` (a file or a rolling log's
-    directory), in stage order: ``stage``,
-    ``name`` (the call site that made it), ``tasks``, ``wall_ms`` and the task sums of
-    :data:`_METRICS`."""
+    directory), in stage order: ``stage``, ``name`` (the call site that made it), ``tasks``,
+    ``submitted_ms`` and ``completed_ms`` (epoch milliseconds), ``wall_ms`` and the task
+    sums of :data:`_METRICS`. Stages of concurrent jobs overlap: their wall times add up to
+    more than the application's."""
     stages = []
     for event in _events(Path(path)):
         if event.get("Event") != "SparkListenerStageCompleted":
             continue
         info = event["Stage Info"]
+        submitted = info.get("Submission Time", 0) or 0
+        completed = info.get("Completion Time", 0) or 0
         stage = {"stage": info["Stage ID"], "name": info.get("Stage Name", ""),
-                 "tasks": info.get("Number of Tasks", 0),
-                 "wall_ms": (info.get("Completion Time", 0) or 0)
-                 - (info.get("Submission Time", 0) or 0)}
+                 "tasks": info.get("Number of Tasks", 0), "submitted_ms": submitted,
+                 "completed_ms": completed, "wall_ms": completed - submitted}
         for key, _ in _METRICS.values():
             stage[key] = 0.0
         for accumulable in info.get("Accumulables", ()):
@@ -80,3 +82,26 @@ def application_seconds(path: str | Path) -> float | None:
         elif kind == "SparkListenerApplicationEnd":
             end = event.get("Timestamp")
     return None if start is None or end is None else (end - start) / 1000
+
+
+def by_call_site(stages: list[dict]) -> list[dict]:
+    """``stages`` (:func:`stage_times`) grouped by name, the call site that made them (one
+    group per line of the job: the concurrent jobs of one ``collect`` in a loop fall
+    together): ``stages``, ``tasks``, ``span_ms`` (first submission to last completion) and
+    the task sums; the groups by their tasks' run time, largest first."""
+    groups: dict[str, dict] = {}
+    for stage in stages:
+        group = groups.setdefault(stage["name"], {
+            "name": stage["name"], "stages": 0, "tasks": 0, "first": stage["submitted_ms"],
+            "last": stage["completed_ms"], **{key: 0.0 for key, _ in _METRICS.values()}})
+        group["stages"] += 1
+        group["tasks"] += stage["tasks"]
+        group["first"] = min(group["first"], stage["submitted_ms"])
+        group["last"] = max(group["last"], stage["completed_ms"])
+        for key, _ in _METRICS.values():
+            group[key] = round(group[key] + stage[key], 1)
+    out = []
+    for group in groups.values():
+        first, last = group.pop("first"), group.pop("last")
+        out.append({**group, "span_ms": last - first})
+    return sorted(out, key=lambda g: -g["task_run_ms"])

@@ -12,7 +12,10 @@ Figures: ``cluster_wall_s`` and ``local_wall_s`` (the command's own wall time, S
 start included, ``..._spark_start_s``), ``cluster_over_local``, ``hit_ratios_equal`` (every
 precision's hit ratio and every server's forwarded count, cluster against local), and where
 the time went in each run from Spark's event log (:mod:`spark_jobs.event_log`):
-``..._stages``, the stages by wall time with their tasks' run and CPU time summed.
+``..._stages``, the stages grouped by the line of the job that made them (the engines'
+build, one task per server; the routing, one job per precision, run concurrently), each
+with its span and its tasks' run time (the Python workers' included), JVM CPU and GC, and
+``..._application_s``, the application's own time.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import time
 from pathlib import Path
 
 from spark_jobs.cluster import StandaloneCluster
-from spark_jobs.event_log import application_seconds, stage_times
+from spark_jobs.event_log import application_seconds, by_call_site, stage_times
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,13 +63,13 @@ def _profile(master: str, out: Path, subscriptions: int, events: int, precisions
     with open(out / "profile.csv", newline="") as rows:
         table = sorted((r["precision"], r["server"], r["forwarded"]) for r in csv.DictReader(rows))
     log = next(events_dir.iterdir())
-    stages = sorted(stage_times(log), key=lambda s: -s["wall_ms"])
     return {"wall_s": round(wall, 1), "table": table,
             "application_s": application_seconds(log),
             "spark_start_s": recommendation["profile"].get("spark_start_seconds"),
             "initial_precision": recommendation["initial_precision"],
-            "stages": [{k: s[k] for k in ("name", "tasks", "wall_ms", "task_run_ms",
-                                          "task_cpu_ms", "task_gc_ms")} for s in stages[:6]]}
+            "stages": [{k: group[k] for k in ("name", "stages", "tasks", "span_ms",
+                                              "task_run_ms", "task_cpu_ms", "task_gc_ms")}
+                       for group in by_call_site(stage_times(log))]}
 
 
 def run(quick: bool = False) -> dict:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from spark_jobs.event_log import application_seconds, stage_times
+from spark_jobs.event_log import application_seconds, by_call_site, stage_times
 
 
 def _stage(stage_id, name, submitted, completed, run_ms, cpu_ns, gc_ms=0):
@@ -32,6 +32,7 @@ def test_stages_give_their_wall_time_and_their_tasks_sums(tmp_path):
     stages = stage_times(log)
     assert [s["stage"] for s in stages] == [0, 1]
     assert stages[0] == {"stage": 0, "name": "collect at job.py:82", "tasks": 4,
+                         "submitted_ms": 1_500, "completed_ms": 4_000,
                          "wall_ms": 2_500, "task_run_ms": 15_250.0, "task_cpu_ms": 348.4,
                          "task_deserialize_ms": 0.0, "task_gc_ms": 46.0}
     assert application_seconds(log) == 8.5
@@ -62,3 +63,17 @@ def test_a_compressed_log_is_refused_with_the_setting_to_use(tmp_path):
     (log / "events_1_app-4.zstd").write_bytes(b"\x28\xb5\x2f\xfd")
     with pytest.raises(ValueError, match="spark.eventLog.compress=false"):
         stage_times(log)
+
+
+def test_concurrent_stages_of_one_call_site_group_into_one_span(tmp_path):
+    log = tmp_path / "app-5"
+    _write(log, [_stage(0, "build at job.py:82", 0, 4_000, 7_000, 0),
+                 _stage(1, "collect at PythonRDD", 4_000, 9_000, 1_000, 0),
+                 _stage(2, "collect at PythonRDD", 4_100, 8_000, 2_000, 0, gc_ms=5),
+                 _stage(3, "collect at PythonRDD", 4_200, 10_000, 3_000, 0)])
+    groups = by_call_site(stage_times(log))
+    assert [g["name"] for g in groups] == ["build at job.py:82", "collect at PythonRDD"]
+    routing = groups[1]
+    assert routing["stages"] == 3 and routing["tasks"] == 12
+    assert routing["span_ms"] == 6_000 and routing["task_run_ms"] == 6_000.0
+    assert routing["task_gc_ms"] == 5.0

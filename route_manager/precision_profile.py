@@ -51,13 +51,31 @@ def parse_initial_precision(value) -> float | str:
         except ValueError:
             raise InvalidPrecisionProfile(f"initial_precision {value!r} is neither a number "
                                           "in (0, 1] nor 'none'") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    number = _finite(value)
+    if number is None:
         raise InvalidPrecisionProfile(f"initial_precision must be a number in (0, 1] or "
-                                      f"'none', got {value!r}")
-    value = float(value)
-    if math.isnan(value) or not 0 < value <= 1:
+                                      f"'none', got {_shown(value)}")
+    value = number
+    if not 0 < value <= 1:
         raise InvalidPrecisionProfile(f"initial_precision must lie in (0, 1], got {value}")
     return value
+
+
+def _finite(value) -> float | None:
+    """``value`` as a finite float, or None if it is not a number (bools are not), is not
+    finite, or is an integer too large for a float (JSON can carry thousands of digits)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def initial_precision_from(path: str | Path) -> float | str:
@@ -113,17 +131,19 @@ class PrecisionProfile:
                                           f"{MAX_PROFILE_TEXT} characters")
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise InvalidPrecisionProfile(f"the profile is not JSON: {exc}") from None
         if not isinstance(data, dict) or set(data) - {"initial_precision", "curve", "source",
                                                       "applied_at"}:
             raise InvalidPrecisionProfile("a profile is a JSON object of initial_precision, "
                                           "curve, source and applied_at")
         applied = data.get("applied_at")
-        if applied is not None and (isinstance(applied, bool)
-                                    or not isinstance(applied, (int, float))
-                                    or not math.isfinite(applied) or applied < 0):
-            raise InvalidPrecisionProfile(f"applied_at must be epoch seconds, got {applied!r}")
+        if applied is not None:
+            seconds = _finite(applied)
+            if seconds is None or seconds < 0:
+                raise InvalidPrecisionProfile(f"applied_at must be epoch seconds, got "
+                                              f"{_shown(applied)}")
+            applied = seconds
         return cls._checked(data.get("initial_precision"), data.get("curve"),
                             data.get("source", ""), applied)
 
@@ -140,12 +160,12 @@ class PrecisionProfile:
             if not isinstance(point, list) or len(point) != 2:
                 raise InvalidPrecisionProfile("each point of the curve is [precision, events/s]")
             precision = parse_initial_precision(point[0]) if point[0] is not None else "none"
-            throughput = point[1]
-            if isinstance(throughput, bool) or not isinstance(throughput, (int, float)) or \
-                    not math.isfinite(throughput) or throughput < 0:
-                raise InvalidPrecisionProfile(f"the predicted events/s at {point[0]!r} must be "
-                                              f"a finite number >= 0, got {throughput!r}")
-            points.append((precision, float(throughput)))
+            throughput = _finite(point[1])
+            if throughput is None or throughput < 0:
+                raise InvalidPrecisionProfile(f"the predicted events/s at {_shown(point[0])} "
+                                              f"must be a finite number >= 0, got "
+                                              f"{_shown(point[1])}")
+            points.append((precision, throughput))
         if len({p for p, _ in points}) != len(points):
             raise InvalidPrecisionProfile("the curve gives a precision twice")
         if initial not in {p for p, _ in points}:

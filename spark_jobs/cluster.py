@@ -165,31 +165,34 @@ class StandaloneCluster:
             return json.loads(answer.read())
 
     # -- stopping -----------------------------------------------------------------------------
-    def stop(self, *, keep_logs: bool = False) -> None:
-        """Stop the workers, then the master (SIGTERM to each one's session, SIGKILL after
-        30 s); the temporary directory goes unless ``keep_logs``."""
-        for name, process in reversed(self._processes):
-            _end_session(process)
+    def stop(self, *, keep_logs: bool = False, grace: float = 30.0) -> None:
+        """Stop every daemon: SIGTERM to each one's session (the JVM, and the executors a
+        worker launched), workers first; SIGKILL to what is left after ``grace`` seconds,
+        or at once if the wait is interrupted (a second Ctrl-C must not orphan the
+        daemons, which a terminal's Ctrl-C never reaches). The temporary directory goes
+        unless ``keep_logs``."""
+        processes = [process for _, process in reversed(self._processes)]
         self._processes.clear()
+        for process in processes:
+            _signal_session(process, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        try:
+            for process in processes:
+                try:
+                    process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            for process in processes:
+                _signal_session(process, signal.SIGKILL)  # whatever of a session is left
+                process.wait()
         if self._own_directory and not keep_logs:
             import shutil
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _end_session(process: subprocess.Popen, grace: float = 30.0) -> None:
-    """SIGTERM to the process's session (the JVM, and the executors a worker launched),
-    then SIGKILL if it has not ended within ``grace`` seconds."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
+def _signal_session(process: subprocess.Popen, signum: int) -> None:
     try:
-        os.killpg(process.pid, signal.SIGKILL)  # whatever of the session is left
+        os.killpg(process.pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
-    process.wait()

@@ -190,8 +190,13 @@ def _reselect(args, say, started) -> int:
 
 
 def _check_apply(args) -> None:
+    from route_manager.protocol import SERVICE_NAMES
+
     if args.apply and not args.at:
         raise SystemExit("edn profile: --apply needs --at DISPATCHER")
+    if args.apply and not (args.admin_token or os.environ.get(SERVICE_NAMES.admin_token_env)):
+        raise SystemExit(f"edn profile: --apply needs the admin credential: --admin-token or "
+                         f"{SERVICE_NAMES.admin_token_env}")
 
 
 def _applied(args, recommendation: dict, out: Path) -> dict | None:
@@ -204,9 +209,6 @@ def _applied(args, recommendation: dict, out: Path) -> dict | None:
     from wsframework.admin import AdminClient, contracts
 
     token = args.admin_token or os.environ.get(SERVICE_NAMES.admin_token_env)
-    if not token:
-        raise SystemExit(f"edn profile: --apply needs the admin credential: --admin-token or "
-                         f"{SERVICE_NAMES.admin_token_env}")
     try:
         profile = PrecisionProfile.from_recommendation(
             recommendation, source=f"edn profile --out {out}"[:200])
@@ -396,6 +398,7 @@ def cmd_cluster(args) -> int:
     previous = signal.signal(signal.SIGTERM, stop)
     cluster = StandaloneCluster(args.workers, host=args.host, cores=args.cores,
                                 memory=args.memory, directory=args.dir)
+    failed = False
     try:
         cluster.start()
         print(f"master: {cluster.master_url}", flush=True)
@@ -407,13 +410,14 @@ def cmd_cluster(args) -> int:
         while True:
             signal.pause()
     except ClusterFailed as exc:
+        failed = True  # (start() stopped what it started; its logs stay to be read)
         raise SystemExit(f"edn spark-cluster: {exc}") from None
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("stopping the cluster ...", flush=True)
     finally:
-        cluster.stop()
+        cluster.stop(keep_logs=failed)
         signal.signal(signal.SIGTERM, previous)
     print("stopped", flush=True)
     return 0

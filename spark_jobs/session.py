@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import sys
@@ -70,10 +71,15 @@ def is_local(master: str) -> bool:
 def _on_loopback(master: str) -> bool:
     """Whether ``master`` is a standalone master on this machine's loopback (its executors
     then reach the driver there too)."""
-    if not master.startswith("spark://"):
+    if not master.startswith("spark://") or "," in master:  # (several masters: a quorum)
         return False
     host = urllib.parse.urlsplit(master).hostname or ""
-    return host == "localhost" or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost: resolved elsewhere, not assumed here
+        return False
 
 
 def _code_zip(directory: Path) -> Path:

@@ -53,7 +53,7 @@ from wsframework import addressing as wsa
 from wsframework.admission import AdmissionSettings
 from wsframework.addressing import request_headers
 from wsframework.exceptions import AccessDenied, sender_fault
-from wsframework.matching import Matcher
+from wsframework.matching import Matcher, UnsupportedDialect
 from wsframework.memory import collection_paused, settle_after_load
 from wsframework.messaging import IncomingMessage, MessageFilter, Reply
 from wsframework.namespace import NamespaceEntry
@@ -409,13 +409,24 @@ class SubscriptionManager:
         log.info("event source loaded %d active subscriptions", len(self.view))
 
     def _end_refused(self, refused: dict[str, RefusedFilter]) -> None:
-        """End the loaded subscriptions whose stored filters this process refuses (the
-        filter limits were lowered, or a dialect's plugin is gone, since they were
-        accepted): kept, they would match nothing while their subscribers wait.
-        SubscriptionEnd (SourceCancelling) tells each why; another worker may end them
-        first, and then that one tells."""
+        """End the loaded subscriptions whose stored filters this process's filter limits
+        refuse (lowered since they were accepted): kept, they would match nothing while
+        their subscribers wait. SubscriptionEnd (SourceCancelling) tells each why; another
+        worker may end them first, and then that one tells. A filter of a dialect no
+        matcher here knows is only logged: a plugin missing from this installation (a
+        broken environment, one host of a shared store set up wrong) must not end
+        subscriptions that a complete one serves."""
+        unknown = {i: r for i, r in refused.items() if isinstance(r.error, UnsupportedDialect)}
+        if unknown:
+            first_id, first = next(iter(unknown.items()))
+            log.error("%d stored subscription(s) have filters of a dialect no matcher here "
+                      "knows (e.g. %s: %s): they match nothing until the plugin is back",
+                      len(unknown), first_id, first)
+        refused = {i: r for i, r in refused.items() if i not in unknown}
+        if not refused:
+            return
         first_id, first = next(iter(refused.items()))
-        log.warning("%d stored subscription(s) have filters this source no longer accepts "
+        log.warning("%d stored subscription(s) have filters over this source's filter limits "
                     "(e.g. %s: %s): ending them", len(refused), first_id, first)
         for subscription in self.store.end_many(list(refused), END_CANCELLING):
             self.view.apply(subscription, local=True)

@@ -51,7 +51,10 @@ def test_a_recommendation_becomes_a_profile_that_reads_back_the_same():
     _text(curve=[[p / 1000, 1.0] for p in range(1, MAX_PROFILE_POINTS + 1)] + [[0.4, 1.0]]),
     _text(source="x" * 201), _text(source="a\nb"), _text(source=7),
     _text(applied_at=-1), _text(applied_at="yesterday"), _text(applied_at=True),
-    _text(source="x" * MAX_PROFILE_TEXT)])
+    _text(source="x" * MAX_PROFILE_TEXT),
+    "[" * 5000 + "]" * 5000,                        # nested past the parser's recursion
+    _text(initial_precision=10 ** 4000), _text(applied_at=10 ** 4000),
+    _text(curve=[[0.4, 10 ** 4000]]), _text(curve=[[10 ** 4000, 1.0], [0.4, 1.0]])])
 def test_a_hostile_profile_is_refused(text):
     with pytest.raises(InvalidPrecisionProfile):
         PrecisionProfile.parse(text)
@@ -121,7 +124,8 @@ def test_an_applied_profile_is_in_force_stamped_handed_to_the_tuner_and_kept(tmp
 def test_a_bad_profile_changes_nothing_not_even_the_precision_sent_with_it(tmp_path):
     service, admin = _start(tmp_path)
     try:
-        for bad in ("{", _text(curve=[[0.1, 1.0]]), "x" * (MAX_PROFILE_TEXT + 1)):
+        for bad in ("{", _text(curve=[[0.1, 1.0]]), "x" * (MAX_PROFILE_TEXT + 1),
+                    "[" * 5000 + "]" * 5000, _text(applied_at=10 ** 4000)):
             with pytest.raises(SoapFault) as info:
                 _configure(admin, precision="0.4", profile=bad)
             assert info.value.subcode == contracts.FAULT_INVALID_REQUEST

@@ -9,7 +9,9 @@ from spark_jobs.session import _on_loopback
 @pytest.mark.parametrize("master,expected", [
     ("spark://127.0.0.1:7077", True), ("spark://localhost:7077", True),
     ("spark://127.0.1.1:7077", True), ("spark://10.0.0.1:7077", False),
-    ("spark://spark-master.example:7077", False), ("local[2]", False), ("yarn", False)])
+    ("spark://spark-master.example:7077", False), ("spark://127.foo.example:7077", False),
+    ("spark://127.0.0.1:7077,10.0.0.2:7077", False), ("spark://[::1]:7077", True),
+    ("local[2]", False), ("yarn", False)])
 def test_a_driver_stays_on_loopback_only_with_a_master_there(master, expected):
     assert _on_loopback(master) is expected
 

@@ -3,6 +3,7 @@ two Services on one database behave like two gunicorn workers; shutdown and topi
 end subscriptions with the right SubscriptionEnd, exactly once."""
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from lxml import etree
 
 from subscription_manager import SubscriptionManager
 from subscription_manager.lifecycle import State
+from subscription_manager.store import SubscriptionStore
 from subscription_manager.versions import V2004, V2011
 from tests.support.eventing import SINK, Harness, RecordingSink, quote
 from wsframework.exceptions import SoapFault
@@ -249,30 +251,57 @@ def test_housekeeping_purges_terminal_rows_and_forgets_them(tmp_path):
         h.close()
 
 
-def test_a_start_ends_the_subscriptions_whose_stored_filters_its_limits_refuse(tmp_path):
-    """A start takes the stored subscriptions in. A filter this process's settings refuse
-    (the limits were lowered since) would match nothing: its subscription ends with
-    SubscriptionEnd (SourceCancelling, saying why), once across workers; every other
-    subscription matches as before."""
+def test_a_start_ends_the_subscriptions_whose_stored_filters_its_limits_refuse(
+        tmp_path, monkeypatch):
+    """A start takes the stored subscriptions in. A filter this process's limits refuse
+    (lowered since) would match nothing: its subscription ends with SubscriptionEnd
+    (SourceCancelling, saying why), once although two workers start together and both
+    refuse it. A filter of a dialect no matcher here knows is only logged (its plugin may
+    be missing from a broken installation). Every other subscription matches as before."""
     sink = RecordingSink()
     keep = {"keep_subscriptions_on_shutdown": "true"}
     first = Harness(tmp_path, sink=sink, topics=("stocks", "bonds"), settings=keep)
     short, long = "//q:price > 30", "//q:price > 30 and //q:price < 1000000000000000"
     made = {}
     for topic in ("stocks", "bonds"):
-        for name, xpath in (("short", short), ("long", long)):
+        for name, xpath in (("short", short), ("long", long), ("plugin", short)):
             made[topic, name] = first.subscribe(
                 "2004" if topic == "bonds" else "2011", topic=topic, filter=xpath,
                 namespaces={"q": "urn:quotes"}, notify_path=f"/{topic}-{name}",
                 end_to=SINK + "/end", expires="PT1H")
+    with first.manager.store.store.transaction() as conn:  # stored by a plugin not here now
+        conn.execute("UPDATE eventing_subscriptions SET dialect = 'urn:example:gone' "
+                     "WHERE id IN (?, ?)", (made["stocks", "plugin"].id,
+                                            made["bonds", "plugin"].id))
     first.close()
+    # both workers load (and refuse) before either ends anything: they meet in end_many
+    meeting = threading.Barrier(2, timeout=20)
+    end_many = SubscriptionStore.end_many
+
+    def met(store, ids, reason):
+        meeting.wait()
+        return end_many(store, ids, reason)
+
+    monkeypatch.setattr(SubscriptionStore, "end_many", met)
     lowered = {**keep, "filter_max_length": str(len(short) + 5)}
-    second = Harness(tmp_path, sink=sink, topics=(), settings=lowered)
-    third = Harness(tmp_path, sink=sink, topics=(), settings=lowered)  # another worker
+    workers, failures = [], []
+
+    def start():
+        try:
+            workers.append(Harness(tmp_path, sink=sink, topics=(), settings=lowered))
+        except BaseException as exc:  # handed to the test's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
     try:
-        second.drain()
-        third.drain()
-        assert second.manager.counters["subscriptions"] == 2
+        assert not failures and len(workers) == 2, failures
+        second = workers[0]
+        for worker in workers:
+            worker.drain()
         assert end_statuses(sink) == ["SourceCancelling", "SourceCancelling"]
         reasons = [payload for _, payload, *_ in sink.at("/end")]
         assert all(b"no longer accepted here" in r and b"longer than" in r for r in reasons)
@@ -283,10 +312,10 @@ def test_a_start_ends_the_subscriptions_whose_stored_filters_its_limits_refuse(t
             second.publish(quote(50), topic=topic)
         second.drain()
         assert [len(sink.at(f"/{t}-{n}")) for t in ("stocks", "bonds")
-                for n in ("short", "long")] == [1, 0, 1, 0]
+                for n in ("short", "long", "plugin")] == [1, 0, 0, 1, 0, 0]
     finally:
-        second.close()
-        third.close()
+        for worker in workers:
+            worker.close()
 
 
 @pytest.mark.parametrize("address", [

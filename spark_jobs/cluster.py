@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from wsframework.ports import free_port
 
 from .session import QUIET_LOG4J2
 
@@ -63,12 +64,6 @@ def spark_home() -> Path:
     """The pyspark installation, which carries Spark's jars and ``bin/spark-class``."""
     import pyspark
     return Path(pyspark.__file__).resolve().parent
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 class StandaloneCluster:
@@ -109,7 +104,7 @@ class StandaloneCluster:
         (self.directory / "spark-defaults.conf").write_text(_PROPERTIES)
         (self.directory / "log4j2.properties").write_text(_LOG4J2)
         try:
-            self.master_port, self.ui_port = _free_port(self.host), _free_port(self.host)
+            self.master_port, self.ui_port = free_port(self.host), free_port(self.host)
             self._launch("master", _MASTER_CLASS, "--host", self.host, "--port",
                          str(self.master_port), "--webui-port", str(self.ui_port))
             self._wait_for(lambda status: status.get("status") == "ALIVE", "the master")
@@ -117,7 +112,7 @@ class StandaloneCluster:
                 work = self.directory / f"worker-{k}"
                 work.mkdir(exist_ok=True)
                 self._launch(f"worker-{k}", _WORKER_CLASS, "--host", self.host,
-                             "--webui-port", str(_free_port(self.host)),
+                             "--webui-port", str(free_port(self.host)),
                              "--cores", str(self.cores), "--memory", self.memory,
                              "--work-dir", str(work), self.master_url)
             self._wait_for(lambda status: status.get("aliveworkers", 0) >= self.workers,

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -37,6 +36,7 @@ import time
 import requests
 
 from edn.sink import FastSink
+from wsframework.ports import free_port
 
 from .delivery import _process_cpu, _worker_pid
 from .eventing import ADMIN_TOKEN, SourceProcess
@@ -48,12 +48,6 @@ _COUNTERS = {"delivered": "edn_notifications_delivered_total",
              "failed": "edn_notifications_failed_total",
              "retries": "edn_notification_retries_total",
              "queue_depth": "edn_delivery_queue_depth"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class _Source:
@@ -131,7 +125,7 @@ class _Source:
 def backlog_drain(backlog: int, subscriptions: int = 500, timeout: float = 600.0,
                   queue_size: int = _QUEUE_SIZE) -> dict:
     """``backlog`` notifications accepted while the sink is down, then drained."""
-    port = _free_port()
+    port = free_port()
     source = _Source(f"http://127.0.0.1:{port}", subscriptions,
                      {"delivery_queue_size": str(queue_size)})
     sink = None
@@ -182,7 +176,7 @@ def outage_drain(outage_s: float, load_per_s: int, subscriptions: int = 200,
                  timeout: float = 300.0) -> dict:
     """Seconds from the end of an ``outage_s`` sink outage until the sink has every
     notification accepted before it came back, under ``load_per_s`` notifications/s."""
-    port = _free_port()
+    port = free_port()
     sink = FastSink(port=port).start()
     source = None
     stop = threading.Event()

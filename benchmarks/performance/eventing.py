@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from lxml import etree
 from subscription_manager.client import EventingClient
 from wsframework.admin import AdminClient
 from wsframework.client import SoapClient
+from wsframework.ports import free_port
 from wsframework.publisher import PUBLISH_ACTION
 from edn.sink import FastSink
 from wsframework.transport import HttpTransport
@@ -42,17 +42,11 @@ from wsframework.transport import HttpTransport
 ADMIN_TOKEN = "bench-token"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class SourceProcess:
     """``edn serve source`` in a subprocess; waits for /health instead of sleeping."""
 
     def __init__(self, data_dir: str, settings: dict[str, str], extra_args=()):
-        self.port = _free_port()
+        self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "edn.cli", "serve", "source", "--host",
                    "127.0.0.1", "--port", str(self.port), "--data", data_dir,

@@ -7,9 +7,7 @@ condition (``GET /health``), not a sleep.
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,42 +17,9 @@ from pathlib import Path
 
 import requests
 
+from wsframework.ports import free_port  # noqa: F401 (re-exported: its callers import it from here)
+
 ADMIN_TOKEN = "integration-token"  # default for tests; the demo passes its own
-
-
-_handed_out: set[int] = set()
-
-
-def _ephemeral_low() -> int:
-    """The lowest port the kernel gives outgoing connections (Linux's default: 32768)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            return int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port() -> int:
-    """A port a role can listen on: free now, never handed out before in this process, and
-    below the ephemeral range. A port the kernel chose for ``bind(0)`` is one it also gives
-    outgoing connections, so between this answer and the role's bind, a connection could
-    take it (gunicorn then fails with "Address already in use")."""
-    low = _ephemeral_low()
-    if low > 11_000:
-        for _ in range(200):
-            port = random.randrange(10_000, low)
-            if port in _handed_out:
-                continue
-            with socket.socket() as probe:
-                try:
-                    probe.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            _handed_out.add(port)
-            return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)

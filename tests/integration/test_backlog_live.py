@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.performance.backlog import _free_port, _Source
+from benchmarks.performance.backlog import _Source
+from wsframework.ports import free_port
 from edn.sink import FastSink
 from wsframework import ns
 
@@ -26,7 +27,7 @@ def stored_message_ids(data_dir: str) -> set[str]:
 
 @pytest.mark.parametrize("pipeline", ["1", "8"])  # one POST per round trip; pipelined
 def test_a_backlog_past_the_queue_drains_fully_and_exactly_once(pipeline):
-    port = _free_port()
+    port = free_port()
     source = _Source(f"http://127.0.0.1:{port}", SUBSCRIPTIONS,
                      {"delivery_queue_size": "300", "sweep_interval": "0.2",
                       "delivery_pipeline": pipeline})

@@ -2,7 +2,7 @@
 the ephemeral range, where no outgoing connection can take one before the role binds it."""
 import socket
 
-from edn.localnet.processes import _ephemeral_low, free_port
+from wsframework.ports import _ephemeral_low, free_port
 
 
 def test_ports_are_free_distinct_and_below_the_ephemeral_range():

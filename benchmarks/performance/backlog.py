@@ -115,6 +115,17 @@ class _Source:
                 found[name] = int(float(match.group(1)))
         return found
 
+    def settled_counters(self, delivered: int, timeout: float = 30.0) -> dict[str, int]:
+        """:meth:`counters` once the source has counted ``delivered`` deliveries: a sink
+        that received the last notifications answers before the source's workers count
+        those answers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.counters()
+            if found.get("delivered", 0) >= delivered or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)  # polling /metrics: the count has no notification to wait on
+
     def stop(self) -> None:
         if getattr(self, "_transport", None) is not None:
             self._transport.close()
@@ -144,7 +155,7 @@ def backlog_drain(backlog: int, subscriptions: int = 500, timeout: float = 600.0
                 "backlog_build_s": round(build_s, 2),
                 "backlog_drain_s": round(elapsed, 2),
                 "backlog_source_cpu_s": round(source.cpu() - cpu0, 2),
-                "backlog_counters": source.counters()}
+                "backlog_counters": source.settled_counters(source.accepted)}
     finally:
         source.stop()
         if sink is not None:
@@ -165,7 +176,7 @@ def rtt_delivery(answer_delay_ms: int, notifications: int, subscriptions: int = 
         elapsed = time.perf_counter() - started
         return {"per_s": round(source.accepted / elapsed), "notifications": source.accepted,
                 "seconds": round(elapsed, 2), "source_cpu_s": round(source.cpu() - cpu0, 2),
-                "counters": source.counters()}
+                "counters": source.settled_counters(source.accepted)}
     finally:
         if source is not None:
             source.stop()

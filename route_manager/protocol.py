@@ -30,6 +30,14 @@ whose format belongs to the matcher / subscription manager that makes them::
     SyncTopics {Topic* {Name, Version, Deleted?, -> SyncTopicsResponse {Topic*}
                 Matcher?, Options?}}
     ClaimPlacement {Key, Target}                 -> ClaimPlacementResponse {Target}
+    ExportBoxes {Topic, After?, Max?}            -> ExportBoxesResponse {Boxes}
+    GetRecording {After?, Max?}                  -> GetRecordingResponse {Recording}
+
+``ExportBoxes`` asks a subscription server for a page of the rectangles of its active
+subscriptions on a topic, with the topic's schema, for profiles read from the live network
+(``edn profile --from-network``); ``After`` is the cursor the previous page answered.
+``GetRecording`` reads a page of the events a dispatcher recorded (``edn record``,
+:mod:`route_manager.dispatcher.recording`).
 
 ``SyncTopics`` is the exchange between peer root dispatchers (``--peer-root``,
 :mod:`route_manager.dispatcher.peer_roots`): the sender's topic catalog (live topics and
@@ -87,7 +95,8 @@ __all__ = [
     "MAX_LATENCY_PROBES", "TopicVersion", "SyncTopics", "SyncTopicsResponse", "MAX_SYNC_TOPICS",
     "MAX_SYNC_OPTIONS_BYTES",
     "MAX_LATENCY_PROBES", "ClaimPlacement", "ClaimPlacementResponse", "PLACEMENT_KEY_LENGTH",
-    "MAX_SERVER_NAME",
+    "MAX_SERVER_NAME", "ExportBoxes", "ExportBoxesResponse", "GetRecording",
+    "GetRecordingResponse", "MAX_PAGE", "CURSOR_LENGTH", "BOXES", "RECORDING", "RECORDED",
 ]
 
 # What operators and scrapers see of every EDN role (source, dispatcher, server, table): the
@@ -113,6 +122,9 @@ BOX = ns.qname(EDN, "Box")
 PEER_SUMMARY = ns.qname(EDN, "PeerSummary")    # server <-> server (route_manager.peers)
 CENTROID = ns.qname(EDN, "Centroid")
 SUMMARY = ns.qname(EDN, "Summary")
+BOXES = ns.qname(EDN, "Boxes")                 # a page of rectangles (ExportBoxes)
+RECORDING = ns.qname(EDN, "Recording")         # a page of recorded events (GetRecording)
+RECORDED = ns.qname(EDN, "Recorded")
 
 # Attributes of edn:EventBatch (unqualified, as its Topic attribute) that let a server skip the
 # events of a batch the dispatcher replays after a restart (route_manager.forwarding.log):
@@ -472,6 +484,44 @@ class ClaimPlacementResponse(Contract):
     _type_info = [("Target", EntryName)]
 
 
+# --- the live network's own data, for profiles -----------------------------------------
+
+MAX_PAGE = 10_000  # rectangles (ExportBoxes) or events (GetRecording) in one answer
+CURSOR_LENGTH = 200
+
+
+class ExportBoxes(Contract):
+    """A page of ``Topic``'s subscription rectangles on this server (at most ``Max``, from
+    after the cursor ``After``)."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Topic", EntryName),
+                  ("After", Unicode(nillable=False, max_len=CURSOR_LENGTH)),
+                  ("Max", Integer32(nillable=False, ge=1, le=MAX_PAGE))]
+
+
+class ExportBoxesResponse(Contract):
+    """``edn:Boxes`` (:mod:`subscription_manager.server.box_export`)."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Boxes", required(AnyXml))]
+
+
+class GetRecording(Contract):
+    """A page of the recorded events (at most ``Max``, from after the cursor ``After``)."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("After", Unicode(nillable=False, max_len=CURSOR_LENGTH)),
+                  ("Max", Integer32(nillable=False, ge=1, le=MAX_PAGE))]
+
+
+class GetRecordingResponse(Contract):
+    """``edn:Recording`` (:mod:`route_manager.dispatcher.recording`)."""
+
+    __namespace__ = ns.ADMIN
+    _type_info = [("Recording", required(AnyXml))]
+
+
 # (operation, request contract, response contract); the order of the WSDL.
 OPERATIONS = (
     register_operation(CreateRoute, CreateRouteResponse),
@@ -488,6 +538,8 @@ OPERATIONS = (
     register_operation(MeasureLatency, MeasureLatencyResponse),
     register_operation(SyncTopics, SyncTopicsResponse),
     register_operation(ClaimPlacement, ClaimPlacementResponse),
+    register_operation(ExportBoxes, ExportBoxesResponse),
+    register_operation(GetRecording, GetRecordingResponse),
 )
 
 #: the actions of the network's own messages between its roles, each authenticated by the

@@ -1,6 +1,16 @@
 """Self-tuning summary precision (paper IV-B, V-C), as a pure state machine plus a thin thread.
 
-Theory of operation
+Two rules choose each step (``selftuning_rule``):
+
+- **compare** (the default): the step the measurements justify. A precision step is kept
+  only when the events/s the network sustained after it beat those before it, with the
+  applied profile as the prior that orders the probes (:mod:`.throughput_climb`). The
+  readings below still say which way the paper would go, which breaks ties.
+- **paper**: IV-B as published, below. It assumes that a busy dispatcher always gains by
+  routing more cheaply, which is false for a dispatcher fast enough to be busy at every
+  precision near the optimum (it then slides down to where the link gives out).
+
+Theory of operation (the paper's rule)
     The dispatcher watches only its own CPU. Each step it compares the average CPU load of
     the interval that just ended with a threshold: CPU-bound means the dispatcher is the
     bottleneck, so precision goes *down* by ``x`` (cheaper routing, more copies); otherwise the
@@ -75,10 +85,12 @@ from wsframework.settings import Settings, setting
 
 from .models.measurement import Counters
 from .precision import Ladder, format_precision
+from .throughput_climb import ClimbSettings, ThroughputClimb
 
 __all__ = ["Averages", "SelfTuningSettings", "SelfTuner", "Step", "Ticker"]
 
 _BOTTLENECK = ("cpu", "busy", "cpu+busy")  # Step.signal values that lower precision
+RULES = ("compare", "paper")
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +102,8 @@ class SelfTuningSettings(Settings):
 
     PREFIX = "selftuning_"
 
+    rule: str = setting("compare", "compare: keep a step only when the measured throughput "
+                        "improves (route_manager.throughput_climb) | paper: IV-B as published")
     step: float = setting(0.1, "x: precision change per step (must divide 1)")
     threshold: float = setting(0.85, "CPU load (of one core) at or above which the dispatcher "
                                "is the bottleneck")
@@ -102,13 +116,21 @@ class SelfTuningSettings(Settings):
     max_interval: float = setting(16.0, "maxT, seconds")
     oscillations: int = setting(3, "repeated oscillations before t grows")
     throughput_change: float = setting(0.2, "relative events/s change that ends an interval "
-                                       "(0: off)")
+                                       "(paper) or says the traffic changed (compare) (0: off)")
+    margin: float = setting(0.0, "compare: a step is kept when its throughput beats the old "
+                            "level's by more than this share")
+    hold: int = setting(3, "compare: intervals at a level before the next probe")
+    max_hold: int = setting(24, "compare: the longest hold, after failed probes both ways")
     with_none: bool = setting(True, "may go below the first step to no summary")
     settle: float = setting(0.0, "seconds after a step left out of the averages")
     trace: int = setting(2000, "steps kept in memory")
 
     def validate(self) -> None:
         Ladder(self.step, self.with_none)  # validates the step
+        if self.rule not in RULES:
+            raise ValueError(f"rule is one of {', '.join(RULES)}")
+        if not 0 <= self.margin < 1 or not 1 <= self.hold <= self.max_hold <= 10_000:
+            raise ValueError("need 0 <= margin < 1 and 1 <= hold <= max_hold <= 10000")
         if not 0 < self.threshold <= 2:
             raise ValueError("threshold is a CPU load in (0, 2] (cores)")
         if not 0 <= self.busy_threshold <= 1:
@@ -142,6 +164,8 @@ class Step:
     busy: float = 0.0     # utilization over that interval (wsframework.utilization)
     backlog: float = 0.0  # growth of the outgoing backlog over that interval (copies)
     copies: float = 0.0   # copies queued for servers over that interval
+    sustained: float = 0.0  # events/s this precision can keep up (Averages.sustained)
+    decision: str = ""    # compare rule: climb, kept, revert, probe, hold or changed
 
     @property
     def cpu_bound(self) -> bool:
@@ -163,11 +187,30 @@ class Averages(NamedTuple):
     busy: float = 0.0      # utilization
     copies: float = 0.0    # copies queued during it
     backlog: float = 0.0   # growth of the backlog during it
+    sent: float = 0.0      # copies the senders delivered during it
+    depth: float = 0.0     # the larger backlog of its two ends (copies)
+
+    def sustained(self, queued: float) -> float:
+        """The events/s this precision can keep up, which the events taken in an interval
+        right after a step are not: after a step down the dispatcher takes events flat out
+        until the outgoing queues fill, and after a step up it is held back while they
+        drain the copies of the old precision.
+
+        While at least ``queued`` copies wait (the link is busy all along), the link is the
+        limit: the copies it carried per second over this precision's copies per event.
+        That is capped by what the dispatcher itself can route, events per second of
+        utilization (when that is measured). With shorter queues the events taken are the
+        figure."""
+        if self.depth < queued or self.copies <= 0 or self.sent <= 0:
+            return self.rate
+        by_link = self.rate * self.sent / self.copies
+        return min(by_link, self.rate / self.busy) if self.busy > 0 else by_link
 
 
 class SelfTuner:
-    """The algorithm of paper IV-B. Feed :meth:`sample` readings of the cumulative counters;
-    it answers a :class:`Step` when precision must change (None otherwise)."""
+    """Self-tuning by ``config.rule`` (module docstring). Feed :meth:`sample` readings of the
+    cumulative counters; it answers a :class:`Step` at the end of every interval (None
+    otherwise), with the precision for the next one."""
 
     def __init__(self, config: SelfTuningSettings, precision: float, reading: Counters):
         self.config = config
@@ -178,10 +221,22 @@ class SelfTuner:
         self.num_oscillations = 0
         self.history: collections.deque[int] = collections.deque([self.level], maxlen=4)
         self.trace: collections.deque[Step] = collections.deque(maxlen=config.trace)
-        # the applied profile's predicted events/s by precision (0.0: no summary), handed
-        # over by the dispatcher; the steps of IV-B below do not consult it yet
-        self.model: dict[float, float] | None = None
+        self.climb = ThroughputClimb(self.ladder, self.level, ClimbSettings(
+            margin=config.margin, hold=config.hold, max_hold=config.max_hold,
+            change=config.throughput_change or float("inf"))) \
+            if config.rule == "compare" else None
         self._begin(reading)
+
+    @property
+    def model(self) -> dict[float, float] | None:
+        """The applied profile's predicted events/s by precision (0.0: no summary), handed
+        over by the dispatcher: the comparing rule's prior (the paper's rule has none)."""
+        return self.climb.model if self.climb is not None else None
+
+    @model.setter
+    def model(self, curve: dict[float, float] | None) -> None:
+        if self.climb is not None:
+            self.climb.model = curve
 
     @property
     def precision(self) -> float:
@@ -198,7 +253,10 @@ class SelfTuner:
         self._samples.append(reading)
         now = reading.time
         elapsed = now - self._started
-        if elapsed >= self.t:
+        if elapsed >= self.t and (self.climb is None or elapsed >= c.max_interval
+                                  or reading.events > self._samples[0].events):
+            # the comparing rule waits (up to maxT) for an interval that saw events: a
+            # publisher held back for longer than t would read as no throughput at all
             return self._step(now, self._average(self._started + c.settle, now), "timeout")
         if c.throughput_change > 0 and elapsed >= 2 * c.interval:
             first = self._average(self._started + c.settle, self._started + c.interval).rate
@@ -226,7 +284,8 @@ class SelfTuner:
             return Averages()
         return Averages(cpu=(b.cpu - a.cpu) / wall, rate=(b.events - a.events) / wall,
                         busy=min(1.0, (b.busy - a.busy) / wall), copies=b.copies - a.copies,
-                        backlog=b.backlog - a.backlog)
+                        backlog=b.backlog - a.backlog, sent=b.sent - a.sent,
+                        depth=max(a.backlog, b.backlog))
 
     def bottleneck(self, interval: Averages) -> str:
         """Was the dispatcher the bottleneck ("CPU-bound")? The reading that says so ("cpu",
@@ -245,19 +304,27 @@ class SelfTuner:
         previous = self.precision
         signal = self.bottleneck(interval)
         down = signal in _BOTTLENECK
-        self.level = self.ladder.level(self.ladder.precision(self.level + (-1 if down else 1)))
+        decision = ""
+        sustained = interval.sustained(self.config.backlog_floor)
+        if self.climb is None:
+            self.level = self.ladder.level(self.ladder.precision(self.level + (-1 if down else 1)))
+        else:
+            self.level, decision = self.climb.decide(sustained, -1 if down else 1)
         self.p += 1
         self.history.append(self.level)
-        self.update_t()
+        if self.climb is None:
+            self.update_t()
         step = Step(self.p, now, self.precision, previous, interval.rate, interval.cpu, signal,
-                    self.t, reason, interval.busy, interval.backlog, interval.copies)
+                    self.t, reason, interval.busy, interval.backlog, interval.copies,
+                    round(sustained, 3), decision)
         self.trace.append(step)
         self._begin(self._samples[-1])
         log.debug("self-tuning step %d (%s): cpu %.3f, busy %.3f, backlog %+.0f of %.0f "
-                  "copies: %s, %.1f events/s: precision %s -> %s, next interval %.1fs",
-                  step.step, reason, interval.cpu, interval.busy, interval.backlog,
-                  interval.copies, signal, interval.rate,
-                  format_precision(previous), format_precision(step.precision), self.t)
+                  "copies: %s, %.1f events/s (%.1f sustained)%s: precision %s -> %s, next "
+                  "interval %.1fs", step.step, reason, interval.cpu, interval.busy,
+                  interval.backlog, interval.copies, signal, interval.rate, sustained,
+                  f", {decision}" if decision else "", format_precision(previous),
+                  format_precision(step.precision), self.t)
         return step
 
     def update_t(self) -> None:
@@ -281,6 +348,8 @@ class SelfTuner:
         self.history.append(self.level)
         self.t = self.config.interval
         self.num_oscillations = 0
+        if self.climb is not None:
+            self.climb.restart(self.level)
         self._begin(reading)
 
 

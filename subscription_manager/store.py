@@ -717,6 +717,13 @@ class SubscriptionStore:
             f"SELECT {_READ} FROM {_TABLE} WHERE status = ? AND topic_uid = ? ORDER BY seq",
             (State.ACTIVE.value, topic_uid))]
 
+    def active_after(self, topic_uid: str, after: str, limit: int) -> list[Subscription]:
+        """Up to ``limit`` active subscriptions of one topic whose ids sort after ``after``,
+        by id: pages that neither skip nor repeat a subscription that is renewed meanwhile."""
+        return [_from_row(r) for r in self.store.query(
+            f"SELECT {_READ} FROM {_TABLE} WHERE status = ? AND topic_uid = ? AND id > ? "
+            "ORDER BY id LIMIT ?", (State.ACTIVE.value, topic_uid, after, limit))]
+
     def active_packed(self) -> tuple[list[Subscription], PackedForms]:
         """:meth:`active`, and the filters' compiled forms as stored (position by position,
         None where there is none): what a start loads. The rows are read a chunk at a time,

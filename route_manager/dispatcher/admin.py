@@ -13,6 +13,8 @@
 ``UpdateSummary``                        the route update message
 ``GetStats``                             the figures of :mod:`.stats`
 ``Configure``                            the run-time settings (:mod:`.control`)
+``GetRecording``                         a page of the recorded events (:mod:`.recording`,
+                                         registered by the dispatcher itself)
 =======================================  =======================================================
 
 ``CreateRoute`` / ``DeleteRoute`` / ``ListRoutes`` (the route table only) are the base route

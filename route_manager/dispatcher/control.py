@@ -172,7 +172,8 @@ class PrecisionControl:
                 "link_mbps": repr(s.link_mbps) if s.link_mbps else "none",
                 "backpressure": str(s.backpressure),
                 # the self-tuner's settings under their --set names (selftuning_<field>)
-                **{key: repr(value) for key, value in c.as_mapping().items()}}
+                **{key: value if isinstance(value, str) else repr(value)
+                   for key, value in c.as_mapping().items()}}
         if self.profile is not None:
             in_force["profile"] = self.profile.to_text()
         return in_force

@@ -33,7 +33,7 @@ from wsframework.urlpolicy import UrlPolicy
 
 from .. import protocol
 from ..base import BaseRouteManager
-from ..exceptions import UnknownServer, UnusableSummary
+from ..exceptions import InvalidConfiguration, UnknownServer, UnusableSummary
 from ..precision_profile import InvalidPrecisionProfile, PrecisionProfile
 from ..protocol import (EVENT_BATCH, KIND_DISPATCHER, KIND_SERVER, ROUTING_FLOODING,
                         batch_events)
@@ -44,6 +44,7 @@ from .console import install_console
 from .peer_roots import PeerRoots
 from .control import CounterReader, PrecisionControl, configure_key
 from .recent_publications import DUPLICATE, RecentPublications, StillInProgress
+from .recording import Recorder, RecordingSpec
 from .routing import route_matcher_for, settings_for_mode
 from .settings import DispatcherSettings
 from .shared_state import SharedState
@@ -52,6 +53,8 @@ from .tables import DispatcherTables
 from .tree import TreeLink
 
 log = logging.getLogger(__name__)
+
+DEFAULT_RECORDING_PAGE = 1_000  # GetRecording without Max
 
 __all__ = ["Dispatcher", "DispatcherCounters", "build_dispatcher"]
 
@@ -91,6 +94,9 @@ class Dispatcher(BaseRouteManager):
         # with the private ranges of --allow-private (wsframework.urlpolicy).
         service.messaging.reply_policy = UrlPolicy(allow_private=self.settings.allow_private)
         self.tables = DispatcherTables(service.store)
+        # a sample of the events routed, for offline profiles (Configure record=..., .recording)
+        self.recorder = Recorder(self.tables)
+        service.admin.register(protocol.GetRecording, self._get_recording)
         self.link_mbps = self.settings.link_mbps or None
         # Batches go through the lean keep-alive client: requests cost ~300 us of CPU per
         # POST (wsframework.transport.socket_http), as much as routing the batch's events.
@@ -146,7 +152,7 @@ class Dispatcher(BaseRouteManager):
         self.shared = SharedState(self.tables, self.routes, servers=self.servers,
                                   kinds=self.kinds, add_server=self.add_server,
                                   install=self._install_stored,
-                                  configure=self.control.configure, lock=self._summary_lock)
+                                  configure=self._apply_settings, lock=self._summary_lock)
         self.shared.apply_configured()  # what operators set before this process started
         self.routes.on_change(self._on_route_change)
         self._load()
@@ -182,12 +188,34 @@ class Dispatcher(BaseRouteManager):
     def _configure(self, settings) -> dict[str, str]:
         """Configure: validated and applied here, then stored for every process of this
         dispatcher and for its restarts; answers the settings in force."""
-        pairs = [(key, _applied_now(value) if key == "profile" else value)
+        pairs = [(key, _stamped(key, value, self.routes))
                  for key, value in ((configure_key(name), value) for name, value in settings)]
-        in_force = self.control.configure(pairs)
+        in_force = self._apply_settings(pairs)
         if pairs:
             self.shared.configure(dict(pairs))
         return in_force
+
+    def _apply_settings(self, settings) -> dict[str, str]:
+        """Run-time settings applied in this process: ``record`` here (.recording), the rest
+        by the precision control; all validated before any is applied."""
+        pairs = [(configure_key(name), value) for name, value in settings]
+        records = [value for key, value in pairs if key == "record"]
+        try:
+            spec = RecordingSpec.parse(records[-1]) if records else None
+        except ValueError as exc:
+            raise InvalidConfiguration(str(exc)) from None
+        in_force = self.control.configure([(k, v) for k, v in pairs if k != "record"])
+        if records:
+            self.recorder.arm(spec)
+        in_force["record"] = self.recorder.setting()
+        return in_force
+
+    def _get_recording(self, request, message):
+        try:
+            page = self.recorder.page(request.After, request.Max or DEFAULT_RECORDING_PAGE)
+        except ValueError as exc:
+            raise sender_fault(str(exc)) from None
+        return protocol.GetRecordingResponse(Recording=page)
 
     def _forwarder_for(self, event_log: EventLog | None) -> Forwarder:
         """A forwarder over ``event_log`` (this process's lane, or one it adopted; None
@@ -378,6 +406,8 @@ class Dispatcher(BaseRouteManager):
             if upstream is not None and self.event_log is not None:
                 self.forwarder.forward_logged([], upstream=upstream)
             return 0
+        if self.recorder.spec is not None:
+            self.recorder.offer(entry.name, events)
         matcher = entry.matcher
         started = time.thread_time()  # CPU of this thread: GIL waits excluded
         calibrated = calibration_cpu()
@@ -449,6 +479,7 @@ class Dispatcher(BaseRouteManager):
         if self.tree is not None:
             self.tree.stop()
         self.control.stop()
+        self.recorder.close()
         if self._lane_sweeper is not None:
             self._lane_sweeper.stop()
         self.forwarder.close()
@@ -501,6 +532,26 @@ def _single_worker(settings) -> str | None:
 
 
 build_dispatcher.single_worker = _single_worker  # edn serve refuses --workers > 1 when set
+
+
+def _stamped(key: str, value: str, routes) -> str:
+    """A Configure value as this dispatcher stores it: a profile or a recording stamped
+    with its time of taking it (what a sender said is ignored). A recording of a topic
+    that is not here is refused; a value that does not parse goes on as it is, for
+    :meth:`Dispatcher._apply_settings` to refuse."""
+    if key == "profile":
+        return _applied_now(value)
+    if key != "record":
+        return value
+    try:
+        spec = RecordingSpec.parse(value)
+    except ValueError:
+        return value
+    if spec is None:
+        return value
+    if spec.topic not in routes:
+        raise InvalidConfiguration(f"record: no topic {spec.topic!r} here")
+    return spec.stamped(time.time()).to_text()
 
 
 def _applied_now(profile_text: str) -> str:

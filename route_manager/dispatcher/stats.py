@@ -55,6 +55,7 @@ def dispatcher_figures(dispatcher, with_trace: bool = True) -> dict[str, object]
             "publish_duplicates": d.recent.duplicates,
         }
         hits = dict(c.per_server_hits)
+    figures.update(d.recorder.figures())
     figures["precision"] = format_precision(control.precision)
     figures["precision_value"] = float(control.precision)
     figures["precision_changes"] = control.changes
@@ -124,6 +125,8 @@ def tuning_figures(control, with_trace: bool = True) -> dict[str, object]:
     c = control.tuning_config
     figures: dict[str, object] = {
         "selftuning.on": int(tuner is not None),
+        "selftuning.rule": c.rule, "selftuning.margin": c.margin, "selftuning.hold": c.hold,
+        "selftuning.max_hold": c.max_hold,
         "selftuning.threshold": c.threshold, "selftuning.busy_threshold": c.busy_threshold,
         "selftuning.backlog_growth": c.backlog_growth,
         "selftuning.backlog_floor": c.backlog_floor, "selftuning.step_size": c.step,
@@ -143,7 +146,8 @@ def tuning_figures(control, with_trace: bool = True) -> dict[str, object]:
                      "busy": round(step.busy, 4), "backlog": round(step.backlog),
                      "copies": round(step.copies), "signal": step.signal,
                      "cpu_bound": step.cpu_bound, "interval": step.interval,
-                     "reason": step.reason}, separators=(",", ":"))
+                     "reason": step.reason, "sustained": round(step.sustained, 2),
+                     "decision": step.decision}, separators=(",", ":"))
     return figures
 
 

@@ -3,7 +3,8 @@ child dispatchers, by kind), every
 server's latest summary per route (with its generation, so a reordered update never wins over
 a newer one), the topics with the matcher and options the servers host them with, and
 the version of every topic name, deleted ones included (:mod:`.topic_catalog`: what peer
-roots merge), and the run-time settings operators set (Configure). A restarted dispatcher
+roots merge), the run-time settings operators set (Configure) and the events of the latest
+recording (:mod:`.recording`). A restarted dispatcher
 reloads all of it: it loses no route."""
 from __future__ import annotations
 
@@ -55,7 +56,15 @@ CREATE TABLE IF NOT EXISTS edn_configured (name TEXT PRIMARY KEY, value TEXT NOT
 """
 _CONFIGURED_UPSERT = upsert_sql("edn_configured", ("name", "value"), ("name",))
 
-_MIGRATIONS = [_SCHEMA, _add_server_columns, _CONFIGURED]
+# events recorded for offline profiles (.recording): one recording's rows at a time, each
+# process numbering its own
+_RECORDED = """
+CREATE TABLE IF NOT EXISTS edn_recorded (
+    recording TEXT NOT NULL, process TEXT NOT NULL, n INTEGER NOT NULL, at REAL NOT NULL,
+    event BLOB NOT NULL, PRIMARY KEY (recording, process, n));
+"""
+
+_MIGRATIONS = [_SCHEMA, _add_server_columns, _CONFIGURED, _RECORDED]
 
 
 class DispatcherTables:
@@ -139,6 +148,38 @@ class DispatcherTables:
         with self.store.transaction() as conn:
             conn.executemany(_CONFIGURED_UPSERT, list(settings.items()))
             Store.bump(conn, STATE_GENERATION)
+
+    # -- recorded events (.recording) ----------------------------------------------------------
+    def drop_recordings_but(self, recording: str) -> None:
+        """Every recorded event of another recording than ``recording`` deleted."""
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM edn_recorded WHERE recording <> ?", (recording,))
+
+    def save_recorded(self, recording: str, process: str,
+                      rows: list[tuple[int, float, bytes]]) -> tuple[int, int]:
+        """Store ``rows`` (n, time, event) of ``process``; answers the recording's events
+        and bytes stored in all, these included."""
+        with self.store.transaction() as conn:
+            conn.executemany("INSERT INTO edn_recorded (recording, process, n, at, event) "
+                             "VALUES (?, ?, ?, ?, ?)",
+                             [(recording, process, n, at, event) for n, at, event in rows])
+            count, size = conn.execute(
+                "SELECT count(*), coalesce(sum(length(event)), 0) FROM edn_recorded "
+                "WHERE recording = ?", (recording,)).fetchone()
+        return int(count), int(size)
+
+    def recorded_count(self, recording: str) -> int:
+        return int(self.store.query("SELECT count(*) FROM edn_recorded WHERE recording = ?",
+                                    (recording,))[0][0])
+
+    def recorded(self, recording: str, after: tuple[str, int], limit: int) -> list:
+        """Rows (process, n, at, event) of ``recording`` after ``after`` (process, n), in
+        that order, at most ``limit``."""
+        process, n = after
+        return self.store.query(
+            "SELECT process, n, at, event FROM edn_recorded WHERE recording = ? AND "
+            "(process > ? OR (process = ? AND n > ?)) ORDER BY process, n LIMIT ?",
+            (recording, process, process, n, limit))
 
     # -- topics --------------------------------------------------------------------------------
     def topics(self) -> list:

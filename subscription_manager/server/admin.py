@@ -1,7 +1,8 @@
 """The admin messages a subscription server answers beyond the base ones (``{server}/admin``,
 :mod:`route_manager.protocol`): ``PeerUpdate`` (a peer's routing summary and load),
 ``ExportSubscriptions`` / ``ImportSubscriptions`` / ``MoveSubscriptions`` (offline
-partitioning, :mod:`.moves`), ``MeasureLatency`` (round trips to its peers,
+partitioning, :mod:`.moves`), ``ExportBoxes`` (pages of a topic's rectangles for profiles,
+:mod:`.box_export`), ``MeasureLatency`` (round trips to its peers,
 :mod:`.latency_probe`), ``ClaimPlacement`` (where a Subscribe whose placement key this
 server owns is made, :mod:`.placement_claims`) and ``GetStats`` (this server's counters,
 :meth:`stats`).
@@ -27,6 +28,8 @@ from .peer_health import PeerHealth
 
 __all__ = ["ServerAdmin"]
 
+DEFAULT_BOXES_PAGE = 2_000  # ExportBoxes without Max
+
 
 class ServerAdmin:
     """Registers the server's admin operations with ``admin``: peer updates go to
@@ -46,6 +49,7 @@ class ServerAdmin:
         self.count = count
         admin.register(protocol.PeerUpdate, self._peer_update)
         admin.register(protocol.ExportSubscriptions, self._export)
+        admin.register(protocol.ExportBoxes, self._export_boxes)
         admin.register(protocol.ImportSubscriptions, self._import)
         admin.register(protocol.MoveSubscriptions, self._move)
         self.latency = LatencyProbe(name, peers.address_of)
@@ -71,6 +75,10 @@ class ServerAdmin:
     # == offline partitioning ==============================================================
     def _export(self, request, message):
         return protocol.ExportSubscriptionsResponse(Subscriptions=self.mover.export(request.Topic))
+
+    def _export_boxes(self, request, message):
+        return protocol.ExportBoxesResponse(Boxes=self.mover.boxes_page(
+            request.Topic, request.After or "", request.Max or DEFAULT_BOXES_PAGE))
 
     def _import(self, request, message):
         return protocol.ImportSubscriptionsResponse(

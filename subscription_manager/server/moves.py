@@ -65,6 +65,7 @@ from ..notify_index import NotifyGate
 from ..notify_state import NotifyState
 from ..store import Subscription, SubscriptionStore
 from ..view import SubscriptionView
+from .box_export import boxes_element
 from .exceptions import IncompleteImport, UnansweredImport, UnusableImport
 from .moved_subscriptions import filter_boxes, parse_import, parse_subscriptions, subscriptions_element
 
@@ -161,6 +162,19 @@ class Mover:
             rows = [s for s in map(self.subscriptions.get, dict.fromkeys(ids)) if s is not None]
         return [s for s in rows if s.is_active and s.topic_uid == entry.uid
                 and not s.expired_at(now)]
+
+    def boxes_page(self, topic: str, after: str, limit: int) -> etree._Element:
+        """``ExportBoxes``: up to ``limit`` active subscriptions of ``topic`` after the
+        cursor ``after`` as rectangles (:mod:`.box_export`)."""
+        entry = self.topic(topic)
+        schema = self.matcher_for(entry).schema
+        now = self.clock()
+        page = self.subscriptions.active_after(entry.uid, after, limit + 1)
+        more = len(page) > limit
+        page = page[:limit]
+        live = [s for s in page if not s.expired_at(now)]
+        # the cursor is the page's last row, expired or not
+        return boxes_element(entry.name, schema, live, page[-1].id if more else None)
 
     def export(self, topic: str, ids: Iterable[str] | None = None) -> etree._Element:
         entry = self.topic(topic)

@@ -107,11 +107,11 @@ def test_precision_changes_while_events_flow_lose_and_duplicate_nothing(edn):
     assert len(set(received)) == len(received)
 
 
-def test_self_tuning_lowers_precision_when_cpu_bound_and_raises_it_when_not(edn):
+def test_the_papers_self_tuning_lowers_precision_when_cpu_bound_and_raises_it_when_not(edn):
     # A threshold this low makes any steady publishing CPU-bound; idle is far below it
     # (polled slowly: every GetStats costs the dispatcher a little CPU too).
     configure(edn, **{"selftuning_interval": 0.5, "selftuning_threshold": 0.05,
-                      "selftuning_max_interval": 4.0})
+                      "selftuning_max_interval": 4.0, "selftuning_rule": "paper"})
     configure(edn, self_tuning="on", precision="precise")
     stop = threading.Event()
 
@@ -137,7 +137,7 @@ def test_self_tuning_lowers_precision_when_cpu_bound_and_raises_it_when_not(edn)
     low = float(edn.dispatcher_stats("precision_value")["precision_value"])
     wait_until(lambda: float(edn.dispatcher_stats("precision_value")["precision_value"]) > low,
                timeout=30, what="self-tuning to raise precision when idle", poll=0.5)
-    configure(edn, self_tuning="off", precision="precise")
+    configure(edn, self_tuning="off", precision="precise", selftuning_rule="compare")
     wait_until(edn.quiet, what="an idle network")
     assert edn.received() == edn.expected()  # exact from the first event on
 

@@ -1,5 +1,6 @@
-"""The self-tuning state machine (paper IV-B) driven step by step with a fake clock and fake
-CPU readings: no threads, no sleeps."""
+"""The self-tuning state machine driven step by step with a fake clock and fake CPU readings:
+no threads, no sleeps. Most of it is the paper's rule (IV-B); the comparing rule's own cases
+are in test_throughput_climb.py, its wiring at the end here."""
 import threading
 
 import pytest
@@ -9,11 +10,15 @@ from route_manager.selftuning import SelfTuner, SelfTuningSettings, Ticker
 from wsframework.settings import SettingsError, UnknownSetting, read_settings
 
 
+def paper_rule(**fields) -> SelfTuningSettings:
+    return SelfTuningSettings(rule="paper", **fields)
+
+
 class Driver:
     """Feeds a tuner cumulative counters: ``cpu`` (load) and ``rate`` (events/s) per tick."""
 
     def __init__(self, config=None, precision=0.5, tick=0.25):
-        self.config = config or SelfTuningSettings(interval=1.0, factor=2.0, max_interval=4.0,
+        self.config = config or paper_rule(interval=1.0, factor=2.0, max_interval=4.0,
                                                  threshold=0.9, throughput_change=0.2)
         self.now = 100.0
         self.cpu_seconds = 0.0
@@ -21,16 +26,19 @@ class Driver:
         self.busy_seconds = 0.0
         self.copies = 0.0
         self.backlog = 0.0
+        self.sent = 0.0
         self.tick = tick
         self.tuner = SelfTuner(self.config, precision, self.reading())
 
     def reading(self):
         return Counters(time=self.now, cpu=self.cpu_seconds, events=self.events,
-                        busy=self.busy_seconds, copies=self.copies, backlog=self.backlog)
+                        busy=self.busy_seconds, copies=self.copies, backlog=self.backlog,
+                        sent=self.sent)
 
-    def run(self, seconds, cpu, rate=100.0, busy=0.0, copies=0.0, growth=0.0):
+    def run(self, seconds, cpu, rate=100.0, busy=0.0, copies=0.0, growth=0.0, sent=None):
         """Advance ``seconds`` at constant ``cpu``, ``rate``, utilization ``busy``, copies
-        queued per second and backlog ``growth`` per second; the steps taken."""
+        queued per second, backlog ``growth`` per second and copies ``sent`` per second
+        (default: those queued less the growth); the steps taken."""
         steps = []
         for _ in range(round(seconds / self.tick)):
             self.now += self.tick
@@ -39,15 +47,17 @@ class Driver:
             self.busy_seconds += busy * self.tick
             self.copies += copies * self.tick
             self.backlog += growth * self.tick
+            self.sent += (copies - growth if sent is None else sent) * self.tick
             step = self.tuner.sample(self.reading())
             if step is not None:
                 steps.append(step)
         return steps
 
-    def until_step(self, cpu, rate=100.0, limit=100.0, busy=0.0, copies=0.0, growth=0.0):
+    def until_step(self, cpu, rate=100.0, limit=100.0, busy=0.0, copies=0.0, growth=0.0,
+                   sent=None):
         waited = 0.0
         while waited < limit:
-            steps = self.run(self.tick, cpu, rate, busy, copies, growth)
+            steps = self.run(self.tick, cpu, rate, busy, copies, growth, sent)
             waited += self.tick
             if steps:
                 return steps[0]
@@ -71,12 +81,12 @@ def test_steps_come_every_interval_and_clamp_at_the_ends():
     assert [round(s.time - 100.0, 2) for s in steps] == [1.0, 2.0, 3.0, 4.0]
     d = Driver(precision=0.9)
     assert [s.precision for s in d.run(3.0, cpu=0.1)] == [1.0, 1.0, 1.0]  # precise: the top
-    no_none = Driver(SelfTuningSettings(interval=1.0, with_none=False), precision=0.1)
+    no_none = Driver(paper_rule(interval=1.0, with_none=False), precision=0.1)
     assert [s.precision for s in no_none.run(2.0, cpu=1.0)] == [0.1, 0.1]
 
 
 def test_threshold_is_inclusive_and_configurable():
-    d = Driver(SelfTuningSettings(interval=1.0, threshold=0.96), precision=0.5)
+    d = Driver(paper_rule(interval=1.0, threshold=0.96), precision=0.5)
     assert not d.until_step(cpu=0.95).cpu_bound
     assert d.until_step(cpu=0.96).cpu_bound
 
@@ -84,7 +94,7 @@ def test_threshold_is_inclusive_and_configurable():
 def test_a_saturated_dispatcher_is_the_bottleneck_even_below_the_cpu_threshold():
     # A Python dispatcher with its publishers always waiting on it, but reading only 0.8
     # of a core (GIL hand-offs, other processes on the machine): utilization decides.
-    d = Driver(SelfTuningSettings(interval=1.0, threshold=0.85, busy_threshold=0.97), precision=1.0)
+    d = Driver(paper_rule(interval=1.0, threshold=0.85, busy_threshold=0.97), precision=1.0)
     step = d.until_step(cpu=0.80, busy=0.99)
     assert step.cpu_bound and step.precision == 0.9 and step.busy == pytest.approx(0.99)
     assert step.signal == "busy"
@@ -93,14 +103,14 @@ def test_a_saturated_dispatcher_is_the_bottleneck_even_below_the_cpu_threshold()
     assert d.until_step(cpu=0.90, busy=0.5).signal == "cpu"  # the paper's test still applies
     assert d.until_step(cpu=0.90, busy=1.0).signal == "cpu+busy"
     assert d.until_step(cpu=0.50, busy=0.5).signal == "none"
-    paper = Driver(SelfTuningSettings(interval=1.0, threshold=0.85, busy_threshold=0), precision=1.0)
+    paper = Driver(paper_rule(interval=1.0, threshold=0.85, busy_threshold=0), precision=1.0)
     assert not paper.until_step(cpu=0.80, busy=1.0).cpu_bound  # 0: CPU only, as in the paper
 
 
 def test_a_growing_outgoing_backlog_means_the_link_is_the_bottleneck():
     # Just after precision dropped below what the link can carry: the dispatcher routes
     # flat out (CPU and utilization high) while its copies pile up in the queues.
-    config = SelfTuningSettings(interval=1.0, backlog_growth=0.1, backlog_floor=256)
+    config = paper_rule(interval=1.0, backlog_growth=0.1, backlog_floor=256)
     d = Driver(config, precision=0.3)
     step = d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=900)
     assert not step.cpu_bound and step.precision == 0.4 and step.signal == "backlog"
@@ -109,7 +119,7 @@ def test_a_growing_outgoing_backlog_means_the_link_is_the_bottleneck():
     assert d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=200).cpu_bound
     assert d.until_step(cpu=0.95, busy=1.0, copies=30_000, growth=2000).cpu_bound
     assert d.until_step(cpu=0.95, busy=1.0, copies=3000, growth=-900).cpu_bound  # draining
-    off = Driver(SelfTuningSettings(interval=1.0, backlog_growth=0), precision=0.3)
+    off = Driver(paper_rule(interval=1.0, backlog_growth=0), precision=0.3)
     assert off.until_step(cpu=0.95, busy=1.0, copies=3000, growth=900).cpu_bound
 
 
@@ -140,7 +150,7 @@ def test_oscillation_damping_multiplies_the_interval_by_n_up_to_max_t():
 
 
 def test_n_equal_one_never_damps():
-    d = Driver(SelfTuningSettings(interval=1.0, factor=1.0, max_interval=8.0), precision=0.5)
+    d = Driver(paper_rule(interval=1.0, factor=1.0, max_interval=8.0), precision=0.5)
     assert {s.interval for s in oscillate(d, steps=15)} == {1.0}
 
 
@@ -155,7 +165,7 @@ def test_a_broken_pattern_resets_t_to_the_base_interval():
 
 
 def test_update_t_verbatim_on_a_history():
-    tuner = SelfTuner(SelfTuningSettings(interval=1.0, factor=3.0, max_interval=9.0), 0.5,
+    tuner = SelfTuner(paper_rule(interval=1.0, factor=3.0, max_interval=9.0), 0.5,
                       Counters(time=0.0))
     tuner.history.clear()
     trace = []
@@ -194,7 +204,7 @@ def test_small_throughput_changes_do_not_trigger():
 
 
 def test_trace_is_bounded_and_records_each_step():
-    d = Driver(SelfTuningSettings(interval=1.0, trace=5), precision=0.5)
+    d = Driver(paper_rule(interval=1.0, trace=5), precision=0.5)
     d.run(12.0, cpu=0.2)
     assert len(d.tuner.trace) == 5 and d.tuner.p == 12
     last = d.tuner.trace[-1].as_dict()
@@ -203,7 +213,7 @@ def test_trace_is_bounded_and_records_each_step():
 
 
 def test_settle_leaves_the_first_part_of_an_interval_out():
-    d = Driver(SelfTuningSettings(interval=2.0, settle=1.0, threshold=0.9), precision=0.5)
+    d = Driver(paper_rule(interval=2.0, settle=1.0, threshold=0.9), precision=0.5)
     d.run(1.0, cpu=2.0)         # a transient right after the (initial) switch
     step = d.until_step(cpu=0.5)
     assert not step.cpu_bound and step.cpu == pytest.approx(0.5)
@@ -226,9 +236,79 @@ def test_settings_from_the_set_names_and_validation():
         read_settings({"selftuning_with_none": "flase"}, SelfTuningSettings)
     for bad in ({"step": 0.3}, {"factor": 0.5}, {"interval": 5, "max_interval": 2},
                 {"threshold": 0}, {"busy_threshold": 1.5}, {"busy_threshold": -0.1},
-                {"backlog_growth": -1}, {"backlog_floor": -1}):
+                {"backlog_growth": -1}, {"backlog_floor": -1}, {"rule": "magic"},
+                {"rule": ""}, {"margin": -0.1}, {"margin": 1.0}, {"hold": 0},
+                {"hold": 5, "max_hold": 4}, {"max_hold": 10**6}):
         with pytest.raises(ValueError):
             SelfTuningSettings(**bad)
+
+
+def test_the_comparing_rule_is_the_default_and_judges_the_sustained_rate():
+    # the bottleneck test says "down" every interval; the comparing rule measures instead
+    d = Driver(SelfTuningSettings(interval=1.0, hold=1), precision=0.5)
+    assert d.tuner.climb is not None
+    probe = d.until_step(cpu=1.0, rate=1000)
+    assert probe.decision == "probe" and probe.precision == 0.4 and probe.cpu_bound
+    assert d.until_step(cpu=1.0, rate=1200).decision == "settle"
+    # at 0.4 it takes more events in, but their copies pile up: the link carried 2,000 of
+    # the 3,000 copies made per second, so this precision can keep up 800 events/s
+    judged = d.until_step(cpu=1.0, rate=1200, copies=3000, growth=1000)
+    assert judged.events_per_s == pytest.approx(1200)
+    assert judged.sustained == pytest.approx(800)
+    assert judged.decision == "revert" and judged.precision == 0.5
+    assert d.until_step(cpu=1.0, rate=1000).decision == "settle"
+    assert d.until_step(cpu=1.0, rate=1000).decision == "hold"
+    probe = d.until_step(cpu=1.0, rate=1000)  # the way not tried yet: up
+    assert probe.decision == "probe" and probe.precision == 0.6
+    assert d.until_step(cpu=0.5, rate=400).decision == "settle"
+    # right after the step up the queues still drain the old copies, and publishers are
+    # held back (half the time busy): 400 events/s taken, but the link carried 2,000
+    # copies/s against 400 of this precision's, and the dispatcher routes 800 per busy second
+    judged = d.until_step(cpu=0.5, rate=400, busy=0.5, copies=400, growth=-1600, sent=2000)
+    assert judged.sustained == pytest.approx(800) and judged.decision == "revert"
+    assert d.tuner.t == 1.0  # no damping of t in this rule
+
+
+def test_the_comparing_rule_waits_for_an_interval_with_events():
+    d = Driver(SelfTuningSettings(interval=1.0, max_interval=4.0), precision=0.5)
+    first = d.until_step(cpu=0.5, rate=1000)
+    assert first.time == pytest.approx(101.0)
+    # publishers held back for seconds: no events, so no figure yet
+    assert d.run(2.0, cpu=0.0, rate=0.0) == []
+    step = d.until_step(cpu=0.5, rate=1000)
+    assert step.time == pytest.approx(103.25)
+    assert d.run(3.75, cpu=0.0, rate=0.0) == []
+    step = d.until_step(cpu=0.0, rate=0.0)  # at maxT it takes the silence as the figure
+    assert step.time - 103.25 == pytest.approx(4.0) and step.sustained == 0
+
+
+def test_the_sustained_rate_is_the_events_taken_while_the_queues_are_short():
+    from route_manager.selftuning import Averages
+
+    short = Averages(rate=1000, copies=500, sent=100, depth=255, busy=0.5)
+    assert short.sustained(queued=256) == 1000  # batching noise, not a busy link
+    link = Averages(rate=1000, copies=500, sent=250, depth=256, busy=0.5)
+    assert link.sustained(queued=256) == 500
+    dispatcher = Averages(rate=1000, copies=500, sent=2000, depth=5000, busy=0.8)
+    assert dispatcher.sustained(queued=256) == pytest.approx(1250)
+    unmeasured = Averages(rate=1000, copies=500, sent=2000, depth=5000)
+    assert unmeasured.sustained(queued=256) == 4000
+    for nothing in (Averages(rate=1000, copies=0, sent=5, depth=900),
+                    Averages(rate=1000, copies=5, sent=0, depth=900)):
+        assert nothing.sustained(queued=256) == 1000
+
+
+def test_the_profile_is_the_comparing_rules_prior_and_an_operator_reset_forgets():
+    d = Driver(SelfTuningSettings(interval=1.0), precision=0.5)
+    d.tuner.model = {0.4: 900.0, 0.5: 1000.0, 0.6: 1300.0}
+    assert d.tuner.climb.model == d.tuner.model
+    # the paper's test says down (CPU-bound); the profile predicts up is faster
+    assert d.until_step(cpu=1.0, rate=1000).precision == 0.6
+    d.tuner.reset(0.2, d.reading())
+    assert d.tuner.climb.figures == {} and d.tuner.climb.level == 2
+    paper = Driver(precision=0.5)
+    paper.tuner.model = {0.5: 1.0}
+    assert paper.tuner.model is None  # the paper's rule has no prior
 
 
 def test_ticker_calls_until_stopped():

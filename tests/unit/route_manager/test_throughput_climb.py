@@ -1,0 +1,143 @@
+"""The comparing rule of the self-tuner (route_manager.throughput_climb) fed measured figures
+interval by interval: curves with one optimum, flat tops, noise and a change of traffic."""
+import random
+
+import pytest
+
+from route_manager.precision import Ladder
+from route_manager.throughput_climb import ClimbSettings, ThroughputClimb
+
+LADDER = Ladder(0.1, True)  # levels 0 (none) .. 10 (precise)
+
+
+def run(climb, curve, intervals, hint=-1, noise=0.0, seed=1):
+    """Feed ``intervals`` figures of ``curve`` (level -> events/s, times 1 +- ``noise``); the
+    levels visited and the decisions taken."""
+    rng = random.Random(seed)
+    levels, decisions = [], []
+    for _ in range(intervals):
+        rate = curve[climb.level] * (1 + rng.uniform(-noise, noise))
+        level, decision = climb.decide(rate, hint)
+        levels.append(level)
+        decisions.append(decision)
+    return levels, decisions
+
+
+def peaked(optimum, slope=0.12):
+    return {lv: 1000.0 * (1 - slope * abs(lv - optimum)) for lv in range(11)}
+
+
+@pytest.mark.parametrize("start", [1, 10])
+@pytest.mark.parametrize("optimum", [0, 4, 10])
+def test_it_climbs_to_the_optimum_from_either_end_and_stays(start, optimum):
+    climb = ThroughputClimb(LADDER, start)
+    levels, _ = run(climb, peaked(optimum), 80)
+    tail = levels[-40:]
+    assert tail.count(optimum) >= 0.85 * len(tail)
+    assert all(abs(lv - optimum) <= 1 for lv in tail)  # away only to probe a neighbour
+
+
+def test_a_step_is_kept_only_when_it_beats_the_level_before_by_the_margin():
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(margin=0.05, hold=1, settle=False))
+    assert climb.decide(1000, -1) == (4, "probe")    # the paper's hint: down
+    assert climb.decide(1040, -1) == (5, "revert")   # better, but not by 5%
+    assert climb.decide(1000, -1) == (5, "hold")
+    assert climb.decide(1000, -1) == (6, "probe")    # then the other way
+    assert climb.decide(1060, -1) == (7, "climb")    # better by 6%: kept, and on up
+    assert climb.decide(1200, -1) == (8, "climb")
+    assert climb.decide(900, -1) == (7, "revert")    # worse: back to the best
+    assert climb.level == 7
+
+
+def test_probes_alternate_and_the_hold_doubles_when_both_ways_fail():
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=2, max_hold=8, settle=False))
+    _, decisions = run(climb, peaked(5), 60)
+    assert "climb" not in decisions and "kept" not in decisions
+    probes = [k for k, d in enumerate(decisions) if d == "probe"]
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    assert gaps == sorted(gaps) and gaps[-1] == 8 + 2  # the hold, the probe, the revert
+    assert climb.hold_length == 8
+
+
+def test_a_flat_top_where_the_dispatcher_is_always_busy_does_not_drag_it_down():
+    # the paper's rule goes down whenever the dispatcher is busy (hint -1 every interval);
+    # here every level from 4 up routes about the same and below it the link gives out
+    curve = {lv: 500.0 * lv if lv < 4 else 25_000 + 500 * lv for lv in range(11)}
+    climb = ThroughputClimb(LADDER, 1)
+    levels, _ = run(climb, curve, 200, hint=-1, noise=0.01)
+    best = max(curve.values())
+    mean = sum(curve[lv] for lv in levels[-100:]) / 100
+    assert mean >= 0.95 * best
+
+
+def test_noise_below_the_slope_still_finds_the_optimum():
+    climb = ThroughputClimb(LADDER, 1)
+    levels, _ = run(climb, peaked(7, slope=0.1), 200, noise=0.04, seed=3)
+    curve = peaked(7, slope=0.1)
+    assert sum(curve[lv] for lv in levels[-100:]) / 100 >= 0.95 * curve[7]
+
+
+def test_a_change_of_traffic_forgets_the_other_levels_and_finds_the_new_optimum():
+    climb = ThroughputClimb(LADDER, 2)
+    run(climb, peaked(2), 40)
+    assert climb.level == 2 and climb.hold_length > ClimbSettings().hold
+    moved = {lv: 5 * rate for lv, rate in peaked(8).items()}
+    levels, decisions = run(climb, moved, 60)
+    assert "changed" in decisions
+    assert levels[-30:].count(8) >= 25
+
+
+def test_the_prior_orders_the_probes_but_measurements_decide():
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False))
+    climb.model = {0.4: 100.0, 0.5: 100.0, 0.6: 300.0}  # predicts up is faster
+    assert climb.decide(1000, -1) == (6, "probe")      # against the paper's hint
+    assert climb.decide(800, -1) == (5, "revert")      # the measurement says no
+    for _ in range(ClimbSettings().hold):
+        assert climb.decide(1000, -1)[1] == "hold"
+    assert climb.decide(1000, -1) == (4, "probe")      # the failed way is not tried again
+    wrong = ThroughputClimb(LADDER, 5)
+    wrong.model = {0.5: 0.0, 0.6: 5.0}                 # unusable: falls back to the hint
+    assert wrong.decide(1000, +1) == (6, "probe")
+
+
+def test_the_ends_of_the_ladder_are_never_passed():
+    for level, hint in ((0, -1), (10, +1)):
+        climb = ThroughputClimb(LADDER, level)
+        levels, _ = run(climb, {lv: 1000.0 for lv in range(11)}, 50, hint=hint)
+        assert all(0 <= lv <= 10 for lv in levels)
+    single = ThroughputClimb(Ladder(1.0, False), 1)
+    assert run(single, {1: 10.0}, 5)[0] == [1] * 5
+
+
+def test_old_figures_are_forgotten():
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(forget_after=3, hold=10, max_hold=10,
+                                                      settle=False))
+    climb.decide(1000, -1)   # probe to 4
+    climb.decide(900, -1)    # revert to 5; 4 measured at interval 2
+    assert 4 in climb.figures
+    for _ in range(4):
+        climb.decide(1000, -1)
+    assert 4 not in climb.figures and 5 in climb.figures
+
+
+def test_the_interval_after_a_move_is_not_judged():
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=1))
+    assert climb.decide(1000, -1) == (4, "probe")
+    # right after the move the queues are still filling: a flattering figure, ignored
+    assert climb.decide(5000, -1) == (4, "settle")
+    assert climb.decide(900, -1) == (5, "revert")   # the steady figure is judged
+    assert climb.decide(100, -1) == (5, "settle")   # draining the probe's copies: ignored
+    assert climb.figures[5][0] == 1000
+    assert climb.decide(1000, -1) == (5, "hold")
+
+
+def test_a_change_is_told_only_by_consecutive_steady_intervals():
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=3))
+    climb.decide(1000, -1)                        # probe to 4
+    climb.decide(1000, -1)                        # settle
+    assert climb.decide(500, -1)[1] == "revert"   # back to 5
+    climb.decide(0, -1)                           # settle
+    # 5's figure is from before the probe: a different figure now is no change of traffic
+    assert climb.decide(700, -1) == (5, "hold")
+    assert climb.figures[5][0] == 700
+    assert climb.decide(2000, -1)[1] == "changed"  # two steady intervals disagree

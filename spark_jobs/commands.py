@@ -1,4 +1,4 @@
-"""The ``edn profile``, ``edn study partitioning`` and ``edn spark-cluster`` commands (argument parsing lives here;
+"""The ``edn profile``, ``edn study partitioning``, ``edn spark-cluster`` and ``edn record`` commands (argument parsing lives here;
 :mod:`edn.cli` only registers them).  Progress goes to stderr, results to stdout
 (``--json``: one JSON object) and to files in ``--out``."""
 from __future__ import annotations
@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 from wsframework.commandline import key_value
+from wsframework.exceptions import SoapFault
+from wsframework.transport import TransportError
 
 from .inputs import PARTITIONERS
 
-__all__ = ["add_profile_parser", "add_study_parser", "add_cluster_parser"]
+__all__ = ["add_profile_parser", "add_study_parser", "add_cluster_parser", "add_record_parser"]
 
 
 def _spark_options(p) -> None:
@@ -45,10 +47,19 @@ def add_profile_parser(sub) -> None:
     src.add_argument("--stores", nargs="+", metavar="PATH",
                      help="the servers' data directories or edn.db files (instead of a "
                           "workload); needs --topic")
-    src.add_argument("--topic", help="the topic whose subscriptions to profile (with --stores)")
+    src.add_argument("--from-network", metavar="DISPATCHER", default=None,
+                     help="read the subscriptions of every server registered at this "
+                          "dispatcher through admin messages (ExportBoxes; needs --topic and "
+                          "the admin credential)")
+    src.add_argument("--max-boxes", type=int, default=None,
+                     help="with --from-network: read at most this many rectangles in all "
+                          "(default 5,000,000)")
+    src.add_argument("--topic", help="the topic whose subscriptions to profile (with --stores "
+                                     "or --from-network)")
     ev = p.add_argument_group("sample events")
     ev.add_argument("--events", type=int, default=10_000, help="how many (default 10,000)")
-    ev.add_argument("--events-file", help="events from a .npy or CSV file (one point per line)")
+    ev.add_argument("--events-file", help="events from a trace of edn record (.parquet), a "
+                                          ".npy or a CSV file (one point per line)")
     ev.add_argument("--event-workload", choices=("uniform", "zipf", "normal"), default=None,
                     help="event distribution (default: the subscriptions' workload)")
     run = p.add_argument_group("profile")
@@ -93,6 +104,16 @@ def _inputs(args):
     from . import inputs
 
     events_array = inputs.load_events(args.events_file) if args.events_file else None
+    if args.from_network:
+        from .live_network import MAX_BOXES, from_network
+
+        if args.stores or not args.topic:
+            raise SystemExit("edn profile: --from-network needs --topic (and no --stores)")
+        return from_network(args.from_network, args.topic, _admin_clients(args),
+                            events_array=events_array, events=args.events,
+                            event_kind=args.event_workload or "uniform", seed=args.seed + 1,
+                            max_boxes=args.max_boxes or MAX_BOXES,
+                            progress=lambda text: print(f"edn profile: {text}", file=sys.stderr))
     if args.stores:
         if not args.topic:
             raise SystemExit("edn profile: --stores needs --topic")
@@ -103,6 +124,24 @@ def _inputs(args):
                                 partitioner=args.partitioner, events=args.events,
                                 event_kind=args.event_workload, events_array=events_array,
                                 seed=args.seed, alpha=args.alpha)
+
+
+def _admin_token(args, command: str) -> str:
+    from route_manager.protocol import SERVICE_NAMES
+
+    token = args.admin_token or os.environ.get(SERVICE_NAMES.admin_token_env)
+    if not token:
+        raise SystemExit(f"edn {command}: needs the admin credential: --admin-token or "
+                         f"{SERVICE_NAMES.admin_token_env}")
+    return token
+
+
+def _admin_clients(args):
+    """Admin clients with the network's credential, one per address."""
+    from wsframework.admin import AdminClient
+
+    token = _admin_token(args, "profile")
+    return lambda address: AdminClient(address, token)
 
 
 def _parameters(args, n_servers: int):
@@ -146,7 +185,7 @@ def cmd_profile(args) -> int:
         say("preparing subscriptions and events")
         data = _inputs(args)
         params = _parameters(args, len(data.servers))
-    except (ValueError, LookupError, OSError) as exc:
+    except (ValueError, LookupError, OSError, SoapFault, TransportError) as exc:
         raise SystemExit(f"edn profile: {exc}") from None
     say(f"{data.rectangle_count:,} rectangles on {len(data.servers)} servers, "
         f"{len(data.events):,} events, d = {data.d}")
@@ -425,3 +464,56 @@ def cmd_cluster(args) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit("use the edn command")
+
+
+# -- edn record --------------------------------------------------------------------------------
+
+def add_record_parser(sub) -> None:
+    p = sub.add_parser("record", help="sample the events a running dispatcher routes on a "
+                                      "topic into a Parquet trace, for edn profile --events-file")
+    p.add_argument("--at", required=True, metavar="DISPATCHER", help="the dispatcher's URL")
+    p.add_argument("--topic", required=True, help="the topic whose events to record")
+    p.add_argument("--events", type=int, default=10_000,
+                   help="how many events (default 10,000; at most 100,000)")
+    p.add_argument("--every", type=int, default=1,
+                   help="keep every K-th event published (default 1: each)")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait for the events (default 600; then what is there)")
+    p.add_argument("--out", default="edn-trace", help="output directory (default ./edn-trace)")
+    p.add_argument("--admin-token", default=None,
+                   help="the network's admin credential (default: EDN_ADMIN_TOKEN)")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.set_defaults(func=cmd_record)
+
+
+def cmd_record(args) -> int:
+    from route_manager.dispatcher.recording import MAX_EVENTS, MAX_EVERY
+    from wsframework.admin import AdminClient
+
+    from .live_network import TRACE_FILE, record_events, write_trace
+
+    if not 1 <= args.events <= MAX_EVENTS or not 1 <= args.every <= MAX_EVERY:
+        raise SystemExit(f"edn record: --events is 1 to {MAX_EVENTS:,}, --every 1 to "
+                         f"{MAX_EVERY:,}")
+    if not 0 < args.timeout < math.inf:
+        raise SystemExit("edn record: --timeout is a positive number of seconds")
+    client = AdminClient(args.at, _admin_token(args, "record"))
+    say = lambda text: print(f"edn record: {text}", file=sys.stderr)  # noqa: E731
+    started = time.monotonic()
+    try:
+        schema, rows = record_events(client, args.topic, args.events, every=args.every,
+                                     timeout=args.timeout, progress=say)
+    except (ValueError, SoapFault, TransportError) as exc:
+        raise SystemExit(f"edn record: {exc}") from None
+    path = Path(args.out) / TRACE_FILE
+    write_trace(path, schema, args.topic, rows)
+    outcome = {"trace": str(path), "events": len(rows), "wanted": args.events,
+               "topic": args.topic, "dimensions": schema.d,
+               "seconds": round(time.monotonic() - started, 2)}
+    if args.json:
+        print(json.dumps(outcome, indent=2))
+    else:
+        print(f"{len(rows):,} events of {args.topic} in {path} "
+              f"({'all' if len(rows) >= args.events else 'fewer than'} the "
+              f"{args.events:,} asked for)")
+    return 0 if rows else 1

@@ -18,7 +18,10 @@ Subscriptions come from one of two places:
   ``ExportSubscriptions`` admin message, returns one bounding box per subscription rather
   than the engine's rectangles, so the stores are the faithful source.
 
-Events come from a file (:func:`load_events`: ``.npy``, or CSV / whitespace-separated text
+A third place, the live network through its admin messages, is :mod:`.live_network`.
+
+Events come from a file (:func:`load_events`: ``.npy``, a trace of ``edn record``
+(``.parquet``), or CSV / whitespace-separated text
 with one point per line, a non-numeric first line taken as a header) or a spec
 (:func:`events_from_spec`: uniform, Zipf-like or normal points in the schema's domain).
 """
@@ -253,9 +256,14 @@ def from_stores(paths: Sequence[str | Path], topic: str, *, events_array: np.nda
 
 
 def load_events(path: str | Path, d: int | None = None) -> np.ndarray:
-    """Points from ``.npy`` or text (CSV or whitespace separated; a header line is skipped)."""
+    """Points from ``.npy``, a trace of ``edn record`` (``.parquet``) or text (CSV or
+    whitespace separated; a header line is skipped)."""
     path = Path(path)
-    if path.suffix == ".npy":
+    if path.suffix == ".parquet":
+        from .live_network import read_trace
+
+        points = read_trace(path)
+    elif path.suffix == ".npy":
         points = np.load(path, allow_pickle=False)
     else:
         text = path.read_text().splitlines()

@@ -18,6 +18,7 @@ from lxml import etree
 
 from matchers import FilterSpec, MatcherError
 from matchers.route_set.routing import calibration_cpu
+from matchers.schema import Schema
 from matchers.schema.extraction import standalone
 from matchers.vocabulary import MATCHER_RTREE_ENGINE, MATCHER_RTREE_ROUTE_SET, SUMMARY_DIALECT
 from wsframework.admin import AdminClient
@@ -211,11 +212,21 @@ class Dispatcher(BaseRouteManager):
         return in_force
 
     def _get_recording(self, request, message):
+        spec = self.recorder.spec
         try:
-            page = self.recorder.page(request.After, request.Max or DEFAULT_RECORDING_PAGE)
+            page = self.recorder.page(request.After, request.Max or DEFAULT_RECORDING_PAGE,
+                                      self._schema_element(spec.topic) if spec else None)
         except ValueError as exc:
             raise sender_fault(str(exc)) from None
         return protocol.GetRecordingResponse(Recording=page)
+
+    def _schema_element(self, topic: str):
+        """The ``edn:Schema`` of ``topic``'s events as its servers host it (None: none)."""
+        for row in self.tables.topics():
+            if row["name"] == topic and row["options"]:
+                schema = Schema.from_config(etree.fromstring(row["options"]))
+                return schema.to_element() if schema.d else None
+        return None
 
     def _forwarder_for(self, event_log: EventLog | None) -> Forwarder:
         """A forwarder over ``event_log`` (this process's lane, or one it adopted; None

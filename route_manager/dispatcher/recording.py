@@ -26,6 +26,7 @@ thread.
 
     <edn:Recording xmlns:edn="urn:wsframework:edn" id="1767225600.123456" topic="quotes"
                    stored="5000" wanted="5000" next="64:host:812:9f3a">
+      <edn:Schema>...</edn:Schema>          (the topic's event schema, when it has one)
       <edn:Recorded at="1767225600.25"><q:quote .../></edn:Recorded>
     </edn:Recording>
 """
@@ -246,15 +247,18 @@ class Recorder:
                 "record.every": spec.every, "record.stored": self.tables.recorded_count(spec.id),
                 "record.skipped": self.skipped, "record.failed": int(self.failed)}
 
-    def page(self, after: str | None, limit: int) -> etree._Element:
+    def page(self, after: str | None, limit: int, schema=None) -> etree._Element:
         """``edn:Recording``: up to ``limit`` stored events after the cursor ``after``
-        (ValueError for a cursor that is none)."""
+        (ValueError for a cursor that is none), with ``schema`` (the topic's, an
+        ``edn:Schema`` element) first when given."""
         process, n = parse_cursor(after)
         root = etree.Element(protocol.RECORDING, nsmap={"edn": EDN})
         spec = self.spec
         if spec is None:
             root.set("stored", "0")
             return root
+        if schema is not None:
+            root.append(schema)
         rows = self.tables.recorded(spec.id, (process, n), limit + 1)
         root.set("id", spec.id)
         root.set("topic", spec.topic)

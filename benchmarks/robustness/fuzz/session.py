@@ -50,7 +50,8 @@ def _kind_of(action: str | None, path: str) -> str:
 
 
 _EDN_WIRE = {"UpdateSummary", "PeerUpdate", "ExportSubscriptions", "ImportSubscriptions",
-             "RegisterServer", "ListServers", "ListRoutes", "MoveSubscriptions", "Repartition"}
+             "RegisterServer", "ListServers", "ListRoutes", "MoveSubscriptions", "Repartition",
+             "ExportBoxes", "GetRecording"}
 
 
 class Recorder:
@@ -165,6 +166,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
         soft(admin.list_topics)
         soft(admin.call, contracts.GetStats())
         soft(admin.call, protocol.ExportSubscriptions(Topic=grid_topic))
+        soft(admin.call, protocol.ExportBoxes(Topic=grid_topic, Max=50))
         soft(admin.call, protocol.PeerUpdate(Server="fuzz-peer", Address="http://127.0.0.1:9/",
                                              Route=grid_topic, Load=3))
         for k, version in enumerate(("2011", "2004")):
@@ -183,6 +185,7 @@ def record_seeds(transport, *, token: str, sink_url: str, source: str | None = N
         admin = AdminClient(dispatcher, token, transport=rec)
         soft(admin.call, contracts.GetStats())
         soft(admin.call, protocol.ListServers())
+        soft(admin.call, protocol.GetRecording(Max=10))
         soft(admin.call, protocol.ListRoutes())
         soft(admin.call, protocol.UpdateSummary(Server="fuzz-peer", Route=grid_topic,
                                                 Generation=1, Load=1,

@@ -2,10 +2,11 @@
 
 Two rules choose each step (``selftuning_rule``):
 
-- **compare** (the default): the step the measurements justify. A precision step is kept
-  only when the events/s the network sustained after it beat those before it, with the
-  applied profile as the prior that orders the probes (:mod:`.throughput_climb`). The
-  readings below still say which way the paper would go, which breaks ties.
+- **compare** (the default): the dispatcher routes at the precision whose sustained
+  events/s it measured best, and keeps probing the precisions around the best ones; a step
+  is kept only when it measured better than where it came from (:mod:`.throughput_climb`).
+  The applied profile is the prior that orders the probes, and the readings below say
+  which side the paper would go to, which breaks ties.
 - **paper**: IV-B as published, below. It assumes that a busy dispatcher always gains by
   routing more cheaply, which is false for a dispatcher fast enough to be busy at every
   precision near the optimum (it then slides down to where the link gives out).
@@ -117,10 +118,12 @@ class SelfTuningSettings(Settings):
     oscillations: int = setting(3, "repeated oscillations before t grows")
     throughput_change: float = setting(0.2, "relative events/s change that ends an interval "
                                        "(paper) or says the traffic changed (compare) (0: off)")
-    margin: float = setting(0.0, "compare: a step is kept when its throughput beats the old "
-                            "level's by more than this share")
-    hold: int = setting(3, "compare: intervals at a level before the next probe")
-    max_hold: int = setting(24, "compare: the longest hold, after failed probes both ways")
+    margin: float = setting(0.0, "compare: another precision becomes home when its throughput "
+                            "beats home's by more than this share")
+    hold: int = setting(3, "compare: intervals at home after a probe that did not gain")
+    max_hold: int = setting(24, "compare: the longest hold, once nothing is left to probe")
+    band: float = setting(0.15, "compare: precisions within this share of the best measured "
+                          "have their neighbours probed")
     with_none: bool = setting(True, "may go below the first step to no summary")
     settle: float = setting(0.0, "seconds after a step left out of the averages")
     trace: int = setting(2000, "steps kept in memory")
@@ -131,6 +134,8 @@ class SelfTuningSettings(Settings):
             raise ValueError(f"rule is one of {', '.join(RULES)}")
         if not 0 <= self.margin < 1 or not 1 <= self.hold <= self.max_hold <= 10_000:
             raise ValueError("need 0 <= margin < 1 and 1 <= hold <= max_hold <= 10000")
+        if not 0 <= self.band < 0.5:
+            raise ValueError("band is a share of the best throughput in [0, 0.5)")
         if not 0 < self.threshold <= 2:
             raise ValueError("threshold is a CPU load in (0, 2] (cores)")
         if not 0 <= self.busy_threshold <= 1:
@@ -222,7 +227,7 @@ class SelfTuner:
         self.history: collections.deque[int] = collections.deque([self.level], maxlen=4)
         self.trace: collections.deque[Step] = collections.deque(maxlen=config.trace)
         self.climb = ThroughputClimb(self.ladder, self.level, ClimbSettings(
-            margin=config.margin, hold=config.hold, max_hold=config.max_hold,
+            margin=config.margin, hold=config.hold, max_hold=config.max_hold, band=config.band,
             change=config.throughput_change or float("inf"))) \
             if config.rule == "compare" else None
         self._begin(reading)

@@ -1,5 +1,5 @@
-"""The self-tuner's comparing rule: a precision step is kept only when the throughput measured
-after it beats the throughput measured before it.
+"""The self-tuner's comparing rule: the dispatcher routes at the precision whose throughput it
+measured best, and keeps measuring the precisions around the best ones.
 
 Why
     The paper's rule (IV-B) assumes that a dispatcher which is the bottleneck always gains
@@ -7,27 +7,36 @@ Why
     dispatcher breaks that assumption: after the Fig. 17 switch to clustered events every
     precision from 0.4 up routed 20-30k events/s with the dispatcher busy at each of them,
     and the paper's rule slid down to where the link gave out. Measuring says at once
-    whether a step helped.
+    whether a step helped. Measured curves are not smooth either: a precision can route
+    10% less than both its neighbours, and a stretch of precisions can differ by less than
+    the noise of one interval before the curve rises steeply. So a step that does not gain
+    at once is not the end of the search.
 
 How
-    :class:`ThroughputClimb` is fed one figure per interval: the sustained events/s at the
-    level the interval ran at. It remembers the latest figure of each level (a level's
-    consecutive intervals averaged), and moves through a small state machine:
+    :class:`ThroughputClimb` is fed one figure per interval: the events/s sustained at the
+    precision (level) the interval ran at. It remembers each level's latest figure (a
+    level's consecutive intervals averaged) for ``forget_after`` intervals, and:
 
-    - **probe**: after ``hold`` intervals at its level it tries a neighbour, the one the
-      profile (the prior) predicts to be faster, else the one not tried last, else the
-      direction the paper's bottleneck test suggests;
-    - **climb**: the neighbour beat the level it came from (by more than ``margin``), so the
-      step is kept and the next one goes the same way;
-    - **revert**: it did not, so it goes back and holds; when both directions have failed
-      since the last gain, the hold doubles (up to ``max_hold``), so a tuner at the
-      optimum spends ever less time away from it;
-    - **changed**: a level's figure moved by more than ``change`` between two consecutive
-      intervals at it, so the traffic changed: everything measured elsewhere is forgotten
-      and it probes at once;
-    - **settle**: the interval right after any move is not judged. The outgoing queues
-      still hold the old precision's copies, or have yet to fill with the new one's, for
-      seconds; a figure taken then would judge the queues, not the precision.
+    - routes at the **home** level, the best it measured: a step is kept only when the
+      level it led to measured more than home (by ``margin``); otherwise it goes back;
+    - **probes** the *frontier*: the levels it does not know that neighbour a level within
+      ``band`` of the best. That crosses a dip or a flat stretch next to a good level, and
+      never wanders off towards the bad ones. The first probe is the neighbour the profile
+      (the prior) predicts faster, or else the one on the side the paper's bottleneck test
+      points to;
+    - **climbs** when a probe beat home: the probed level becomes home and the next probe
+      follows at once;
+    - **holds** ``hold`` intervals after a probe that did not gain; with nothing left to
+      probe it holds twice as long each time (up to ``max_hold``), and figures older than
+      ``forget_after`` intervals are forgotten, so each level near the best is measured
+      again now and then;
+    - takes the first interval after a move as **settle**, unjudged: the outgoing queues
+      still hold the old precision's copies, or have yet to fill, for seconds. A probe whose
+      settling interval is already far below home (under ``1 - 2 * band`` of it) goes back
+      at once: a bad level costs one interval, not two;
+    - **changed**: two consecutive intervals at home that differ by more than ``change``
+      mean the traffic changed, so everything measured elsewhere is forgotten and the search
+      starts again from home.
 
 The prior (:attr:`model`, the applied profile's predicted events/s by precision) only orders
 the probes: its figures come from a model of another moment's traffic, and the measurements
@@ -44,16 +53,17 @@ __all__ = ["ClimbSettings", "ThroughputClimb"]
 
 @dataclass(frozen=True)
 class ClimbSettings:
-    margin: float = 0.0     # a step is kept when it beats the old level by more than this
-    hold: int = 3           # intervals at a level before the next probe
-    max_hold: int = 24      # the longest hold, after repeated failed probes both ways
-    change: float = 0.2     # a level's figure moving by more than this: the traffic changed
-    forget_after: int = 40  # intervals after which a level's figure is too old to compare
+    margin: float = 0.0     # another level becomes home when it beat home by more than this
+    hold: int = 3           # intervals at home after a probe that did not gain
+    max_hold: int = 24      # the longest hold, once there is nothing left to probe
+    change: float = 0.2     # home's figure moving by this much: the traffic changed
+    band: float = 0.15      # levels within this share of the best have their neighbours probed
+    forget_after: int = 40  # intervals after which a level's figure is too old to go by
     settle: bool = True     # the interval after a move is not judged
 
 
 class ThroughputClimb:
-    """Hill climbing on measured throughput over the precision ladder (module docstring)."""
+    """Search of the precision ladder by measured throughput (module docstring)."""
 
     def __init__(self, ladder: Ladder, level: int, settings: ClimbSettings = ClimbSettings()):
         self.ladder = ladder
@@ -63,69 +73,66 @@ class ThroughputClimb:
 
     def restart(self, level: int) -> None:
         """Start again at ``level`` knowing nothing (an operator set the precision)."""
-        self.level = level
+        self.level = self.home = level
         self.count = 0                                   # intervals seen
         self.figures: dict[int, tuple[float, int]] = {}  # level -> (events/s, interval seen)
-        self.trial: tuple[int, int] | None = None        # (level it came from, direction)
+        self.trial = False        # the current level is a probe away from home
+        self.settling = False     # the next interval follows a move: not judged
         self.hold = 0
         self.hold_length = self.settings.hold
-        self.failed: set[int] = set()   # directions whose probe failed since the last gain
-        self.last_probe = 0
-        self.settling = False           # the next interval follows a move: not judged
 
     # -- one interval --------------------------------------------------------------------------
     def decide(self, rate: float, hint: int) -> tuple[int, str]:
         """The interval at :attr:`level` sustained ``rate`` events/s; ``hint`` is the paper's
         direction (-1: the dispatcher is the bottleneck, +1: it is not). Returns the level of
-        the next interval and the decision ("climb", "kept", "revert", "probe", "hold",
-        "changed" or "settle")."""
+        the next interval and the decision: "probe", "climb", "kept", "revert", "hold",
+        "settle" or "changed"."""
         self.count += 1
         self._forget_old()
         if self.settling:
-            # the first interval after a move: the queues still hold the old precision's
-            # copies (or have yet to fill), so its figure says little of this level
             self.settling = False
-            return self.level, "settle"
-        if self.trial is not None:
-            return self._judge_trial(rate)
+            if not (self.trial and self._far_below_home(rate)):
+                return self.level, "settle"
+        if self.trial:
+            self.figures[self.level] = (rate, self.count)
+            return self._judge_probe(hint)
         changed = self._record(rate)
         if changed:
-            self.figures = {self.level: self.figures[self.level]}
-            self.hold, self.hold_length, self.failed = 0, self.settings.hold, set()
+            self.figures = {self.home: self.figures[self.home]}
+            self.hold, self.hold_length = 0, self.settings.hold
+        better = self._best()
+        if better != self.home and self._beats_home(better):
+            self.home = better
+            self._move_to(better)
+            return self.level, "climb"
         if self.hold > 0:
             self.hold -= 1
-            return self.level, "hold"
-        direction = self._probe_direction(hint)
-        if direction == 0:
-            self.hold = self.hold_length
             return self.level, "changed" if changed else "hold"
-        self.trial = (self.level, direction)
-        self.last_probe = direction
-        self._move_to(self.level + direction)
-        return self.level, "changed" if changed else "probe"
+        decision = self._probe(hint)
+        return self.level, "changed" if changed else decision
 
-    def _judge_trial(self, rate: float) -> tuple[int, str]:
-        origin, direction = self.trial
-        self.trial = None
-        self.figures[self.level] = (rate, self.count)
-        before = self.figures.get(origin)
-        if before is None or rate > before[0] * (1 + self.settings.margin):
-            self.failed.clear()
+    def _judge_probe(self, hint: int) -> tuple[int, str]:
+        probed = self.level
+        self.trial = False
+        if self._beats_home(probed):
+            self.home = probed
             self.hold_length = self.settings.hold
-            if self._on_ladder(self.level + direction):
-                self.trial = (self.level, direction)
-                self._move_to(self.level + direction)
-                return self.level, "climb"
-            self.hold = self.hold_length
-            return self.level, "kept"
-        self.failed.add(direction)
-        self.failed |= {d for d in (-1, 1) if not self._on_ladder(origin + d)}  # an end
-        if self.failed == {-1, 1}:
-            self.hold_length = min(2 * self.hold_length, self.settings.max_hold)
-            self.failed = set()
-        self.hold = self.hold_length
-        self._move_to(origin)
+            decision = self._probe(hint)
+            return self.level, "climb" if decision == "probe" else "kept"
+        self.hold = self.settings.hold
+        self._move_to(self.home)
         return self.level, "revert"
+
+    def _probe(self, hint: int) -> str:
+        """Move to the next frontier level ("probe"), or hold longer when none is left."""
+        frontier = self._frontier()
+        if not frontier:
+            self.hold_length = min(2 * self.hold_length, self.settings.max_hold)
+            self.hold = self.hold_length
+            return "hold"
+        self.trial = True
+        self._move_to(max(frontier, key=lambda level: self._preference(level, hint)))
+        return "probe"
 
     def _move_to(self, level: int) -> None:
         self.level = level
@@ -133,51 +140,61 @@ class ThroughputClimb:
 
     # -- what it knows -------------------------------------------------------------------------
     def _record(self, rate: float) -> bool:
-        """Fold this interval into the level's figure; True when it moved so far since the
-        last visit that the traffic must have changed."""
-        known = self.figures.get(self.level)
+        """Fold an interval at home into its figure; True when it moved so far from the
+        interval before (also at home) that the traffic must have changed."""
+        known = self.figures.get(self.home)
         if known is None:
-            self.figures[self.level] = (rate, self.count)
+            self.figures[self.home] = (rate, self.count)
             return False
         figure, seen = known
-        steady = seen == self.count - 1  # the interval before was judged at this level too
+        steady = seen == self.count - 1
         if steady and abs(rate - figure) > self.settings.change * max(figure, rate):
-            self.figures[self.level] = (rate, self.count)
+            self.figures[self.home] = (rate, self.count)
             return True
-        # consecutive intervals at one level: their mean; a level come back to: the new one
-        self.figures[self.level] = ((figure + rate) / 2 if steady else rate, self.count)
+        # consecutive intervals at home: their mean; home come back to: the new figure
+        self.figures[self.home] = ((figure + rate) / 2 if steady else rate, self.count)
         return False
 
     def _forget_old(self) -> None:
         oldest = self.count - self.settings.forget_after
-        self.figures = {lv: f for lv, f in self.figures.items() if f[1] >= oldest}
+        self.figures = {level: f for level, f in self.figures.items()
+                        if f[1] >= oldest or level == self.home}
 
-    def _on_ladder(self, level: int) -> bool:
-        return self.ladder.bottom <= level <= self.ladder.top
+    def _best(self) -> int:
+        return max(self.figures, key=lambda level: (self.figures[level][0], level == self.home))
 
-    def _probe_direction(self, hint: int) -> int:
-        """The neighbour to try next: 0 when there is none (a one-level ladder)."""
-        choices = [d for d in (-1, 1) if self._on_ladder(self.level + d)]
-        if len(choices) < 2:
-            return choices[0] if choices else 0
-        expected = {d: self._expected(self.level + d) for d in choices}
-        if None not in expected.values() and expected[-1] != expected[1]:
-            best = max(choices, key=lambda d: expected[d])
-            if best not in self.failed:
-                return best
-        if self.failed and len(self.failed) == 1:
-            return -next(iter(self.failed))
-        if self.last_probe:
-            return -self.last_probe
-        return -1 if hint < 0 else 1
+    def _beats_home(self, level: int) -> bool:
+        home = self.figures.get(self.home)
+        return home is None or self.figures[level][0] > home[0] * (1 + self.settings.margin)
 
-    def _expected(self, level: int) -> float | None:
-        """The profile's figure for ``level`` relative to the current level's (None: no
-        profile, or it does not cover both)."""
+    def _far_below_home(self, rate: float) -> bool:
+        home = self.figures.get(self.home)
+        return home is not None and rate < home[0] * (1 - 2 * self.settings.band)
+
+    def _frontier(self) -> list[int]:
+        """Levels not measured lately that neighbour one within ``band`` of the best."""
+        if not self.figures:
+            return []
+        best = max(figure for figure, _ in self.figures.values())
+        good = [level for level, (figure, _) in self.figures.items()
+                if figure >= (1 - self.settings.band) * best]
+        return sorted({level + step for level in good for step in (-1, 1)
+                       if self.ladder.bottom <= level + step <= self.ladder.top
+                       and level + step not in self.figures})
+
+    def _preference(self, level: int, hint: int) -> tuple:
+        """Which frontier level to probe first: the profile's prediction, then the side the
+        paper's test points to, then the nearest to home."""
+        side = 1 if (level - self.home) * hint > 0 else 0
+        return (self._expected(level), side, -abs(level - self.home))
+
+    def _expected(self, level: int) -> float:
+        """The profile's figure for ``level`` relative to home's (0: no profile, or it
+        does not cover both)."""
         if not self.model:
-            return None
-        here = self.model.get(self.ladder.precision(self.level))
+            return 0.0
+        here = self.model.get(self.ladder.precision(self.home))
         there = self.model.get(self.ladder.precision(level))
         if here is None or there is None or here <= 0:
-            return None
+            return 0.0
         return there / here

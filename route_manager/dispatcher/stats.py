@@ -126,7 +126,7 @@ def tuning_figures(control, with_trace: bool = True) -> dict[str, object]:
     figures: dict[str, object] = {
         "selftuning.on": int(tuner is not None),
         "selftuning.rule": c.rule, "selftuning.margin": c.margin, "selftuning.hold": c.hold,
-        "selftuning.max_hold": c.max_hold,
+        "selftuning.max_hold": c.max_hold, "selftuning.band": c.band,
         "selftuning.threshold": c.threshold, "selftuning.busy_threshold": c.busy_threshold,
         "selftuning.backlog_growth": c.backlog_growth,
         "selftuning.backlog_floor": c.backlog_floor, "selftuning.step_size": c.step,

@@ -238,7 +238,8 @@ def test_settings_from_the_set_names_and_validation():
                 {"threshold": 0}, {"busy_threshold": 1.5}, {"busy_threshold": -0.1},
                 {"backlog_growth": -1}, {"backlog_floor": -1}, {"rule": "magic"},
                 {"rule": ""}, {"margin": -0.1}, {"margin": 1.0}, {"hold": 0},
-                {"hold": 5, "max_hold": 4}, {"max_hold": 10**6}):
+                {"hold": 5, "max_hold": 4}, {"max_hold": 10**6}, {"band": -0.1},
+                {"band": 0.5}):
         with pytest.raises(ValueError):
             SelfTuningSettings(**bad)
 
@@ -260,7 +261,7 @@ def test_the_comparing_rule_is_the_default_and_judges_the_sustained_rate():
     assert d.until_step(cpu=1.0, rate=1000).decision == "hold"
     probe = d.until_step(cpu=1.0, rate=1000)  # the way not tried yet: up
     assert probe.decision == "probe" and probe.precision == 0.6
-    assert d.until_step(cpu=0.5, rate=400).decision == "settle"
+    assert d.until_step(cpu=0.5, rate=1000).decision == "settle"
     # right after the step up the queues still drain the old copies, and publishers are
     # held back (half the time busy): 400 events/s taken, but the link carried 2,000
     # copies/s against 400 of this precision's, and the dispatcher routes 800 per busy second

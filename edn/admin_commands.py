@@ -254,9 +254,9 @@ def cmd_status(args) -> int:
               f"T_c {m['t_c_us']:.1f} us, R {m['hit_ratio']:.3f}, S_m {m['message_bytes']:.0f} B, "
               f"out {m['bytes_out_per_s'] / 1e6:.2f} MB/s")
     if trace:
-        print(f"self-tuning ({plain.get('selftuning.rule', 'paper')} rule): "
-              f"{plain.get('selftuning.steps')} steps, interval "
-              f"{plain.get('selftuning.interval')} s; last {min(args.steps, len(trace))}:")
+        print(f"self-tuning: {plain.get('selftuning.steps')} steps, interval "
+              f"{plain.get('selftuning.interval')} s, {plain.get('selftuning.rule', 'paper')} "
+              f"rule; last {min(args.steps, len(trace))}:")
         for step in trace[-args.steps:]:
             print(f"  step {step['step']:>4}  precision {step['previous']:.2f} -> "
                   f"{step['precision']:.2f}  {step['events_per_s']:8.1f} events/s  "

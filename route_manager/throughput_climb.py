@@ -20,23 +20,26 @@ How
     - routes at the **home** level, the best it measured: a step is kept only when the
       level it led to measured more than home (by ``margin``); otherwise it goes back;
     - **probes** the *frontier*: the levels it does not know that neighbour a level within
-      ``band`` of the best. That crosses a dip or a flat stretch next to a good level, and
+      ``band`` of the best (wider when one interval strays further than that from the next:
+      twice the noise measured at home). That crosses a dip or a flat stretch next to a good level, and
       never wanders off towards the bad ones. The first probe is the neighbour the profile
       (the prior) predicts faster, or else the one on the side the paper's bottleneck test
       points to;
     - **climbs** when a probe beat home: the probed level becomes home and the next probe
       follows at once;
-    - **holds** ``hold`` intervals after a probe that did not gain; with nothing left to
-      probe it holds twice as long each time (up to ``max_hold``), and figures older than
-      ``forget_after`` intervals are forgotten, so each level near the best is measured
-      again now and then;
+    - **holds** after a probe that did not gain: ``hold`` intervals at first, twice as long
+      after each such probe (up to ``max_hold``) until a probe gains; with nothing left to
+      probe it looks again after as long.
+      Figures older than ``forget_after`` intervals are forgotten, so each level near the
+      best is measured again now and then;
     - takes the first interval after a move as **settle**, unjudged: the outgoing queues
       still hold the old precision's copies, or have yet to fill, for seconds. A probe whose
       settling interval is already far below home (under ``1 - 2 * band`` of it) goes back
       at once: a bad level costs one interval, not two;
-    - **changed**: two consecutive intervals at home that differ by more than ``change``
-      mean the traffic changed, so everything measured elsewhere is forgotten and the search
-      starts again from home.
+    - **changed**: two consecutive intervals at home, each off home's figure by more than
+      ``change`` the same way, mean the traffic changed (one alone is taken for noise and
+      left out), so everything measured elsewhere is forgotten and the search starts again
+      from home.
 
 The prior (:attr:`model`, the applied profile's predicted events/s by precision) only orders
 the probes: its figures come from a model of another moment's traffic, and the measurements
@@ -50,12 +53,14 @@ from .precision import Ladder
 
 __all__ = ["ClimbSettings", "ThroughputClimb"]
 
+_MOST_BAND = 0.45  # the band widened by noise, at most
+
 
 @dataclass(frozen=True)
 class ClimbSettings:
     margin: float = 0.0     # another level becomes home when it beat home by more than this
-    hold: int = 3           # intervals at home after a probe that did not gain
-    max_hold: int = 24      # the longest hold, once there is nothing left to probe
+    hold: int = 3           # intervals at home after the first probe that did not gain
+    max_hold: int = 24      # the longest hold, after probes that did not gain
     change: float = 0.2     # home's figure moving by this much: the traffic changed
     band: float = 0.15      # levels within this share of the best have their neighbours probed
     forget_after: int = 40  # intervals after which a level's figure is too old to go by
@@ -80,6 +85,8 @@ class ThroughputClimb:
         self.settling = False     # the next interval follows a move: not judged
         self.hold = 0
         self.hold_length = self.settings.hold
+        self.drift = 0            # the way home's last interval was far off its figure
+        self.noise = 0.0          # mean relative distance of an interval from home's figure
 
     # -- one interval --------------------------------------------------------------------------
     def decide(self, rate: float, hint: int) -> tuple[int, str]:
@@ -119,15 +126,15 @@ class ThroughputClimb:
             self.hold_length = self.settings.hold
             decision = self._probe(hint)
             return self.level, "climb" if decision == "probe" else "kept"
-        self.hold = self.settings.hold
+        self.hold = self.hold_length
+        self.hold_length = min(2 * self.hold_length, self.settings.max_hold)
         self._move_to(self.home)
         return self.level, "revert"
 
     def _probe(self, hint: int) -> str:
         """Move to the next frontier level ("probe"), or hold longer when none is left."""
         frontier = self._frontier()
-        if not frontier:
-            self.hold_length = min(2 * self.hold_length, self.settings.max_hold)
+        if not frontier:  # nothing to probe until a figure ages out or the band widens
             self.hold = self.hold_length
             return "hold"
         self.trial = True
@@ -149,8 +156,17 @@ class ThroughputClimb:
         figure, seen = known
         steady = seen == self.count - 1
         if steady and abs(rate - figure) > self.settings.change * max(figure, rate):
-            self.figures[self.home] = (rate, self.count)
-            return True
+            way = 1 if rate > figure else -1
+            if self.drift == way:  # the second interval in a row that far off, the same way
+                self.figures[self.home] = (rate, self.count)
+                self.drift = 0
+                return True
+            self.drift = way  # one such interval may be noise: not folded in
+            self.figures[self.home] = (figure, self.count)
+            return False
+        self.drift = 0
+        if steady and figure > 0:  # how far one interval strays from the figure, on average
+            self.noise = 0.8 * self.noise + 0.2 * abs(rate - figure) / figure
         # consecutive intervals at home: their mean; home come back to: the new figure
         self.figures[self.home] = ((figure + rate) / 2 if steady else rate, self.count)
         return False
@@ -176,8 +192,10 @@ class ThroughputClimb:
         if not self.figures:
             return []
         best = max(figure for figure, _ in self.figures.values())
+        # a level whose figure is within the noise of the best cannot be ruled out either
+        band = min(_MOST_BAND, max(self.settings.band, 2 * self.noise))
         good = [level for level, (figure, _) in self.figures.items()
-                if figure >= (1 - self.settings.band) * best]
+                if figure >= (1 - band) * best]
         return sorted({level + step for level in good for step in (-1, 1)
                        if self.ladder.bottom <= level + step <= self.ladder.top
                        and level + step not in self.figures})

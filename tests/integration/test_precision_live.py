@@ -134,6 +134,7 @@ def test_the_papers_self_tuning_lowers_precision_when_cpu_bound_and_raises_it_wh
     shown = cli(edn, "status")  # the human-readable trace
     assert shown.returncode == 0, shown.stderr
     assert "self-tuning:" in shown.stdout and "busy" in shown.stdout and "backlog" in shown.stdout
+    assert "paper rule" in shown.stdout
     low = float(edn.dispatcher_stats("precision_value")["precision_value"])
     wait_until(lambda: float(edn.dispatcher_stats("precision_value")["precision_value"]) > low,
                timeout=30, what="self-tuning to raise precision when idle", poll=0.5)

@@ -162,7 +162,7 @@ def test_the_interval_after_a_move_is_not_judged():
 
 
 def test_a_change_is_told_only_by_consecutive_steady_intervals():
-    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=3))
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=10, max_hold=20))
     climb.decide(1000, -1)                        # probe to 4
     climb.decide(1000, -1)                        # settle
     assert climb.decide(500, -1)[1] == "revert"   # back to 5
@@ -170,4 +170,21 @@ def test_a_change_is_told_only_by_consecutive_steady_intervals():
     # 5's figure is from before the probe: a different figure now is no change of traffic
     assert climb.decide(700, -1) == (5, "hold")
     assert climb.figures[5][0] == 700
-    assert climb.decide(2000, -1)[1] == "changed"  # two steady intervals disagree
+    assert climb.decide(2000, -1)[1] == "hold"      # one interval that far off: noise
+    assert climb.figures[5][0] == 700              # and left out of the figure
+    assert climb.decide(710, -1)[1] == "hold"      # back: nothing changed
+    assert climb.decide(2000, -1)[1] == "hold"
+    assert climb.decide(300, -1)[1] != "changed"   # far off, but the other way: noise again
+    assert climb.decide(310, -1)[1] == "changed"   # twice the same way: the traffic changed
+    assert climb.figures == {5: (310, climb.count)}
+
+
+def test_noise_as_large_as_a_slow_link_gives_still_settles_near_the_optimum():
+    # intervals on a 2 Mbps link stray 10-15% from each other
+    curve = peaked(7, slope=0.1)
+    shares = []
+    for seed in range(10):
+        climb = ThroughputClimb(LADDER, 1)
+        levels, _ = run(climb, curve, 120, noise=0.15, seed=seed)
+        shares.append(sum(curve[lv] for lv in levels[-60:]) / 60 / curve[7])
+    assert min(shares) >= 0.85 and sum(shares) / len(shares) >= 0.93

@@ -121,7 +121,7 @@ class SelfTuningSettings(Settings):
     margin: float = setting(0.0, "compare: another precision becomes home when its throughput "
                             "beats home's by more than this share")
     hold: int = setting(3, "compare: intervals at home after a probe that did not gain")
-    max_hold: int = setting(24, "compare: the longest hold, once nothing is left to probe")
+    max_hold: int = setting(24, "compare: the longest hold, after probes that did not gain")
     band: float = setting(0.15, "compare: precisions within this share of the best measured "
                           "have their neighbours probed")
     with_none: bool = setting(True, "may go below the first step to no summary")

@@ -38,8 +38,9 @@ How
       at once: a bad level costs one interval, not two;
     - **changed**: two consecutive intervals at home, each off home's figure by more than
       ``change`` the same way, mean the traffic changed (one alone is taken for noise and
-      left out), so everything measured elsewhere is forgotten and the search starts again
-      from home.
+      left out; so is the first interval back from a probe), so everything measured
+      elsewhere is forgotten and the search starts again from home. When home's figure
+      falls below another level's, that level is probed again before it becomes home.
 
 The prior (:attr:`model`, the applied profile's predicted events/s by precision) only orders
 the probes: its figures come from a model of another moment's traffic, and the measurements
@@ -82,7 +83,7 @@ class ThroughputClimb:
         self.count = 0                                   # intervals seen
         self.figures: dict[int, tuple[float, int]] = {}  # level -> (events/s, interval seen)
         self.trial = False        # the current level is a probe away from home
-        self.settling = False     # the next interval follows a move: not judged
+        self.settling = self.settings.settle  # the next interval follows a move: not judged
         self.hold = 0
         self.hold_length = self.settings.hold
         self.drift = 0            # the way home's last interval was far off its figure
@@ -109,9 +110,11 @@ class ThroughputClimb:
             self.hold, self.hold_length = 0, self.settings.hold
         better = self._best()
         if better != self.home and self._beats_home(better):
-            self.home = better
+            # a level that measured better before home's figure fell: measured again, like
+            # a probe, before it becomes home
+            self.trial = True
             self._move_to(better)
-            return self.level, "climb"
+            return self.level, "probe"
         if self.hold > 0:
             self.hold -= 1
             return self.level, "changed" if changed else "hold"
@@ -155,7 +158,7 @@ class ThroughputClimb:
             return False
         figure, seen = known
         steady = seen == self.count - 1
-        if steady and abs(rate - figure) > self.settings.change * max(figure, rate):
+        if abs(rate - figure) > self.settings.change * max(figure, rate):
             way = 1 if rate > figure else -1
             if self.drift == way:  # the second interval in a row that far off, the same way
                 self.figures[self.home] = (rate, self.count)
@@ -193,7 +196,7 @@ class ThroughputClimb:
             return []
         best = max(figure for figure, _ in self.figures.values())
         # a level whose figure is within the noise of the best cannot be ruled out either
-        band = min(_MOST_BAND, max(self.settings.band, 2 * self.noise))
+        band = max(self.settings.band, min(_MOST_BAND, 2 * self.noise))
         good = [level for level, (figure, _) in self.figures.items()
                 if figure >= (1 - band) * best]
         return sorted({level + step for level in good for step in (-1, 1)

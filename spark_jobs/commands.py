@@ -497,6 +497,11 @@ def cmd_record(args) -> int:
                          f"{MAX_EVERY:,}")
     if not 0 < args.timeout < math.inf:
         raise SystemExit("edn record: --timeout is a positive number of seconds")
+    try:  # before recording: a trace that cannot be written must not be recorded
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise SystemExit("edn record: writing Parquet needs pyarrow: pip install -e "
+                         "'.[spark]'") from None
     client = AdminClient(args.at, _admin_token(args, "record"))
     say = lambda text: print(f"edn record: {text}", file=sys.stderr)  # noqa: E731
     started = time.monotonic()
@@ -506,7 +511,10 @@ def cmd_record(args) -> int:
     except (ValueError, SoapFault, TransportError) as exc:
         raise SystemExit(f"edn record: {exc}") from None
     path = Path(args.out) / TRACE_FILE
-    write_trace(path, schema, args.topic, rows)
+    try:
+        write_trace(path, schema, args.topic, rows)
+    except OSError as exc:
+        raise SystemExit(f"edn record: {path}: {exc}") from None
     outcome = {"trace": str(path), "events": len(rows), "wanted": args.events,
                "topic": args.topic, "dimensions": schema.d,
                "seconds": round(time.monotonic() - started, 2)}

@@ -29,6 +29,7 @@ import numpy as np
 from lxml import etree
 
 from matchers.schema import Schema
+from matchers.schema.extraction import standalone
 from matchers.vocabulary import EDN
 from route_manager import protocol
 
@@ -40,6 +41,7 @@ BOXES_PAGE = 2_000     # subscriptions asked for per ExportBoxes
 RECORDING_PAGE = 1_000  # events asked for per GetRecording
 MAX_BOXES_PER_PAGE = 64 * protocol.MAX_PAGE  # a filter may compile to several rectangles
 MAX_DIMENSIONS = 64
+MAX_PAGES = 100_000    # ExportBoxes pages read in all
 TRACE_FILE = "events.parquet"
 _SCHEMA_TAG = f"{{{EDN}}}Schema"
 
@@ -122,11 +124,14 @@ def from_network(dispatcher: str, topic: str, client_for: Callable[[str], object
         raise InvalidNetworkInput(f"no subscription server is registered at {dispatcher}")
     schema = None
     names, rectangles = [], []
-    total = unusable = 0
+    total = unusable = pages = 0
     for info in sorted(servers, key=lambda s: s.Name):
         client = client_for(info.Address)
         after, mins, maxs = "", [], []
         while True:
+            pages += 1
+            if pages > MAX_PAGES:  # empty pages with cursors that move on forever
+                raise InvalidNetworkInput(f"more than {MAX_PAGES:,} pages of rectangles")
             page = client.call(protocol.ExportBoxes(Topic=topic, After=after or None,
                                                     Max=BOXES_PAGE)).Boxes
             this, lo, hi, cursor, skipped = read_boxes_page(page, topic, after)
@@ -179,7 +184,9 @@ def read_recording_page(element, recording: str) -> tuple[Schema | None, list, s
             events = [e for e in child if isinstance(e.tag, str)]
             if len(events) != 1:
                 raise InvalidNetworkInput("an edn:Recorded holds one event")
-            rows.append((at, events[0]))
+            # its own document, as the dispatcher routed it: a schema's absolute paths
+            # start at the event, not at the envelope that carried the page
+            rows.append((at, standalone(events[0])))
         else:
             raise InvalidNetworkInput(f"unexpected {child.tag!r} in edn:Recording")
     if len(rows) > protocol.MAX_PAGE:
@@ -210,11 +217,12 @@ def record_events(client, topic: str, events: int, *, every: int = 1, timeout: f
 
     answer = client.call(contracts.Configure(Setting=[contracts.Figure(
         Name="record", Value=f"topic={topic},events={events},every={every}")]))
-    setting = {f.Name: f.Value for f in answer.Setting or []}.get("record", "")
-    recording = dict(p.split("=", 1) for p in setting.split(",") if "=" in p).get("id")
-    if not recording:
-        raise InvalidNetworkInput(f"the dispatcher did not start the recording ({setting!r})")
     try:
+        setting = {f.Name: f.Value for f in answer.Setting or []}.get("record", "")
+        recording = dict(p.split("=", 1) for p in setting.split(",") if "=" in p).get("id")
+        if not recording:
+            raise InvalidNetworkInput(f"the dispatcher did not start the recording "
+                                      f"({setting[:200]!r})")
         deadline = clock() + timeout
         stored = 0
         while True:
@@ -222,8 +230,10 @@ def record_events(client, topic: str, events: int, *, every: int = 1, timeout: f
                 contracts.GetStats(Prefix="record.")).Figure or []}
             if figures.get("record.id") != recording:
                 raise InvalidNetworkInput("the recording was replaced by another one meanwhile")
-            stored = int(figures.get("record.stored", "0"))
-            if stored >= events or clock() >= deadline:
+            stored = _count(figures.get("record.stored", "0"))
+            # done: the count reached, the time up, or the recording stopped (its byte cap,
+            # or a store that failed)
+            if stored >= events or clock() >= deadline or figures.get("record.on") == "0":
                 break
             progress(f"{stored:,} of {events:,} events recorded")
             sleep(poll)

@@ -18,8 +18,11 @@ batch publishers) runs with the dispatcher's self-tuning on, once per outgoing l
    the optimum under the new distribution.
 
 For each of the three runs on each link, ``settled_fraction_of_optimum`` is the events/s
-the network sustained over the run's last third (the tuner's probes included) over the best
-the sweep measured at any one precision.
+the dispatcher took in over the run's last third (the tuner's probes included) over the
+events/s at the optimum precision measured for as long right after the run, self-tuning off
+(on a shared machine the same precision measures a few percent apart from one minute to the
+next). The optimum precision is the best of the sweep's best three, each measured again for
+that long; ``settled_fraction_of_refined_optimum`` divides by that measurement instead.
 
 The paper's experiment settings are kept: step x = 10%, n = 1 (no damping, as in its
 experiments), short intervals (``interval`` seconds) so the bench takes minutes. Figures and
@@ -89,6 +92,18 @@ def refine(network, sweep: list[dict], top: int, warmup: float, seconds: float,
         if bar is not None:
             bar.advance()
     return rows
+
+
+def reference(network, precision: float, warmup: float, seconds: float) -> dict:
+    """Events/s at ``precision`` with self-tuning off, right after a run: the optimum a
+    run is judged against, measured next to it (the machine drifts between runs)."""
+    configure(network, self_tuning="off", precision="none" if precision == 0 else precision)
+    time.sleep(warmup)
+    m, _ = measure(network, seconds)
+    _log(f"    reference: {format_precision(precision)} {m.events_per_s:7.1f} events/s over "
+         f"{m.seconds:.1f} s")
+    return {"precision": precision, "events_per_s": round(m.events_per_s, 1),
+            "seconds": round(m.seconds, 2)}
 
 
 def trace_of(network, since: int = 0) -> list[dict]:
@@ -241,13 +256,16 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
 
 
 def settled_fraction(trace: list[dict], optimum: float, tail: int) -> float:
-    """What a run sustained over its last ``tail`` intervals (probes and their way back
-    included) over the best throughput the sweep measured at any one precision."""
-    last = trace[-tail:]
-    if not last or optimum <= 0:
+    """The events/s a run took in over its last ``tail`` intervals (probes and their way
+    back included: the dispatcher's own count over that stretch of time) over the best
+    throughput measured at any one precision, counted the same way."""
+    if len(trace) < tail + 1 or optimum <= 0:
         return 0.0
-    rate = statistics.mean(s.get("sustained", s["events_per_s"]) for s in last)
-    return round(rate / optimum, 3)
+    last = trace[-tail:]
+    seconds = last[-1]["time"] - trace[-tail - 1]["time"]
+    events = sum(s["events_per_s"] * (s["time"] - before["time"])
+                 for before, s in zip(trace[-tail - 1:], last))
+    return round(events / seconds / optimum, 3) if seconds > 0 else 0.0
 
 
 def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
@@ -261,7 +279,7 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
          f"link {setup.link_mbps} Mbps, interval {interval} s, {steps} steps per run")
     result: dict = {"link_mbps": setup.link_mbps, "settled_tail_steps": tail}
     # a terminal's progress bar: both sweeps' levels and the three tuner runs' steps
-    total_steps = 2 * len(levels) + 2 * top + 3 * steps + change_after
+    total_steps = 2 * len(levels) + 2 * top + 3 * steps + change_after + 2
     with tempfile.TemporaryDirectory(prefix="edn-bench-st-") as tmp, progress.progress(
             f"self-tuning, {setup.link_mbps:g} Mbps", total=total_steps, unit="step") as bar:
         network, info = start_network(setup, Path(tmp), self_tuning=False, log=_log)
@@ -298,9 +316,11 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
                 _log("  fig. 16a: from 10%")
                 bar.describe(f"fig. 16a: from 10%, {setup.link_mbps:g} Mbps")
                 from_low = run_tuner(network, 0.1, steps, interval, bar=bar)
+                ref_low = reference(network, best["precision"], refine_warm, tail * interval)
                 _log("  fig. 16b: from 100%")
                 bar.describe(f"fig. 16b: from 100%, {setup.link_mbps:g} Mbps")
                 from_high = run_tuner(network, 1.0, steps, interval, bar=bar)
+                ref_high = reference(network, best["precision"], refine_warm, tail * interval)
                 _log("  fig. 17: from 10%, uniform -> normal(9.5, 0.25) events")
                 changed = {}
 
@@ -326,10 +346,16 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
     change_step = changed.get("at", change_after)
     band_uniform, band_normal = near_optimal(sweep_uniform), near_optimal(sweep_normal)
     settled_low, settled_high, settled_fig17 = settled(from_low), settled(from_high), settled(fig17)
+    # each run against the best precision measured right after it (fig. 17's: the normal
+    # sweep's best, measured again after the sweep), and against the refined optimum
     fractions = {
+        "fig16_from_10pct": settled_fraction(from_low, ref_low["events_per_s"], tail),
+        "fig16_from_100pct": settled_fraction(from_high, ref_high["events_per_s"], tail),
+        "fig17_after_change": settled_fraction(fig17, best_normal["events_per_s"], tail)}
+    of_refined = {
         "fig16_from_10pct": settled_fraction(from_low, best["events_per_s"], tail),
         "fig16_from_100pct": settled_fraction(from_high, best["events_per_s"], tail),
-        "fig17_after_change": settled_fraction(fig17, best_normal["events_per_s"], tail)}
+        "fig17_after_change": fractions["fig17_after_change"]}
     _log("  settled fraction of the optimum: " + ", ".join(
         f"{name} {value:.3f}" for name, value in fractions.items()))
     result.update({
@@ -342,6 +368,8 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
         "optimum_uniform": best["precision"], "optimum_uniform_tp": best["events_per_s"],
         "optimum_normal": best_normal["precision"], "optimum_normal_tp": best_normal["events_per_s"],
         "settled_fraction_of_optimum": fractions,
+        "settled_fraction_of_refined_optimum": of_refined,
+        "reference_from_10pct": ref_low, "reference_from_100pct": ref_high,
         "from_10pct_steps_to_optimum": steps_to_reach(from_low, best["precision"]),
         "from_100pct_steps_to_optimum": steps_to_reach(from_high, best["precision"]),
         "from_10pct_settled": settled_low, "from_100pct_settled": settled_high,

@@ -417,8 +417,6 @@ class Dispatcher(BaseRouteManager):
             if upstream is not None and self.event_log is not None:
                 self.forwarder.forward_logged([], upstream=upstream)
             return 0
-        if self.recorder.spec is not None:
-            self.recorder.offer(entry.name, events)
         matcher = entry.matcher
         started = time.thread_time()  # CPU of this thread: GIL waits excluded
         calibrated = calibration_cpu()
@@ -453,6 +451,8 @@ class Dispatcher(BaseRouteManager):
             except LaneLost:  # the publisher retries; this process logs in another lane
                 self._claim_again(forwarder)
                 raise
+        if self.recorder.spec is not None:  # routed: a publisher's retry is not kept twice
+            self.recorder.offer(entry.name, events)
         with self.counters_lock:
             c = self.counters
             c.events_in += len(events)

@@ -7,22 +7,24 @@ so every process of the dispatcher records too (gunicorn workers, hosts sharing 
 PostgreSQL store), into one table of that store (:class:`~.tables.DispatcherTables`), and a
 restart goes on with it. Starting a recording deletes the events of every earlier one.
 
-While armed, each process keeps every K-th event published on the topic (its XML and the
-time it was routed) and writes them in batches of :data:`FLUSH_AT`, and once a second. It
-stops once the store holds N events or :data:`MAX_BYTES` of them: that is counted at each
-write, so the processes together overshoot by at most one batch each, and the reader takes
-the first N.
+While armed, each process keeps every K-th event it routes on the topic (its XML and the
+time it was routed, once the event is routed) and writes them in batches of about
+:data:`FLUSH_AT` (a message's events go in whole), and once a second from a ticker thread.
+It stops once the store holds N events or :data:`MAX_BYTES` of them: that is counted at
+each write, so every process may overshoot by the batch it was writing, and the reader
+takes the first N. Stopping (``off``) deletes what was recorded: ``edn record`` reads it
+first.
 
 Bounds (the value is operator input like any other): N at most :data:`MAX_EVENTS`, K at
 most :data:`MAX_EVERY`, an event larger than :data:`MAX_EVENT_BYTES` serialized is skipped
 and counted.
 
 Cost: with no recording armed, one attribute read per published message. Armed, one
-serialization per kept event and one store write per batch, on the publisher's request
+serialization per kept event, and one store write per full batch on the publisher's request
 thread.
 
-``GetRecording`` answers a page of the stored events, the cursor of the next page in
-``next`` (absent on the last)::
+``GetRecording`` answers a page of the stored events (at most ``Max`` and about
+:data:`PAGE_BYTES`), the cursor of the next page in ``next`` (absent on the last)::
 
     <edn:Recording xmlns:edn="urn:wsframework:edn" id="1767225600.123456" topic="quotes"
                    stored="5000" wanted="5000" next="64:host:812:9f3a">
@@ -50,7 +52,7 @@ from .. import protocol
 from ..selftuning import Ticker
 
 __all__ = ["RecordingSpec", "Recorder", "parse_cursor", "MAX_EVENTS", "MAX_EVERY",
-           "MAX_EVENT_BYTES", "MAX_BYTES", "FLUSH_AT"]
+           "MAX_EVENT_BYTES", "MAX_BYTES", "PAGE_BYTES", "FLUSH_AT"]
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,9 @@ MAX_EVENTS = 100_000
 MAX_EVERY = 1_000_000
 MAX_EVENT_BYTES = 64 * 1024
 MAX_BYTES = 256 * 1024 * 1024
+PAGE_BYTES = 4 * 1024 * 1024  # the events of one GetRecording answer, about
 FLUSH_AT = 64
+_CHUNK = 256  # rows read at a time for a page
 FLUSH_SECONDS = 1.0
 _MAX_TEXT = 512
 _KEYS = ("topic", "events", "every", "id")
@@ -156,28 +160,27 @@ class Recorder:
 
     # -- arming --------------------------------------------------------------------------------
     def arm(self, spec: RecordingSpec | None) -> None:
-        """Record by ``spec`` from now on (None: stop). The same recording again (every
-        process applies the stored setting) changes nothing."""
-        with self._lock:
-            if spec == self.spec:
+        """Record by ``spec`` from now on (None: stop, and delete what was recorded: the
+        reader took it before it stopped). The same recording again (every process applies
+        the stored setting) changes nothing. A store that fails raises, and nothing is
+        armed."""
+        with self._write_lock:  # no write of the recording before goes on meanwhile
+            with self._lock:
+                if spec == self.spec:
+                    return
+                self.spec, self.full, self.failed = None, False, False
+                self._seen, self._n, self.skipped, self._buffer = 0, 0, 0, []
+            self.tables.drop_recordings_but(spec.id if spec is not None else "")
+            if spec is None:
+                log.info("recording stopped")
                 return
-            self.spec, self.full, self.failed = None, False, False
-            self._seen, self._n, self.skipped, self._buffer = 0, 0, 0, []
-        if spec is None:
-            log.info("recording stopped")
-            return
-        try:
-            self.tables.drop_recordings_but(spec.id)
             stored = self.tables.recorded_count(spec.id)
-        except Exception:
-            log.exception("recording %s not started: the store failed", spec.id)
-            return
-        with self._lock:
-            self.spec, self.stored = spec, stored
-            self.full = stored >= spec.events
-        if self._ticker is None:
-            self._ticker = Ticker(lambda _now: self.flush(), FLUSH_SECONDS,
-                                  name="recorder").start()
+            with self._lock:
+                self.spec, self.stored = spec, stored
+                self.full = stored >= spec.events
+                if self._ticker is None:
+                    self._ticker = Ticker(lambda _now: self.flush(), FLUSH_SECONDS,
+                                          name="recorder").start()
         log.info("recording %s: %d events of %s, every %d", spec.id, spec.events, spec.topic,
                  spec.every)
 
@@ -226,7 +229,9 @@ class Recorder:
             except Exception:  # the events themselves are routed all the same
                 log.exception("recording %s stopped in this process: the store failed",
                               spec.id)
-                self.failed = self.full = True
+                with self._lock:
+                    if self.spec is spec:
+                        self.failed = self.full = True
                 return
             with self._lock:
                 if self.spec is spec:
@@ -259,15 +264,26 @@ class Recorder:
             return root
         if schema is not None:
             root.append(schema)
-        rows = self.tables.recorded(spec.id, (process, n), limit + 1)
         root.set("id", spec.id)
         root.set("topic", spec.topic)
         root.set("wanted", str(spec.events))
         root.set("stored", str(self.tables.recorded_count(spec.id)))
-        for row in rows[:limit]:
-            element = etree.SubElement(root, protocol.RECORDED, at=repr(float(row[2])))
-            element.append(etree.fromstring(bytes(row[3]), _PARSER))
-        if len(rows) > limit:
-            last = rows[limit - 1]
+        # at most ``limit`` events and about PAGE_BYTES of them (one at least), read a
+        # chunk at a time: the rows are up to MAX_EVENT_BYTES each
+        size, last, room = 0, None, True
+        while room and limit > 0:
+            chunk = min(limit, _CHUNK)
+            rows = self.tables.recorded(spec.id, (process, n), chunk)
+            for row in rows:
+                if size and size + len(row[3]) > PAGE_BYTES:
+                    room = False
+                    break
+                element = etree.SubElement(root, protocol.RECORDED, at=repr(float(row[2])))
+                element.append(etree.fromstring(bytes(row[3]), _PARSER))
+                size += len(row[3])
+                limit -= 1
+                process, n = last = row[0], row[1]
+            room = room and len(rows) == chunk
+        if last is not None and self.tables.recorded(spec.id, last, 1):
             root.set("next", f"{last[1]}:{last[0]}")
         return root

@@ -170,11 +170,8 @@ class Mover:
         schema = self.matcher_for(entry).schema
         now = self.clock()
         page = self.subscriptions.active_after(entry.uid, after, limit + 1)
-        more = len(page) > limit
-        page = page[:limit]
-        live = [s for s in page if not s.expired_at(now)]
-        # the cursor is the page's last row, expired or not
-        return boxes_element(entry.name, schema, live, page[-1].id if more else None)
+        return boxes_element(entry.name, schema, page[:limit], more=len(page) > limit,
+                             live=lambda s: not s.expired_at(now))
 
     def export(self, topic: str, ids: Iterable[str] | None = None) -> etree._Element:
         entry = self.topic(topic)

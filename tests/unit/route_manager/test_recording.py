@@ -161,3 +161,38 @@ def test_threads_offering_at_once_keep_every_kth_of_the_total(tables):
     recorder.flush()
     assert tables.recorded_count("1.0") == 4 * 25 * 4 // 2
     recorder.close()
+
+
+def test_a_page_stops_at_its_byte_budget_and_the_next_one_goes_on(tables, monkeypatch):
+    monkeypatch.setattr(recording, "PAGE_BYTES", 200)
+    monkeypatch.setattr(recording, "_CHUNK", 2)
+    recorder = Recorder(tables)
+    recorder.arm(RecordingSpec("t", 100, id="1.0"))
+    recorder.offer("t", events(9))
+    recorder.flush()
+    seen, after, pages = [], None, 0
+    while True:
+        page = recorder.page(after, 1000)
+        got = numbers(page)
+        assert got and len(got) <= 5  # about 40 bytes an event: a budget of 200
+        seen += got
+        pages += 1
+        after = page.get("next")
+        if after is None:
+            break
+    assert seen == list(range(9)) and pages >= 2
+    recorder.arm(None)  # stopped: what was recorded is gone
+    assert tables.recorded_count("1.0") == 0
+    recorder.close()
+
+
+def test_a_store_that_fails_at_arming_raises_and_arms_nothing(tables, monkeypatch):
+    recorder = Recorder(tables)
+
+    def broken(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tables, "drop_recordings_but", broken)
+    with pytest.raises(OSError):
+        recorder.arm(RecordingSpec("t", 10, id="1.0"))
+    assert recorder.spec is None and recorder.setting() == "off"

@@ -248,6 +248,8 @@ def test_the_comparing_rule_is_the_default_and_judges_the_sustained_rate():
     # the bottleneck test says "down" every interval; the comparing rule measures instead
     d = Driver(SelfTuningSettings(interval=1.0, hold=1), precision=0.5)
     assert d.tuner.climb is not None
+    # the first interval follows the operator's (or the start's) move: not judged
+    assert d.until_step(cpu=1.0, rate=1000).decision == "settle"
     probe = d.until_step(cpu=1.0, rate=1000)
     assert probe.decision == "probe" and probe.precision == 0.4 and probe.cpu_bound
     assert d.until_step(cpu=1.0, rate=1200).decision == "settle"
@@ -304,6 +306,7 @@ def test_the_profile_is_the_comparing_rules_prior_and_an_operator_reset_forgets(
     d.tuner.model = {0.4: 900.0, 0.5: 1000.0, 0.6: 1300.0}
     assert d.tuner.climb.model == d.tuner.model
     # the paper's test says down (CPU-bound); the profile predicts up is faster
+    assert d.until_step(cpu=1.0, rate=1000).decision == "settle"
     assert d.until_step(cpu=1.0, rate=1000).precision == 0.6
     d.tuner.reset(0.2, d.reading())
     assert d.tuner.climb.figures == {} and d.tuner.climb.level == 2

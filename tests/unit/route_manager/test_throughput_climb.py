@@ -81,11 +81,13 @@ def test_a_flat_stretch_before_a_steep_rise_is_crossed():
 
 def test_a_probe_far_below_home_goes_back_after_its_settling_interval():
     climb = ThroughputClimb(LADDER, 10, ClimbSettings(hold=1))
+    assert climb.decide(9999, 1) == (10, "settle")    # the start is a move too
     assert climb.decide(4000, 1) == (9, "probe")
     assert climb.decide(1700, 1) == (10, "revert")    # 42% of home: no second interval
     assert climb.decide(100, 1) == (10, "settle")     # draining the probe's copies: ignored
     assert climb.figures[10][0] == 4000
-    nearly = ThroughputClimb(LADDER, 10, ClimbSettings(hold=1))
+    nearly = ThroughputClimb(LADDER, 10, ClimbSettings(hold=1, settle=True))
+    nearly.decide(4000, 1)
     nearly.decide(4000, 1)
     assert nearly.decide(3000, 1) == (9, "settle")    # 75%: judged on the next interval
     assert nearly.decide(4100, 1) == (8, "climb")
@@ -127,7 +129,7 @@ def test_the_prior_orders_the_probes_but_measurements_decide():
     for _ in range(ClimbSettings().hold):
         assert climb.decide(1000, -1)[1] == "hold"
     assert climb.decide(1000, -1) == (4, "probe")      # the other neighbour
-    wrong = ThroughputClimb(LADDER, 5)
+    wrong = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False))
     wrong.model = {0.5: 0.0, 0.6: 5.0}                 # unusable: the hint decides
     assert wrong.decide(1000, +1) == (6, "probe")
 
@@ -152,6 +154,7 @@ def test_old_figures_are_forgotten_and_measured_again():
 
 def test_the_interval_after_a_move_is_not_judged():
     climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=1))
+    assert climb.decide(50, -1) == (5, "settle")   # the start: ignored too
     assert climb.decide(1000, -1) == (4, "probe")
     # right after the move the queues are still filling: a flattering figure, ignored
     assert climb.decide(5000, -1) == (4, "settle")
@@ -161,19 +164,18 @@ def test_the_interval_after_a_move_is_not_judged():
     assert climb.decide(1000, -1) == (5, "hold")
 
 
-def test_a_change_is_told_only_by_consecutive_steady_intervals():
+def test_a_change_is_told_only_by_consecutive_intervals_off_the_same_way():
     climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=10, max_hold=20))
+    climb.decide(1000, -1)                        # settle (the start)
     climb.decide(1000, -1)                        # probe to 4
     climb.decide(1000, -1)                        # settle
     assert climb.decide(500, -1)[1] == "revert"   # back to 5
     climb.decide(0, -1)                           # settle
-    # 5's figure is from before the probe: a different figure now is no change of traffic
+    # back at home, one interval far off its figure: noise, left out
     assert climb.decide(700, -1) == (5, "hold")
-    assert climb.figures[5][0] == 700
-    assert climb.decide(2000, -1)[1] == "hold"      # one interval that far off: noise
-    assert climb.figures[5][0] == 700              # and left out of the figure
-    assert climb.decide(710, -1)[1] == "hold"      # back: nothing changed
-    assert climb.decide(2000, -1)[1] == "hold"
+    assert climb.figures[5][0] == 1000
+    assert climb.decide(1010, -1)[1] == "hold"     # back: nothing changed
+    assert climb.decide(2000, -1)[1] == "hold"     # far off once more: noise
     assert climb.decide(300, -1)[1] != "changed"   # far off, but the other way: noise again
     assert climb.decide(310, -1)[1] == "changed"   # twice the same way: the traffic changed
     assert climb.figures == {5: (310, climb.count)}

@@ -196,3 +196,49 @@ def test_a_parquet_file_that_is_no_trace_is_refused(tmp_path):
     pq.write_table(pa.table({"a": [1.0]}), tmp_path / "x.parquet")
     with pytest.raises(ValueError):
         read_trace(tmp_path / "x.parquet")
+
+
+def test_events_are_read_as_their_own_documents_for_absolute_schema_paths(tmp_path):
+    schema = Schema.from_element(etree.fromstring(
+        f'<edn:Schema xmlns:edn="{EDN}" xmlns:q="urn:quotes">'
+        '<edn:Attribute name="price" xpath="/q:quote/q:price" min="0" max="100"/></edn:Schema>'))
+    page = etree.Element(protocol.RECORDING, nsmap={"edn": EDN}, id="1.0")
+    page.append(schema.to_element())
+    for k, price in enumerate((5, 7)):
+        recorded = etree.SubElement(page, protocol.RECORDED, at=repr(float(k)))
+        recorded.append(etree.fromstring(f'<q:quote xmlns:q="urn:quotes"><q:price>{price}'
+                                         '</q:price></q:quote>'))
+    envelope = etree.Element("{http://www.w3.org/2003/05/soap-envelope}Envelope")
+    etree.SubElement(envelope, "{http://www.w3.org/2003/05/soap-envelope}Body").append(page)
+    found, rows, _ = read_recording_page(page, "1.0")
+    write_trace(tmp_path / "t.parquet", found, "quotes", rows)
+    assert read_trace(tmp_path / "t.parquet").tolist() == [[5.0], [7.0]]
+
+
+def test_record_events_stops_waiting_when_the_recording_stopped():
+    def configure(request):
+        value = request.Setting[0].Value
+        shown = value + ",id=5.000000" if value != "off" else "off"
+        return contracts.ConfigureResponse(Setting=[contracts.Figure(Name="record", Value=shown)])
+
+    stats = lambda r: contracts.GetStatsResponse(Figure=[  # noqa: E731
+        contracts.Figure(Name="record.id", Value="5.000000"),
+        contracts.Figure(Name="record.stored", Value="2"),
+        contracts.Figure(Name="record.on", Value="0")])
+    client = Answers(Configure=configure, GetStats=stats, GetRecording=lambda r: (
+        protocol.GetRecordingResponse(Recording=recording_page("5.000000", [(1.0, 1, 2)] * 2))))
+    waits = []
+    _, rows = record_events(client, "t", 100, sleep=waits.append)
+    assert waits == [] and len(rows) == 2
+
+
+def test_a_recording_the_dispatcher_did_not_start_is_stopped_all_the_same():
+    settings = []
+
+    def configure(request):
+        settings.append(request.Setting[0].Value)
+        return contracts.ConfigureResponse(Setting=[contracts.Figure(Name="record", Value="off")])
+
+    with pytest.raises(InvalidNetworkInput):
+        record_events(Answers(Configure=configure), "t", 10)
+    assert settings[-1] == "off"

@@ -50,6 +50,8 @@ from .http_routes import HttpRequest, HttpResponse, text
 
 log = logging.getLogger(__name__)
 
+_TORN_READS = 5  # reads of the workers' files before a scrape fails
+
 __all__ = ["Reading", "RoleMetrics", "METRICS_PATH", "ACCESS_ENV", "ACCESS_MODES",
            "MULTIPROC_ENV", "access_mode", "prepare_multiproc_dir", "mark_worker_dead"]
 
@@ -196,7 +198,16 @@ class RoleMetrics:
             registry.register(_ReadingsCollector(readings))
             for histogram in self._histograms:
                 registry.register(histogram)
-        return generate_latest(registry)
+        for attempt in range(_TORN_READS):
+            try:
+                return generate_latest(registry)
+            except RuntimeError:
+                # prometheus_client reads the other workers' files without a lock: one
+                # caught mid-write ("Read beyond file size") reads right a moment later
+                if attempt == _TORN_READS - 1:
+                    raise
+                log.debug("a worker's metrics file was read mid-write; reading again")
+        raise AssertionError("unreachable")
 
     def _mirror(self, readings: list[Reading]) -> None:
         """Copy this worker's readings into its multiprocess files."""

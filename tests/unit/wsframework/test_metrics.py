@@ -141,3 +141,26 @@ def test_workers_add_up_and_a_dead_workers_counters_stay(tmp_path, monkeypatch):
     assert found[("edn_events_total", ())] == ("counter", 12)  # counted events stay counted
     assert found[("edn_depth", ())] == ("gauge", 4)  # a dead worker holds no queue
     assert found[("edn_precision", ())] == ("gauge", 0.25)
+
+
+def test_a_workers_file_read_mid_write_is_read_again(tmp_path, monkeypatch):
+    from prometheus_client import multiprocess
+
+    monkeypatch.setenv(MULTIPROC_ENV, "unset-by-the-test")
+    prepare_multiproc_dir(tmp_path)
+    worker = Worker(monkeypatch, 201, {"events": 5, "depth": 2, "precision": 0.5, "subs": 7})
+    collect = multiprocess.MultiProcessCollector.collect
+    torn = {"left": 2}
+
+    def sometimes_torn(self):
+        if torn["left"]:
+            torn["left"] -= 1
+            raise RuntimeError("Read beyond file size detected, file is corrupted.")
+        return collect(self)
+
+    monkeypatch.setattr(multiprocess.MultiProcessCollector, "collect", sometimes_torn)
+    assert samples(worker.metrics)[("edn_events_total", ())] == ("counter", 5)
+    assert torn["left"] == 0
+    torn["left"] = 99  # a file that stays unreadable is an error, not a hang
+    with pytest.raises(RuntimeError):
+        worker.metrics.exposition()

@@ -229,13 +229,10 @@ def _reselect(args, say, started) -> int:
 
 
 def _check_apply(args) -> None:
-    from route_manager.protocol import SERVICE_NAMES
-
     if args.apply and not args.at:
         raise SystemExit("edn profile: --apply needs --at DISPATCHER")
-    if args.apply and not (args.admin_token or os.environ.get(SERVICE_NAMES.admin_token_env)):
-        raise SystemExit(f"edn profile: --apply needs the admin credential: --admin-token or "
-                         f"{SERVICE_NAMES.admin_token_env}")
+    if args.apply:
+        _admin_token(args, "profile --apply")
 
 
 def _applied(args, recommendation: dict, out: Path) -> dict | None:
@@ -244,10 +241,9 @@ def _applied(args, recommendation: dict, out: Path) -> dict | None:
     if not args.apply:
         return None
     from route_manager.precision_profile import InvalidPrecisionProfile, PrecisionProfile
-    from route_manager.protocol import SERVICE_NAMES
     from wsframework.admin import AdminClient, contracts
 
-    token = args.admin_token or os.environ.get(SERVICE_NAMES.admin_token_env)
+    token = _admin_token(args, "profile --apply")
     try:
         profile = PrecisionProfile.from_recommendation(
             recommendation, source=f"edn profile --out {out}"[:200])

@@ -211,7 +211,7 @@ def plot(runs: dict, change_step: int, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-LINKS_MBPS = (2.0, 6.4)  # the outgoing links of the settings
+LINKS_MBPS = (2.0, 6.4)  # a slow and a fast outgoing link: Figs. 16 and 17 on each
 SETTINGS = ("fig16_from_10pct", "fig16_from_100pct", "fig17_after_change")
 
 

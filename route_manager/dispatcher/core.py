@@ -213,9 +213,10 @@ class Dispatcher(BaseRouteManager):
 
     def _get_recording(self, request, message):
         spec = self.recorder.spec
+        first = spec is not None and not request.After  # the schema goes with the first page
         try:
             page = self.recorder.page(request.After, request.Max or DEFAULT_RECORDING_PAGE,
-                                      self._schema_element(spec.topic) if spec else None)
+                                      self._schema_element(spec.topic) if first else None)
         except ValueError as exc:
             raise sender_fault(str(exc)) from None
         return protocol.GetRecordingResponse(Recording=page)

@@ -28,7 +28,7 @@ thread.
 
     <edn:Recording xmlns:edn="urn:wsframework:edn" id="1767225600.123456" topic="quotes"
                    stored="5000" wanted="5000" next="64:host:812:9f3a">
-      <edn:Schema>...</edn:Schema>          (the topic's event schema, when it has one)
+      <edn:Schema>...</edn:Schema>          (the topic's event schema: first page only)
       <edn:Recorded at="1767225600.25"><q:quote .../></edn:Recorded>
     </edn:Recording>
 """

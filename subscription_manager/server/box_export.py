@@ -23,17 +23,13 @@ from matchers.vocabulary import EDN
 from route_manager.protocol import BOX, BOXES
 
 from ..store import Subscription
-from .moved_subscriptions import filter_boxes
+from .moved_subscriptions import _floats, filter_boxes
 
 __all__ = ["boxes_element", "MAX_PAGE_BOXES"]
 
 #: rectangles in one answer, about (a filter may compile to several): the page ends after
 #: the subscription that reaches it
 MAX_PAGE_BOXES = 20_000
-
-
-def _floats(values) -> str:
-    return " ".join(repr(float(v)) for v in values)
 
 
 def boxes_element(topic: str, schema, page: Sequence[Subscription], *, more: bool,

@@ -10,8 +10,10 @@ between three algorithms by the boxes' overlap, estimated on a sample:
   square of the boxes when they overlap heavily (78 s for 100,000 uniform boxes in 4
   dimensions).
 * **The corner R-tree** (:func:`_corner_tree_parents`), when the windows hold too many
-  pairs but few boxes cover each box: every box asks the R-tree of all boxes' corners for
-  its coverers.
+  pairs but few boxes cover each box and the boxes are thin: every box asks the R-tree of
+  all boxes' corners for its coverers.  Thin boxes' corners lie near a d-dimensional sheet
+  of the 2d-dimensional corner space, where the tree prunes well; wide boxes' corners fill
+  it, and the tree's orthant queries visit most of its nodes.
 * **Sort-filter** (:func:`_sorted_filter_parents`), for boxes that overlap heavily: boxes
   are visited so that every box comes after its coverers, and only the maximal boxes found
   so far are consulted (0.5 s for 100,000 uniform boxes, 3.7 s for 1,000,000).
@@ -25,7 +27,7 @@ import numpy as np
 from .._rtree import BoxIndex
 from .corner_bits import CornerBits
 
-__all__ = ["covering_rows", "first_covering", "maximal_parents"]
+__all__ = ["choose_algorithm", "covering_rows", "first_covering", "maximal_parents"]
 
 # Window pairs checked in all, at most (40-120 ns a pair).
 _WINDOW_PAIRS = 32_000_000
@@ -35,15 +37,25 @@ _WINDOW_PAIRS = 32_000_000
 # (about one coverer each) 23 s by the tree, 15 s sort-filtering; 1,000,000 uniform boxes
 # (hundreds of coverers each) 4.6 s sort-filtering, far slower by the tree.
 _SORT_FILTER_COVERERS = 1
+# Sides (a box's mean side over the spread of the boxes, averaged over the axes) from which
+# sort-filtering beats the corner R-tree even when no box covers another.  Measured at
+# 100,000 boxes with every side uniform in [0, s] of a unit range (mean side s/2): in 4
+# dimensions s = 0.01 took 2.6 s by the tree and 5.6 s sort-filtering, s = 0.1 5.8 s and 5.3
+# s, s = 0.2 12.6 s and 5.1 s; in 8 dimensions s = 0.01 3.4 s and 8.9 s, s = 0.1 7.6 s and
+# 10.2 s, s = 0.2 14.9 s and 9.9 s, s = 0.3 28.8 s and 10.3 s.  The paper's uniform boxes in
+# 8 dimensions (mean side a third of the range): 100,000 sort-filter in 7.9 s, 20,000 by the
+# tree in 8.7 s against 1.4 s.
+_CORNER_TREE_SIDE = 0.06
 
 
 def maximal_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int = 2048,
                     leaders: int = 256, leader_stage: int = 32, bits_limit: int = 1 << 17,
                     window_pairs: int = _WINDOW_PAIRS,
-                    sort_filter_coverers: float = _SORT_FILTER_COVERERS) -> np.ndarray:
+                    sort_filter_coverers: float = _SORT_FILTER_COVERERS,
+                    corner_tree_side: float = _CORNER_TREE_SIDE) -> np.ndarray:
     """For each box (by position): -1 if maximal, else the position of a maximal box covering
     it.  Identical boxes: the first position is the maximal one.  The keywords tune (and let
-    tests force) the choice of algorithm."""
+    tests force) the choice of algorithm (:func:`choose_algorithm`)."""
     n, d = mins.shape
     parents = np.full(n, -1, dtype=np.int64)
     if n == 0:
@@ -51,13 +63,38 @@ def maximal_parents(mins: np.ndarray, maxs: np.ndarray, *, block: int = 2048,
     if d == 0:
         parents[1:] = 0
         return parents
-    axis, pairs = _narrowest_window_axis(mins, maxs)
-    if pairs <= window_pairs:
+    algorithm, axis = choose_algorithm(mins, maxs, window_pairs=window_pairs,
+                                       sort_filter_coverers=sort_filter_coverers,
+                                       corner_tree_side=corner_tree_side)
+    if algorithm == "windows":
         return _window_parents(mins, maxs, axis)
-    if _coverers_per_box(mins, maxs) < sort_filter_coverers:
+    if algorithm == "corner-tree":
         return _corner_tree_parents(mins, maxs)
     return _sorted_filter_parents(mins, maxs, block=block, leaders=leaders,
                                   leader_stage=leader_stage, bits_limit=bits_limit)
+
+
+def choose_algorithm(mins: np.ndarray, maxs: np.ndarray, *, window_pairs: int = _WINDOW_PAIRS,
+                     sort_filter_coverers: float = _SORT_FILTER_COVERERS,
+                     corner_tree_side: float = _CORNER_TREE_SIDE) -> tuple[str, int]:
+    """``("windows", axis)``, ``("corner-tree", -1)`` or ``("sort-filter", -1)`` for boxes of
+    at least one axis, by their overlap and width estimated on samples."""
+    axis, pairs = _narrowest_window_axis(mins, maxs)
+    if pairs <= window_pairs:
+        return "windows", axis
+    if (_relative_side(mins, maxs) < corner_tree_side
+            and _coverers_per_box(mins, maxs) < sort_filter_coverers):
+        return "corner-tree", -1
+    return "sort-filter", -1
+
+
+def _relative_side(mins: np.ndarray, maxs: np.ndarray) -> float:
+    """The boxes' mean side over their spread (highest max less lowest min), averaged over
+    the axes; an axis where every box is one point counts as 0."""
+    spread = maxs.max(axis=0) - mins.min(axis=0)
+    sides = (maxs - mins).mean(axis=0)
+    ratio = np.divide(sides, spread, out=np.zeros_like(sides), where=spread > 0)
+    return float(ratio.mean())
 
 
 def _coverers_per_box(mins: np.ndarray, maxs: np.ndarray, sample: int = 512,

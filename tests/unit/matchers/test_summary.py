@@ -11,7 +11,7 @@ from matchers import FilterSpec, InvalidFilter, RTreeMatchingEngine, Schema, Sum
 from matchers.ranges import RANGES_DIALECT
 from matchers.schema import Attribute
 from matchers.summary import MaximalRectangles, str_groups, summary_target
-from matchers.summary.bulk import _cover_order, maximal_parents
+from matchers.summary.bulk import _cover_order, choose_algorithm, maximal_parents
 from matchers.vocabulary import EDN
 
 SCHEMA = Schema((Attribute("x", "number", "/e/x", (), 0, 10),
@@ -123,6 +123,27 @@ def _maximal_by_definition(mins, maxs):
     return np.array(result, dtype=bool)
 
 
+@pytest.mark.parametrize("side, d, expected", [
+    (0.002, 4, "corner-tree"),  # thin boxes, no coverers: the tree prunes well
+    (0.02, 8, "corner-tree"),
+    (0.3, 8, "sort-filter"),  # wide boxes, no coverers: the tree's queries visit most nodes
+    (None, 8, "sort-filter"),  # the paper's uniform boxes (min and max of two draws)
+    (None, 2, "sort-filter"),  # ... and in 2 dimensions, where each has many coverers
+])
+def test_maximal_parents_chooses_by_width_and_overlap(side, d, expected):
+    rng = np.random.default_rng(3)
+    n = 4000
+    if side is None:
+        a, b = rng.random((n, d)), rng.random((n, d))
+        mins, maxs = np.minimum(a, b), np.maximum(a, b)
+    else:
+        mins = rng.random((n, d)) * (1 - side)
+        maxs = mins + rng.random((n, d)) * side
+    algorithm, _ = choose_algorithm(mins, maxs, window_pairs=0)
+    assert algorithm == expected
+    assert choose_algorithm(mins, maxs, window_pairs=n * n)[0] == "windows"
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_maximal_rectangles_incremental_bulk_and_removal(seed):
     rng = np.random.default_rng(seed)
@@ -132,7 +153,8 @@ def test_maximal_rectangles_incremental_bulk_and_removal(seed):
     maxs = mins + rng.integers(0, 4, (n, d))
     expected = _maximal_by_definition(mins, maxs)
     ways = [{"window_pairs": n * n},  # windows
-            {"window_pairs": 0, "sort_filter_coverers": n},  # the corner R-tree
+            {"window_pairs": 0, "sort_filter_coverers": n,
+             "corner_tree_side": np.inf},  # the corner R-tree
             {"window_pairs": 0, "sort_filter_coverers": 0},  # sort-filter in one block
             # in blocks, with leaders and bitsets; with the R-tree beyond 4 maximal boxes
             {"window_pairs": 0, "sort_filter_coverers": 0, "block": 7, "leaders": 3},

@@ -40,7 +40,8 @@ How
       ``change`` the same way, mean the traffic changed (one alone is taken for noise and
       left out; so is the first interval back from a probe), so everything measured
       elsewhere is forgotten and the search starts again from home. When home's figure
-      falls below another level's, that level is probed again before it becomes home.
+      (the mean of its last ``average`` intervals in a row) falls below another level's
+      by more than the noise, that level is probed again before it becomes home.
 
 The prior (:attr:`model`, the applied profile's predicted events/s by precision) only orders
 the probes: its figures come from a model of another moment's traffic, and the measurements
@@ -66,6 +67,7 @@ class ClimbSettings:
     band: float = 0.15      # levels within this share of the best have their neighbours probed
     forget_after: int = 40  # intervals after which a level's figure is too old to go by
     settle: bool = True     # the interval after a move is not judged
+    average: int = 6        # home's figure: the mean of up to this many intervals in a row
 
 
 class ThroughputClimb:
@@ -87,6 +89,7 @@ class ThroughputClimb:
         self.hold = 0
         self.hold_length = self.settings.hold
         self.drift = 0            # the way home's last interval was far off its figure
+        self.run = 0              # consecutive intervals at home folded into its figure
         self.noise = 0.0          # mean relative distance of an interval from home's figure
 
     # -- one interval --------------------------------------------------------------------------
@@ -109,7 +112,7 @@ class ThroughputClimb:
             self.figures = {self.home: self.figures[self.home]}
             self.hold, self.hold_length = 0, self.settings.hold
         better = self._best()
-        if better != self.home and self._beats_home(better):
+        if better != self.home and self._beats_home(better, by=self._noise_margin()):
             # a level that measured better before home's figure fell: measured again, like
             # a probe, before it becomes home
             self.trial = True
@@ -155,6 +158,7 @@ class ThroughputClimb:
         known = self.figures.get(self.home)
         if known is None:
             self.figures[self.home] = (rate, self.count)
+            self.run = 1
             return False
         figure, seen = known
         steady = seen == self.count - 1
@@ -162,7 +166,7 @@ class ThroughputClimb:
             way = 1 if rate > figure else -1
             if self.drift == way:  # the second interval in a row that far off, the same way
                 self.figures[self.home] = (rate, self.count)
-                self.drift = 0
+                self.drift, self.run = 0, 1
                 return True
             self.drift = way  # one such interval may be noise: not folded in
             self.figures[self.home] = (figure, self.count)
@@ -170,8 +174,10 @@ class ThroughputClimb:
         self.drift = 0
         if steady and figure > 0:  # how far one interval strays from the figure, on average
             self.noise = 0.8 * self.noise + 0.2 * abs(rate - figure) / figure
-        # consecutive intervals at home: their mean; home come back to: the new figure
-        self.figures[self.home] = ((figure + rate) / 2 if steady else rate, self.count)
+        # consecutive intervals at home: their running mean (the last ``average`` of them,
+        # about); home come back to: the new figure
+        self.run = min(self.run + 1, self.settings.average) if steady else 1
+        self.figures[self.home] = (figure + (rate - figure) / self.run, self.count)
         return False
 
     def _forget_old(self) -> None:
@@ -182,9 +188,17 @@ class ThroughputClimb:
     def _best(self) -> int:
         return max(self.figures, key=lambda level: (self.figures[level][0], level == self.home))
 
-    def _beats_home(self, level: int) -> bool:
+    def _beats_home(self, level: int, by: float | None = None) -> bool:
         home = self.figures.get(self.home)
-        return home is None or self.figures[level][0] > home[0] * (1 + self.settings.margin)
+        margin = self.settings.margin if by is None else by
+        return home is None or self.figures[level][0] > home[0] * (1 + margin)
+
+    def _noise_margin(self) -> float:
+        """How far a level measured earlier must stand above home's figure to be measured
+        again: the margin, or the noise of one interval at home when that is more (a figure
+        from another moment, only as far above as home's own intervals stray, is no
+        reason to leave)."""
+        return max(self.settings.margin, self.noise)
 
     def _far_below_home(self, rate: float) -> bool:
         home = self.figures.get(self.home)

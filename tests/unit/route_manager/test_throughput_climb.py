@@ -190,3 +190,40 @@ def test_noise_as_large_as_a_slow_link_gives_still_settles_near_the_optimum():
         levels, _ = run(climb, curve, 120, noise=0.15, seed=seed)
         shares.append(sum(curve[lv] for lv in levels[-60:]) / 60 / curve[7])
     assert min(shares) >= 0.85 and sum(shares) / len(shares) >= 0.93
+
+
+def test_home_figure_is_the_mean_of_its_last_intervals():
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False, hold=100, max_hold=100,
+                                                     average=4))
+    climb.decide(1000, -1)                       # probe to 4
+    climb.decide(500, -1)                        # revert: home 5 holds
+    for rate in (1000, 1100, 900, 1000, 1100, 1100, 1100, 1100):
+        climb.decide(rate, -1)
+    # a running mean of the last four, about: the early 900 has all but gone
+    assert 1050 <= climb.figures[5][0] <= 1100
+    assert 0 < climb.noise < 0.1
+
+
+def test_a_level_measured_earlier_is_measured_again_only_when_above_home_by_more_than_noise():
+    def settled_at_4():
+        climb = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False, hold=100,
+                                                         max_hold=100, forget_after=1000))
+        assert climb.decide(1000, -1) == (4, "probe")
+        assert climb.decide(1020, -1) == (3, "climb")   # 4 is home; 5 is known at 1000
+        assert climb.decide(900, -1) == (4, "revert")
+        for rate in (1080, 960, 1080, 960, 1080, 960):  # about 6% of noise at home
+            assert climb.decide(rate, -1) == (4, "hold")
+        return climb
+
+    climb = settled_at_4()
+    # home's figure dips a little under 5's older one: within the noise, it stays
+    for rate in (960, 950, 950):
+        assert climb.decide(rate, -1) == (4, "hold")
+    assert climb.figures[4][0] < climb.figures[5][0]
+    climb = settled_at_4()
+    # home falls well below 5's figure (not so far as a change of traffic): 5 again
+    for _ in range(10):
+        level, decision = climb.decide(860, -1)
+        if decision != "hold":
+            break
+    assert (level, decision) == (5, "probe")

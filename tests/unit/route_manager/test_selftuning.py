@@ -250,7 +250,13 @@ def test_the_comparing_rule_is_the_default_and_judges_the_sustained_rate():
     assert d.tuner.climb is not None
     # the first interval follows the operator's (or the start's) move: not judged
     assert d.until_step(cpu=1.0, rate=1000).decision == "settle"
-    probe = d.until_step(cpu=1.0, rate=1000)
+    scout = d.until_step(cpu=1.0, rate=1000)  # precise first: it is yet to be measured
+    assert scout.decision == "probe" and scout.precision == 1.0
+    assert d.until_step(cpu=1.0, rate=1000).decision == "settle"
+    back = d.until_step(cpu=1.0, rate=900)
+    assert back.decision == "revert" and back.precision == 0.5
+    assert d.until_step(cpu=1.0, rate=1000).decision == "settle"
+    probe = d.until_step(cpu=1.0, rate=1000)  # no hold after a scout: the neighbours next
     assert probe.decision == "probe" and probe.precision == 0.4 and probe.cpu_bound
     assert d.until_step(cpu=1.0, rate=1200).decision == "settle"
     # at 0.4 it takes more events in, but their copies pile up: the link carried 2,000 of

@@ -38,7 +38,7 @@ def test_it_climbs_to_the_optimum_from_either_end_and_stays(start, optimum):
 
 
 def test_home_moves_only_to_a_level_measured_better_by_the_margin():
-    climb = ThroughputClimb(LADDER, 5, ClimbSettings(margin=0.05, hold=1, settle=False))
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, margin=0.05, hold=1, settle=False))
     assert climb.decide(1000, -1) == (4, "probe")    # the paper's hint: down first
     assert climb.decide(1040, -1) == (5, "revert")   # better, but not by 5%
     assert climb.home == 5
@@ -53,7 +53,7 @@ def test_home_moves_only_to_a_level_measured_better_by_the_margin():
 
 
 def test_the_hold_doubles_once_nothing_is_left_to_probe():
-    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=2, max_hold=8, settle=False,
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, hold=2, max_hold=8, settle=False,
                                                      band=0.05, forget_after=1000))
     _, decisions = run(climb, peaked(5), 60)
     assert "climb" not in decisions and "kept" not in decisions
@@ -122,14 +122,14 @@ def test_a_change_of_traffic_forgets_the_other_levels_and_finds_the_new_optimum(
 
 
 def test_the_prior_orders_the_probes_but_measurements_decide():
-    climb = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False))
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, settle=False))
     climb.model = {0.4: 100.0, 0.5: 100.0, 0.6: 300.0}  # predicts up is faster
     assert climb.decide(1000, -1) == (6, "probe")      # against the paper's hint
     assert climb.decide(800, -1) == (5, "revert")      # the measurement says no
     for _ in range(ClimbSettings().hold):
         assert climb.decide(1000, -1)[1] == "hold"
     assert climb.decide(1000, -1) == (4, "probe")      # the other neighbour
-    wrong = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False))
+    wrong = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, settle=False))
     wrong.model = {0.5: 0.0, 0.6: 5.0}                 # unusable: the hint decides
     assert wrong.decide(1000, +1) == (6, "probe")
 
@@ -153,7 +153,7 @@ def test_old_figures_are_forgotten_and_measured_again():
 
 
 def test_the_interval_after_a_move_is_not_judged():
-    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=1))
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, hold=1))
     assert climb.decide(50, -1) == (5, "settle")   # the start: ignored too
     assert climb.decide(1000, -1) == (4, "probe")
     # right after the move the queues are still filling: a flattering figure, ignored
@@ -165,7 +165,7 @@ def test_the_interval_after_a_move_is_not_judged():
 
 
 def test_a_change_is_told_only_by_consecutive_intervals_off_the_same_way():
-    climb = ThroughputClimb(LADDER, 5, ClimbSettings(hold=10, max_hold=20))
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, hold=10, max_hold=20))
     climb.decide(1000, -1)                        # settle (the start)
     climb.decide(1000, -1)                        # probe to 4
     climb.decide(1000, -1)                        # settle
@@ -193,7 +193,7 @@ def test_noise_as_large_as_a_slow_link_gives_still_settles_near_the_optimum():
 
 
 def test_home_figure_is_the_mean_of_its_last_intervals():
-    climb = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False, hold=100, max_hold=100,
+    climb = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, settle=False, hold=100, max_hold=100,
                                                      average=4))
     climb.decide(1000, -1)                       # probe to 4
     climb.decide(500, -1)                        # revert: home 5 holds
@@ -206,7 +206,7 @@ def test_home_figure_is_the_mean_of_its_last_intervals():
 
 def test_a_level_measured_earlier_is_measured_again_only_when_above_home_by_more_than_noise():
     def settled_at_4():
-        climb = ThroughputClimb(LADDER, 5, ClimbSettings(settle=False, hold=100,
+        climb = ThroughputClimb(LADDER, 5, ClimbSettings(scout=False, settle=False, hold=100,
                                                          max_hold=100, forget_after=1000))
         assert climb.decide(1000, -1) == (4, "probe")
         assert climb.decide(1020, -1) == (3, "climb")   # 4 is home; 5 is known at 1000
@@ -227,3 +227,33 @@ def test_a_level_measured_earlier_is_measured_again_only_when_above_home_by_more
         if decision != "hold":
             break
     assert (level, decision) == (5, "probe")
+
+
+def test_it_scouts_precise_first_and_crosses_a_shelf_with_a_cliff_at_once():
+    # cut summaries of wide boxes: every level below precise about as poor, with noise
+    shelf = {lv: 250.0 + 20 * (lv % 3) for lv in range(10)} | {10: 4000.0}
+    climb = ThroughputClimb(LADDER, 1)
+    levels, decisions = run(climb, shelf, 40, hint=1, noise=0.1)
+    assert decisions[:3] == ["settle", "probe", "settle"] and levels[1] == 10
+    assert decisions[3] == "climb" and climb.home == 10  # home, and on to its neighbour
+    assert levels[3:].count(10) >= 0.9 * len(levels[3:])
+    # without scouting, the same search is still on the shelf after as long
+    slow = ThroughputClimb(LADDER, 1, ClimbSettings(scout=False))
+    levels, _ = run(slow, shelf, 20, hint=1, noise=0.1)
+    assert 10 not in levels
+
+
+def test_a_scout_that_does_not_gain_goes_back_without_a_hold_and_scouts_again_after_a_change():
+    climb = ThroughputClimb(LADDER, 4, ClimbSettings(settle=False, hold=5))
+    assert climb.decide(1000, -1) == (10, "probe")  # precise, before any neighbour
+    assert climb.decide(300, -1) == (4, "revert")
+    assert climb.hold == 0 and climb.hold_length == 5
+    assert climb.decide(1000, -1)[1] == "probe" and climb.level in (3, 5)  # the neighbours
+    assert climb.decide(500, -1) == (4, "revert")   # the neighbour did not gain: a hold
+    assert climb.hold == 5
+    assert climb.decide(1000, -1) == (4, "hold")
+    assert climb.decide(600, -1) == (4, "hold")     # far off once: noise
+    assert 10 in climb.figures
+    level, decision = climb.decide(600, -1)          # twice: the traffic changed
+    assert decision == "changed" and level == 10    # precise is scouted again, at once
+    assert set(climb.figures) == {4}  # what was measured before the change: forgotten

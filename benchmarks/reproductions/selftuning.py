@@ -17,12 +17,14 @@ batch publishers) runs with the dispatcher's self-tuning on, once per outgoing l
    publishers switch to events with coordinates normal(9.5, 0.25); a second sweep measures
    the optimum under the new distribution.
 
-For each of the three runs on each link, ``settled_fraction_of_optimum`` is the events/s
-the dispatcher took in over the run's last third (the tuner's probes included) over the
-events/s at the optimum precision measured for as long right after the run, self-tuning off
-(on a shared machine the same precision measures a few percent apart from one minute to the
-next). The optimum precision is the best of the sweep's best three, each measured again for
-that long; ``settled_fraction_of_refined_optimum`` divides by that measurement instead.
+For each of the three runs on each link, ``settled_fraction_of_optimum`` says where the run
+settled: the events/s of the precisions its last third ran at (probes included, weighted by
+time) over the optimum's. Those precisions and the sweep's best three are measured after
+the runs, self-tuning off, side by side: in rounds, each precision a few seconds a round
+(:func:`interleaved`). On this shared machine one precision measures 10% apart from one
+minute to the next, so figures taken minutes apart would judge the machine's drift as much
+as the tuner's choice. ``taken_fraction_of_optimum`` is that other figure: the events/s
+the dispatcher took in over the run's last third over the optimum's measured later.
 
 The paper's experiment settings are kept: step x = 10%, n = 1 (no damping, as in its
 experiments), short intervals (``interval`` seconds) so the bench takes minutes. Figures and
@@ -71,39 +73,53 @@ def short_sweep(network, levels, warmup: float, seconds: float, bar=None) -> lis
     return rows
 
 
-def refine(network, sweep: list[dict], top: int, warmup: float, seconds: float,
-           bar=None) -> list[dict]:
-    """The ``top`` best precisions of ``sweep`` measured again over ``seconds`` each (as
-    long as a run's settled tail), after ``warmup`` for the queues of the precision before
-    to drain: the optimum a run is judged against is the best of these, not the luckiest
-    of the sweep's short windows."""
-    rows = []
-    for row in sorted(sweep, key=lambda r: -r["events_per_s"])[:top]:
-        level = "none" if row["precision"] == 0 else row["precision"]
-        if bar is not None:
-            bar.describe(f"optimum: precision {format_precision(row['precision'])}")
-        configure(network, precision=level)
-        time.sleep(warmup)
-        m, _ = measure(network, seconds)
-        rows.append({"precision": row["precision"], "events_per_s": round(m.events_per_s, 1),
-                     "sweep_events_per_s": row["events_per_s"], "seconds": round(m.seconds, 2)})
-        _log(f"    {format_precision(row['precision']):>8}: {m.events_per_s:7.1f} events/s "
-             f"over {m.seconds:.1f} s (sweep: {row['events_per_s']})")
+def interleaved(network, levels: list[float], rounds: int, warmup: float, seconds: float,
+                bar=None) -> list[dict]:
+    """Events/s at each of ``levels``, self-tuning off, measured in ``rounds`` rounds of
+    ``seconds / rounds`` each, the order turned by one each round, after ``warmup`` for the
+    queues of the level before to drain.  On a shared machine one precision measures 10%
+    apart from one minute to the next; interleaving spreads that drift over every level
+    alike, so that levels are compared with each other, not with the moment each was
+    measured."""
+    configure(network, self_tuning="off")
+    events = {level: 0.0 for level in levels}
+    spent = {level: 0.0 for level in levels}
+    for r in range(rounds):
+        for level in levels[r % len(levels):] + levels[:r % len(levels)]:
+            if bar is not None:
+                bar.describe(f"optimum: precision {format_precision(level)}, round {r + 1}")
+            configure(network, precision="none" if level == 0 else level)
+            time.sleep(warmup)
+            m, _ = measure(network, seconds / rounds)
+            events[level] += m.events_per_s * m.seconds
+            spent[level] += m.seconds
         if bar is not None:
             bar.advance()
+    rows = [{"precision": level, "events_per_s": round(events[level] / spent[level], 1),
+             "seconds": round(spent[level], 2)} for level in levels]
+    for row in rows:
+        _log(f"    {format_precision(row['precision']):>8}: {row['events_per_s']:7.1f} events/s "
+             f"over {row['seconds']:.1f} s in {rounds} rounds")
     return rows
 
 
-def reference(network, precision: float, warmup: float, seconds: float) -> dict:
-    """Events/s at ``precision`` with self-tuning off, right after a run: the optimum a
-    run is judged against, measured next to it (the machine drifts between runs)."""
-    configure(network, self_tuning="off", precision="none" if precision == 0 else precision)
-    time.sleep(warmup)
-    m, _ = measure(network, seconds)
-    _log(f"    reference: {format_precision(precision)} {m.events_per_s:7.1f} events/s over "
-         f"{m.seconds:.1f} s")
-    return {"precision": precision, "events_per_s": round(m.events_per_s, 1),
-            "seconds": round(m.seconds, 2)}
+def candidates(sweep: list[dict], top: int, *traces: list[dict], tail: int) -> list[float]:
+    """The ``top`` best precisions of ``sweep`` and every precision the runs' settled tails
+    spent time at: what the optimum and the settled levels are measured at."""
+    best = [r["precision"] for r in sorted(sweep, key=lambda r: -r["events_per_s"])[:top]]
+    spent = [level for trace in traces for level in tail_seconds(trace, tail)]
+    return sorted(set(best) | set(spent))
+
+
+def tail_seconds(trace: list[dict], tail: int) -> dict[float, float]:
+    """Seconds the run's last ``tail`` intervals spent at each precision (an interval runs
+    at its step's ``previous`` precision)."""
+    spent: dict[float, float] = {}
+    if len(trace) < tail + 1:
+        return spent
+    for before, step in zip(trace[-tail - 1:], trace[-tail:]):
+        spent[step["previous"]] = spent.get(step["previous"], 0.0) + step["time"] - before["time"]
+    return spent
 
 
 def trace_of(network, since: int = 0) -> list[dict]:
@@ -239,6 +255,7 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
                     "interval_s": interval, "step": 0.1, "n": 1, "steps_per_run": steps,
                     "cores": os.cpu_count(), "links": {}}
     fractions: dict[str, float] = {}
+    taken: dict[str, float] = {}
     json_path = out_dir / "selftuning.json"
     result["json"] = str(json_path)
     for link in links:
@@ -248,17 +265,33 @@ def run(quick: bool = False, out: str = "edn-bench-out", setup: Setup | None = N
         result["links"][name] = report
         for setting in SETTINGS:
             fractions[f"{setting}@{name}"] = report["settled_fraction_of_optimum"][setting]
+            taken[f"{setting}@{name}"] = report["taken_fraction_of_optimum"][setting]
         result["rule"] = report["rule"]
         result["settled_fraction_of_optimum"] = fractions
+        result["taken_fraction_of_optimum"] = taken
         result["min_settled_fraction_of_optimum"] = min(fractions.values())
         json_path.write_text(json.dumps(result, indent=2))  # each link's as soon as it ends
     return result
 
 
-def settled_fraction(trace: list[dict], optimum: float, tail: int) -> float:
+def settled_fraction(trace: list[dict], measured: list[dict], tail: int) -> float:
+    """Where a run settled, against the optimum: the events/s of the precisions its last
+    ``tail`` intervals ran at (probes included, weighted by time), each as ``measured``
+    (:func:`interleaved`), over the best of ``measured``."""
+    spent = tail_seconds(trace, tail)
+    figures = {row["precision"]: row["events_per_s"] for row in measured}
+    optimum = max(figures.values(), default=0.0)
+    total = sum(spent.values())
+    if not spent or optimum <= 0 or total <= 0:
+        return 0.0
+    return round(sum(figures[level] * t for level, t in spent.items()) / total / optimum, 3)
+
+
+def taken_fraction(trace: list[dict], optimum: float, tail: int) -> float:
     """The events/s a run took in over its last ``tail`` intervals (probes and their way
     back included: the dispatcher's own count over that stretch of time) over the best
-    throughput measured at any one precision, counted the same way."""
+    throughput measured at any one precision, counted the same way, minutes apart (so
+    this carries the machine's drift as well as the tuner's choice)."""
     if len(trace) < tail + 1 or optimum <= 0:
         return 0.0
     last = trace[-tail:]
@@ -274,12 +307,14 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
     change_after = max(3, steps // 2)
     tail = max(4, steps // 3)
     sweep_warm, sweep_s = (0.5, 1.5) if quick else (1.5, 3.0)
-    top, refine_warm = (2, 1.5) if quick else (3, 4.0)
+    top, refine_warm = (2, 1.5) if quick else (3, 3.0)
+    rounds = 2 if quick else 3
+    measured_s = tail * interval  # per level, over all rounds: as long as a settled tail
     _log(f"self-tuning: {setup.servers} servers x {setup.per_server} subscriptions, d = 8, "
          f"link {setup.link_mbps} Mbps, interval {interval} s, {steps} steps per run")
     result: dict = {"link_mbps": setup.link_mbps, "settled_tail_steps": tail}
     # a terminal's progress bar: both sweeps' levels and the three tuner runs' steps
-    total_steps = 2 * len(levels) + 2 * top + 3 * steps + change_after + 2
+    total_steps = 2 * len(levels) + 2 * rounds + 3 * steps + change_after
     with tempfile.TemporaryDirectory(prefix="edn-bench-st-") as tmp, progress.progress(
             f"self-tuning, {setup.link_mbps:g} Mbps", total=total_steps, unit="step") as bar:
         network, info = start_network(setup, Path(tmp), self_tuning=False, log=_log)
@@ -296,10 +331,6 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
             try:
                 _log("  sweep (self-tuning off), uniform events:")
                 sweep_uniform = short_sweep(network, levels, sweep_warm, sweep_s, bar)
-                _log("  the best precisions again, as long as a settled tail:")
-                refined_uniform = refine(network, sweep_uniform, top, refine_warm,
-                                         tail * interval, bar)
-                best = max(refined_uniform, key=lambda r: r["events_per_s"])
                 saturated = max(r["cpu"] for r in sweep_uniform)
                 link_bound = sweep_uniform[0]["cpu"]  # no summary: link-bound, dispatcher idle-ish
                 in_force = configure(network)
@@ -308,19 +339,21 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
                 busy_threshold = float(in_force["selftuning_busy_threshold"])
                 backlog = (float(in_force["selftuning_backlog_growth"]),
                            int(in_force["selftuning_backlog_floor"]))
-                _log(f"  optimum {format_precision(best['precision'])} ({best['events_per_s']} "
-                     f"events/s); dispatcher CPU at most {saturated:.2f} of a core; rule "
+                _log(f"  dispatcher CPU at most {saturated:.2f} of a core; rule "
                      f"{rule}; bottleneck test: CPU >= {threshold} or utilization >= "
                      f"{busy_threshold}, unless the backlog grows by > {backlog[0]:.0%} of "
                      f"the copies (>= {backlog[1]})")
                 _log("  fig. 16a: from 10%")
                 bar.describe(f"fig. 16a: from 10%, {setup.link_mbps:g} Mbps")
                 from_low = run_tuner(network, 0.1, steps, interval, bar=bar)
-                ref_low = reference(network, best["precision"], refine_warm, tail * interval)
                 _log("  fig. 16b: from 100%")
                 bar.describe(f"fig. 16b: from 100%, {setup.link_mbps:g} Mbps")
                 from_high = run_tuner(network, 1.0, steps, interval, bar=bar)
-                ref_high = reference(network, best["precision"], refine_warm, tail * interval)
+                _log("  the sweep's best and the precisions both runs settled at, "
+                     "interleaved:")
+                measured_uniform = interleaved(
+                    network, candidates(sweep_uniform, top, from_low, from_high, tail=tail),
+                    rounds, refine_warm, measured_s, bar)
                 _log("  fig. 17: from 10%, uniform -> normal(9.5, 0.25) events")
                 changed = {}
 
@@ -335,29 +368,32 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
                 configure(network, self_tuning="off")
                 _log("  sweep (self-tuning off), normal events:")
                 sweep_normal = short_sweep(network, levels, sweep_warm, sweep_s, bar)
-                _log("  the best precisions again, as long as a settled tail:")
-                refined_normal = refine(network, sweep_normal, top, refine_warm,
-                                        tail * interval, bar)
+                _log("  the sweep's best and the precisions fig. 17 settled at, interleaved:")
+                measured_normal = interleaved(
+                    network, candidates(sweep_normal, top, fig17, tail=tail), rounds,
+                    refine_warm, measured_s, bar)
             finally:
                 publisher.stop()
         finally:
             network.close()
-    best_normal = max(refined_normal, key=lambda r: r["events_per_s"])
+    best = max(measured_uniform, key=lambda r: r["events_per_s"])
+    best_normal = max(measured_normal, key=lambda r: r["events_per_s"])
     change_step = changed.get("at", change_after)
     band_uniform, band_normal = near_optimal(sweep_uniform), near_optimal(sweep_normal)
     settled_low, settled_high, settled_fig17 = settled(from_low), settled(from_high), settled(fig17)
-    # each run against the best precision measured right after it (fig. 17's: the normal
-    # sweep's best, measured again after the sweep), and against the refined optimum
-    fractions = {
-        "fig16_from_10pct": settled_fraction(from_low, ref_low["events_per_s"], tail),
-        "fig16_from_100pct": settled_fraction(from_high, ref_high["events_per_s"], tail),
-        "fig17_after_change": settled_fraction(fig17, best_normal["events_per_s"], tail)}
-    of_refined = {
-        "fig16_from_10pct": settled_fraction(from_low, best["events_per_s"], tail),
-        "fig16_from_100pct": settled_fraction(from_high, best["events_per_s"], tail),
-        "fig17_after_change": fractions["fig17_after_change"]}
+    # where each run settled, its precisions and the optimum measured side by side; and the
+    # events it took in over the optimum's, measured minutes apart
+    runs = {"fig16_from_10pct": (from_low, measured_uniform, best),
+            "fig16_from_100pct": (from_high, measured_uniform, best),
+            "fig17_after_change": (fig17, measured_normal, best_normal)}
+    fractions = {name: settled_fraction(trace, measured, tail)
+                 for name, (trace, measured, _) in runs.items()}
+    taken = {name: taken_fraction(trace, optimum["events_per_s"], tail)
+             for name, (trace, _, optimum) in runs.items()}
     _log("  settled fraction of the optimum: " + ", ".join(
         f"{name} {value:.3f}" for name, value in fractions.items()))
+    _log("  events taken over the optimum's: " + ", ".join(
+        f"{name} {value:.3f}" for name, value in taken.items()))
     result.update({
         "setup_s": info["setup_s"], "rule": rule,
         "threshold": threshold, "busy_threshold": busy_threshold,
@@ -367,9 +403,10 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
         "decisions": decisions([*from_low, *from_high, *fig17]),
         "optimum_uniform": best["precision"], "optimum_uniform_tp": best["events_per_s"],
         "optimum_normal": best_normal["precision"], "optimum_normal_tp": best_normal["events_per_s"],
-        "settled_fraction_of_optimum": fractions,
-        "settled_fraction_of_refined_optimum": of_refined,
-        "reference_from_10pct": ref_low, "reference_from_100pct": ref_high,
+        "settled_fraction_of_optimum": fractions, "taken_fraction_of_optimum": taken,
+        "settled_tail_seconds": {name: {format_precision(level): round(t, 1) for level, t in
+                                        tail_seconds(trace, tail).items()}
+                                 for name, (trace, _, _) in runs.items()},
         "from_10pct_steps_to_optimum": steps_to_reach(from_low, best["precision"]),
         "from_100pct_steps_to_optimum": steps_to_reach(from_high, best["precision"]),
         "from_10pct_settled": settled_low, "from_100pct_settled": settled_high,
@@ -382,7 +419,7 @@ def run_link(setup: Setup, levels, interval: float, steps: int, quick: bool,
                                                      after=change_step),
         "fig17_settled_after_change": settled_fig17,
         "sweep_uniform": sweep_uniform, "sweep_normal": sweep_normal,
-        "optimum_measured_uniform": refined_uniform, "optimum_measured_normal": refined_normal,
+        "optimum_measured_uniform": measured_uniform, "optimum_measured_normal": measured_normal,
         "trace_from_10pct": from_low, "trace_from_100pct": from_high, "trace_fig17": fig17,
     })
     png_path = out_dir / f"selftuning-{setup.link_mbps:g}Mbps.png"

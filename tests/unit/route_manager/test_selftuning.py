@@ -347,3 +347,23 @@ def test_bench_helpers_find_the_near_optimal_band_and_time_spent_in_it():
     assert in_band(trace, [0.3, 0.4, 0.5], after=3) == {"steps": 1, "share_in_band": 0.667}
     assert in_band(trace, [0.1]) == {"steps": None, "share_in_band": 0.0}
     assert steps_to_reach(trace, 0.4) == 3  # within one step (0.1) of 0.4 at step 3
+
+
+def test_the_bench_judges_where_a_run_settled_by_its_precisions_measured_side_by_side():
+    from benchmarks.reproductions.selftuning import (candidates, settled_fraction,
+                                                     tail_seconds, taken_fraction)
+
+    # an interval runs at its step's "previous" precision
+    trace = [{"time": t, "previous": p, "events_per_s": tp} for t, p, tp in [
+        (0.0, 0.5, 500), (1.0, 0.5, 700), (2.0, 0.9, 900), (3.0, 0.9, 950), (5.0, 0.8, 800)]]
+    assert tail_seconds(trace, 3) == {0.9: 2.0, 0.8: 2.0}
+    assert tail_seconds(trace, 9) == {}
+    measured = [{"precision": 0.8, "events_per_s": 800.0},
+                {"precision": 0.9, "events_per_s": 1000.0}]
+    assert settled_fraction(trace, measured, 3) == pytest.approx(0.9)  # half at 0.9, half at 0.8
+    assert settled_fraction(trace[-2:], measured, 1) == pytest.approx(0.8)
+    assert settled_fraction(trace, [], 3) == 0.0
+    # the events it took in, over the optimum's figure, weighted by time
+    assert taken_fraction(trace, 1000.0, 3) == pytest.approx(0.863)  # (900 + 950 + 2 * 800) / 4
+    sweep = [{"precision": p, "events_per_s": tp} for p, tp in [(0.7, 5), (1.0, 9), (0.3, 8)]]
+    assert candidates(sweep, 2, trace, tail=3) == [0.3, 0.8, 0.9, 1.0]

@@ -30,9 +30,9 @@ How
       summaries of wide boxes are poor at every level below it, the curve is a shelf
       with a cliff at precise (measured at 2 Mbps: 17-455 events/s from none to 0.9 in a
       short sweep, 1,235-1,315 at precise over 20 s), which a search of neighbours
-      crosses only level by level, a hold
-      after every probe that the noise makes look worse. A scout that does not gain goes
-      back with no hold. An applied profile knows the curve's shape: with one, no scout;
+      crosses only level by level, a hold after every probe that the noise makes look
+      worse. A scout that does not gain goes back with no hold. An applied profile knows
+      the curve's shape: with one, no scout;
     - **climbs** when a probe beat home: the probed level becomes home and the next probe
       follows at once;
     - **holds** after a probe that did not gain: ``hold`` intervals at first, twice as long

@@ -43,6 +43,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "selftuning": ("benchmarks.reproductions.selftuning:run",
                    "self-tuning precision from 10% and 100%, and after an event distribution "
                    "change (paper Figs. 16, 17)"),
+    "climbnoise": ("benchmarks.reproductions.climb_noise:run",
+                   "the comparing self-tuner run in process on the curves the selftuning "
+                   "bench measured, with random interval noise: share of runs settled at "
+                   "0.95 of the optimum or more, by how far a probe must beat home"),
     "placement": ("benchmarks.robustness.placement:run", "50 concurrent Subscribes across 3 EDN servers (real processes): failures, p99 latency, one subscription per MessageID"),
     "faults": ("benchmarks.robustness.faults:run",
                "a fault campaign across a lab of hosts (partitions of every link kind, one-way "

@@ -120,6 +120,8 @@ class SelfTuningSettings(Settings):
                                        "(paper) or says the traffic changed (compare) (0: off)")
     margin: float = setting(0.0, "compare: another precision becomes home when its throughput "
                             "beats home's by more than this share")
+    keep: float = setting(2.0, "compare: ... or by this many times the noise of one interval "
+                          "at home, when more (0: one lucky interval may move home)")
     hold: int = setting(3, "compare: intervals at home after a probe that did not gain")
     max_hold: int = setting(24, "compare: the longest hold, after probes that did not gain")
     band: float = setting(0.15, "compare: precisions within this share of the best measured "
@@ -134,6 +136,8 @@ class SelfTuningSettings(Settings):
             raise ValueError(f"rule is one of {', '.join(RULES)}")
         if not 0 <= self.margin < 1 or not 1 <= self.hold <= self.max_hold <= 10_000:
             raise ValueError("need 0 <= margin < 1 and 1 <= hold <= max_hold <= 10000")
+        if not 0 <= self.keep <= 10:
+            raise ValueError("keep is a multiple of the noise of one interval in [0, 10]")
         if not 0 <= self.band < 0.5:
             raise ValueError("band is a share of the best throughput in [0, 0.5)")
         if not 0 < self.threshold <= 2:
@@ -227,7 +231,8 @@ class SelfTuner:
         self.history: collections.deque[int] = collections.deque([self.level], maxlen=4)
         self.trace: collections.deque[Step] = collections.deque(maxlen=config.trace)
         self.climb = ThroughputClimb(self.ladder, self.level, ClimbSettings(
-            margin=config.margin, hold=config.hold, max_hold=config.max_hold, band=config.band,
+            margin=config.margin, keep=config.keep, hold=config.hold, max_hold=config.max_hold,
+            band=config.band,
             change=config.throughput_change or float("inf"))) \
             if config.rule == "compare" else None
         self._begin(reading)

@@ -18,7 +18,12 @@ How
     level's consecutive intervals averaged) for ``forget_after`` intervals, and:
 
     - routes at the **home** level, the best it measured: a step is kept only when the
-      level it led to measured more than home (by ``margin``); otherwise it goes back;
+      level it led to measured more than home, by ``keep`` times the noise of one interval
+      at home (or by ``margin``, when more); otherwise it goes back. On a flat top (after
+      the Fig. 17 switch at 2 Mbps, 0.5 to precise measured within 10% of each other) a
+      step kept on one lucky interval wanders among the levels, half its moves downwards;
+      a margin of twice the noise keeps all but about one lucky interval in twenty out,
+      and a level better by more than that is still found;
     - **probes** the *frontier*: the levels it does not know that neighbour a level within
       ``band`` of the best (wider when one interval strays further than that from the next:
       twice the noise measured at home). That crosses a dip or a flat stretch next to a good level, and
@@ -69,6 +74,7 @@ _MOST_BAND = 0.45  # the band widened by noise, at most
 @dataclass(frozen=True)
 class ClimbSettings:
     margin: float = 0.0     # another level becomes home when it beat home by more than this
+    keep: float = 2.0       # ... or by this many times the noise of one interval, when more
     hold: int = 3           # intervals at home after the first probe that did not gain
     max_hold: int = 24      # the longest hold, after probes that did not gain
     change: float = 0.2     # home's figure moving by this much: the traffic changed
@@ -139,7 +145,7 @@ class ThroughputClimb:
     def _judge_probe(self, hint: int) -> tuple[int, str]:
         probed, scouting = self.level, self.scouting
         self.trial = self.scouting = False
-        if self._beats_home(probed):
+        if self._beats_home(probed, by=self._keep_margin()):
             self.home = probed
             self.hold_length = self.settings.hold
             decision = self._probe(hint)
@@ -212,6 +218,14 @@ class ThroughputClimb:
         home = self.figures.get(self.home)
         margin = self.settings.margin if by is None else by
         return home is None or self.figures[level][0] > home[0] * (1 + margin)
+
+    def _keep_margin(self) -> float:
+        """How far a probe must beat home's figure to become home: the margin, or
+        ``keep`` times the noise of one interval at home when that is more. A probe is
+        judged on one interval, home on the mean of several: on a flat top, where the
+        levels differ by less than the noise, a lucky interval would move home at every
+        other probe, and half of those moves land lower."""
+        return max(self.settings.margin, self.settings.keep * self.noise)
 
     def _noise_margin(self) -> float:
         """How far a level measured earlier must stand above home's figure to be measured

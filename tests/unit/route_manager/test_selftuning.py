@@ -239,7 +239,7 @@ def test_settings_from_the_set_names_and_validation():
                 {"backlog_growth": -1}, {"backlog_floor": -1}, {"rule": "magic"},
                 {"rule": ""}, {"margin": -0.1}, {"margin": 1.0}, {"hold": 0},
                 {"hold": 5, "max_hold": 4}, {"max_hold": 10**6}, {"band": -0.1},
-                {"band": 0.5}):
+                {"band": 0.5}, {"keep": -1}, {"keep": 11}, {"keep": float("nan")}):
         with pytest.raises(ValueError):
             SelfTuningSettings(**bad)
 

@@ -24,7 +24,8 @@ from route_manager.precision import Ladder
 from route_manager.throughput_climb import ClimbSettings, ThroughputClimb
 
 #: events/s by level (none, 0.1 .. precise) from the selftuning bench's sweeps at tree
-#: 27426ec; at the top after the Fig. 17 switch, its side-by-side measurement of 0.4 .. precise
+#: 27426ec; after the Fig. 17 switch, the levels it measured side by side after the runs
+#: (2 Mbps: 0.4, 0.5 and 0.7 .. precise; 6.4 Mbps: 0.7, 0.8 and precise) by that figure
 CURVES: dict[str, dict[str, list[float]]] = {
     "2Mbps": {"uniform": [124, 41, 32, 125, 222, 333, 286, 530, 280, 178, 1309],
               "normal": [103, 114, 83, 226, 5974, 7713, 7135, 8440, 7949, 8094, 8547]},
@@ -40,6 +41,7 @@ SETTINGS = {"fig16_from_10pct": ("uniform", 1, 40), "fig16_from_100pct": ("unifo
 SWITCH = 20       # Fig. 17: the intervals of uniform events before the switch
 CARRY = 0.6       # the share of the previous level's figure in the interval after a move
 DRIFT = 0.02      # the machine's drift: the step of an AR(1) walk, shared by every level
+PERSISTENCE = 0.7  # ... and the share of the drift an interval keeps from the one before
 
 
 def settled_fraction(curve: dict[str, list[float]], setting: str, keep: float, sigma: float,
@@ -52,7 +54,7 @@ def settled_fraction(curve: dict[str, list[float]], setting: str, keep: float, s
     drift, tail, last = 1.0, [], intervals // 3
     for interval in range(1, intervals + 1):
         now = curve["uniform" if after == "uniform" or interval <= SWITCH else after]
-        drift = 1 + 0.7 * (drift - 1) + rng.gauss(0, DRIFT)
+        drift = 1 + PERSISTENCE * (drift - 1) + rng.gauss(0, DRIFT)
         mean = now[level] if previous == level else CARRY * now[previous] + (1 - CARRY) * now[level]
         if interval > intervals - last:
             tail.append(now[level] / max(now))
